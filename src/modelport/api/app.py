@@ -1,0 +1,32 @@
+"""Build the ASGI application from wired services."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from fastapi import FastAPI
+
+from modelport import __version__
+from modelport.api.problems import install_error_handlers
+from modelport.api.routes import blobs, health, models, uploads, versions
+
+if TYPE_CHECKING:
+    from modelport.app import Services
+
+
+def create_app(services: Services) -> FastAPI:
+    app = FastAPI(
+        title="modelport",
+        version=__version__,
+        openapi_url="/api/openapi.json",
+        docs_url="/api/docs",
+        redoc_url=None,
+    )
+    app.state.services = services
+    install_error_handlers(app)
+    app.include_router(health.router)
+    app.include_router(uploads.router, prefix="/api")
+    app.include_router(blobs.router, prefix="/api")
+    app.include_router(models.router, prefix="/api")
+    app.include_router(versions.router, prefix="/api")
+    return app

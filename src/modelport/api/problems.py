@@ -1,0 +1,119 @@
+"""Render errors once per surface: RFC 9457 problem+json on ``/api``, ``{"error"}`` on ``/v2``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.responses import Response
+
+from modelport.errors import ModelportError
+
+STATUS_BY_KIND = {
+    "invalid": 400,
+    "unauthenticated": 401,
+    "forbidden": 403,
+    "not_found": 404,
+    "conflict": 409,
+    "range": 416,
+    "unprocessable": 422,
+    "overloaded": 429,
+    "unavailable": 503,
+    "internal": 500,
+}
+CODE_BY_STATUS = {
+    400: "invalid_request",
+    401: "unauthenticated",
+    403: "forbidden",
+    404: "not_found",
+    405: "method_not_allowed",
+    409: "conflict",
+    411: "length_required",
+    413: "payload_too_large",
+    415: "unsupported_media_type",
+    416: "range_not_satisfiable",
+    422: "unprocessable",
+    429: "overloaded",
+    500: "internal_error",
+    503: "unavailable",
+}
+PROBLEM_TYPE = "https://modelport.dev/problems/"
+
+
+def status_of(exc: ModelportError) -> int:
+    return STATUS_BY_KIND.get(exc.kind, 500)
+
+
+def headers_of(exc: ModelportError) -> dict[str, str]:
+    headers: dict[str, str] = {}
+    if "retry_after" in exc.extra:
+        headers["Retry-After"] = str(max(1, round(float(exc.extra["retry_after"]))))
+    if exc.kind == "range" and "offset" in exc.extra:
+        offset = int(exc.extra["offset"])
+        headers["Range"] = f"0-{offset - 1}" if offset > 0 else "0-0"
+        headers["Upload-Offset"] = str(offset)
+    if exc.kind == "unauthenticated":
+        headers["WWW-Authenticate"] = 'Bearer realm="modelport"'
+    return headers
+
+
+def problem_response(
+    request: Request,
+    status: int,
+    code: str,
+    detail: str,
+    extra: dict[str, Any] | None = None,
+    headers: dict[str, str] | None = None,
+) -> Response:
+    path = request.url.path
+    if path.startswith("/v2"):
+        body: dict[str, Any] = {"error": detail}
+        return Response(orjson.dumps(body), status, headers=headers, media_type="application/json")
+    problem: dict[str, Any] = {
+        "type": PROBLEM_TYPE + code,
+        "title": code.replace("_", " "),
+        "status": status,
+        "detail": detail,
+        "code": code,
+        "instance": path,
+    }
+    for key, value in (extra or {}).items():
+        problem.setdefault(key, value)
+    return Response(
+        orjson.dumps(problem, default=str),
+        status,
+        headers=headers,
+        media_type="application/problem+json",
+    )
+
+
+def install_error_handlers(app: FastAPI) -> None:
+    async def on_modelport_error(request: Request, exc: Exception) -> Response:
+        assert isinstance(exc, ModelportError)
+        return problem_response(
+            request, status_of(exc), exc.code, exc.message, exc.extra, headers_of(exc)
+        )
+
+    async def on_validation_error(request: Request, exc: Exception) -> Response:
+        assert isinstance(exc, RequestValidationError)
+        errors = [
+            {"field": ".".join(str(p) for p in e["loc"] if p != "body"), "error": e["msg"]}
+            for e in exc.errors()
+        ]
+        first = errors[0] if errors else {"field": "", "error": "invalid request"}
+        detail = f"{first['field']}: {first['error']}" if first["field"] else first["error"]
+        return problem_response(request, 400, "invalid_request", detail, {"errors": errors})
+
+    async def on_http_error(request: Request, exc: Exception) -> Response:
+        assert isinstance(exc, StarletteHTTPException)
+        code = CODE_BY_STATUS.get(exc.status_code, "http_error")
+        return problem_response(
+            request, exc.status_code, code, str(exc.detail), headers=dict(exc.headers or {})
+        )
+
+    app.add_exception_handler(ModelportError, on_modelport_error)
+    app.add_exception_handler(RequestValidationError, on_validation_error)
+    app.add_exception_handler(StarletteHTTPException, on_http_error)

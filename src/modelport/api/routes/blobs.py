@@ -1,0 +1,5 @@
+"""/api/blobs (placeholder until implemented)."""
+
+from fastapi import APIRouter
+
+router = APIRouter(tags=["blobs"])

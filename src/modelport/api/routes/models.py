@@ -1,0 +1,5 @@
+"""/api/models (placeholder until implemented)."""
+
+from fastapi import APIRouter
+
+router = APIRouter(tags=["models"])

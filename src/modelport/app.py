@@ -1,0 +1,91 @@
+"""The composition root: the one place that builds infrastructure from settings."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from urllib.parse import urlparse
+
+from fastapi import FastAPI
+
+from modelport.blobs import BlobStore
+from modelport.blobs.local import LocalBlobStore
+from modelport.blobs.uploads import UploadService
+from modelport.config import Settings
+from modelport.registry.service import RegistryService
+from modelport.registry.signing import Signer
+from modelport.registry.validation import SubprocessValidator
+from modelport.store import Database, create_database, upgrade
+from modelport.tenancy import AdminKeyAuthenticator
+
+
+@dataclass
+class Services:
+    """Everything a surface (HTTP, CLI) may call, built once per process."""
+
+    settings: Settings
+    database: Database
+    blob_store: BlobStore
+    uploads: UploadService
+    registry: RegistryService
+    authenticator: AdminKeyAuthenticator
+
+    def close(self) -> None:
+        self.database.dispose()
+
+
+def build_blob_store(settings: Settings) -> BlobStore:
+    if settings.blob_url and settings.blob_url.startswith("s3://"):
+        from modelport.blobs.s3 import S3BlobStore
+
+        parsed = urlparse(settings.blob_url)
+        return S3BlobStore(
+            bucket=parsed.netloc,
+            prefix=parsed.path.strip("/"),
+            endpoint_url=settings.s3_endpoint_url,
+            region=settings.s3_region,
+            staging_dir=settings.home / "staging",
+        )
+    root = settings.home / "blobs"
+    if settings.blob_url:
+        parsed = urlparse(settings.blob_url)
+        if parsed.scheme not in ("", "file"):
+            raise ValueError(f"unsupported MODELPORT_BLOB_URL scheme: {parsed.scheme}")
+        from pathlib import Path
+
+        root = Path(parsed.path)
+    return LocalBlobStore(root)
+
+
+def build_services(settings: Settings) -> Services:
+    settings.home.mkdir(parents=True, exist_ok=True)
+    url = settings.resolved_database_url
+    if settings.should_auto_migrate:
+        upgrade(url)
+    database = create_database(url)
+    blob_store = build_blob_store(settings)
+    signer = Signer.load_or_create(settings.resolved_signing_key_path)
+    validator = SubprocessValidator(
+        blob_store,
+        work_dir=settings.home / "validation",
+        timeout_seconds=settings.validation_timeout_seconds,
+        memory_bytes=settings.validation_memory_bytes,
+    )
+    return Services(
+        settings=settings,
+        database=database,
+        blob_store=blob_store,
+        uploads=UploadService(
+            database,
+            blob_store,
+            ttl_seconds=settings.upload_ttl_seconds,
+            max_chunk_bytes=settings.max_chunk_bytes,
+        ),
+        registry=RegistryService(database, blob_store, signer=signer, validator=validator),
+        authenticator=AdminKeyAuthenticator(settings.admin_key),
+    )
+
+
+def build_app(settings: Settings) -> FastAPI:
+    from modelport.api import create_app
+
+    return create_app(build_services(settings))

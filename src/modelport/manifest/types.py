@@ -1,0 +1,173 @@
+"""Pydantic models of the manifest. ``Manifest.model_json_schema()`` is the published schema."""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from modelport.digests import Digest
+
+DATATYPES = (
+    "BOOL", "UINT8", "UINT16", "UINT32", "UINT64", "INT8", "INT16", "INT32", "INT64",
+    "FP16", "FP32", "FP64", "BYTES",
+)  # fmt: skip
+"""Tensor datatypes, named as in the Open Inference Protocol."""
+
+Datatype = Literal[
+    "BOOL", "UINT8", "UINT16", "UINT32", "UINT64", "INT8", "INT16", "INT32", "INT64",
+    "FP16", "FP32", "FP64", "BYTES",
+]  # fmt: skip
+
+UNSAFE_FORMATS = frozenset({"pickle", "pkl", "joblib", "cloudpickle", "dill", "pytorch-pickle"})
+"""Formats whose loading executes code; refused everywhere."""
+
+_FORMAT_RE = re.compile(r"^[a-z0-9][a-z0-9._-]{0,31}$")
+_TENSOR_NAME_RE = re.compile(r"^[A-Za-z0-9_.:/-]{1,128}$")
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class FileEntry(_Strict):
+    """One file of the package, stored as a blob."""
+
+    path: str = Field(min_length=1, max_length=512, description="Relative POSIX path.")
+    digest: Digest
+    size: int = Field(ge=0)
+
+    @field_validator("path")
+    @classmethod
+    def _safe_path(cls, v: str) -> str:
+        parts = v.split("/")
+        if v.startswith("/") or "\\" in v or any(p in ("", ".", "..") for p in parts):
+            raise ValueError("must be a relative path without '.', '..' or empty segments")
+        return v
+
+
+class TensorSpec(_Strict):
+    """An input or output: name, OIP datatype and shape (-1 for a variable dimension)."""
+
+    name: str
+    datatype: Datatype
+    shape: list[int] = Field(max_length=16)
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, v: str) -> str:
+        if not _TENSOR_NAME_RE.match(v):
+            raise ValueError("must be 1-128 characters of letters, digits, '_', '.', ':', '/', '-'")
+        return v
+
+    @field_validator("shape")
+    @classmethod
+    def _shape(cls, v: list[int]) -> list[int]:
+        if any(d < -1 for d in v):
+            raise ValueError("dimensions are non-negative, or -1 for a variable dimension")
+        return v
+
+
+class LineageParent(_Strict):
+    """Another version this one derives from."""
+
+    model: str = Field(description="owner/name of the parent model")
+    version: str
+    relation: str = Field(
+        default="derived-from",
+        pattern=r"^[a-z][a-z0-9-]{0,63}$",
+        description="e.g. fine-tuned-from, quantized-from, distilled-from",
+    )
+
+
+class LineageRef(_Strict):
+    """A dataset or code reference, by digest and/or URI."""
+
+    name: str | None = None
+    uri: str | None = Field(default=None, max_length=2048)
+    digest: Digest | None = None
+
+    @model_validator(mode="after")
+    def _one_of(self) -> LineageRef:
+        if self.uri is None and self.digest is None:
+            raise ValueError("needs a 'uri' or a 'digest'")
+        return self
+
+
+class Lineage(_Strict):
+    parents: list[LineageParent] = Field(default_factory=list)
+    datasets: list[LineageRef] = Field(default_factory=list)
+    code: list[LineageRef] = Field(default_factory=list)
+
+
+class Resources(_Strict):
+    """Declared resource profile; the runtime measures and may refine it."""
+
+    host_memory_bytes: int | None = Field(default=None, ge=0)
+    device_memory_bytes: int | None = Field(default=None, ge=0)
+    max_batch_size: int = Field(default=1, ge=1)
+    typical_latency_ms: float | None = Field(default=None, ge=0)
+    hardware: list[str] = Field(default_factory=list, description="e.g. ['cpu'], ['cuda']")
+
+
+class ExampleTensor(_Strict):
+    """A tensor in Open Inference Protocol JSON form."""
+
+    name: str
+    datatype: Datatype
+    shape: list[int]
+    data: list[Any]
+
+
+class Tolerance(_Strict):
+    atol: float = Field(default=1e-5, ge=0)
+    rtol: float = Field(default=1e-4, ge=0)
+
+
+class Example(_Strict):
+    """An input with its expected output; validation and warm-up run it."""
+
+    inputs: list[ExampleTensor] = Field(min_length=1)
+    outputs: list[ExampleTensor] = Field(default_factory=list)
+    tolerance: Tolerance = Field(default_factory=Tolerance)
+
+
+class Manifest(_Strict):
+    """What a model version is. Its canonical digest is the version's identity."""
+
+    schema_version: Literal[1] = 1
+    format: str = Field(description="Model format, e.g. 'onnx'.")
+    files: list[FileEntry] = Field(min_length=1)
+    inputs: list[TensorSpec] = Field(min_length=1)
+    outputs: list[TensorSpec] = Field(min_length=1)
+    license: str = Field(description="SPDX license identifier or expression.")
+    lineage: Lineage = Field(default_factory=Lineage)
+    resources: Resources = Field(default_factory=Resources)
+    examples: list[Example] = Field(default_factory=list, max_length=16)
+    runtime: dict[str, Any] = Field(
+        default_factory=dict, description="Runtime requirements and options, e.g. opset."
+    )
+    preprocessing: dict[str, Any] | None = None
+    postprocessing: dict[str, Any] | None = None
+    description: str = Field(default="", max_length=10_000)
+    tags: list[str] = Field(default_factory=list, max_length=64)
+
+    @field_validator("format")
+    @classmethod
+    def _format(cls, v: str) -> str:
+        if not _FORMAT_RE.match(v):
+            raise ValueError("must be a lowercase identifier such as 'onnx'")
+        return v
+
+    @model_validator(mode="after")
+    def _unique(self) -> Manifest:
+        for label, names in (
+            ("files", [f.path for f in self.files]),
+            ("inputs", [t.name for t in self.inputs]),
+            ("outputs", [t.name for t in self.outputs]),
+        ):
+            dupes = sorted({n for n in names if names.count(n) > 1})
+            if dupes:
+                raise ValueError(f"duplicate {label}: {', '.join(dupes)}")
+        return self

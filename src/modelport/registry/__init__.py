@@ -1,0 +1,1 @@
+"""The model registry: models, immutable versions, lifecycle, aliases, lineage."""

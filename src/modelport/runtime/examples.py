@@ -1,0 +1,55 @@
+"""Run a manifest's examples against a loaded model and compare within tolerance."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from modelport.manifest import Example
+from modelport.runtime.formats.base import LoadedModel
+from modelport.runtime.tensors import decode_json_tensor
+
+
+@dataclass(frozen=True)
+class ExampleResult:
+    index: int
+    passed: bool
+    problems: list[str] = field(default_factory=list)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"index": self.index, "passed": self.passed, "problems": self.problems}
+
+
+def run_example(model: LoadedModel, example: Example, index: int = 0) -> ExampleResult:
+    inputs = {
+        t.name: decode_json_tensor(t.name, t.datatype, t.shape, t.data) for t in example.inputs
+    }
+    outputs = model.execute(inputs)
+    problems: list[str] = []
+    for expected in example.outputs:
+        if expected.name not in outputs:
+            problems.append(f"output '{expected.name}' missing")
+            continue
+        want = decode_json_tensor(expected.name, expected.datatype, expected.shape, expected.data)
+        got = np.asarray(outputs[expected.name])
+        if list(got.shape) != list(want.shape):
+            problems.append(
+                f"output '{expected.name}': shape {list(got.shape)} != {expected.shape}"
+            )
+        elif want.dtype == np.object_:
+            if not np.array_equal(got.astype(np.object_), want):
+                problems.append(f"output '{expected.name}': values differ")
+        elif not np.allclose(
+            got.astype(np.float64),
+            want.astype(np.float64),
+            atol=example.tolerance.atol,
+            rtol=example.tolerance.rtol,
+        ):
+            worst = float(np.max(np.abs(got.astype(np.float64) - want.astype(np.float64))))
+            problems.append(
+                f"output '{expected.name}': max abs difference {worst:g} exceeds "
+                f"atol={example.tolerance.atol:g}, rtol={example.tolerance.rtol:g}"
+            )
+    return ExampleResult(index=index, passed=not problems, problems=problems)

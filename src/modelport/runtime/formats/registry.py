@@ -1,0 +1,25 @@
+"""Known formats by manifest ``format`` name; unsafe formats are refused by name."""
+
+from __future__ import annotations
+
+from modelport.errors import InvalidInput, Unprocessable
+from modelport.manifest import UNSAFE_FORMATS
+from modelport.runtime.formats.base import ModelFormat
+from modelport.runtime.formats.onnx import OnnxFormat
+
+FORMATS: dict[str, type[ModelFormat]] = {"onnx": OnnxFormat}
+
+
+def get_format(name: str, **options: object) -> ModelFormat:
+    if name in UNSAFE_FORMATS:
+        raise InvalidInput(
+            f"format '{name}' executes code when loaded and is refused", code="unsafe_format"
+        )
+    try:
+        cls = FORMATS[name]
+    except KeyError:
+        raise Unprocessable(
+            f"no runtime for format '{name}' (known: {', '.join(sorted(FORMATS))})",
+            code="unsupported_format",
+        ) from None
+    return cls(**options)  # type: ignore[call-arg]

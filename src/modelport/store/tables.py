@@ -1,0 +1,175 @@
+"""All tables. Rows never leave the store layer: repositories return frozen records."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import (
+    JSON,
+    BigInteger,
+    ForeignKey,
+    Index,
+    Integer,
+    LargeBinary,
+    String,
+    Text,
+    UniqueConstraint,
+)
+from sqlalchemy.orm import Mapped, mapped_column
+
+from modelport.store.base import Base, utcnow
+
+# ---- blobs and uploads -------------------------------------------------------
+
+
+class BlobRow(Base):
+    """A committed, content-addressed blob (the bytes live in the blob store)."""
+
+    __tablename__ = "blobs"
+
+    digest: Mapped[str] = mapped_column(String(71), primary_key=True)
+    size: Mapped[int] = mapped_column(BigInteger)
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+
+
+class UploadRow(Base):
+    """A resumable upload in progress; its bytes stay in staging until committed."""
+
+    __tablename__ = "uploads"
+
+    id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    offset: Mapped[int] = mapped_column(BigInteger, default=0)
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+    updated_at: Mapped[datetime] = mapped_column(default=utcnow)
+    expires_at: Mapped[datetime] = mapped_column(index=True)
+
+
+# ---- registry ----------------------------------------------------------------
+
+
+class ModelRow(Base):
+    __tablename__ = "models"
+    __table_args__ = (UniqueConstraint("owner", "name"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    owner: Mapped[str] = mapped_column(String(64), index=True)
+    name: Mapped[str] = mapped_column(String(128))
+    task: Mapped[str] = mapped_column(String(64), default="", index=True)
+    description: Mapped[str] = mapped_column(Text, default="")
+    license: Mapped[str] = mapped_column(String(256), index=True)
+    visibility: Mapped[str] = mapped_column(String(16), default="private")
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+    created_by: Mapped[str] = mapped_column(String(128), default="")
+
+
+class ModelTagRow(Base):
+    __tablename__ = "model_tags"
+
+    model_id: Mapped[int] = mapped_column(ForeignKey("models.id"), primary_key=True)
+    tag: Mapped[str] = mapped_column(String(64), primary_key=True, index=True)
+
+
+class ModelVersionRow(Base):
+    """An immutable, published version. Nothing in this row ever changes."""
+
+    __tablename__ = "model_versions"
+    __table_args__ = (
+        UniqueConstraint("model_id", "version"),
+        Index("ix_model_versions_format_model", "format", "model_id"),
+    )
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    model_id: Mapped[int] = mapped_column(ForeignKey("models.id"), index=True)
+    version: Mapped[str] = mapped_column(String(64))
+    manifest_digest: Mapped[str] = mapped_column(String(71), index=True)
+    manifest: Mapped[str] = mapped_column(Text, doc="canonical manifest JSON")
+    format: Mapped[str] = mapped_column(String(32))
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+    created_by: Mapped[str] = mapped_column(String(128), default="")
+
+
+class VersionFileRow(Base):
+    """A manifest's file entries, indexed so a blob's users can be found."""
+
+    __tablename__ = "version_files"
+
+    version_id: Mapped[int] = mapped_column(ForeignKey("model_versions.id"), primary_key=True)
+    path: Mapped[str] = mapped_column(String(512), primary_key=True)
+    digest: Mapped[str] = mapped_column(String(71), index=True)
+    size: Mapped[int] = mapped_column(BigInteger)
+
+
+class LineageEdgeRow(Base):
+    """child was derived from parent (relation such as ``fine-tuned-from``)."""
+
+    __tablename__ = "lineage_edges"
+
+    child_id: Mapped[int] = mapped_column(ForeignKey("model_versions.id"), primary_key=True)
+    parent_id: Mapped[int] = mapped_column(
+        ForeignKey("model_versions.id"), primary_key=True, index=True
+    )
+    relation: Mapped[str] = mapped_column(String(64))
+
+
+class LifecycleEventRow(Base):
+    """An appended lifecycle transition; the latest one is the version's state."""
+
+    __tablename__ = "lifecycle_events"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    version_id: Mapped[int] = mapped_column(ForeignKey("model_versions.id"), index=True)
+    from_state: Mapped[str | None] = mapped_column(String(32))
+    to_state: Mapped[str] = mapped_column(String(32))
+    actor: Mapped[str] = mapped_column(String(128))
+    reason: Mapped[str] = mapped_column(Text, default="")
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+
+
+class ValidationReportRow(Base):
+    """The result of one validation run of a version (kept whether it passed or not)."""
+
+    __tablename__ = "validation_reports"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    version_id: Mapped[int] = mapped_column(ForeignKey("model_versions.id"), index=True)
+    passed: Mapped[bool]
+    report: Mapped[dict[str, Any]] = mapped_column(JSON)
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+
+
+class SignatureRow(Base):
+    """An Ed25519 signature over a version's manifest digest."""
+
+    __tablename__ = "signatures"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    version_id: Mapped[int] = mapped_column(ForeignKey("model_versions.id"), index=True)
+    key_id: Mapped[str] = mapped_column(String(71))
+    public_key: Mapped[bytes] = mapped_column(LargeBinary)
+    signature: Mapped[bytes] = mapped_column(LargeBinary)
+    signer: Mapped[str] = mapped_column(String(128))
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+
+
+class AliasRow(Base):
+    """Where an alias points now; changed atomically, history kept apart."""
+
+    __tablename__ = "aliases"
+
+    model_id: Mapped[int] = mapped_column(ForeignKey("models.id"), primary_key=True)
+    alias: Mapped[str] = mapped_column(String(64), primary_key=True)
+    version_id: Mapped[int] = mapped_column(ForeignKey("model_versions.id"))
+    updated_at: Mapped[datetime] = mapped_column(default=utcnow)
+
+
+class AliasEventRow(Base):
+    __tablename__ = "alias_events"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    model_id: Mapped[int] = mapped_column(ForeignKey("models.id"), index=True)
+    alias: Mapped[str] = mapped_column(String(64))
+    version_id: Mapped[int | None] = mapped_column(ForeignKey("model_versions.id"))
+    previous_version_id: Mapped[int | None] = mapped_column(ForeignKey("model_versions.id"))
+    actor: Mapped[str] = mapped_column(String(128))
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)

@@ -1,0 +1,154 @@
+"""Shared fixtures: a database per backend (SQLite always, PostgreSQL when configured),
+wired services on a temporary home, an in-process client and a live server."""
+
+from __future__ import annotations
+
+import os
+import secrets
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import psycopg
+import pytest
+import uvicorn
+from sqlalchemy import text
+from sqlalchemy.engine import make_url
+from starlette.testclient import TestClient
+
+from modelport.api import create_app
+from modelport.app import Services, build_services
+from modelport.config import Settings
+from modelport.store import upgrade
+from modelport.store.base import Base
+
+ADMIN_KEY = "test-admin-key-" + "x" * 24
+PG_ENV = "MODELPORT_TEST_DATABASE_URL"
+REQUIRE_ENV = "MODELPORT_TEST_REQUIRE_SERVICES"
+
+
+def services_required() -> bool:
+    return os.environ.get(REQUIRE_ENV, "") not in ("", "0", "false")
+
+
+def skip_or_fail(reason: str) -> None:
+    if services_required():
+        pytest.fail(f"{reason} (required because {REQUIRE_ENV} is set)")
+    pytest.skip(reason)
+
+
+@pytest.fixture(autouse=True)
+def _clean_environ(monkeypatch: pytest.MonkeyPatch) -> None:
+    for key in list(os.environ):
+        if key.startswith("MODELPORT_") and not key.startswith("MODELPORT_TEST_"):
+            monkeypatch.delenv(key)
+
+
+@pytest.fixture(scope="session")
+def postgres_url() -> Iterator[str | None]:
+    """A fresh PostgreSQL database for this test session, migrated once."""
+    base = os.environ.get(PG_ENV)
+    if not base:
+        yield None
+        return
+    url = make_url(base)
+    name = f"mp_test_{os.getpid()}_{secrets.token_hex(3)}"
+    admin_dsn = url.set(drivername="postgresql").render_as_string(hide_password=False)
+    with psycopg.connect(admin_dsn, autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+    test_url = url.set(database=name).render_as_string(hide_password=False)
+    upgrade(test_url)
+    yield test_url
+    with psycopg.connect(admin_dsn, autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def database_url(request: pytest.FixtureRequest, tmp_path: Path, postgres_url: str | None) -> str:
+    """Each test using this runs once on SQLite and once on the real PostgreSQL."""
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path / 'modelport.db'}"
+    if postgres_url is None:
+        skip_or_fail(f"PostgreSQL tests need {PG_ENV}")
+    assert postgres_url is not None
+    from sqlalchemy import create_engine
+
+    engine = create_engine(postgres_url)
+    with engine.begin() as conn:
+        names = ", ".join(f'"{t.name}"' for t in Base.metadata.sorted_tables)
+        conn.execute(text(f"TRUNCATE {names} RESTART IDENTITY CASCADE"))
+    engine.dispose()
+    return postgres_url
+
+
+@pytest.fixture
+def settings(tmp_path: Path, database_url: str) -> Settings:
+    return Settings(
+        home=tmp_path / "home",
+        database_url=database_url,
+        admin_key=ADMIN_KEY,
+        auto_migrate=database_url.startswith("sqlite"),
+    )
+
+
+@pytest.fixture
+def services(settings: Settings) -> Iterator[Services]:
+    built = build_services(settings)
+    yield built
+    built.close()
+
+
+@pytest.fixture
+def client(services: Services) -> Iterator[TestClient]:
+    with TestClient(
+        create_app(services), headers={"Authorization": f"Bearer {ADMIN_KEY}"}
+    ) as test_client:
+        yield test_client
+
+
+@pytest.fixture
+def anon_client(services: Services) -> Iterator[TestClient]:
+    with TestClient(create_app(services)) as test_client:
+        yield test_client
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+class LiveServer:
+    """uvicorn serving the app on a loopback port in a background thread."""
+
+    def __init__(self, services: Services) -> None:
+        self.services = services
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        config = uvicorn.Config(
+            create_app(services), host="127.0.0.1", port=self.port, log_level="warning"
+        )
+        self.server = uvicorn.Server(config)
+        self.thread = threading.Thread(target=self.server.run, daemon=True)
+
+    def start(self) -> LiveServer:
+        self.thread.start()
+        deadline = time.monotonic() + 10
+        while not self.server.started:
+            if time.monotonic() > deadline:
+                raise RuntimeError("server did not start")
+            time.sleep(0.01)
+        return self
+
+    def stop(self) -> None:
+        self.server.should_exit = True
+        self.thread.join(timeout=10)
+
+
+@pytest.fixture
+def live_server(services: Services) -> Iterator[LiveServer]:
+    server = LiveServer(services).start()
+    yield server
+    server.stop()
