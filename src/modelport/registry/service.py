@@ -1,4 +1,13 @@
-"""Registry service (to be implemented)."""
+"""Registry service (to be implemented).
+
+Contract other layers code against (implemented by the registry work):
+
+- ``get_model(owner, name) -> Model`` (NotFound code ``model_not_found``)
+- ``get_version(owner, name, version) -> ModelVersion`` (NotFound code ``version_not_found``)
+- ``resolve(owner, name, ref) -> ModelVersion``: ``ref`` is a version, or an alias name;
+  ``resolve(owner, name, None)`` uses the ``default`` alias (NotFound ``alias_not_found``).
+- ``list_versions(owner, name) -> list[ModelVersion]``
+"""
 
 from __future__ import annotations
 

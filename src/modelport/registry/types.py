@@ -1,0 +1,125 @@
+"""Plain records of the registry (frozen, no I/O). Repositories return these, never rows."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from enum import StrEnum
+from typing import Any
+
+from modelport.manifest import Manifest
+
+
+class Visibility(StrEnum):
+    PUBLIC = "public"
+    PRIVATE = "private"
+
+
+class LifecycleState(StrEnum):
+    CANDIDATE = "candidate"
+    VALIDATED = "validated"
+    APPROVED = "approved"
+    DEPLOYED = "deployed"
+    DEPRECATED = "deprecated"
+    ARCHIVED = "archived"
+    REJECTED = "rejected"
+
+
+@dataclass(frozen=True)
+class Model:
+    owner: str
+    name: str
+    task: str
+    description: str
+    license: str
+    visibility: Visibility
+    tags: tuple[str, ...]
+    created_at: datetime
+    created_by: str
+
+    @property
+    def ref(self) -> str:
+        return f"{self.owner}/{self.name}"
+
+
+@dataclass(frozen=True)
+class ModelVersion:
+    """An immutable version; ``state`` is derived from its latest lifecycle event."""
+
+    owner: str
+    name: str
+    version: str
+    manifest: Manifest
+    manifest_digest: str
+    state: LifecycleState
+    created_at: datetime
+    created_by: str
+
+    @property
+    def ref(self) -> str:
+        return f"{self.owner}/{self.name}:{self.version}"
+
+
+@dataclass(frozen=True)
+class LifecycleEvent:
+    from_state: LifecycleState | None
+    to_state: LifecycleState
+    actor: str
+    reason: str
+    created_at: datetime
+
+
+@dataclass(frozen=True)
+class ValidationReport:
+    passed: bool
+    report: dict[str, Any]
+    created_at: datetime
+
+
+@dataclass(frozen=True)
+class Signature:
+    key_id: str
+    public_key: bytes
+    signature: bytes
+    signer: str
+    verified: bool
+    created_at: datetime
+
+
+@dataclass(frozen=True)
+class Alias:
+    alias: str
+    version: str
+    updated_at: datetime
+
+
+@dataclass(frozen=True)
+class AliasEvent:
+    alias: str
+    version: str | None
+    previous_version: str | None
+    actor: str
+    created_at: datetime
+
+
+@dataclass(frozen=True)
+class LineageNode:
+    owner: str
+    name: str
+    version: str
+    relation: str
+    license: str
+    depth: int
+
+
+@dataclass(frozen=True)
+class Lineage:
+    version: ModelVersion
+    ancestors: tuple[LineageNode, ...] = field(default_factory=tuple)
+    descendants: tuple[LineageNode, ...] = field(default_factory=tuple)
+
+
+@dataclass(frozen=True)
+class CatalogPage:
+    items: tuple[Model, ...]
+    next_cursor: str | None
