@@ -1,55 +1,5 @@
-"""Real small ONNX models built with ``onnx.helper`` for tests and the demo's checks."""
+"""Test models: re-exported from ``modelport.testing`` so tests, benchmarks and the demo share them."""
 
-from __future__ import annotations
+from modelport.testing.onnx_models import add_one, mlp, save
 
-import numpy as np
-import onnx
-from onnx import TensorProto, helper, numpy_helper
-
-
-def mlp(
-    n_features: int = 8, hidden: int = 16, n_classes: int = 3, seed: int = 0
-) -> onnx.ModelProto:
-    """features [-1, n_features] FP32 -> probabilities [-1, n_classes] FP32."""
-    rng = np.random.default_rng(seed)
-    w1 = rng.standard_normal((n_features, hidden)).astype(np.float32) * 0.3
-    b1 = rng.standard_normal(hidden).astype(np.float32) * 0.1
-    w2 = rng.standard_normal((hidden, n_classes)).astype(np.float32) * 0.3
-    b2 = rng.standard_normal(n_classes).astype(np.float32) * 0.1
-    nodes = [
-        helper.make_node("Gemm", ["features", "w1", "b1"], ["h"]),
-        helper.make_node("Relu", ["h"], ["hr"]),
-        helper.make_node("Gemm", ["hr", "w2", "b2"], ["logits"]),
-        helper.make_node("Softmax", ["logits"], ["probabilities"], axis=1),
-    ]
-    graph = helper.make_graph(
-        nodes,
-        "mlp",
-        [helper.make_tensor_value_info("features", TensorProto.FLOAT, [None, n_features])],
-        [helper.make_tensor_value_info("probabilities", TensorProto.FLOAT, [None, n_classes])],
-        initializer=[
-            numpy_helper.from_array(w1, "w1"),
-            numpy_helper.from_array(b1, "b1"),
-            numpy_helper.from_array(w2, "w2"),
-            numpy_helper.from_array(b2, "b2"),
-        ],
-    )
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
-    model.ir_version = 8
-    onnx.checker.check_model(model)
-    return model
-
-
-def add_one() -> onnx.ModelProto:
-    """x [-1, 4] FP32 -> y = x + 1."""
-    one = numpy_helper.from_array(np.ones(4, dtype=np.float32), "one")
-    graph = helper.make_graph(
-        [helper.make_node("Add", ["x", "one"], ["y"])],
-        "add_one",
-        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [None, 4])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [None, 4])],
-        initializer=[one],
-    )
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
-    model.ir_version = 8
-    return model
+__all__ = ["add_one", "mlp", "save"]
