@@ -59,6 +59,46 @@ class Settings(BaseSettings):
     auto_migrate: bool | None = None
     """Apply migrations at start; default on for SQLite (embedded), off otherwise."""
 
+    # ---- runtime (model host, batching)
+    runtime_memory_budget_bytes: int | None = Field(default=None, gt=0)
+    """Host memory all loaded versions may take together; default 70% of physical memory."""
+
+    runtime_device_memory_budget_bytes: int | None = Field(default=None, gt=0)
+    """Device (accelerator) memory budget; default not limited."""
+
+    runtime_intra_op_threads: int = Field(default=0, ge=0)
+    """Threads one model execution may use (onnxruntime); 0 lets the runtime decide."""
+
+    runtime_graph_optimization: str = Field(
+        default="all", pattern="^(disable|basic|extended|all)$"
+    )
+    """onnxruntime graph optimisation level: disable, basic, extended or all."""
+
+    runtime_load_timeout_seconds: float = Field(default=300.0, gt=0)
+    """A load (fetch, verify, load, warm-up) still running after this is abandoned as failed."""
+
+    runtime_infer_timeout_seconds: float = Field(default=30.0, gt=0)
+    """Deadline of an inference request that sets none itself."""
+
+    runtime_max_batch_size: int = Field(default=64, ge=1)
+    """Most rows merged into one execution (capped by the manifest's max_batch_size); 1 turns
+    batching off."""
+
+    runtime_max_queue_delay_us: int = Field(default=0, ge=0)
+    """How long a batch may wait for more requests while an executor is free (microseconds)."""
+
+    runtime_max_queue_size: int = Field(default=1024, ge=1)
+    """Requests one version may hold queued; more are refused with 429 queue_full."""
+
+    runtime_instances: int = Field(default=1, ge=1)
+    """Batches of one version that may execute at the same time."""
+
+    load_on_demand: bool = True
+    """Load a version on its first inference request (a cold start) instead of refusing it."""
+
+    max_inference_request_bytes: int = Field(default=64 << 20, gt=0)
+    """Largest inference request body accepted on ``/v2``."""
+
     @field_validator("home")
     @classmethod
     def _expand(cls, v: Path) -> Path:

@@ -14,6 +14,7 @@ machine ``code`` and a transport-neutral ``kind``. Each HTTP surface maps
     ├── Unprocessable       kind=unprocessable    (422)
     ├── Overloaded          kind=overloaded       (429)
     ├── Unavailable         kind=unavailable      (503)
+    ├── DeadlineExceeded    kind=deadline         (504)
     └── Internal            kind=internal         (500)
 """
 
@@ -81,6 +82,13 @@ class Overloaded(ModelportError):
 class Unavailable(ModelportError):
     kind = "unavailable"
     default_code = "unavailable"
+
+
+class DeadlineExceeded(ModelportError):
+    """The request's deadline passed before it could be answered."""
+
+    kind = "deadline"
+    default_code = "deadline_exceeded"
 
 
 class Internal(ModelportError):

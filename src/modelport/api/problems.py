@@ -22,6 +22,7 @@ STATUS_BY_KIND = {
     "unprocessable": 422,
     "overloaded": 429,
     "unavailable": 503,
+    "deadline": 504,
     "internal": 500,
 }
 CODE_BY_STATUS = {
@@ -39,6 +40,7 @@ CODE_BY_STATUS = {
     429: "overloaded",
     500: "internal_error",
     503: "unavailable",
+    504: "deadline_exceeded",
 }
 PROBLEM_TYPE = "https://modelport.dev/problems/"
 
