@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import math
+import struct
+import sys
 from typing import Any
 
 import numpy as np
@@ -52,28 +55,227 @@ def oip_datatype(array: np.ndarray) -> str:
 
 
 def decode_json_tensor(name: str, datatype: str, shape: list[int], data: Any) -> np.ndarray:
-    """Build an array from OIP JSON ``data`` (flat or nested, row-major)."""
-    if datatype not in OIP_TO_NUMPY:
-        raise InvalidInput(f"input '{name}': unknown datatype {datatype}", code="invalid_datatype")
-    expected = int(np.prod(shape)) if shape else 1
-    if datatype == "BYTES":
-        flat = np.array(_flatten(data), dtype=np.object_)
-        flat = np.array(
-            [x.encode() if isinstance(x, str) else bytes(x) for x in flat], dtype=np.object_
+    """Build an array from OIP JSON ``data`` (flat or nested, row-major).
+
+    ``shape`` must already be a list of non-negative ints. Values are checked,
+    not coerced: integers for INT/UINT (within range), numbers for FP, JSON
+    booleans for BOOL, strings for BYTES (returned as UTF-8 ``bytes`` objects).
+    """
+    dtype = numpy_dtype(name, datatype)
+    if not isinstance(data, list):
+        raise InvalidInput(f"input '{name}': data must be an array", code="invalid_tensor_data")
+    expected = math.prod(shape)
+    if _nesting(data) > max(len(shape), 1):
+        raise InvalidInput(
+            f"input '{name}': data is nested deeper than shape {list(shape)}",
+            code="invalid_tensor_shape",
         )
+    if datatype == "BYTES":
+        flat = _decode_json_bytes(name, data)
     else:
-        try:
-            flat = np.asarray(data, dtype=OIP_TO_NUMPY[datatype]).reshape(-1)
-        except (ValueError, TypeError) as exc:
-            raise InvalidInput(
-                f"input '{name}': data is not valid {datatype}: {exc}", code="invalid_tensor_data"
-            ) from None
+        flat = _decode_json_numbers(name, datatype, dtype, data)
     if flat.size != expected:
         raise InvalidInput(
-            f"input '{name}': shape {shape} needs {expected} elements, got {flat.size}",
+            f"input '{name}': shape {list(shape)} needs {expected} elements, got {flat.size}",
             code="invalid_tensor_shape",
         )
     return flat.reshape(shape)
+
+
+def numpy_dtype(name: str, datatype: str) -> np.dtype[Any]:
+    """The numpy dtype of an OIP datatype; unknown names are refused naming the tensor."""
+    try:
+        return OIP_TO_NUMPY[datatype]
+    except (KeyError, TypeError):
+        raise InvalidInput(
+            f"input '{name}': unsupported datatype {datatype!r}", code="invalid_datatype"
+        ) from None
+
+
+def decode_binary_tensor(
+    name: str, datatype: str, shape: list[int], buffer: bytes | memoryview
+) -> np.ndarray:
+    """Build an array from its binary tensor data (little-endian, row-major, no padding).
+
+    BOOL is one byte of 0 or 1; BYTES elements are each a 4-byte little-endian
+    length followed by the bytes. Fixed-size types are read without copying, so
+    the array is a read-only view of ``buffer``.
+    """
+    dtype = numpy_dtype(name, datatype)
+    count = math.prod(shape)
+    if datatype == "BYTES":
+        return _decode_binary_bytes(name, count, buffer).reshape(shape)
+    needed = count * dtype.itemsize
+    if len(buffer) != needed:
+        raise InvalidInput(
+            f"input '{name}': binary data is {len(buffer)} bytes, but {datatype} of shape "
+            f"{list(shape)} needs {needed}",
+            code="invalid_binary_data",
+        )
+    if datatype == "BOOL":
+        raw = np.frombuffer(buffer, dtype=np.uint8, count=count)
+        if count and int(raw.max()) > 1:
+            raise InvalidInput(
+                f"input '{name}': BOOL binary data holds bytes other than 0 and 1",
+                code="invalid_binary_data",
+            )
+        return raw.view(np.bool_).reshape(shape)
+    array = np.frombuffer(buffer, dtype=dtype.newbyteorder("<"), count=count)
+    if not array.dtype.isnative:  # only on big-endian hosts
+        array = array.astype(dtype)
+    return array.reshape(shape)
+
+
+def encode_binary_tensor(array: np.ndarray) -> bytes:
+    """The binary tensor data of an array: the inverse of :func:`decode_binary_tensor`."""
+    if array.dtype.kind in ("O", "S", "U"):
+        parts: list[bytes] = []
+        for item in array.reshape(-1).tolist():
+            raw = _as_bytes(item)
+            parts.append(_LENGTH.pack(len(raw)))
+            parts.append(raw)
+        return b"".join(parts)
+    if array.dtype.byteorder == ">" or (array.dtype.byteorder == "=" and sys.byteorder == "big"):
+        array = array.astype(array.dtype.newbyteorder("<"))
+    return array.tobytes(order="C")
+
+
+def bytes_as_text(array: np.ndarray) -> list[str] | None:
+    """Flat BYTES elements as strings for JSON, or None when one is not valid UTF-8."""
+    out: list[str] = []
+    for item in array.reshape(-1).tolist():
+        if isinstance(item, str):
+            out.append(item)
+            continue
+        try:
+            out.append(_as_bytes(item).decode("utf-8"))
+        except UnicodeDecodeError:
+            return None
+    return out
+
+
+_LENGTH = struct.Struct("<I")
+_INT_KINDS = ("i", "u")
+_NUMBER_KINDS = ("i", "u", "f")
+
+
+def _as_bytes(item: Any) -> bytes:
+    if isinstance(item, bytes):
+        return item
+    if isinstance(item, str):
+        return item.encode("utf-8")
+    return str(item).encode("utf-8")
+
+
+def _nesting(data: Any) -> int:
+    """Depth of the first path through nested lists (numpy finds ragged ones)."""
+    depth = 0
+    while isinstance(data, list):
+        depth += 1
+        if not data:
+            break
+        data = data[0]
+    return depth
+
+
+def _decode_json_numbers(name: str, datatype: str, dtype: np.dtype[Any], data: list[Any]) -> Any:
+    try:
+        raw = np.asarray(data)
+    except (ValueError, TypeError):
+        raise InvalidInput(
+            f"input '{name}': data is not a regular array of {datatype} values",
+            code="invalid_tensor_data",
+        ) from None
+    if raw.size == 0:
+        return np.zeros(0, dtype=dtype)
+    kind = raw.dtype.kind
+    if datatype == "BOOL":
+        ok = kind == "b"
+        wanted = "true/false"
+    elif dtype.kind in _INT_KINDS:
+        ok = kind in _INT_KINDS
+        wanted = "integers"
+    else:
+        ok = kind in _NUMBER_KINDS
+        wanted = "numbers"
+    if not ok:
+        raise InvalidInput(
+            f"input '{name}': {datatype} data must be {wanted}", code="invalid_tensor_data"
+        )
+    if dtype.kind in _INT_KINDS:
+        info = np.iinfo(dtype)
+        if int(raw.min()) < info.min or int(raw.max()) > info.max:
+            raise InvalidInput(
+                f"input '{name}': value out of range for {datatype}", code="invalid_tensor_data"
+            )
+    # Floats beyond the target's range become +-inf, as any IEEE cast would.
+    with np.errstate(over="ignore"):
+        return raw.astype(dtype, copy=False).reshape(-1)
+
+
+def _decode_json_bytes(name: str, data: list[Any]) -> np.ndarray:
+    items: list[bytes] = []
+    stack = [iter(data)]  # iterative: JSON nesting must not exhaust the Python stack
+    while stack:
+        for item in stack[-1]:
+            if isinstance(item, list):
+                stack.append(iter(item))
+                break
+            if isinstance(item, str):
+                try:
+                    items.append(item.encode("utf-8"))
+                except UnicodeEncodeError:
+                    raise InvalidInput(
+                        f"input '{name}': BYTES element is not valid UTF-8",
+                        code="invalid_tensor_data",
+                    ) from None
+            elif isinstance(item, bytes):
+                items.append(item)
+            else:
+                raise InvalidInput(
+                    f"input '{name}': BYTES data must be strings", code="invalid_tensor_data"
+                )
+        else:
+            stack.pop()
+    out = np.empty(len(items), dtype=np.object_)
+    out[:] = items
+    return out
+
+
+def _decode_binary_bytes(name: str, count: int, buffer: bytes | memoryview) -> np.ndarray:
+    size = len(buffer)
+    if count * _LENGTH.size > size:
+        raise InvalidInput(
+            f"input '{name}': binary data is {size} bytes, too short for {count} BYTES elements",
+            code="invalid_binary_data",
+        )
+    view = memoryview(buffer)
+    out = np.empty(count, dtype=np.object_)
+    offset = 0
+    for i in range(count):
+        if offset + _LENGTH.size > size:
+            break
+        (length,) = _LENGTH.unpack_from(view, offset)
+        offset += _LENGTH.size
+        if offset + length > size:
+            raise InvalidInput(
+                f"input '{name}': BYTES element {i} claims {length} bytes, only "
+                f"{size - offset} remain",
+                code="invalid_binary_data",
+            )
+        out[i] = bytes(view[offset : offset + length])
+        offset += length
+    else:
+        if offset == size:
+            return out
+        raise InvalidInput(
+            f"input '{name}': {size - offset} bytes left after {count} BYTES elements",
+            code="invalid_binary_data",
+        )
+    raise InvalidInput(
+        f"input '{name}': binary data ends after {i} of {count} BYTES elements",
+        code="invalid_binary_data",
+    )
 
 
 def encode_json_data(array: np.ndarray) -> list[Any]:
@@ -90,12 +292,3 @@ def encode_json_data(array: np.ndarray) -> list[Any]:
                 out.append(str(x))
         return out
     return array.reshape(-1).tolist()
-
-
-def _flatten(data: Any) -> list[Any]:
-    if isinstance(data, (list, tuple)):
-        out: list[Any] = []
-        for item in data:
-            out.extend(_flatten(item))
-        return out
-    return [data]
