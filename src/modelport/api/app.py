@@ -8,7 +8,7 @@ from fastapi import FastAPI
 
 from modelport import __version__
 from modelport.api.problems import install_error_handlers
-from modelport.api.routes import blobs, health, models, uploads, versions
+from modelport.api.routes import aliases, blobs, health, models, uploads, versions
 
 if TYPE_CHECKING:
     from modelport.app import Services
@@ -29,4 +29,5 @@ def create_app(services: Services) -> FastAPI:
     app.include_router(blobs.router, prefix="/api")
     app.include_router(models.router, prefix="/api")
     app.include_router(versions.router, prefix="/api")
+    app.include_router(aliases.router, prefix="/api")
     return app

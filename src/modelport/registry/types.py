@@ -59,6 +59,14 @@ class ModelVersion:
     def ref(self) -> str:
         return f"{self.owner}/{self.name}:{self.version}"
 
+    @property
+    def model_ref(self) -> str:
+        return f"{self.owner}/{self.name}"
+
+    @property
+    def format(self) -> str:
+        return self.manifest.format
+
 
 @dataclass(frozen=True)
 class LifecycleEvent:
@@ -117,6 +125,25 @@ class Lineage:
     version: ModelVersion
     ancestors: tuple[LineageNode, ...] = field(default_factory=tuple)
     descendants: tuple[LineageNode, ...] = field(default_factory=tuple)
+
+    @property
+    def ancestor_licenses(self) -> tuple[str, ...]:
+        """Distinct manifest licenses of all ancestors, sorted."""
+        return tuple(sorted({node.license for node in self.ancestors}))
+
+
+@dataclass(frozen=True)
+class CatalogQuery:
+    """Catalog filters; every given filter must match. ``cursor`` is opaque."""
+
+    q: str | None = None
+    task: str | None = None
+    license: str | None = None
+    tag: str | None = None
+    owner: str | None = None
+    format: str | None = None
+    limit: int = 50
+    cursor: str | None = None
 
 
 @dataclass(frozen=True)

@@ -1,13 +1,72 @@
-"""Version validation in a subprocess (to be implemented)."""
+"""Validation of a version: its files against the manifest, then its examples.
+
+1. Files: every file's blob must be stored with the declared size, and is streamed
+   and hashed in full (a stored blob whose bytes no longer match is caught here).
+2. Execution, for a format the runtime knows (``modelport.runtime.formats``): the
+   verified files are copied to a private folder and a separate process
+   (``modelport.registry.validation_worker``) loads the model and runs every
+   example of the manifest, comparing outputs within the example's tolerance. The
+   process runs under an address-space limit and a wall-clock timeout (it is
+   killed, with its process group, when the time is up). A crash, running out of
+   memory or the timeout is a failed validation with its cause in the report.
+
+   Such a version needs at least one example: a model that is never run cannot
+   be called validated. For a format the runtime does not know, only the files
+   are checked and the report says that nothing was executed.
+
+The report (a JSON object) is always returned, never raised::
+
+    {"passed": bool, "cause": None | "file_check_failed" | "no_examples" | "load_failed"
+        | "examples_failed" | "out_of_memory" | "timeout" | "crashed",
+     "detail": str, "format": str, "executed": bool,
+     "checks": [{"check": "file", "path", "digest", "size", "passed", "detail"}],
+     "examples": [{"index", "passed", "problems", "ms"}],
+     "timings_ms": {"files", "execution", "total"},
+     "limits": {"timeout_seconds", "memory_bytes"}}
+"""
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
 from pathlib import Path
+from typing import Any, Protocol
+
+import orjson
 
 from modelport.blobs import BlobStore
+from modelport.manifest import Manifest, canonical_bytes
+
+WORKER_MODULE = "modelport.registry.validation_worker"
+_STDERR_TAIL = 4000
+
+
+class Validator(Protocol):
+    """Validates a version's manifest against the stored blobs; returns the report."""
+
+    def validate(self, manifest: Manifest) -> dict[str, Any]: ...
+
+
+def _ms(start: float) -> float:
+    return round((time.perf_counter() - start) * 1000, 3)
+
+
+def executable_formats() -> frozenset[str]:
+    # Imported late: the runtime's format plugins pull in onnxruntime.
+    from modelport.runtime.formats import FORMATS
+
+    return frozenset(FORMATS)
 
 
 class SubprocessValidator:
+    """Runs validations with the configured time and memory limits."""
+
     def __init__(
         self, blobs: BlobStore, *, work_dir: Path, timeout_seconds: float, memory_bytes: int
     ) -> None:
@@ -15,3 +74,168 @@ class SubprocessValidator:
         self.work_dir = work_dir
         self.timeout_seconds = timeout_seconds
         self.memory_bytes = memory_bytes
+
+    def validate(self, manifest: Manifest) -> dict[str, Any]:
+        started = time.perf_counter()
+        report: dict[str, Any] = {
+            "passed": False,
+            "cause": None,
+            "detail": "",
+            "format": manifest.format,
+            "executed": False,
+            "checks": [],
+            "examples": [],
+            "timings_ms": {},
+            "limits": {"timeout_seconds": self.timeout_seconds, "memory_bytes": self.memory_bytes},
+        }
+        executable = manifest.format in executable_formats()
+        self.work_dir.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryDirectory(dir=self.work_dir, prefix="validate-") as tmp:
+            folder = Path(tmp)
+            files_started = time.perf_counter()
+            files_ok = self._check_files(manifest, folder / "files" if executable else None, report)
+            report["timings_ms"]["files"] = _ms(files_started)
+            if not files_ok:
+                bad = [c["path"] for c in report["checks"] if not c["passed"]]
+                report["cause"] = "file_check_failed"
+                report["detail"] = "file(s) do not match the manifest: " + ", ".join(bad)
+            elif not executable:
+                report["passed"] = True
+                report["detail"] = (
+                    f"format '{manifest.format}' is not executable by this runtime: "
+                    "only files and digests were checked, no example was run"
+                )
+            elif not manifest.examples:
+                report["cause"] = "no_examples"
+                report["detail"] = (
+                    f"format '{manifest.format}' is executable, so the manifest needs at "
+                    "least one example to validate against"
+                )
+            else:
+                execution_started = time.perf_counter()
+                self._execute(manifest, folder, report)
+                report["timings_ms"]["execution"] = _ms(execution_started)
+        report["timings_ms"]["total"] = _ms(started)
+        return report
+
+    # ---- files
+
+    def _check_files(self, manifest: Manifest, dest: Path | None, report: dict[str, Any]) -> bool:
+        ok = True
+        for entry in manifest.files:
+            check: dict[str, Any] = {
+                "check": "file",
+                "path": entry.path,
+                "digest": entry.digest,
+                "size": entry.size,
+                "passed": False,
+                "detail": "",
+            }
+            stored = self.blobs.size(entry.digest)
+            if stored is None:
+                check["detail"] = "blob is not stored"
+            elif stored != entry.size:
+                check["detail"] = f"stored size {stored} != declared size {entry.size}"
+            else:
+                target = dest / entry.path if dest is not None else None
+                problem = self._stream_verified(entry.digest, target)
+                check["passed"] = problem is None
+                check["detail"] = problem or "digest verified"
+            ok = ok and check["passed"]
+            report["checks"].append(check)
+        return ok
+
+    def _stream_verified(self, digest: str, target: Path | None) -> str | None:
+        """Hash the whole blob (copying it to ``target`` if given); a problem, or None."""
+        hasher = hashlib.sha256()
+        handle = None
+        if target is not None:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            handle = target.open("wb")
+        try:
+            for chunk in self.blobs.read(digest):
+                hasher.update(chunk)
+                if handle is not None:
+                    handle.write(chunk)
+        except Exception as exc:  # a backend error is a failed check, reported, not raised
+            return f"could not read blob: {exc}"
+        finally:
+            if handle is not None:
+                handle.close()
+        actual = "sha256:" + hasher.hexdigest()
+        if actual != digest:
+            if target is not None:
+                target.unlink(missing_ok=True)
+            return f"stored bytes hash to {actual}: blob is corrupted"
+        return None
+
+    # ---- execution
+
+    def _execute(self, manifest: Manifest, folder: Path, report: dict[str, Any]) -> None:
+        report["executed"] = True
+        (folder / "manifest.json").write_bytes(canonical_bytes(manifest))
+        command = [
+            sys.executable,
+            "-m",
+            WORKER_MODULE,
+            str(folder),
+            "--memory-bytes",
+            str(self.memory_bytes),
+            "--cpu-seconds",
+            str(int(self.timeout_seconds) + 1),
+        ]
+        stderr_path = folder / "stderr.log"
+        with stderr_path.open("wb") as stderr:
+            process = subprocess.Popen(
+                command,
+                cwd=folder,
+                stdin=subprocess.DEVNULL,
+                stdout=stderr,
+                stderr=stderr,
+                start_new_session=True,  # its own process group, killed as a whole
+                env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"},
+            )
+            try:
+                returncode = process.wait(timeout=self.timeout_seconds)
+            except subprocess.TimeoutExpired:
+                _kill_group(process)
+                report["cause"] = "timeout"
+                report["detail"] = (
+                    f"validation did not finish within {self.timeout_seconds:g}s and was killed"
+                )
+                return
+        result_path = folder / "result.json"
+        if result_path.exists():
+            result = orjson.loads(result_path.read_bytes())
+            report["examples"] = result["examples"]
+            report["timings_ms"]["load"] = result["load_ms"]
+            report["detail"] = result["detail"]
+            if result["status"] == "passed":
+                report["passed"] = True
+            else:
+                report["cause"] = result["status"]
+            return
+        tail = stderr_path.read_bytes()[-_STDERR_TAIL:].decode(errors="replace")
+        report["stderr_tail"] = tail
+        if "MemoryError" in tail or "bad_alloc" in tail:
+            report["cause"] = "out_of_memory"
+            report["detail"] = "the validation process ran out of memory under its limit"
+        elif returncode < 0:
+            report["cause"] = "crashed"
+            report["detail"] = f"the validation process was killed by {_signal_name(-returncode)}"
+        else:
+            report["cause"] = "crashed"
+            report["detail"] = f"the validation process exited with status {returncode}"
+
+
+def _kill_group(process: subprocess.Popen[bytes]) -> None:
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(process.pid, signal.SIGKILL)
+    process.wait()
+
+
+def _signal_name(number: int) -> str:
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return f"signal {number}"

@@ -1,5 +1,84 @@
-"""/api/models (placeholder until implemented)."""
+"""/api/models: register models and browse the catalog."""
 
-from fastapi import APIRouter
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Query, Request, Response
+from pydantic import BaseModel, ConfigDict, Field
+
+from modelport.api.auth import CurrentPrincipal
+from modelport.api.deps import get_services
+from modelport.api.routes.registry_json import model_json
+from modelport.registry.catalog import MAX_LIMIT
+from modelport.registry.types import CatalogQuery
 
 router = APIRouter(tags=["models"])
+
+
+class CreateModel(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    owner: str
+    name: str
+    task: str = ""
+    description: str = ""
+    tags: list[str] = Field(default_factory=list)
+    license: str | None = Field(default=None, description="SPDX identifier or expression")
+    visibility: str = "private"
+
+
+@router.get("/models")
+def list_models(
+    request: Request,
+    principal: CurrentPrincipal,
+    q: Annotated[
+        str | None, Query(max_length=256, description="text in name or description")
+    ] = None,
+    task: str | None = None,
+    license: str | None = None,
+    tag: str | None = None,
+    owner: str | None = None,
+    format: str | None = None,
+    limit: Annotated[int, Query(ge=1, le=MAX_LIMIT)] = 50,
+    cursor: str | None = None,
+) -> dict[str, Any]:
+    """The catalog, filtered; pass ``next_cursor`` back as ``cursor`` for the next page."""
+    page = get_services(request).registry.search(
+        CatalogQuery(
+            q=q,
+            task=task,
+            license=license,
+            tag=tag,
+            owner=owner,
+            format=format,
+            limit=limit,
+            cursor=cursor,
+        )
+    )
+    return {"items": [model_json(m) for m in page.items], "next_cursor": page.next_cursor}
+
+
+@router.post("/models", status_code=201)
+def create_model(
+    body: CreateModel, request: Request, response: Response, principal: CurrentPrincipal
+) -> dict[str, Any]:
+    model = get_services(request).registry.create_model(
+        body.owner,
+        body.name,
+        actor=principal.id,
+        task=body.task,
+        description=body.description,
+        tags=body.tags,
+        license=body.license,
+        visibility=body.visibility,
+    )
+    response.headers["Location"] = f"/api/models/{model.owner}/{model.name}"
+    return model_json(model)
+
+
+@router.get("/models/{owner}/{name}")
+def get_model(
+    owner: str, name: str, request: Request, principal: CurrentPrincipal
+) -> dict[str, Any]:
+    return model_json(get_services(request).registry.get_model(owner, name))

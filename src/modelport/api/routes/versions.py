@@ -1,5 +1,163 @@
-"""/api/versions (placeholder until implemented)."""
+"""/api/models/{owner}/{name}/versions: publish, lifecycle, validation, signatures, lineage."""
 
-from fastapi import APIRouter
+from __future__ import annotations
+
+import base64
+import binascii
+from typing import Any
+
+from fastapi import APIRouter, Request, Response
+from pydantic import BaseModel, ConfigDict, Field
+
+from modelport.api.auth import CurrentPrincipal
+from modelport.api.deps import get_services
+from modelport.api.routes.registry_json import (
+    event_json,
+    lineage_json,
+    report_json,
+    signature_json,
+    version_json,
+)
+from modelport.errors import InvalidInput
 
 router = APIRouter(tags=["versions"])
+VERSION_PATH = "/models/{owner}/{name}/versions/{version}"
+
+
+class PublishVersion(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    version: str
+    manifest: dict[str, Any] = Field(description="See docs/manifest.schema.json")
+
+
+class Transition(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    to: str
+    reason: str = Field(default="", max_length=2000)
+
+
+class ExternalSignature(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    public_key: str = Field(description="base64 of the raw 32-byte Ed25519 public key")
+    signature: str = Field(description="base64 Ed25519 signature of the manifest digest string")
+    signer: str
+
+
+@router.get("/models/{owner}/{name}/versions")
+def list_versions(
+    owner: str, name: str, request: Request, principal: CurrentPrincipal
+) -> dict[str, Any]:
+    """Versions of a model, oldest first (without their manifests)."""
+    versions = get_services(request).registry.list_versions(owner, name)
+    return {"items": [version_json(v, manifest=False) for v in versions]}
+
+
+@router.post("/models/{owner}/{name}/versions", status_code=201)
+def publish_version(
+    owner: str,
+    name: str,
+    body: PublishVersion,
+    request: Request,
+    response: Response,
+    principal: CurrentPrincipal,
+) -> dict[str, Any]:
+    """Publish an immutable version: 201 when created, 200 when identical to the stored one."""
+    registry = get_services(request).registry
+    published = registry.publish(owner, name, body.version, body.manifest, actor=principal.id)
+    version = published.version
+    response.status_code = 201 if published.created else 200
+    response.headers["Location"] = f"/api/models/{owner}/{name}/versions/{version.version}"
+    return version_json(version, signatures=registry.signatures(owner, name, version.version))
+
+
+@router.get(VERSION_PATH)
+def get_version(
+    owner: str, name: str, version: str, request: Request, principal: CurrentPrincipal
+) -> dict[str, Any]:
+    """A version with its current state and its signatures, verified on this read."""
+    registry = get_services(request).registry
+    return version_json(
+        registry.get_version(owner, name, version),
+        signatures=registry.signatures(owner, name, version),
+    )
+
+
+@router.get(VERSION_PATH + "/events")
+def list_events(
+    owner: str, name: str, version: str, request: Request, principal: CurrentPrincipal
+) -> dict[str, Any]:
+    events = get_services(request).registry.events(owner, name, version)
+    return {"items": [event_json(e) for e in events]}
+
+
+@router.post(VERSION_PATH + "/transitions", status_code=201)
+def transition(
+    owner: str,
+    name: str,
+    version: str,
+    body: Transition,
+    request: Request,
+    principal: CurrentPrincipal,
+) -> dict[str, Any]:
+    """Append a lifecycle event; ``to: validated`` runs the validation first."""
+    event = get_services(request).registry.transition(
+        owner, name, version, body.to, actor=principal.id, reason=body.reason
+    )
+    return {"state": event.to_state.value, "event": event_json(event)}
+
+
+@router.get(VERSION_PATH + "/validation")
+def get_validation(
+    owner: str, name: str, version: str, request: Request, principal: CurrentPrincipal
+) -> dict[str, Any]:
+    """The latest validation report."""
+    return report_json(get_services(request).registry.validation(owner, name, version))
+
+
+@router.get(VERSION_PATH + "/signatures")
+def list_signatures(
+    owner: str, name: str, version: str, request: Request, principal: CurrentPrincipal
+) -> dict[str, Any]:
+    signatures = get_services(request).registry.signatures(owner, name, version)
+    return {"items": [signature_json(s) for s in signatures]}
+
+
+@router.post(VERSION_PATH + "/signatures", status_code=201)
+def add_signature(
+    owner: str,
+    name: str,
+    version: str,
+    body: ExternalSignature,
+    request: Request,
+    principal: CurrentPrincipal,
+) -> dict[str, Any]:
+    """Attach an external signature; it must verify against the manifest digest."""
+    signature = get_services(request).registry.add_signature(
+        owner,
+        name,
+        version,
+        public_key=_b64(body.public_key, "public_key"),
+        signature=_b64(body.signature, "signature"),
+        signer=body.signer,
+    )
+    return signature_json(signature)
+
+
+@router.get(VERSION_PATH + "/lineage")
+def get_lineage(
+    owner: str, name: str, version: str, request: Request, principal: CurrentPrincipal
+) -> dict[str, Any]:
+    """Ancestors and descendants, transitively, with depth, relation and license."""
+    return lineage_json(get_services(request).registry.lineage(owner, name, version))
+
+
+def _b64(value: str, field: str) -> bytes:
+    try:
+        return base64.b64decode(value, validate=True)
+    except (binascii.Error, ValueError):
+        raise InvalidInput(
+            f"{field} is not valid base64", code="invalid_signature", field=field
+        ) from None

@@ -1,0 +1,94 @@
+"""The catalog: filtered model listing with keyset (cursor) pagination.
+
+Pages are ordered by the model's internal id and the cursor carries the last id
+seen, so a page costs one index range scan however deep it is, and models added
+while a client pages through never shift the pages it has not read yet.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+
+from sqlalchemy import exists, or_, select
+from sqlalchemy.orm import Session
+
+from modelport.errors import InvalidInput
+from modelport.registry.licenses import normalize_license
+from modelport.registry.repository import model_record, tags_of
+from modelport.registry.types import CatalogPage, CatalogQuery
+from modelport.store.tables import ModelRow, ModelTagRow, ModelVersionRow
+
+MAX_LIMIT = 200
+_CURSOR_PREFIX = b"m1:"
+
+
+def encode_cursor(last_id: int) -> str:
+    return base64.urlsafe_b64encode(_CURSOR_PREFIX + str(last_id).encode()).decode().rstrip("=")
+
+
+def decode_cursor(cursor: str) -> int:
+    try:
+        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
+        if not raw.startswith(_CURSOR_PREFIX):
+            raise ValueError(cursor)
+        value = int(raw[len(_CURSOR_PREFIX) :].decode("ascii"))
+    except (ValueError, binascii.Error, UnicodeDecodeError):
+        raise InvalidInput(
+            "invalid cursor: pass back the next_cursor of a previous page",
+            code="invalid_cursor",
+            field="cursor",
+        ) from None
+    if value < 0:
+        raise InvalidInput("invalid cursor", code="invalid_cursor", field="cursor")
+    return value
+
+
+def search(session: Session, query: CatalogQuery) -> CatalogPage:
+    """One page of models matching every given filter."""
+    if not 1 <= query.limit <= MAX_LIMIT:
+        raise InvalidInput(
+            f"limit must be between 1 and {MAX_LIMIT}", code="invalid_limit", field="limit"
+        )
+    stmt = select(ModelRow).order_by(ModelRow.id).limit(query.limit + 1)
+    if query.cursor:
+        stmt = stmt.where(ModelRow.id > decode_cursor(query.cursor))
+    if query.q:
+        stmt = stmt.where(
+            or_(
+                ModelRow.name.icontains(query.q, autoescape=True),
+                ModelRow.description.icontains(query.q, autoescape=True),
+            )
+        )
+    if query.task:
+        stmt = stmt.where(ModelRow.task == query.task)
+    if query.owner:
+        stmt = stmt.where(ModelRow.owner == query.owner)
+    if query.license:
+        stmt = stmt.where(ModelRow.license == _license_key(query.license))
+    if query.tag:
+        stmt = stmt.where(
+            exists().where(ModelTagRow.model_id == ModelRow.id, ModelTagRow.tag == query.tag)
+        )
+    if query.format:
+        stmt = stmt.where(
+            exists().where(
+                ModelVersionRow.format == query.format, ModelVersionRow.model_id == ModelRow.id
+            )
+        )
+    rows = list(session.scalars(stmt))
+    more = len(rows) > query.limit
+    rows = rows[: query.limit]
+    tags = tags_of(session, [r.id for r in rows])
+    return CatalogPage(
+        items=tuple(model_record(r, tags.get(r.id, ())) for r in rows),
+        next_cursor=encode_cursor(rows[-1].id) if more else None,
+    )
+
+
+def _license_key(value: str) -> str:
+    # Match how licenses are stored (normalized); an unparsable filter simply matches nothing.
+    try:
+        return normalize_license(value, field="license")
+    except InvalidInput:
+        return value

@@ -1,0 +1,110 @@
+"""Load a version and run its examples, in a process of its own.
+
+``python -m modelport.registry.validation_worker DIR [--memory-bytes N] [--cpu-seconds S]``
+
+``DIR`` holds ``manifest.json`` and the verified files under ``files/``. The result
+is written to ``DIR/result.json`` (never stdout, where native libraries may print)::
+
+    {"status": "passed" | "examples_failed" | "load_failed" | "out_of_memory",
+     "detail": str, "load_ms": float, "examples": [{"index", "passed", "problems", "ms"}]}
+
+The address-space limit is applied by this process to itself as its very first
+action, before numpy or any model runtime is imported, so everything the model
+does runs under it. (Setting it from the parent through ``preexec_fn`` would be
+equivalent but is not safe in the parent's multithreaded server process.)
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+_OOM_MARKERS = (
+    "bad_alloc",
+    "failed to allocate",
+    "cannot allocate memory",
+    "out of memory",
+    "failed to map segment",  # a shared library could not be mapped under the limit
+)
+
+
+def _limit(memory_bytes: int | None, cpu_seconds: int | None) -> None:
+    if memory_bytes:
+        resource.setrlimit(resource.RLIMIT_AS, (memory_bytes, memory_bytes))
+    if cpu_seconds:
+        resource.setrlimit(resource.RLIMIT_CPU, (cpu_seconds, cpu_seconds))
+
+
+def _ms(start: float) -> float:
+    return round((time.perf_counter() - start) * 1000, 3)
+
+
+def run(directory: Path) -> dict[str, Any]:
+    """Load the model in ``directory`` and run every example; never raises."""
+    result: dict[str, Any] = {"status": "load_failed", "detail": "", "load_ms": None}
+    result["examples"] = []
+    start = time.perf_counter()
+    try:
+        from modelport.manifest import Manifest
+        from modelport.runtime.examples import run_example
+        from modelport.runtime.formats import get_format
+
+        manifest = Manifest.model_validate_json((directory / "manifest.json").read_bytes())
+        files = {f.path: directory / "files" / f.path for f in manifest.files}
+        model = get_format(manifest.format).load(files, manifest)
+        result["load_ms"] = _ms(start)
+        failed = 0
+        for index, example in enumerate(manifest.examples):
+            started = time.perf_counter()
+            try:
+                outcome = run_example(model, example, index).as_dict()
+            except MemoryError:
+                raise
+            except Exception as exc:  # a model error fails this example, not the worker
+                outcome = {"index": index, "passed": False, "problems": [_describe(exc)]}
+            outcome["ms"] = _ms(started)
+            result["examples"].append(outcome)
+            failed += not outcome["passed"]
+        if failed:
+            result["status"] = "examples_failed"
+            result["detail"] = f"{failed} of {len(manifest.examples)} example(s) failed"
+        else:
+            result["status"] = "passed"
+            result["detail"] = f"{len(manifest.examples)} example(s) passed"
+    except MemoryError:
+        result["status"] = "out_of_memory"
+        result["detail"] = "ran out of memory under the validation memory limit"
+    except Exception as exc:  # load errors of any kind are the model's fault
+        message = _describe(exc)
+        oom = any(marker in message.lower() for marker in _OOM_MARKERS)
+        result["status"] = "out_of_memory" if oom else "load_failed"
+        result["detail"] = message
+    return result
+
+
+def _describe(exc: BaseException) -> str:
+    text = getattr(exc, "message", None) or str(exc) or type(exc).__name__
+    return text[:2000]
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="modelport.registry.validation_worker")
+    parser.add_argument("directory", type=Path)
+    parser.add_argument("--memory-bytes", type=int, default=None)
+    parser.add_argument("--cpu-seconds", type=int, default=None)
+    args = parser.parse_args(argv)
+    _limit(args.memory_bytes, args.cpu_seconds)
+    result = run(args.directory)
+    tmp = args.directory / "result.json.tmp"
+    tmp.write_text(json.dumps(result))
+    tmp.replace(args.directory / "result.json")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
