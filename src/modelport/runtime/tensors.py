@@ -189,15 +189,15 @@ def _decode_json_numbers(name: str, datatype: str, dtype: np.dtype[Any], data: l
     if raw.size == 0:
         return np.zeros(0, dtype=dtype)
     kind = raw.dtype.kind
+    if dtype.kind in _INT_KINDS and kind not in _INT_KINDS:
+        # numpy infers float64 when big unsigned and other integers mix; redo exactly.
+        return _decode_json_big_ints(name, datatype, dtype, data)
     if datatype == "BOOL":
         ok = kind == "b"
         wanted = "true/false"
-    elif dtype.kind in _INT_KINDS:
-        ok = kind in _INT_KINDS
-        wanted = "integers"
     else:
-        ok = kind in _NUMBER_KINDS
-        wanted = "numbers"
+        ok = kind in (_INT_KINDS if dtype.kind in _INT_KINDS else _NUMBER_KINDS)
+        wanted = "integers" if dtype.kind in _INT_KINDS else "numbers"
     if not ok:
         raise InvalidInput(
             f"input '{name}': {datatype} data must be {wanted}", code="invalid_tensor_data"
@@ -211,6 +211,22 @@ def _decode_json_numbers(name: str, datatype: str, dtype: np.dtype[Any], data: l
     # Floats beyond the target's range become +-inf, as any IEEE cast would.
     with np.errstate(over="ignore"):
         return raw.astype(dtype, copy=False).reshape(-1)
+
+
+def _decode_json_big_ints(
+    name: str, datatype: str, dtype: np.dtype[Any], data: list[Any]
+) -> np.ndarray:
+    items = np.asarray(data, dtype=np.object_).reshape(-1).tolist()
+    if not all(type(item) is int for item in items):
+        raise InvalidInput(
+            f"input '{name}': {datatype} data must be integers", code="invalid_tensor_data"
+        )
+    try:
+        return np.array(items, dtype=dtype)
+    except OverflowError:
+        raise InvalidInput(
+            f"input '{name}': value out of range for {datatype}", code="invalid_tensor_data"
+        ) from None
 
 
 def _decode_json_bytes(name: str, data: list[Any]) -> np.ndarray:
