@@ -10,6 +10,7 @@ machine ``code`` and a transport-neutral ``kind``. Each HTTP surface maps
     ├── Forbidden           kind=forbidden        (403)
     ├── NotFound            kind=not_found        (404)
     ├── Conflict            kind=conflict         (409)
+    ├── PayloadTooLarge     kind=too_large        (413)
     ├── RangeNotSatisfiable kind=range            (416)
     ├── Unprocessable       kind=unprocessable    (422)
     ├── Overloaded          kind=overloaded       (429)
@@ -62,6 +63,13 @@ class NotFound(ModelportError):
 class Conflict(ModelportError):
     kind = "conflict"
     default_code = "conflict"
+
+
+class PayloadTooLarge(ModelportError):
+    """A request body (or one chunk of it) is over a configured limit."""
+
+    kind = "too_large"
+    default_code = "payload_too_large"
 
 
 class RangeNotSatisfiable(ModelportError):

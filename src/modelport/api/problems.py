@@ -18,6 +18,7 @@ STATUS_BY_KIND = {
     "forbidden": 403,
     "not_found": 404,
     "conflict": 409,
+    "too_large": 413,
     "range": 416,
     "unprocessable": 422,
     "overloaded": 429,
