@@ -1,6 +1,6 @@
 """The format plugin contract.
 
-Call order: ``load(files, manifest)`` once → ``warm_up`` → ``execute`` any number of
+Call order: ``load(files, manifest)`` once → ``execute`` any number of
 times (from worker threads; implementations must be thread-safe for concurrent
 ``execute``) → ``unload`` once. ``estimate_memory`` may be called before ``load`` to
 decide admission.
@@ -35,8 +35,9 @@ class ModelFormat(Protocol):
 
     name: str
 
-    def estimate_memory(self, files: dict[str, Path], manifest: Manifest) -> int:
-        """Host bytes a load is expected to take, before anything is allocated."""
+    def estimate_memory(self, manifest: Manifest) -> int:
+        """Host bytes a load is expected to take, decided from the manifest alone, before
+        any file is fetched or anything allocated."""
         ...
 
     def load(self, files: dict[str, Path], manifest: Manifest) -> LoadedModel:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Any
 
@@ -66,12 +65,12 @@ class OnnxFormat:
             )
         return onnx_files[0]
 
-    def estimate_memory(self, files: dict[str, Path], manifest: Manifest) -> int:
+    def estimate_memory(self, manifest: Manifest) -> int:
         declared = manifest.resources.host_memory_bytes
         if declared:
             return declared
         # Weights dominate; onnxruntime's arena and optimized copies roughly double them.
-        return 2 * sum(os.path.getsize(p) for p in files.values()) + (8 << 20)
+        return 2 * sum(f.size for f in manifest.files) + (8 << 20)
 
     def load(self, files: dict[str, Path], manifest: Manifest) -> OnnxModel:
         opts = ort.SessionOptions()
@@ -91,4 +90,4 @@ class OnnxFormat:
             raise Unprocessable(
                 f"onnxruntime could not load the model: {exc}", code="load_failed"
             ) from None
-        return OnnxModel(session, self.estimate_memory(files, manifest))
+        return OnnxModel(session, self.estimate_memory(manifest))

@@ -23,3 +23,17 @@ def get_format(name: str, **options: object) -> ModelFormat:
             code="unsupported_format",
         ) from None
     return cls(**options)  # type: ignore[call-arg]
+
+
+class FormatRegistry:
+    """Format plugins with per-format options (from settings), one instance per format."""
+
+    def __init__(self, options: dict[str, dict[str, object]] | None = None) -> None:
+        self._options = options or {}
+        self._instances: dict[str, ModelFormat] = {}
+
+    def __call__(self, name: str) -> ModelFormat:
+        """The plugin for ``name``; raises ``unsafe_format`` / ``unsupported_format``."""
+        if name not in self._instances:
+            self._instances[name] = get_format(name, **self._options.get(name, {}))
+        return self._instances[name]

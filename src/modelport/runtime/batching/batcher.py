@@ -1,0 +1,262 @@
+"""The dynamic batcher of one version: a thin asyncio loop around ``RequestQueue``.
+
+``submit`` refuses at once what cannot be served in time (queue full, or the
+predicted wait already past the deadline), queues the rest and awaits the answer.
+One loop task asks the queue for a decision whenever a request arrives or an
+executor instance frees up, and hands each batch to the ``Executor``, which runs
+it on worker threads: no model code runs on the event loop. When a batch fails,
+every request in it receives the error.
+
+A request's deadline is armed as a timer: when it fires, a request still queued
+is taken out (never executed) and its caller gets ``deadline_exceeded``; one
+already executing is answered with the same error and its output dropped.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from modelport.errors import DeadlineExceeded, Internal, ModelportError, Overloaded, Unavailable
+from modelport.runtime.batching.queue import PendingRequest, RequestQueue, RequestState
+from modelport.runtime.batching.requests import batch_group, batch_rows
+from modelport.runtime.executor import BatchOutcome, Executor
+from modelport.runtime.observer import VersionObserver
+from modelport.runtime.types import BatchingConfig, InferenceResult, InferenceTimings, Priority
+
+_EWMA_WEIGHT = 0.2
+
+
+@dataclass(eq=False)
+class _Payload:
+    inputs: Mapping[str, np.ndarray]
+    future: asyncio.Future[InferenceResult]
+    started_at: float = 0.0
+
+
+class Batcher:
+    """Queues, batches and executes the requests of one version on one event loop."""
+
+    def __init__(
+        self,
+        executor: Executor,
+        config: BatchingConfig,
+        observer: VersionObserver,
+        *,
+        name: str = "model",
+        execute_estimate: float = 0.0,
+    ) -> None:
+        self.executor = executor
+        self.config = config
+        self.observer = observer
+        self.name = name
+        self.loop = asyncio.get_running_loop()
+        self._queue = RequestQueue()
+        self._wake = asyncio.Event()
+        self._free = max(1, executor.instances)
+        self._running: set[asyncio.Future[Any]] = set()
+        self._closing = False
+        self._max_delay = config.max_queue_delay_us / 1e6
+        self._ewma_execute = execute_estimate
+        self._ewma_rows = 1.0
+        self._executed = 0
+        self._task = self.loop.create_task(self._run(), name=f"batcher-{name}")
+
+    # ---- the caller's side
+    async def submit(
+        self,
+        inputs: Mapping[str, np.ndarray],
+        *,
+        deadline: float,
+        priority: Priority = Priority.INTERACTIVE,
+        parameters: Mapping[str, Any] | None = None,
+    ) -> InferenceResult:
+        """Queue one request and await its outputs (``deadline`` on ``time.monotonic()``)."""
+        now = time.monotonic()
+        if self._closing:
+            raise Unavailable(f"{self.name} is unloading", code="model_unloading", retry_after=1)
+        if deadline <= now:
+            self.observer.request_done("deadline_exceeded", 0.0)
+            raise DeadlineExceeded(f"{self.name}: the deadline passed before queueing")
+        self._admit(now, deadline, priority)
+        future: asyncio.Future[InferenceResult] = self.loop.create_future()
+        request = PendingRequest(
+            priority=priority,
+            deadline=deadline,
+            enqueued_at=now,
+            rows=batch_rows(inputs),
+            group=batch_group(inputs, parameters) if self.config.batching else None,
+            payload=_Payload(inputs, future),
+        )
+        self._queue.push(request)
+        self.observer.queue_depth(len(self._queue))
+        self._wake.set()
+        timer = self.loop.call_later(deadline - now, self._expire, request)
+        outcome = "error"
+        try:
+            result = await future
+            outcome = "success"
+            return result
+        except DeadlineExceeded:
+            outcome = "deadline_exceeded"
+            raise
+        except asyncio.CancelledError:
+            outcome = "cancelled"
+            if self._queue.discard(request, RequestState.CANCELLED):
+                self.observer.queue_depth(len(self._queue))
+            raise
+        finally:
+            timer.cancel()
+            self.observer.request_done(outcome, time.monotonic() - now)
+
+    def _admit(self, now: float, deadline: float, priority: Priority) -> None:
+        # Interactive requests only queue behind interactive ones.
+        ahead = (
+            self._queue.depth(Priority.INTERACTIVE)
+            if priority is Priority.INTERACTIVE
+            else len(self._queue)
+        )
+        predicted = ahead * self._ewma_execute / max(1.0, self._ewma_rows)
+        full = len(self._queue) >= self.config.max_queue_size
+        if full or (ahead and now + predicted > deadline):
+            self.observer.request_done("queue_full", 0.0)
+            reason = (
+                f"{len(self._queue)} requests queued, the limit"
+                if full
+                else f"the predicted wait of {predicted * 1000:.1f} ms exceeds the deadline"
+            )
+            raise Overloaded(
+                f"{self.name} is overloaded: {reason}",
+                code="queue_full",
+                retry_after=max(predicted, 0.001),
+                queued=len(self._queue),
+            )
+
+    def _expire(self, request: PendingRequest) -> None:
+        payload: _Payload = request.payload
+        if self._queue.discard(request, RequestState.EXPIRED):
+            self.observer.queue_depth(len(self._queue))
+            self._wake.set()
+        if not payload.future.done():
+            where = "executing" if request.state is RequestState.EXECUTING else "queued"
+            payload.future.set_exception(
+                DeadlineExceeded(f"{self.name}: the deadline passed while the request was {where}")
+            )
+
+    # ---- the loop
+    async def _run(self) -> None:
+        config = self.config
+        while True:
+            if self._closing and not len(self._queue) and not self._running:
+                return
+            if not len(self._queue) or not self._free:
+                self._wake.clear()
+                await self._wake.wait()
+                continue
+            now = time.monotonic()
+            decision = self._queue.step(
+                now,
+                max_batch_size=config.max_batch_size,
+                max_delay=self._max_delay,
+                preferred_sizes=config.preferred_batch_sizes,
+                execute_estimate=self._ewma_execute,
+            )
+            for request in decision.expired:
+                self._expire(request)
+            if decision.batch:
+                self._dispatch(decision.batch, now)
+                continue
+            if decision.wake_at is not None:
+                self._wake.clear()
+                handle = self.loop.call_later(max(0.0, decision.wake_at - now), self._wake.set)
+                await self._wake.wait()
+                handle.cancel()
+
+    def _dispatch(self, batch: list[PendingRequest], now: float) -> None:
+        self._free -= 1
+        self.observer.queue_depth(len(self._queue))
+        for request in batch:
+            request.payload.started_at = now
+            self.observer.queued(now - request.enqueued_at)
+        try:
+            done = asyncio.wrap_future(
+                self.executor.submit([r.payload.inputs for r in batch]), loop=self.loop
+            )
+        except Exception as exc:  # e.g. the executor was shut down under us
+            self._finish(batch, None, exc)
+            return
+        self._running.add(done)
+        done.add_done_callback(lambda f: self._on_done(batch, f))
+
+    def _on_done(self, batch: list[PendingRequest], done: asyncio.Future[BatchOutcome]) -> None:
+        self._running.discard(done)
+        if done.cancelled():
+            self._finish(batch, None, Unavailable(f"{self.name}: execution was cancelled"))
+        elif done.exception() is not None:
+            self._finish(batch, None, done.exception())
+        else:
+            self._finish(batch, done.result(), None)
+
+    def _finish(
+        self,
+        batch: list[PendingRequest],
+        outcome: BatchOutcome | None,
+        error: BaseException | None,
+    ) -> None:
+        self._free += 1
+        self._wake.set()
+        if outcome is not None:
+            self.observer.batch_executed(outcome.rows, outcome.execute_seconds)
+            if self._executed:
+                self._ewma_execute += _EWMA_WEIGHT * (outcome.execute_seconds - self._ewma_execute)
+                self._ewma_rows += _EWMA_WEIGHT * (outcome.rows - self._ewma_rows)
+            else:  # the first real measurement replaces the warm-up estimate
+                self._ewma_execute, self._ewma_rows = outcome.execute_seconds, outcome.rows
+            self._executed += 1
+        for index, request in enumerate(batch):
+            if request.state is RequestState.EXECUTING:
+                request.state = RequestState.DONE
+            future = request.payload.future
+            if future.done():
+                continue  # its deadline fired or its caller went away
+            if outcome is None:
+                future.set_exception(_as_modelport_error(self.name, error))
+                continue
+            future.set_result(
+                InferenceResult(
+                    outputs=outcome.outputs[index],
+                    timings=InferenceTimings(
+                        queue_seconds=request.payload.started_at - request.enqueued_at,
+                        execute_seconds=outcome.execute_seconds,
+                        batch_size=outcome.rows,
+                        batch_requests=len(batch),
+                    ),
+                )
+            )
+
+    # ---- shutdown
+    async def drain(self) -> None:
+        """Refuse new requests, answer the queued ones, and stop the loop."""
+        self._closing = True
+        self._wake.set()
+        await self._task
+
+    def close(self) -> None:
+        """``drain`` without waiting (safe to call from the loop's thread only)."""
+        self._closing = True
+        self._wake.set()
+
+    @property
+    def queued(self) -> int:
+        return len(self._queue)
+
+
+def _as_modelport_error(name: str, error: BaseException | None) -> ModelportError:
+    if isinstance(error, ModelportError):
+        return error
+    return Internal(f"{name}: model execution failed: {error}", code="execution_failed")

@@ -1,0 +1,111 @@
+"""Plain records of the runtime (no I/O): version keys, load states, timings, results."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+import numpy as np
+
+
+class LoadState(StrEnum):
+    """Where a hosted version stands. A version absent from the host is simply not loaded."""
+
+    LOADING = "loading"
+    READY = "ready"
+    FAILED = "failed"
+    UNLOADING = "unloading"
+
+
+class Priority(StrEnum):
+    """Scheduling class: ``interactive`` requests never wait behind ``batch`` ones."""
+
+    INTERACTIVE = "interactive"
+    BATCH = "batch"
+
+
+class Phase(StrEnum):
+    """Phases of a load, timed separately."""
+
+    FETCH = "fetch"
+    VERIFY = "verify"
+    LOAD = "load"
+    WARMUP = "warmup"
+
+
+@dataclass(frozen=True)
+class VersionKey:
+    """Identity of a hosted version: ``owner/name``, version, and the manifest's digest."""
+
+    model: str
+    version: str
+    manifest_digest: str
+
+    @property
+    def ref(self) -> str:
+        return f"{self.model}:{self.version}"
+
+    def __str__(self) -> str:
+        return self.ref
+
+
+@dataclass(frozen=True)
+class BatchingConfig:
+    """How one version's requests are queued and merged."""
+
+    max_batch_size: int = 1
+    """Most rows (dim 0) merged into one execution; 1 means no merging."""
+    max_queue_delay_us: int = 0
+    """How long a batch may wait for more requests while an executor is free."""
+    preferred_batch_sizes: tuple[int, ...] = ()
+    """Row counts dispatched at once when reached, without waiting for the delay."""
+    max_queue_size: int = 1024
+    """Requests held queued at most; more are refused (``queue_full``)."""
+    instances: int = 1
+    """Batches that may execute at the same time."""
+
+    @property
+    def batching(self) -> bool:
+        return self.max_batch_size > 1
+
+
+@dataclass(frozen=True)
+class VersionStatus:
+    """A snapshot of one hosted version, as ``ModelHost.status`` reports it."""
+
+    key: VersionKey
+    state: LoadState
+    pinned: bool
+    cause: str | None = None
+    """Why a load failed (state ``failed``)."""
+    cause_code: str | None = None
+    phases: dict[str, float] = field(default_factory=dict)
+    """Seconds each load phase took (``fetch``, ``verify``, ``load``, ``warmup``)."""
+    host_memory_bytes: int = 0
+    device_memory_bytes: int = 0
+    memory_source: str = "estimated"
+    """``measured`` (RSS delta around the load), ``declared`` (manifest) or ``estimated``."""
+    warm_up: str = ""
+    """What warm-up did: ran an example, or none was declared."""
+    in_flight: int = 0
+    batching: BatchingConfig = field(default_factory=BatchingConfig)
+
+
+@dataclass(frozen=True)
+class InferenceTimings:
+    """Where one request's time went inside the runtime."""
+
+    queue_seconds: float
+    """From queueing to the start of its batch's execution."""
+    execute_seconds: float
+    """Execution of the whole batch it was part of."""
+    batch_size: int
+    """Rows in that batch."""
+    batch_requests: int
+    """Requests merged into that batch."""
+
+
+@dataclass(frozen=True)
+class InferenceResult:
+    outputs: dict[str, np.ndarray]
+    timings: InferenceTimings
