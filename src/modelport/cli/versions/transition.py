@@ -1,0 +1,32 @@
+"""``modelport versions transition owner/name:V --to STATE --reason TEXT``."""
+
+from __future__ import annotations
+
+import click
+
+from modelport.cli.application import Application
+from modelport.cli.models.refs import version_path
+from modelport.registry.types import LifecycleState
+
+
+@click.command()
+@click.argument("ref")
+@click.option(
+    "--to",
+    "to",
+    required=True,
+    type=click.Choice([s.value for s in LifecycleState]),
+    help="Target state; 'validated' runs the validation.",
+)
+@click.option("--reason", default="", help="Why (recorded in the version's history).")
+@click.pass_obj
+def transition(app: Application, ref: str, to: str, reason: str) -> None:
+    """Move a version (owner/name:V) to another lifecycle state."""
+    body = app.check(
+        app.http.post(f"{version_path(app, ref)}/transitions", json={"to": to, "reason": reason})
+    )
+    if app.terminal.as_json:
+        app.terminal.json(body)
+        return
+    event = body["event"]
+    app.terminal.success(f"{ref}: {event['from']} -> {event['to']}")
