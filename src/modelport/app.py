@@ -9,6 +9,7 @@ from fastapi import FastAPI
 
 from modelport.blobs import BlobStore
 from modelport.blobs.local import LocalBlobStore
+from modelport.blobs.service import BlobService
 from modelport.blobs.uploads import UploadService
 from modelport.config import Settings
 from modelport.registry.service import RegistryService
@@ -25,6 +26,7 @@ class Services:
     settings: Settings
     database: Database
     blob_store: BlobStore
+    blobs: BlobService
     uploads: UploadService
     registry: RegistryService
     authenticator: AdminKeyAuthenticator
@@ -74,6 +76,7 @@ def build_services(settings: Settings) -> Services:
         settings=settings,
         database=database,
         blob_store=blob_store,
+        blobs=BlobService(database, blob_store, verify_below_bytes=settings.verify_below_bytes),
         uploads=UploadService(
             database,
             blob_store,

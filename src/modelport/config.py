@@ -47,6 +47,9 @@ class Settings(BaseSettings):
     upload_ttl_seconds: int = Field(default=24 * 3600, gt=0)
     """An upload untouched this long expires and its staged bytes are removed."""
 
+    upload_sweep_interval_seconds: float = Field(default=300.0, gt=0)
+    """How often the server removes expired uploads and their staged bytes."""
+
     max_chunk_bytes: int = Field(default=1 << 30, gt=0)
     """Largest single chunk accepted by ``PATCH /api/uploads/{id}``."""
 

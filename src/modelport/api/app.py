@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING
 
 from fastapi import FastAPI
@@ -9,14 +11,22 @@ from fastapi import FastAPI
 from modelport import __version__
 from modelport.api.problems import install_error_handlers
 from modelport.api.routes import aliases, blobs, health, models, uploads, versions
+from modelport.blobs.sweeper import periodic_upload_sweep
 
 if TYPE_CHECKING:
     from modelport.app import Services
 
 
 def create_app(services: Services) -> FastAPI:
+    @asynccontextmanager
+    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        interval = services.settings.upload_sweep_interval_seconds
+        async with periodic_upload_sweep(services.uploads, interval):
+            yield
+
     app = FastAPI(
         title="modelport",
+        lifespan=lifespan,
         version=__version__,
         openapi_url="/api/openapi.json",
         docs_url="/api/docs",

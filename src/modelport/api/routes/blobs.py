@@ -1,5 +1,88 @@
-"""/api/blobs (placeholder until implemented)."""
+"""/api/blobs/{digest}: stream a committed blob (with ``Range``), or ``HEAD`` its size."""
 
-from fastapi import APIRouter
+from __future__ import annotations
+
+import re
+
+from fastapi import APIRouter, Request
+from starlette.responses import Response, StreamingResponse
+
+from modelport.api.auth import CurrentPrincipal
+from modelport.api.deps import get_services
+from modelport.api.problems import problem_response
+from modelport.blobs.types import Blob
 
 router = APIRouter(tags=["blobs"])
+
+_RANGE = re.compile(r"^bytes=(\d*)-(\d*)$")
+
+
+class Unsatisfiable(Exception):
+    """The requested range lies wholly past the end of the blob."""
+
+
+def parse_range(header: str | None, size: int) -> tuple[int, int] | None:
+    """``[start, end)`` for a single ``bytes=`` range, None to send the whole blob.
+
+    Syntactically invalid or multi-part ranges are ignored, as RFC 9110 allows.
+    """
+    match = _RANGE.match(header.strip()) if header else None
+    if match is None or match[1] == match[2] == "":
+        return None
+    if match[1] == "":  # suffix: the last N bytes
+        suffix = int(match[2])
+        if suffix == 0 or size == 0:
+            raise Unsatisfiable
+        return max(0, size - suffix), size
+    start = int(match[1])
+    end = size if match[2] == "" else int(match[2]) + 1
+    if match[2] and end <= start:
+        return None
+    if start >= size:
+        raise Unsatisfiable
+    return start, min(end, size)
+
+
+def blob_headers(blob: Blob) -> dict[str, str]:
+    return {
+        "Blob-Digest": blob.digest,
+        "ETag": f'"{blob.digest}"',
+        "Accept-Ranges": "bytes",
+        "Cache-Control": "private, max-age=31536000, immutable",
+    }
+
+
+@router.head("/blobs/{digest}")
+def head_blob(digest: str, request: Request, _: CurrentPrincipal) -> Response:
+    """A blob's size (``Content-Length``) and digest; 404 if it is not stored."""
+    blob = get_services(request).blobs.stat(digest)
+    headers = blob_headers(blob) | {"Content-Length": str(blob.size)}
+    return Response(status_code=200, headers=headers, media_type="application/octet-stream")
+
+
+@router.get("/blobs/{digest}", response_class=StreamingResponse)
+def get_blob(digest: str, request: Request, _: CurrentPrincipal) -> Response:
+    """Stream a blob, or one ``Range: bytes=a-b`` of it (206)."""
+    blobs = get_services(request).blobs
+    blob = blobs.stat(digest)
+    headers = blob_headers(blob)
+    try:
+        wanted = parse_range(request.headers.get("range"), blob.size)
+    except Unsatisfiable:
+        return problem_response(
+            request,
+            416,
+            "range_not_satisfiable",
+            f"{request.headers.get('range')} is past the end of the blob ({blob.size} bytes)",
+            {"size": blob.size},
+            {"Content-Range": f"bytes */{blob.size}"},
+        )
+    if wanted is None:
+        body = blobs.read(blob)
+        headers["Content-Length"] = str(blob.size)
+        return StreamingResponse(body, 200, headers, media_type="application/octet-stream")
+    start, end = wanted
+    body = blobs.read(blob, start, end)
+    headers["Content-Length"] = str(end - start)
+    headers["Content-Range"] = f"bytes {start}-{end - 1}/{blob.size}"
+    return StreamingResponse(body, 206, headers, media_type="application/octet-stream")
