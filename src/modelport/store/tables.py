@@ -173,3 +173,92 @@ class AliasEventRow(Base):
     previous_version_id: Mapped[int | None] = mapped_column(ForeignKey("model_versions.id"))
     actor: Mapped[str] = mapped_column(String(128))
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
+
+
+# ---- tenancy -----------------------------------------------------------------
+
+
+class TenantRow(Base):
+    """An organisation; its ``slug`` is also the model namespace it owns."""
+
+    __tablename__ = "tenants"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    slug: Mapped[str] = mapped_column(String(64), unique=True)
+    name: Mapped[str] = mapped_column(String(256), default="")
+    require_separation: Mapped[bool] = mapped_column(default=False)
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+    created_by: Mapped[str] = mapped_column(String(128), default="")
+
+
+class MemberRow(Base):
+    """A member or service account of a tenant, with its roles there.
+
+    Removing one sets ``removed_at`` (its keys are revoked); adding the name again
+    brings the same principal back with new roles and no keys.
+    """
+
+    __tablename__ = "tenant_members"
+    __table_args__ = (UniqueConstraint("tenant_id", "name"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    tenant_id: Mapped[int] = mapped_column(ForeignKey("tenants.id"), index=True)
+    name: Mapped[str] = mapped_column(String(64))
+    kind: Mapped[str] = mapped_column(String(16))
+    roles: Mapped[list[str]] = mapped_column(JSON)
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+    created_by: Mapped[str] = mapped_column(String(128), default="")
+    removed_at: Mapped[datetime | None]
+
+
+class ApiKeyRow(Base):
+    """An API key: only a hash of its secret is stored."""
+
+    __tablename__ = "api_keys"
+
+    id: Mapped[str] = mapped_column(String(32), primary_key=True)
+    member_id: Mapped[int] = mapped_column(ForeignKey("tenant_members.id"), index=True)
+    name: Mapped[str] = mapped_column(String(128))
+    secret_hash: Mapped[str] = mapped_column(String(64))
+    scopes: Mapped[list[str] | None] = mapped_column(JSON)
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+    created_by: Mapped[str] = mapped_column(String(128), default="")
+    expires_at: Mapped[datetime | None]
+    revoked_at: Mapped[datetime | None]
+    rotated_from: Mapped[str | None] = mapped_column(String(32))
+
+
+class GrantRow(Base):
+    """A tenant shares one private ``model`` ('' for its whole namespace) with another."""
+
+    __tablename__ = "grants"
+    __table_args__ = (UniqueConstraint("tenant_id", "model", "grantee_id"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    tenant_id: Mapped[int] = mapped_column(ForeignKey("tenants.id"), index=True)
+    model: Mapped[str] = mapped_column(String(128), default="")
+    grantee_id: Mapped[int] = mapped_column(ForeignKey("tenants.id"), index=True)
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+    created_by: Mapped[str] = mapped_column(String(128), default="")
+
+
+class AuditEventRow(Base):
+    """One audited action. Append-only: the database refuses updates and deletes."""
+
+    __tablename__ = "audit_events"
+
+    id: Mapped[int] = mapped_column(
+        BigInteger().with_variant(Integer, "sqlite"), primary_key=True, autoincrement=True
+    )
+    at: Mapped[datetime] = mapped_column(default=utcnow, index=True)
+    actor: Mapped[str] = mapped_column(String(128), index=True)
+    actor_tenant: Mapped[str | None] = mapped_column(String(64), index=True)
+    key_id: Mapped[str | None] = mapped_column(String(32))
+    action: Mapped[str] = mapped_column(String(128), index=True)
+    method: Mapped[str] = mapped_column(String(8))
+    target: Mapped[str] = mapped_column(String(1024))
+    tenant: Mapped[str | None] = mapped_column(String(64), index=True)
+    outcome: Mapped[str] = mapped_column(String(16))
+    status: Mapped[int] = mapped_column(Integer)
+    reason: Mapped[str] = mapped_column(Text, default="")
+    request_id: Mapped[str] = mapped_column(String(128), default="")
