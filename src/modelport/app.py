@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 from urllib.parse import urlparse
 
 from fastapi import FastAPI
@@ -18,6 +19,10 @@ from modelport.registry.validation import SubprocessValidator
 from modelport.store import Database, create_database, upgrade
 from modelport.tenancy import AdminKeyAuthenticator
 
+if TYPE_CHECKING:
+    from modelport.observability.metrics import RuntimeMetrics
+    from modelport.runtime.host import ModelHost
+
 
 @dataclass
 class Services:
@@ -30,8 +35,11 @@ class Services:
     uploads: UploadService
     registry: RegistryService
     authenticator: AdminKeyAuthenticator
+    metrics: RuntimeMetrics
+    host: ModelHost
 
     def close(self) -> None:
+        self.host.close()
         self.database.dispose()
 
 
@@ -58,6 +66,36 @@ def build_blob_store(settings: Settings) -> BlobStore:
     return LocalBlobStore(root)
 
 
+def build_host(settings: Settings, metrics: RuntimeMetrics) -> ModelHost:
+    """The in-process model host, configured from the ``runtime_*`` settings."""
+    import psutil
+
+    from modelport.runtime.admission import MemoryBudget
+    from modelport.runtime.cache import ModelCache
+    from modelport.runtime.formats import FormatRegistry
+    from modelport.runtime.host import ModelHost
+    from modelport.runtime.types import BatchingConfig
+
+    host_budget = settings.runtime_memory_budget_bytes or int(psutil.virtual_memory().total * 0.7)
+    onnx = {
+        "intra_op_threads": settings.runtime_intra_op_threads,
+        "graph_optimization": settings.runtime_graph_optimization,
+    }
+    return ModelHost(
+        cache=ModelCache(settings.home / "cache"),
+        formats=FormatRegistry({"onnx": onnx}),
+        budget=MemoryBudget(host_budget, settings.runtime_device_memory_budget_bytes),
+        batching=BatchingConfig(
+            max_batch_size=settings.runtime_max_batch_size,
+            max_queue_delay_us=settings.runtime_max_queue_delay_us,
+            max_queue_size=settings.runtime_max_queue_size,
+            instances=settings.runtime_instances,
+        ),
+        load_timeout=settings.runtime_load_timeout_seconds,
+        observer=metrics,
+    )
+
+
 def build_services(settings: Settings) -> Services:
     settings.home.mkdir(parents=True, exist_ok=True)
     url = settings.resolved_database_url
@@ -66,6 +104,9 @@ def build_services(settings: Settings) -> Services:
     database = create_database(url)
     blob_store = build_blob_store(settings)
     signer = Signer.load_or_create(settings.resolved_signing_key_path)
+    from modelport.observability.metrics import RuntimeMetrics
+
+    metrics = RuntimeMetrics()
     validator = SubprocessValidator(
         blob_store,
         work_dir=settings.home / "validation",
@@ -85,6 +126,8 @@ def build_services(settings: Settings) -> Services:
         ),
         registry=RegistryService(database, blob_store, signer=signer, validator=validator),
         authenticator=AdminKeyAuthenticator(settings.admin_key),
+        metrics=metrics,
+        host=build_host(settings, metrics),
     )
 
 

@@ -10,7 +10,9 @@ from fastapi import FastAPI
 
 from modelport import __version__
 from modelport.api.problems import install_error_handlers
-from modelport.api.routes import aliases, blobs, health, models, uploads, versions
+from modelport.api.routes import aliases, blobs, health, metrics, models, uploads, versions
+from modelport.api.v2 import routes as v2
+from modelport.api.v2.dataplane import DataPlane
 from modelport.blobs.sweeper import periodic_upload_sweep
 
 if TYPE_CHECKING:
@@ -40,4 +42,13 @@ def create_app(services: Services) -> FastAPI:
     app.include_router(models.router, prefix="/api")
     app.include_router(versions.router, prefix="/api")
     app.include_router(aliases.router, prefix="/api")
+    app.include_router(metrics.router)
+    app.state.dataplane = DataPlane(
+        services.registry,
+        services.host,
+        services.blob_store,
+        services.metrics,
+        load_on_demand=services.settings.load_on_demand,
+    )
+    app.router.routes.extend(v2.routes)
     return app

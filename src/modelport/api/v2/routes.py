@@ -1,0 +1,271 @@
+"""The Open Inference Protocol REST surface (``/v2``), with the binary tensor data and
+model repository extensions.
+
+Model names are ``owner/name``, so every model route carries two path segments:
+``/v2/models/acme/fraud-risk/versions/3/infer``. A version segment may also be an
+alias. Every route but the health probes needs the bearer key.
+
+These are plain Starlette routes rather than FastAPI ones: ``infer`` is the hot
+path, and it parses its body with the codec (orjson, numpy views), not pydantic.
+Errors are rendered by ``modelport.api.problems`` as ``{"error": "..."}``.
+
+Status codes: bad input 400 (naming the input and what was expected), missing
+key 401, unknown model or version 404, body too large 413, queue full 429 with
+``Retry-After``, version failed to load or not loadable now 503, deadline passed
+504. Each inference response carries ``Server-Timing`` with the time queued and
+the batch's execution time in milliseconds, and the batch's size in rows.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any
+
+import orjson
+from sqlalchemy import text
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import BaseRoute, Route
+
+from modelport import __version__
+from modelport.api.auth import bearer_token
+from modelport.api.deps import get_services
+from modelport.api.v2.codec import encode_infer_response, parse_infer_request
+from modelport.api.v2.compression import decode_content
+from modelport.api.v2.dataplane import DataPlane
+from modelport.api.v2.metadata import model_metadata, server_metadata
+from modelport.api.v2.options import (
+    TIMEOUT_HEADER,
+    model_parameters,
+    priority_of,
+    timeout_seconds,
+)
+from modelport.api.v2.types import INFERENCE_HEADER
+from modelport.api.v2.validate import validate_request
+from modelport.errors import InvalidInput, ModelportError, PayloadTooLarge
+from modelport.runtime.types import InferenceTimings
+
+EXTENSIONS = ("binary_tensor_data", "model_repository")
+
+
+def _json(doc: Any, status: int = 200) -> Response:
+    return Response(orjson.dumps(doc), status, media_type="application/json")
+
+
+def _authenticate(request: Request) -> None:
+    get_services(request).authenticator.authenticate(bearer_token(request))
+
+
+def _dataplane(request: Request) -> DataPlane:
+    return request.app.state.dataplane  # type: ignore[no-any-return]
+
+
+def _model(request: Request) -> tuple[str, str, str | None]:
+    params = request.path_params
+    return params["owner"], params["name"], params.get("version")
+
+
+async def _body(request: Request, limit: int) -> bytes:
+    length = request.headers.get("content-length")
+    if length is not None and length.isdigit() and int(length) > limit:
+        raise PayloadTooLarge(
+            f"request body of {length} bytes is above the limit of {limit}",
+            code="payload_too_large",
+        )
+    chunks = []
+    size = 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            raise PayloadTooLarge(
+                f"request body is above the limit of {limit} bytes", code="payload_too_large"
+            )
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+async def _json_body(request: Request) -> dict[str, Any]:
+    raw = await _body(request, 1 << 20)
+    if not raw.strip():
+        return {}
+    try:
+        doc = orjson.loads(raw)
+    except orjson.JSONDecodeError as exc:
+        raise InvalidInput(f"request body is not valid JSON: {exc}", code="invalid_json") from None
+    if not isinstance(doc, dict):
+        raise InvalidInput("request body must be a JSON object", code="invalid_request")
+    return doc
+
+
+# ---- health and server metadata
+async def live(request: Request) -> Response:
+    """The process is up."""
+    return _json({"live": True})
+
+
+async def ready(request: Request) -> Response:
+    """The server can serve: its database answers."""
+    services = get_services(request)
+
+    def check() -> None:
+        with services.database.transaction() as session:
+            session.execute(text("SELECT 1"))
+
+    try:
+        await asyncio.to_thread(check)
+    except Exception as exc:  # any driver error means not ready
+        return _json({"error": f"not ready: database: {exc}"}, 503)
+    return _json({"ready": True})
+
+
+async def server(request: Request) -> Response:
+    _authenticate(request)
+    return _json(server_metadata(__version__, extensions=EXTENSIONS))
+
+
+# ---- models
+async def metadata(request: Request) -> Response:
+    _authenticate(request)
+    owner, name, version = _model(request)
+    plane = _dataplane(request)
+    target = await plane.target(owner, name, version)
+    versions = [target.version] if version else await plane.versions(owner, name)
+    manifest = target.manifest
+    return _json(
+        model_metadata(target.model, versions, manifest.format, manifest.inputs, manifest.outputs)
+    )
+
+
+async def model_ready(request: Request) -> Response:
+    _authenticate(request)
+    target, is_ready = await _dataplane(request).ready(*_model(request))
+    if not is_ready:
+        status = _dataplane(request).host.status(target.key)
+        state = status.state.value if status else "not loaded"
+        return _json({"error": f"{target.key.ref} is not ready: {state}"}, 503)
+    return _json({"name": target.model, "version": target.version, "ready": True})
+
+
+async def infer(request: Request) -> Response:
+    services = get_services(request)
+    services.authenticator.authenticate(bearer_token(request))
+    settings = services.settings
+    plane = _dataplane(request)
+    limit = settings.max_inference_request_bytes
+    headers = request.headers
+    body = await _body(request, limit)
+    encoding = headers.get("content-encoding")
+    if encoding is not None:
+        body = decode_content(body, encoding, max_bytes=limit)
+    parsed = parse_infer_request(body, headers.get(INFERENCE_HEADER))
+    parameters = parsed.parameters
+    timeout = timeout_seconds(
+        headers.get(TIMEOUT_HEADER), parameters, settings.runtime_infer_timeout_seconds
+    )
+    deadline = time.monotonic() + timeout
+    priority = priority_of(parameters)
+    target = await plane.ready_target(*_model(request))
+    manifest = target.manifest
+    try:
+        validate_request(parsed, manifest.inputs, manifest.outputs, max_input_bytes=limit)
+    except ModelportError:
+        target.observer.request_done("invalid", 0.0)
+        raise
+    result = await plane.infer(
+        target,
+        parsed.arrays(),
+        deadline=deadline,
+        priority=priority,
+        parameters=model_parameters(parameters),
+    )
+    encoded = encode_infer_response(
+        result.outputs,
+        model_name=target.model,
+        model_version=target.version,
+        request_id=parsed.id,
+        requested=parsed.outputs,
+        binary_data_output=parsed.binary_data_output,
+    )
+    response_headers = dict(encoded.headers)
+    response_headers["Server-Timing"] = _server_timing(result.timings)
+    return Response(encoded.body, headers=response_headers)
+
+
+def _server_timing(timings: InferenceTimings) -> str:
+    return (
+        f"queue;dur={timings.queue_seconds * 1000:.3f}, "
+        f"compute;dur={timings.execute_seconds * 1000:.3f}, "
+        f'batch;desc="{timings.batch_size}"'
+    )
+
+
+# ---- repository extension
+async def repository_index(request: Request) -> Response:
+    _authenticate(request)
+    body = await _json_body(request)
+    return _json(_dataplane(request).index(ready_only=bool(body.get("ready", False))))
+
+
+async def repository_load(request: Request) -> Response:
+    """Load a version (parameter ``version``, default the model's default), optionally
+    ``pinned`` so memory pressure never evicts it. Answers when it is ready."""
+    _authenticate(request)
+    owner, name, _ = _model(request)
+    parameters = (await _json_body(request)).get("parameters") or {}
+    if not isinstance(parameters, dict):
+        raise InvalidInput("'parameters' must be an object", code="invalid_request")
+    if "config" in parameters or any(str(k).startswith("file:") for k in parameters):
+        raise InvalidInput(
+            "loading with a model config or files is not supported: publish a version instead",
+            code="unsupported_parameter",
+        )
+    version = parameters.get("version")
+    if version is not None and not isinstance(version, str):
+        raise InvalidInput("parameter 'version' must be a string", code="invalid_request")
+    pinned = parameters.get("pinned", False)
+    if not isinstance(pinned, bool):
+        raise InvalidInput("parameter 'pinned' must be true or false", code="invalid_request")
+    status = await _dataplane(request).load(owner, name, version, pinned=pinned)
+    return _json(
+        {
+            "name": status.key.model,
+            "version": status.key.version,
+            "state": status.state.value.upper(),
+            "phases": status.phases,
+            "warm_up": status.warm_up,
+        }
+    )
+
+
+async def repository_unload(request: Request) -> Response:
+    """Unload one version (parameter ``version``) or every loaded version of the model."""
+    _authenticate(request)
+    owner, name, _ = _model(request)
+    parameters = (await _json_body(request)).get("parameters") or {}
+    version = parameters.get("version") if isinstance(parameters, dict) else None
+    if version is not None and not isinstance(version, str):
+        raise InvalidInput("parameter 'version' must be a string", code="invalid_request")
+    keys = await _dataplane(request).unload(owner, name, version)
+    return _json({"unloaded": [{"name": k.model, "version": k.version} for k in keys]})
+
+
+_MODEL = "/v2/models/{owner}/{name}"
+_VERSION = _MODEL + "/versions/{version}"
+_REPO = "/v2/repository/models/{owner}/{name}"
+
+routes: list[BaseRoute] = [
+    Route("/v2/health/live", live, methods=["GET"]),
+    Route("/v2/health/ready", ready, methods=["GET"]),
+    Route("/v2", server, methods=["GET"]),
+    Route(_MODEL, metadata, methods=["GET"]),
+    Route(_VERSION, metadata, methods=["GET"]),
+    Route(_MODEL + "/ready", model_ready, methods=["GET"]),
+    Route(_VERSION + "/ready", model_ready, methods=["GET"]),
+    Route(_MODEL + "/infer", infer, methods=["POST"]),
+    Route(_VERSION + "/infer", infer, methods=["POST"]),
+    Route("/v2/repository/index", repository_index, methods=["POST"]),
+    Route(_REPO + "/load", repository_load, methods=["POST"]),
+    Route(_REPO + "/unload", repository_unload, methods=["POST"]),
+]
+"""Add to the application with ``app.router.routes.extend(routes)``."""

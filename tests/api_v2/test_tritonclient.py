@@ -1,0 +1,83 @@
+"""The official tritonclient HTTP client against a live modelport server."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import tritonclient.http as triton
+from tritonclient.utils import InferenceServerException
+
+from tests.api_v2.conftest import AUTH
+
+
+def key() -> dict[str, str]:
+    # A fresh dict per call: tritonclient adds its own headers to the dict it is given.
+    return dict(AUTH)
+
+
+@pytest.fixture
+def triton_client(live_v2):
+    url, publisher = live_v2
+    client = triton.InferenceServerClient(url=url.removeprefix("http://"))
+    yield client, publisher
+    client.close()
+
+
+def test_health_metadata_load_infer_unload(triton_client) -> None:
+    client, publisher = triton_client
+    publisher.adder("acme/fraud-risk", version="3")
+    assert client.is_server_live()
+    assert client.is_server_ready()
+    server = client.get_server_metadata(headers=key())
+    assert server["name"] == "modelport"
+    assert "binary_tensor_data" in server["extensions"]
+
+    assert not client.is_model_ready("acme/fraud-risk", "3", headers=key())
+    client.load_model("acme/fraud-risk", headers=key())
+    assert client.is_model_ready("acme/fraud-risk", "3", headers=key())
+    assert client.is_model_ready("acme/fraud-risk", headers=key())
+    metadata = client.get_model_metadata("acme/fraud-risk", "3", headers=key())
+    assert metadata["inputs"] == [{"name": "x", "datatype": "FP32", "shape": [-1, 4]}]
+    index = client.get_model_repository_index(headers=key())
+    assert index == [{"name": "acme/fraud-risk", "version": "3", "state": "READY", "reason": ""}]
+
+    x = np.arange(12, dtype=np.float32).reshape(3, 4)
+    for binary in (False, True):
+        tensor = triton.InferInput("x", [3, 4], "FP32")
+        tensor.set_data_from_numpy(x, binary_data=binary)
+        wanted = triton.InferRequestedOutput("y", binary_data=binary)
+        result = client.infer(
+            "acme/fraud-risk",
+            [tensor],
+            model_version="3",
+            outputs=[wanted],
+            headers=key(),
+            request_id=f"r-{binary}",
+        )
+        np.testing.assert_array_equal(result.as_numpy("y"), x + 1)
+        response = result.get_response()
+        assert response["model_version"] == "3" and response["id"] == f"r-{binary}"
+
+    # Triton's timeout parameter (microseconds) and priority levels are understood.
+    tensor = triton.InferInput("x", [3, 4], "FP32")
+    tensor.set_data_from_numpy(x)
+    result = client.infer("acme/fraud-risk", [tensor], headers=key(), timeout=5_000_000, priority=2)
+    np.testing.assert_array_equal(result.as_numpy("y"), x + 1)
+
+    client.unload_model("acme/fraud-risk", headers=key())
+    assert not client.is_model_ready("acme/fraud-risk", "3", headers=key())
+
+
+def test_errors_reach_the_client_with_the_server_message(triton_client) -> None:
+    client, publisher = triton_client
+    publisher.adder()
+    tensor = triton.InferInput("x", [1, 3], "FP32")
+    tensor.set_data_from_numpy(np.zeros((1, 3), np.float32))
+    with pytest.raises(InferenceServerException) as info:
+        client.infer("acme/adder", [tensor], headers=key())
+    assert "expected shape [-1, 4]" in info.value.message()
+    with pytest.raises(InferenceServerException) as missing:
+        client.get_model_metadata("acme/missing", headers=key())
+    assert missing.value.status() == "404"
+    with pytest.raises(InferenceServerException):
+        client.get_server_metadata()  # no key
