@@ -70,9 +70,7 @@ class TestStaging:
         assert store.size(digest_of(b"")) == 0
         assert read_all(store, digest_of(b"")) == b""
 
-    def test_wrong_digest_stores_nothing_and_keeps_the_staged_bytes(
-        self, store: BlobStore
-    ) -> None:
+    def test_wrong_digest_stores_nothing_and_keeps_the_staged_bytes(self, store: BlobStore) -> None:
         upload_id = new_upload_id()
         stage(store, upload_id, 0, b"payload")
         with pytest.raises(InvalidInput) as info:
