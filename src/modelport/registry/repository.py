@@ -399,7 +399,7 @@ def _version_names(session: Session, ids: set[int]) -> dict[int, str]:
     rows = session.execute(
         select(ModelVersionRow.id, ModelVersionRow.version).where(ModelVersionRow.id.in_(ids))
     )
-    return dict(rows.tuples())
+    return {vid: version for vid, version in rows}
 
 
 def alias_target(session: Session, model: int, alias: str) -> int | None:

@@ -1,7 +1,8 @@
 """Validation of a version: its files against the manifest, then its examples.
 
 1. Files: every file's blob must be stored with the declared size, and is streamed
-   and hashed in full (a stored blob whose bytes no longer match is caught here).
+   and hashed in full through ``modelport.blobs.verify`` (a stored blob whose bytes
+   no longer match is caught here).
 2. Execution, for a format the runtime knows (``modelport.runtime.formats``): the
    verified files are copied to a private folder and a separate process
    (``modelport.registry.validation_worker``) loads the model and runs every
@@ -28,7 +29,6 @@ The report (a JSON object) is always returned, never raised::
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import os
 import signal
 import subprocess
@@ -41,6 +41,8 @@ from typing import Any, Protocol
 import orjson
 
 from modelport.blobs import BlobStore
+from modelport.blobs.verify import copy_verified, iter_verified
+from modelport.errors import ModelportError
 from modelport.manifest import Manifest, canonical_bytes
 
 WORKER_MODULE = "modelport.registry.validation_worker"
@@ -147,26 +149,16 @@ class SubprocessValidator:
 
     def _stream_verified(self, digest: str, target: Path | None) -> str | None:
         """Hash the whole blob (copying it to ``target`` if given); a problem, or None."""
-        hasher = hashlib.sha256()
-        handle = None
-        if target is not None:
-            target.parent.mkdir(parents=True, exist_ok=True)
-            handle = target.open("wb")
         try:
-            for chunk in self.blobs.read(digest):
-                hasher.update(chunk)
-                if handle is not None:
-                    handle.write(chunk)
-        except Exception as exc:  # a backend error is a failed check, reported, not raised
+            if target is None:
+                for _ in iter_verified(self.blobs, digest):
+                    pass
+            else:
+                copy_verified(self.blobs, digest, target)
+        except ModelportError as exc:  # blob_corrupted, blob_not_found
+            return exc.message
+        except Exception as exc:  # any backend failure is a failed check, reported
             return f"could not read blob: {exc}"
-        finally:
-            if handle is not None:
-                handle.close()
-        actual = "sha256:" + hasher.hexdigest()
-        if actual != digest:
-            if target is not None:
-                target.unlink(missing_ok=True)
-            return f"stored bytes hash to {actual}: blob is corrupted"
         return None
 
     # ---- execution

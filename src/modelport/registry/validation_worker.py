@@ -66,6 +66,8 @@ def run(directory: Path) -> dict[str, Any]:
             except MemoryError:
                 raise
             except Exception as exc:  # a model error fails this example, not the worker
+                if _is_oom(_describe(exc)):
+                    raise MemoryError(_describe(exc)) from None
                 outcome = {"index": index, "passed": False, "problems": [_describe(exc)]}
             outcome["ms"] = _ms(started)
             result["examples"].append(outcome)
@@ -76,15 +78,19 @@ def run(directory: Path) -> dict[str, Any]:
         else:
             result["status"] = "passed"
             result["detail"] = f"{len(manifest.examples)} example(s) passed"
-    except MemoryError:
+    except MemoryError as exc:
         result["status"] = "out_of_memory"
-        result["detail"] = "ran out of memory under the validation memory limit"
+        result["detail"] = "ran out of memory under the validation memory limit: " + _describe(exc)
     except Exception as exc:  # load errors of any kind are the model's fault
         message = _describe(exc)
-        oom = any(marker in message.lower() for marker in _OOM_MARKERS)
-        result["status"] = "out_of_memory" if oom else "load_failed"
+        result["status"] = "out_of_memory" if _is_oom(message) else "load_failed"
         result["detail"] = message
     return result
+
+
+def _is_oom(message: str) -> bool:
+    lowered = message.lower()
+    return any(marker in lowered for marker in _OOM_MARKERS)
 
 
 def _describe(exc: BaseException) -> str:
