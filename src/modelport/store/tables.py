@@ -262,3 +262,49 @@ class AuditEventRow(Base):
     status: Mapped[int] = mapped_column(Integer)
     reason: Mapped[str] = mapped_column(Text, default="")
     request_id: Mapped[str] = mapped_column(String(128), default="")
+
+
+# ---- limits and budgets ------------------------------------------------------
+
+
+class LimitRow(Base):
+    """Rate and concurrency limits of one tenant, API key or model (NULL: not limited)."""
+
+    __tablename__ = "limits"
+
+    scope_type: Mapped[str] = mapped_column(String(16), primary_key=True)
+    scope_id: Mapped[str] = mapped_column(String(256), primary_key=True)
+    tenant: Mapped[str | None] = mapped_column(String(64), index=True)
+    rpm: Mapped[int | None] = mapped_column(Integer)
+    concurrency: Mapped[int | None] = mapped_column(Integer)
+    tpm: Mapped[int | None] = mapped_column(BigInteger)
+    updated_at: Mapped[datetime] = mapped_column(default=utcnow)
+    updated_by: Mapped[str] = mapped_column(String(128), default="")
+
+
+class BudgetRow(Base):
+    """A tenant's spending caps and what it spent in ``period`` (micro-units)."""
+
+    __tablename__ = "budgets"
+
+    tenant: Mapped[str] = mapped_column(String(64), primary_key=True)
+    hard_cap_micros: Mapped[int | None] = mapped_column(BigInteger)
+    soft_cap_micros: Mapped[int | None] = mapped_column(BigInteger)
+    spent_micros: Mapped[int] = mapped_column(BigInteger, default=0)
+    period: Mapped[str] = mapped_column(String(7))
+    updated_at: Mapped[datetime] = mapped_column(default=utcnow)
+
+
+class BudgetAlertRow(Base):
+    """A budget alert, recorded at most once per tenant, period and kind."""
+
+    __tablename__ = "budget_alerts"
+    __table_args__ = (UniqueConstraint("tenant", "period", "kind"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    tenant: Mapped[str] = mapped_column(String(64))
+    period: Mapped[str] = mapped_column(String(7))
+    kind: Mapped[str] = mapped_column(String(16))
+    spent_micros: Mapped[int] = mapped_column(BigInteger)
+    cap_micros: Mapped[int] = mapped_column(BigInteger)
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
