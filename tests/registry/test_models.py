@@ -170,3 +170,11 @@ def test_catalog_refuses_bad_paging(client: TestClient, params: dict) -> None:
 def test_catalog_cursor_error_code(client: TestClient) -> None:
     response = client.get("/api/models", params={"cursor": "bm9wZQ"})
     assert response.json()["code"] == "invalid_cursor"
+
+
+def test_optional_fields_may_be_null(client: TestClient) -> None:
+    body = {"owner": "acme", "name": "m", "task": None, "description": None, "tags": None}
+    response = client.post("/api/models", json={**body, "license": None, "visibility": None})
+    assert response.status_code == 201
+    model = response.json()
+    assert (model["license"], model["task"], model["visibility"]) == (None, "", "private")

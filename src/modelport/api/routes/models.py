@@ -21,11 +21,11 @@ class CreateModel(BaseModel):
 
     owner: str
     name: str
-    task: str = ""
-    description: str = ""
-    tags: list[str] = Field(default_factory=list)
+    task: str | None = None
+    description: str | None = None
+    tags: list[str] | None = None
     license: str | None = Field(default=None, description="SPDX identifier or expression")
-    visibility: str = "private"
+    visibility: str | None = None
 
 
 @router.get("/models")
@@ -67,11 +67,11 @@ def create_model(
         body.owner,
         body.name,
         actor=principal.id,
-        task=body.task,
-        description=body.description,
-        tags=body.tags,
+        task=body.task or "",
+        description=body.description or "",
+        tags=body.tags or [],
         license=body.license,
-        visibility=body.visibility,
+        visibility=body.visibility or "private",
     )
     response.headers["Location"] = f"/api/models/{model.owner}/{model.name}"
     return model_json(model)
