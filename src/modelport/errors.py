@@ -7,6 +7,7 @@ machine ``code`` and a transport-neutral ``kind``. Each HTTP surface maps
     ModelportError
     ├── InvalidInput        kind=invalid          (400)
     ├── Unauthenticated     kind=unauthenticated  (401)
+    ├── PaymentRequired     kind=payment_required (402)
     ├── Forbidden           kind=forbidden        (403)
     ├── NotFound            kind=not_found        (404)
     ├── Conflict            kind=conflict         (409)
@@ -48,6 +49,13 @@ class InvalidInput(ModelportError):
 class Unauthenticated(ModelportError):
     kind = "unauthenticated"
     default_code = "unauthenticated"
+
+
+class PaymentRequired(ModelportError):
+    """The caller's budget does not allow this call (refused before any work)."""
+
+    kind = "payment_required"
+    default_code = "payment_required"
 
 
 class Forbidden(ModelportError):

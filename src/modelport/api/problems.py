@@ -15,6 +15,7 @@ from modelport.errors import ModelportError
 STATUS_BY_KIND = {
     "invalid": 400,
     "unauthenticated": 401,
+    "payment_required": 402,
     "forbidden": 403,
     "not_found": 404,
     "conflict": 409,
@@ -29,6 +30,7 @@ STATUS_BY_KIND = {
 CODE_BY_STATUS = {
     400: "invalid_request",
     401: "unauthenticated",
+    402: "payment_required",
     403: "forbidden",
     404: "not_found",
     405: "method_not_allowed",
