@@ -102,6 +102,14 @@ class Settings(BaseSettings):
     max_inference_request_bytes: int = Field(default=64 << 20, gt=0)
     """Largest inference request body accepted on ``/v2``."""
 
+    # ---- tenancy
+    redis_url: str | None = None
+    """Redis shared by gateway processes (``redis://host:6379/0``); revoked and rotated API
+    keys stop working in every process at once. Default none (embedded: one process)."""
+
+    key_cache_ttl_seconds: float = Field(default=60.0, gt=0)
+    """Longest a process reuses a cached API key credential before reading it again."""
+
     @field_validator("home")
     @classmethod
     def _expand(cls, v: Path) -> Path:
