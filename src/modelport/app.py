@@ -17,7 +17,7 @@ from modelport.registry.service import RegistryService
 from modelport.registry.signing import Signer
 from modelport.registry.validation import SubprocessValidator
 from modelport.store import Database, create_database, upgrade
-from modelport.tenancy import AdminKeyAuthenticator
+from modelport.tenancy import AdminKeyAuthenticator, Authenticator, TenancyService
 
 if TYPE_CHECKING:
     from modelport.observability.metrics import RuntimeMetrics
@@ -34,12 +34,14 @@ class Services:
     blobs: BlobService
     uploads: UploadService
     registry: RegistryService
-    authenticator: AdminKeyAuthenticator
+    authenticator: Authenticator
     metrics: RuntimeMetrics
     host: ModelHost
+    tenancy: TenancyService
 
     def close(self) -> None:
         self.host.close()
+        self.tenancy.invalidation.close()
         self.database.dispose()
 
 
@@ -96,6 +98,23 @@ def build_host(settings: Settings, metrics: RuntimeMetrics) -> ModelHost:
     )
 
 
+def build_tenancy(settings: Settings, database: Database) -> tuple[TenancyService, Authenticator]:
+    """Tenancy and the authenticator, sharing one key cache and its invalidation."""
+    from modelport.tenancy.invalidation import Invalidation, LocalInvalidation, RedisInvalidation
+    from modelport.tenancy.keycache import KeyCache
+
+    cache = KeyCache(ttl=settings.key_cache_ttl_seconds)
+    invalidation: Invalidation = (
+        RedisInvalidation(cache, settings.redis_url)
+        if settings.redis_url
+        else LocalInvalidation(cache)
+    )
+    admin = AdminKeyAuthenticator(settings.admin_key)
+    return TenancyService(database, invalidation), Authenticator(
+        admin, database, cache, invalidation
+    )
+
+
 def build_services(settings: Settings) -> Services:
     settings.home.mkdir(parents=True, exist_ok=True)
     url = settings.resolved_database_url
@@ -107,6 +126,7 @@ def build_services(settings: Settings) -> Services:
     from modelport.observability.metrics import RuntimeMetrics
 
     metrics = RuntimeMetrics()
+    tenancy, authenticator = build_tenancy(settings, database)
     validator = SubprocessValidator(
         blob_store,
         work_dir=settings.home / "validation",
@@ -125,9 +145,10 @@ def build_services(settings: Settings) -> Services:
             max_chunk_bytes=settings.max_chunk_bytes,
         ),
         registry=RegistryService(database, blob_store, signer=signer, validator=validator),
-        authenticator=AdminKeyAuthenticator(settings.admin_key),
+        authenticator=authenticator,
         metrics=metrics,
         host=build_host(settings, metrics),
+        tenancy=tenancy,
     )
 
 

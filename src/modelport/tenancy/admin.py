@@ -30,12 +30,17 @@ def check_admin_key(key: str) -> str:
 class AdminKeyAuthenticator:
     """Turns a bearer token into a principal; constant-time comparison."""
 
+    principal = ADMIN
+
     def __init__(self, admin_key: str) -> None:
         self._key = check_admin_key(admin_key).encode()
+
+    def matches(self, token: str) -> bool:
+        return hmac.compare_digest(token.encode(), self._key)
 
     def authenticate(self, token: str | None) -> Principal:
         if not token:
             raise Unauthenticated("missing bearer token", code="missing_credentials")
-        if not hmac.compare_digest(token.encode(), self._key):
+        if not self.matches(token):
             raise Unauthenticated("invalid API key", code="invalid_credentials")
         return ADMIN

@@ -1,17 +1,157 @@
-"""Plain identity types."""
+"""Plain identity and tenancy records (frozen, no I/O)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from datetime import datetime
+from enum import StrEnum
+
+
+class MemberKind(StrEnum):
+    """A person, or a service account (a machine identity of the tenant)."""
+
+    MEMBER = "member"
+    SERVICE_ACCOUNT = "service_account"
 
 
 @dataclass(frozen=True)
 class Principal:
-    """An authenticated caller."""
+    """An authenticated caller.
+
+    ``roles`` are the principal's roles (in ``tenant``, or ``admin`` for the platform
+    operator). ``scopes``, when not None, narrow what this credential may do to those
+    permissions (see ``modelport.tenancy.policy``).
+    """
 
     id: str
     roles: frozenset[str] = field(default_factory=frozenset)
+    tenant: str | None = None
+    """Slug of the principal's tenant; None for the operator's admin key."""
+    key_id: str | None = None
+    """The API key this request authenticated with; None for the admin key."""
+    scopes: frozenset[str] | None = None
+    kind: str = MemberKind.MEMBER.value
 
     @property
     def is_admin(self) -> bool:
         return "admin" in self.roles
+
+
+@dataclass(frozen=True)
+class Tenant:
+    slug: str
+    """Also the model namespace the tenant owns (``<slug>/<model>``)."""
+    name: str
+    require_separation: bool
+    """Approvers may not approve or reject versions they published themselves."""
+    created_at: datetime
+    created_by: str
+
+
+@dataclass(frozen=True)
+class Member:
+    tenant: str
+    name: str
+    kind: MemberKind
+    roles: tuple[str, ...]
+    created_at: datetime
+    created_by: str
+
+    @property
+    def principal_id(self) -> str:
+        return principal_id(self.tenant, self.name)
+
+
+def principal_id(tenant: str, name: str) -> str:
+    """The stable id of a tenant member, as it appears in ``created_by`` and the audit log."""
+    return f"{tenant}/{name}"
+
+
+@dataclass(frozen=True)
+class ApiKey:
+    """An API key's record; the secret itself is never stored, only its hash."""
+
+    id: str
+    tenant: str
+    member: str
+    name: str
+    scopes: tuple[str, ...] | None
+    created_at: datetime
+    created_by: str
+    expires_at: datetime | None
+    revoked_at: datetime | None
+    rotated_from: str | None
+
+    @property
+    def principal_id(self) -> str:
+        return principal_id(self.tenant, self.member)
+
+
+@dataclass(frozen=True)
+class IssuedKey:
+    """A key just created or rotated: the only time its secret is ever seen."""
+
+    key: ApiKey
+    secret: str
+
+
+@dataclass(frozen=True)
+class Grant:
+    """``namespace`` (a tenant) shares its private models, or one ``model``, with ``grantee``."""
+
+    id: int
+    namespace: str
+    model: str | None
+    grantee: str
+    created_at: datetime
+    created_by: str
+
+
+@dataclass(frozen=True)
+class GrantSet:
+    """What a tenant was granted by others: whole namespaces and single models."""
+
+    namespaces: frozenset[str] = frozenset()
+    models: frozenset[tuple[str, str]] = frozenset()
+
+    def covers(self, namespace: str, model: str) -> bool:
+        return namespace in self.namespaces or (namespace, model) in self.models
+
+
+@dataclass(frozen=True)
+class AuditEvent:
+    id: int
+    at: datetime
+    actor: str
+    actor_tenant: str | None
+    key_id: str | None
+    action: str
+    method: str
+    target: str
+    tenant: str | None
+    """The tenant the target belongs to (who may read this event besides the actor's)."""
+    outcome: str
+    status: int
+    reason: str
+    request_id: str
+
+
+@dataclass(frozen=True)
+class AuditQuery:
+    """Filters of the audit log; every given one must match. ``cursor`` is opaque."""
+
+    tenant: str | None = None
+    """Events about or by this tenant."""
+    actor: str | None = None
+    action: str | None = None
+    outcome: str | None = None
+    since: datetime | None = None
+    until: datetime | None = None
+    limit: int = 50
+    cursor: str | None = None
+
+
+@dataclass(frozen=True)
+class AuditPage:
+    items: tuple[AuditEvent, ...]
+    next_cursor: str | None

@@ -1,0 +1,77 @@
+"""Bearer token → principal: the operator's admin key, or a tenant's API key."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import datetime
+
+from modelport.errors import Unauthenticated
+from modelport.store import Database
+from modelport.store.base import utcnow
+from modelport.tenancy import repository as repo
+from modelport.tenancy.admin import AdminKeyAuthenticator
+from modelport.tenancy.invalidation import Invalidation
+from modelport.tenancy.keycache import KeyCache
+from modelport.tenancy.keys import parse_key, secret_matches
+from modelport.tenancy.types import Principal, principal_id
+
+
+def invalid_credentials() -> Unauthenticated:
+    return Unauthenticated("invalid API key", code="invalid_credentials")
+
+
+class Authenticator:
+    """Authenticates a bearer token; key credentials come from the cache when they can."""
+
+    def __init__(
+        self,
+        admin: AdminKeyAuthenticator,
+        database: Database,
+        cache: KeyCache,
+        invalidation: Invalidation,
+        *,
+        clock: Callable[[], datetime] = utcnow,
+    ) -> None:
+        self.admin = admin
+        self.database = database
+        self.cache = cache
+        self.invalidation = invalidation
+        self._clock = clock
+
+    def authenticate(self, token: str | None) -> Principal:
+        if not token:
+            raise Unauthenticated("missing bearer token", code="missing_credentials")
+        if self.admin.matches(token):
+            return self.admin.principal
+        parsed = parse_key(token)
+        if parsed is None:
+            raise invalid_credentials()
+        credential = self.credential(parsed.key_id)
+        if credential is None or not secret_matches(
+            parsed.key_id, parsed.secret, credential.secret_hash
+        ):
+            raise invalid_credentials()
+        # Past this point the caller holds the real secret: say why it no longer works.
+        if credential.revoked:
+            raise Unauthenticated("this API key has been revoked", code="key_revoked")
+        if credential.expires_at is not None and credential.expires_at <= self._clock():
+            raise Unauthenticated("this API key has expired", code="key_expired")
+        return Principal(
+            id=principal_id(credential.tenant, credential.member),
+            roles=credential.roles,
+            tenant=credential.tenant,
+            key_id=credential.key_id,
+            scopes=credential.scopes,
+            kind=credential.kind,
+        )
+
+    def credential(self, key_id: str) -> repo.KeyCredential | None:
+        cached = self.cache.get(key_id)
+        if cached is not None:
+            return cached
+        generation = self.cache.generation
+        with self.database.transaction() as session:
+            found = repo.credential(session, key_id)
+        if found is not None and self.invalidation.can_cache():
+            self.cache.put(found, generation)
+        return found
