@@ -22,6 +22,7 @@ from modelport.tenancy import AdminKeyAuthenticator, Authenticator, TenancyServi
 if TYPE_CHECKING:
     from modelport.observability.metrics import RuntimeMetrics
     from modelport.runtime.host import ModelHost
+    from modelport.tenancy.limits import LimitService
 
 
 @dataclass
@@ -38,8 +39,10 @@ class Services:
     metrics: RuntimeMetrics
     host: ModelHost
     tenancy: TenancyService
+    limits: LimitService
 
     def close(self) -> None:
+        self.limits.close()
         self.host.close()
         self.tenancy.invalidation.close()
         self.database.dispose()
@@ -115,6 +118,44 @@ def build_tenancy(settings: Settings, database: Database) -> tuple[TenancyServic
     )
 
 
+def build_limits(settings: Settings, database: Database) -> LimitService:
+    """Limits counted in this process, or in Redis shared by every gateway when set."""
+    from modelport.tenancy.limits import (
+        BudgetRepository,
+        InProcessConcurrencyLimiter,
+        InProcessRateLimiter,
+        LimitRepository,
+        LimitService,
+    )
+
+    limits, budgets = LimitRepository(database), BudgetRepository(database)
+    ttl = settings.limits_cache_ttl_seconds
+    if not settings.redis_url:
+        return LimitService(
+            limits=limits,
+            budgets=budgets,
+            rates=InProcessRateLimiter(),
+            slots=InProcessConcurrencyLimiter(),
+            cache_ttl_seconds=ttl,
+        )
+    import redis
+
+    from modelport.tenancy.limits.redis import RedisConcurrencyLimiter, RedisRateLimiter
+
+    client = redis.Redis.from_url(
+        settings.redis_url, socket_timeout=5, socket_connect_timeout=5, health_check_interval=30
+    )
+    return LimitService(
+        limits=limits,
+        budgets=budgets,
+        rates=RedisRateLimiter(client),
+        slots=RedisConcurrencyLimiter(client, lease_seconds=settings.limits_lease_seconds),
+        cache_ttl_seconds=ttl,
+        blocking=True,
+        closers=[client.close],
+    )
+
+
 def build_services(settings: Settings) -> Services:
     settings.home.mkdir(parents=True, exist_ok=True)
     url = settings.resolved_database_url
@@ -149,6 +190,7 @@ def build_services(settings: Settings) -> Services:
         metrics=metrics,
         host=build_host(settings, metrics),
         tenancy=tenancy,
+        limits=build_limits(settings, database),
     )
 
 

@@ -110,6 +110,28 @@ class Settings(BaseSettings):
     key_cache_ttl_seconds: float = Field(default=60.0, gt=0)
     """Longest a process reuses a cached API key credential before reading it again."""
 
+    # ---- limits and request hygiene
+    limits_cache_ttl_seconds: float = Field(default=5.0, ge=0)
+    """Longest a process reuses cached limits and budgets rows; a changed limit reaches every
+    gateway within this time."""
+
+    limits_lease_seconds: float = Field(default=30.0, gt=0)
+    """With Redis, a concurrency slot whose holder stopped renewing it (crashed) frees itself
+    after this long."""
+
+    max_api_body_bytes: int = Field(default=4 << 20, gt=0)
+    """Largest request body accepted on ``/api`` (uploads have ``max_chunk_bytes``)."""
+
+    max_json_depth: int = Field(default=64, ge=1)
+    """Deepest nesting of arrays and objects accepted in a JSON request body."""
+
+    max_tensor_elements: int = Field(default=1 << 26, gt=0)
+    """Most elements all input tensors of one inference request may declare together."""
+
+    max_decompressed_request_bytes: int | None = Field(default=None, gt=0)
+    """Largest inference body after ``Content-Encoding`` is undone; default
+    ``max_inference_request_bytes``."""
+
     @field_validator("home")
     @classmethod
     def _expand(cls, v: Path) -> Path:

@@ -1,0 +1,111 @@
+"""Which allowances apply to a call: limits rows, read through a short TTL cache.
+
+A call by tenant ``t`` with key ``k`` to model ``m`` is counted in up to three
+buckets per kind of limit: ``t``'s, ``k``'s, and ``m``'s for ``t`` (a model's
+limits, set by its publisher, hold for each calling tenant separately). Rows
+are cached for ``ttl_seconds``, so a changed limit reaches every gateway
+within that time without a database read per call.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+
+from modelport.tenancy.limits.repository import LimitRepository, Scope
+from modelport.tenancy.limits.types import Limits, RateItem, ScopeType, SlotItem, Subject
+
+INFER = "infer"
+"""The inference surface (``/v2``, later ``/v1`` and endpoint predict)."""
+API = "api"
+"""The platform API (``/api``); counted apart so management never starves inference."""
+
+
+class LimitPolicy:
+    def __init__(
+        self,
+        repository: LimitRepository,
+        *,
+        ttl_seconds: float,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._repository = repository
+        self._ttl = ttl_seconds
+        self._clock = clock
+        self._cache: dict[Scope, tuple[float, Limits | None]] = {}
+        self._lock = threading.Lock()
+
+    # ---- the allowances of a call
+
+    def rate_items(self, subject: Subject, surface: str = INFER) -> list[RateItem]:
+        """Requests-per-minute allowances; ``surface`` keeps /api and inference apart."""
+        return [
+            RateItem(f"{surface}:rpm:{bucket}", row.rpm, label=label)
+            for bucket, label, row in self._scoped(subject, models=surface == INFER)
+            if row.rpm is not None
+        ]
+
+    def token_items(self, subject: Subject) -> list[RateItem]:
+        """Tokens-per-minute allowances (charged with the token count as cost)."""
+        return [
+            RateItem(f"tpm:{bucket}", row.tpm, label=label)
+            for bucket, label, row in self._scoped(subject, models=True)
+            if row.tpm is not None
+        ]
+
+    def slot_items(self, subject: Subject) -> list[SlotItem]:
+        """Concurrency allowances of an inference call."""
+        return [
+            SlotItem(f"slots:{bucket}", row.concurrency, label=label)
+            for bucket, label, row in self._scoped(subject, models=True)
+            if row.concurrency is not None
+        ]
+
+    def _scoped(self, subject: Subject, *, models: bool) -> list[tuple[str, str, Limits]]:
+        scopes: list[tuple[Scope, str, str]] = [
+            ((ScopeType.TENANT, subject.tenant), f"tenant:{subject.tenant}", "tenant")
+        ]
+        if subject.key:
+            scopes.append(((ScopeType.KEY, subject.key), f"key:{subject.key}", "API key"))
+        if models and subject.model:
+            model_bucket = f"model:{subject.model}:{subject.tenant}"
+            scopes.append(((ScopeType.MODEL, subject.model), model_bucket, "model"))
+        rows = self.limits([scope for scope, _, _ in scopes])
+        scoped: list[tuple[str, str, Limits]] = []
+        for scope, bucket, kind in scopes:
+            row = rows.get(scope)
+            if row is not None:
+                scoped.append((bucket, f"{kind} {scope[1]}", row))
+        return scoped
+
+    # ---- the cache
+
+    def limits(self, scopes: list[Scope]) -> dict[Scope, Limits | None]:
+        """The rows of ``scopes`` (None where there is none), fresh within the TTL."""
+        now = self._clock()
+        found: dict[Scope, Limits | None] = {}
+        missing: list[Scope] = []
+        with self._lock:
+            for scope in scopes:
+                cached = self._cache.get(scope)
+                if cached is not None and cached[0] > now:
+                    found[scope] = cached[1]
+                else:
+                    missing.append(scope)
+        if missing:
+            loaded = self._repository.get_many(missing)
+            expires = self._clock() + self._ttl
+            with self._lock:
+                for scope in missing:
+                    found[scope] = loaded.get(scope)
+                    self._cache[scope] = (expires, found[scope])
+        return found
+
+    def invalidate(self, scope: Scope | None = None) -> None:
+        """Forget a cached row (after this process changed it) or all of them."""
+        with self._lock:
+            if scope is None:
+                self._cache.clear()
+            else:
+                self._cache.pop(scope, None)

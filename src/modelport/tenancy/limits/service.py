@@ -1,0 +1,220 @@
+"""The limits on the request path: rate → concurrency → budget, then the work.
+
+Typical use by a surface, after authentication::
+
+    admission = limits.admit(Subject(tenant, key, model))   # raises 429 / 402
+    try:
+        ...work...
+    finally:
+        admission.release()
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Sequence
+
+from modelport.errors import InvalidInput, NotFound, Overloaded
+from modelport.tenancy.limits.budgets import BudgetGuard, BudgetRepository, DatabaseBudgetGuard
+from modelport.tenancy.limits.interface import ConcurrencyLimiter, RateLimiter
+from modelport.tenancy.limits.policy import API, INFER, LimitPolicy
+from modelport.tenancy.limits.repository import LimitRepository
+from modelport.tenancy.limits.types import (
+    UNLIMITED,
+    Budget,
+    BudgetAlert,
+    Lease,
+    Limits,
+    RateDecision,
+    RateItem,
+    RateLimited,
+    ScopeType,
+    Subject,
+)
+
+
+class Admission:
+    """A call let through: its rate decision (for the response headers) and the
+    concurrency lease it holds until ``release`` (idempotent, thread-safe)."""
+
+    def __init__(
+        self, decision: RateDecision, lease: Lease | None, slots: ConcurrencyLimiter
+    ) -> None:
+        self.decision = decision
+        self._lease = lease
+        self._slots = slots
+        self._lock = threading.Lock()
+
+    def release(self) -> None:
+        with self._lock:
+            lease, self._lease = self._lease, None
+        if lease is not None:
+            self._slots.release(lease)
+
+
+class LimitService:
+    """Enforces the limits rows with a rate and a concurrency limiter, checks budgets,
+    and manages both tables (changes made here are seen at once by this process, by
+    other processes within ``cache_ttl_seconds``).
+
+    ``blocking`` is True when a decision may wait on the network (Redis): async
+    callers should then run ``admit``/``check_rate`` in a worker thread.
+    """
+
+    def __init__(
+        self,
+        *,
+        limits: LimitRepository,
+        budgets: BudgetRepository,
+        rates: RateLimiter,
+        slots: ConcurrencyLimiter,
+        cache_ttl_seconds: float,
+        guard: BudgetGuard | None = None,
+        blocking: bool = False,
+        closers: Sequence[Callable[[], object]] = (),
+    ) -> None:
+        self.repository = limits
+        self.budget_repository = budgets
+        self.policy = LimitPolicy(limits, ttl_seconds=cache_ttl_seconds)
+        self._guard = DatabaseBudgetGuard(budgets, ttl_seconds=cache_ttl_seconds)
+        self.guard: BudgetGuard = guard or self._guard
+        self.rates = rates
+        self.slots = slots
+        self.blocking = blocking
+        self._closers = closers
+
+    def admit(self, subject: Subject) -> Admission:
+        """Let one inference call in, or raise: ``RateLimited`` (429 ``rate_limited``),
+        ``Overloaded`` (429 ``concurrency_limited``, at once), ``PaymentRequired``
+        (402 ``budget_exceeded``). The caller must ``release`` what it gets."""
+        decision = self._charge(self.policy.rate_items(subject, INFER), 1, "requests")
+        slot = self.slots.acquire(self.policy.slot_items(subject))
+        if slot.lease is None:
+            assert slot.refused is not None
+            raise Overloaded(
+                f"concurrency limit of {slot.refused.limit} requests in flight reached "
+                f"for {slot.refused.label}",
+                code="concurrency_limited",
+                limit=slot.refused.limit,
+                retry_after=1,
+            )
+        admission = Admission(decision, slot.lease, self.slots)
+        try:
+            self.guard.check(subject.tenant)
+        except BaseException:
+            admission.release()
+            raise
+        return admission
+
+    def check_rate(self, subject: Subject, surface: str = API) -> RateDecision:
+        """Charge one request on ``surface`` (the platform API by default) or raise
+        ``RateLimited``."""
+        return self._charge(self.policy.rate_items(subject, surface), 1, "requests")
+
+    def charge_tokens(self, subject: Subject, tokens: int) -> RateDecision:
+        """Charge ``tokens`` to the tokens-per-minute allowances or raise ``RateLimited``."""
+        return self._charge(self.policy.token_items(subject), tokens, "tokens")
+
+    def _charge(self, items: list[RateItem], cost: int, unit: str) -> RateDecision:
+        if not items:
+            return UNLIMITED
+        decision = self.rates.hit(items, cost)
+        if not decision.allowed:
+            raise RateLimited(
+                f"rate limit of {decision.limit} {unit} per minute reached for "
+                f"{decision.label}; retry after {decision.retry_after:.1f} s",
+                decision,
+                limit=decision.limit,
+            )
+        return decision
+
+    # ---- managing limits and budgets
+
+    def set_limits(
+        self,
+        scope_type: ScopeType,
+        scope_id: str,
+        *,
+        tenant: str | None,
+        rpm: int | None,
+        concurrency: int | None,
+        tpm: int | None,
+        actor: str,
+    ) -> Limits:
+        for name, value in (("rpm", rpm), ("concurrency", concurrency), ("tpm", tpm)):
+            if value is not None and value < 1:
+                raise InvalidInput(f"{name} must be at least 1 (or null: not limited)")
+        limits = self.repository.put(
+            scope_type,
+            scope_id,
+            tenant=tenant,
+            rpm=rpm,
+            concurrency=concurrency,
+            tpm=tpm,
+            actor=actor,
+        )
+        self.policy.invalidate((scope_type, scope_id))
+        return limits
+
+    def get_limits(self, scope_type: ScopeType, scope_id: str) -> Limits:
+        found = self.repository.get(scope_type, scope_id)
+        if found is None:
+            raise NotFound(
+                f"no limits are set for {scope_type.value} {scope_id!r}", code="limits_not_found"
+            )
+        return found
+
+    def list_limits(
+        self, *, tenant: str | None = None, scope_type: ScopeType | None = None
+    ) -> list[Limits]:
+        return self.repository.list(tenant=tenant, scope_type=scope_type)
+
+    def delete_limits(self, scope_type: ScopeType, scope_id: str) -> None:
+        deleted = self.repository.delete(scope_type, scope_id)
+        self.policy.invalidate((scope_type, scope_id))
+        if not deleted:
+            raise NotFound(
+                f"no limits are set for {scope_type.value} {scope_id!r}", code="limits_not_found"
+            )
+
+    def set_budget(
+        self, tenant: str, *, hard_cap_micros: int | None, soft_cap_micros: int | None
+    ) -> Budget:
+        for name, value in (
+            ("hard_cap_micros", hard_cap_micros),
+            ("soft_cap_micros", soft_cap_micros),
+        ):
+            if value is not None and value < 0:
+                raise InvalidInput(f"{name} must not be negative")
+        budget = self.budget_repository.put(
+            tenant, hard_cap_micros=hard_cap_micros, soft_cap_micros=soft_cap_micros
+        )
+        self._guard.invalidate(tenant)
+        return budget
+
+    def get_budget(self, tenant: str) -> Budget:
+        found = self.budget_repository.get(tenant)
+        if found is None:
+            raise NotFound(f"tenant {tenant!r} has no budget", code="budget_not_found")
+        return found
+
+    def delete_budget(self, tenant: str) -> None:
+        deleted = self.budget_repository.delete(tenant)
+        self._guard.invalidate(tenant)
+        if not deleted:
+            raise NotFound(f"tenant {tenant!r} has no budget", code="budget_not_found")
+
+    def add_spent(self, tenant: str, micros: int) -> Budget:
+        """Record spending (metering calls this as it settles usage)."""
+        budget = self.budget_repository.add_spent(tenant, micros)
+        self._guard.invalidate(tenant)
+        return budget
+
+    def budget_alerts(self, tenant: str) -> list[BudgetAlert]:
+        return self.budget_repository.alerts(tenant)
+
+    def close(self) -> None:
+        self.slots.close()
+        self.rates.close()
+        for close in self._closers:
+            close()
