@@ -1,0 +1,159 @@
+"""A model package on disk: its files, and the manifest ``push`` completes or builds.
+
+If the folder has a ``manifest.json`` it is used, with its ``files`` list rewritten from
+what is on disk; otherwise one is built from options and what the files say (for ONNX,
+the graph's inputs and outputs). The ``manifest.json`` itself is not a model file.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from modelport.cli.transfer import LocalFile
+from modelport.errors import InvalidInput
+from modelport.manifest import parse_manifest
+
+MANIFEST_NAME = "manifest.json"
+
+# ONNX TensorProto element types by name -> Open Inference Protocol datatypes.
+ONNX_DATATYPES = {
+    "FLOAT": "FP32",
+    "DOUBLE": "FP64",
+    "FLOAT16": "FP16",
+    "INT8": "INT8",
+    "INT16": "INT16",
+    "INT32": "INT32",
+    "INT64": "INT64",
+    "UINT8": "UINT8",
+    "UINT16": "UINT16",
+    "UINT32": "UINT32",
+    "UINT64": "UINT64",
+    "BOOL": "BOOL",
+    "STRING": "BYTES",
+}
+
+
+def package_files(root: Path) -> list[tuple[str, Path]]:
+    """The model files under ``root`` as (manifest path, file), sorted.
+
+    Hidden files and folders (a leading ``.``) and the top-level ``manifest.json`` are
+    left out; symbolic links are followed.
+    """
+    if not root.is_dir():
+        raise InvalidInput(f"{root} is not a folder", code="not_a_folder")
+    found: list[tuple[str, Path]] = []
+    for folder, dirs, names in os.walk(root, followlinks=True):
+        dirs[:] = sorted(d for d in dirs if not d.startswith("."))
+        for name in names:
+            path = Path(folder, name)
+            relative = path.relative_to(root).as_posix()
+            if name.startswith(".") or relative == MANIFEST_NAME or not path.is_file():
+                continue
+            found.append((relative, path))
+    if not found:
+        raise InvalidInput(f"{root} has no model files", code="empty_package")
+    return sorted(found)
+
+
+def read_manifest(root: Path) -> dict[str, Any] | None:
+    path = root / MANIFEST_NAME
+    if not path.exists():
+        return None
+    try:
+        data = orjson.loads(path.read_bytes())
+    except orjson.JSONDecodeError as exc:
+        raise InvalidInput(f"{path} is not valid JSON: {exc}", code="invalid_manifest") from None
+    if not isinstance(data, dict):
+        raise InvalidInput(f"{path} must hold a JSON object", code="invalid_manifest")
+    return data
+
+
+def complete_manifest(
+    root: Path,
+    files: list[LocalFile],
+    *,
+    fmt: str | None = None,
+    license: str | None = None,
+    description: str | None = None,
+) -> dict[str, Any]:
+    """The manifest to publish: ``root/manifest.json`` (or a new one) with ``files`` from
+    disk and the given options applied over it, validated."""
+    manifest = read_manifest(root) or {}
+    manifest["files"] = [{"path": f.path, "digest": f.digest, "size": f.size} for f in files]
+    if fmt:
+        manifest["format"] = fmt
+    elif "format" not in manifest:
+        manifest["format"] = _infer_format(files)
+    if license:
+        manifest["license"] = license
+    elif "license" not in manifest:
+        raise InvalidInput(
+            "the package needs a license: pass --license with an SPDX identifier",
+            code="missing_license",
+        )
+    if description:
+        manifest["description"] = description
+    if manifest["format"] == "onnx" and not ("inputs" in manifest and "outputs" in manifest):
+        graph = _onnx_entrypoint(manifest, files)
+        inputs, outputs = onnx_signature(graph.source)
+        manifest.setdefault("inputs", inputs)
+        manifest.setdefault("outputs", outputs)
+    parse_manifest(manifest)  # refuse a bad manifest before any bytes are sent
+    return manifest
+
+
+def _infer_format(files: list[LocalFile]) -> str:
+    onnx_files = [f for f in files if f.path.endswith(".onnx")]
+    if len(onnx_files) == 1:
+        return "onnx"
+    raise InvalidInput(
+        "cannot tell the model format from the files: pass --format or write a manifest.json",
+        code="unknown_format",
+    )
+
+
+def _onnx_entrypoint(manifest: dict[str, Any], files: list[LocalFile]) -> LocalFile:
+    entry = (manifest.get("runtime") or {}).get("entrypoint")
+    candidates = [f for f in files if (f.path == entry if entry else f.path.endswith(".onnx"))]
+    if len(candidates) != 1:
+        raise InvalidInput(
+            "cannot find the ONNX graph to read inputs and outputs from: keep one .onnx file, "
+            "set runtime.entrypoint, or list inputs and outputs in manifest.json",
+            code="unknown_entrypoint",
+        )
+    return candidates[0]
+
+
+def onnx_signature(path: Path) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """Inputs and outputs of an ONNX graph as manifest tensor specs (-1 for a free dim)."""
+    import onnx
+
+    try:
+        model = onnx.load(os.fspath(path), load_external_data=False)
+    except Exception as exc:  # protobuf raises its own error types
+        raise InvalidInput(
+            f"{path.name} is not a readable ONNX model: {exc}", code="bad_onnx"
+        ) from None
+    initializers = {t.name for t in model.graph.initializer}
+    inputs = [_spec(v, path) for v in model.graph.input if v.name not in initializers]
+    outputs = [_spec(v, path) for v in model.graph.output]
+    return inputs, outputs
+
+
+def _spec(value: Any, path: Path) -> dict[str, Any]:
+    import onnx
+
+    tensor = value.type.tensor_type
+    elem = onnx.TensorProto.DataType.Name(tensor.elem_type)
+    if elem not in ONNX_DATATYPES:
+        raise InvalidInput(
+            f"{path.name}: tensor {value.name!r} has type {elem}, which the manifest cannot "
+            "describe; list inputs and outputs in manifest.json",
+            code="unsupported_datatype",
+        )
+    shape = [d.dim_value if d.HasField("dim_value") else -1 for d in tensor.shape.dim]
+    return {"name": value.name, "datatype": ONNX_DATATYPES[elem], "shape": shape}

@@ -1,0 +1,136 @@
+"""``modelport push DIR --model owner/name --version V``: upload a package and publish it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import click
+
+from modelport.cli.application import Application
+from modelport.cli.package import complete_manifest, package_files
+from modelport.cli.transfer import (
+    LocalFile,
+    TransferError,
+    Uploader,
+    UploadState,
+    digest_file,
+    parse_size,
+)
+from modelport.errors import ModelportError
+from modelport.registry.names import check_version, split_model_ref
+
+
+def _chunk_size(ctx: click.Context, param: click.Parameter, value: str) -> int:
+    try:
+        size = parse_size(value)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc)) from None
+    if size < 1:
+        raise click.BadParameter("must be at least one byte")
+    return size
+
+
+@click.command()
+@click.argument("folder", type=click.Path(exists=True, file_okay=False, path_type=Path))
+@click.option("--model", "model_ref", required=True, help="owner/name to publish under.")
+@click.option("--version", required=True, help="The new version, e.g. 1 or 2024-06-01.")
+@click.option("--format", "fmt", help="Model format (inferred for a single .onnx file).")
+@click.option("--license", "license_id", help="SPDX license identifier or expression.")
+@click.option("--task", default="", help="Task of the model, if it must be created.")
+@click.option("--description", help="Description of the model and the version.")
+@click.option(
+    "--chunk-size",
+    default="16MiB",
+    show_default=True,
+    callback=_chunk_size,
+    help="Bytes per upload request.",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print the published version as JSON.")
+@click.pass_obj
+def push(
+    app: Application,
+    folder: Path,
+    model_ref: str,
+    version: str,
+    fmt: str | None,
+    license_id: str | None,
+    task: str,
+    description: str | None,
+    chunk_size: int,
+    as_json: bool,
+) -> None:
+    """Upload the files of FOLDER the server lacks (resuming an interrupted push) and
+    publish them as a version. FOLDER/manifest.json is used if present."""
+    if as_json:
+        app.terminal.as_json = True
+    try:
+        owner, name = split_model_ref(model_ref)
+        check_version(version)
+        files = _digest(app, package_files(folder))
+        manifest = complete_manifest(
+            folder, files, fmt=fmt, license=license_id, description=description
+        )
+        uploaded = _upload(app, files, chunk_size)
+    except ModelportError as exc:
+        app.terminal.abort(exc.message)
+    except TransferError as exc:
+        app.terminal.abort(str(exc))
+    _ensure_model(app, owner, name, task, description or "", manifest["license"])
+    response = app.http.post(
+        f"/api/models/{owner}/{name}/versions", json={"version": version, "manifest": manifest}
+    )
+    body = app.check(response)
+    if app.terminal.as_json:
+        app.terminal.json(body)
+        return
+    sent = sum(f.size for f in uploaded)
+    app.terminal.info(
+        f"{len(files)} files: {len(uploaded)} uploaded ({sent} bytes), "
+        f"{len(files) - len(uploaded)} already on the server"
+    )
+    verb = "published" if response.status_code == 201 else "already published, identical:"
+    app.terminal.success(f"{verb} {body['model']}:{body['version']}")
+    app.terminal.info(body["manifest_digest"])
+
+
+def _digest(app: Application, sources: list[tuple[str, Path]]) -> list[LocalFile]:
+    sizes = [path.stat().st_size for _, path in sources]
+    files = []
+    with app.terminal.progress() as progress:
+        task = progress.add_task("digesting", total=sum(sizes))
+        for (relative, path), size in zip(sources, sizes, strict=True):
+            digest = digest_file(path, lambda n: progress.advance(task, n))
+            files.append(LocalFile(relative, path, size, digest))
+    return files
+
+
+def _upload(app: Application, files: list[LocalFile], chunk_size: int) -> list[LocalFile]:
+    """Upload the distinct blobs the server lacks; the files that were sent."""
+    uploader = Uploader(app.http, app.url, UploadState(), chunk_size)
+    distinct = list({f.digest: f for f in files}.values())
+    missing = [f for f in distinct if not uploader.has(f.digest)]
+    with app.terminal.progress() as progress:
+        for file in missing:
+            task = progress.add_task(file.path, total=file.size)
+            uploader.upload(file, lambda n, task=task: progress.advance(task, n))
+    return missing
+
+
+def _ensure_model(
+    app: Application, owner: str, name: str, task: str, description: str, license: str
+) -> None:
+    if app.http.get(f"/api/models/{owner}/{name}").status_code != 404:
+        return
+    body: dict[str, Any] = {
+        "owner": owner,
+        "name": name,
+        "task": task,
+        "description": description,
+        "tags": [],
+        "license": license,
+        "visibility": "private",
+    }
+    response = app.http.post("/api/models", json=body)
+    if response.status_code != 409:  # 409: created meanwhile by someone else, fine
+        app.check(response)
