@@ -31,6 +31,8 @@ from starlette.routing import BaseRoute, Route
 from modelport import __version__
 from modelport.api.auth import bearer_token
 from modelport.api.deps import get_services
+from modelport.api.hygiene import check_inference_json
+from modelport.api.limiting import admitted
 from modelport.api.v2.codec import encode_infer_response, parse_infer_request
 from modelport.api.v2.compression import decode_content
 from modelport.api.v2.dataplane import DataPlane
@@ -148,17 +150,27 @@ async def model_ready(request: Request) -> Response:
 
 
 async def infer(request: Request) -> Response:
-    services = get_services(request)
-    services.authenticator.authenticate(bearer_token(request))
-    settings = services.settings
+    """Authenticate, then rate limit, concurrency limit and budget (``admitted``), then work."""
+    principal = get_services(request).authenticator.authenticate(bearer_token(request))
+    owner, name, _ = _model(request)
+    async with admitted(request, principal, f"{owner}/{name}"):
+        return await _infer(request)
+
+
+async def _infer(request: Request) -> Response:
+    settings = get_services(request).settings
     plane = _dataplane(request)
     limit = settings.max_inference_request_bytes
     headers = request.headers
     body = await _body(request, limit)
     encoding = headers.get("content-encoding")
     if encoding is not None:
-        body = decode_content(body, encoding, max_bytes=limit)
-    parsed = parse_infer_request(body, headers.get(INFERENCE_HEADER))
+        unpacked = settings.max_decompressed_request_bytes or limit
+        body = decode_content(body, encoding, max_bytes=unpacked)
+        check_inference_json(body, headers.get(INFERENCE_HEADER), settings.max_json_depth)
+    parsed = parse_infer_request(
+        body, headers.get(INFERENCE_HEADER), max_elements=settings.max_tensor_elements
+    )
     parameters = parsed.parameters
     timeout = timeout_seconds(
         headers.get(TIMEOUT_HEADER), parameters, settings.runtime_infer_timeout_seconds

@@ -208,6 +208,18 @@ class DatabaseBudgetGuard:
             with self._lock:
                 self._alerted.add((tenant, period))
 
+    def is_warm(self, tenant: str) -> bool:
+        """True when ``check(tenant)`` needs no database access (cached, no alert due)."""
+        with self._lock:
+            cached = self._cache.get(tenant)
+        if cached is None or cached[0] <= self._clock():
+            return False
+        budget = cached[1]
+        if budget is None or budget.soft_cap_micros is None:
+            return True
+        period = period_of(self._now())
+        return budget.spent_micros < budget.soft_cap_micros or (tenant, period) in self._alerted
+
     def _budget(self, tenant: str) -> Budget | None:
         now = self._clock()
         with self._lock:

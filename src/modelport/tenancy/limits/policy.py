@@ -102,6 +102,17 @@ class LimitPolicy:
                     self._cache[scope] = (expires, found[scope])
         return found
 
+    def is_warm(self, subject: Subject) -> bool:
+        """True when every row ``subject`` needs is cached and fresh (no database read)."""
+        now = self._clock()
+        scopes: list[Scope] = [(ScopeType.TENANT, subject.tenant)]
+        if subject.key:
+            scopes.append((ScopeType.KEY, subject.key))
+        if subject.model:
+            scopes.append((ScopeType.MODEL, subject.model))
+        with self._lock:
+            return all((c := self._cache.get(s)) is not None and c[0] > now for s in scopes)
+
     def invalidate(self, scope: Scope | None = None) -> None:
         """Forget a cached row (after this process changed it) or all of them."""
         with self._lock:

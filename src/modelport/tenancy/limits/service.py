@@ -83,6 +83,16 @@ class LimitService:
         self.blocking = blocking
         self._closers = closers
 
+    def is_warm(self, subject: Subject) -> bool:
+        """True when ``admit(subject)`` will not wait on I/O (an in-process limiter and
+        fresh cached rows), so an event loop may call it directly."""
+        return (
+            not self.blocking
+            and self.guard is self._guard
+            and self.policy.is_warm(subject)
+            and self._guard.is_warm(subject.tenant)
+        )
+
     def admit(self, subject: Subject) -> Admission:
         """Let one inference call in, or raise: ``RateLimited`` (429 ``rate_limited``),
         ``Overloaded`` (429 ``concurrency_limited``, at once), ``PaymentRequired``

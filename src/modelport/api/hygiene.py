@@ -1,0 +1,227 @@
+"""Request hygiene: refuse oversized or hostile bodies before any expensive work.
+
+``RequestHygiene`` is an ASGI middleware with one body rule per surface:
+
+- ``/v2`` (and ``/v1``): ``max_inference_request_bytes``;
+- ``/api``: ``max_api_body_bytes``, except ``/api/uploads``, whose chunks have
+  their own limit (``max_chunk_bytes``).
+
+A declared ``Content-Length`` above the limit is refused at once, before the
+application runs and without reading the body. A body streamed without one is
+counted as the application reads it and refused as soon as it passes the limit.
+JSON bodies (and the JSON header of a binary ``/v2`` request) are checked for
+nesting deeper than ``max_json_depth`` once their last byte arrived, before
+the application parses them. Refusals: 413 ``payload_too_large``, 400
+``json_too_deep``. Compressed bodies are checked by the route after
+decompression, under ``max_decompressed_request_bytes``.
+
+The other limits live where the data is understood: tensor elements in the v2
+codec (``max_tensor_elements``, 400 ``tensor_too_large``), decompressed size in
+``modelport.api.v2.compression``.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import numpy as np
+from starlette.datastructures import Headers
+from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.requests import Request
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from modelport.api.problems import headers_of, problem_response, status_of
+from modelport.api.v2.types import INFERENCE_HEADER
+from modelport.errors import InvalidInput, ModelportError, PayloadTooLarge
+
+if TYPE_CHECKING:
+    from modelport.config import Settings
+
+_STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)
+_NOT_BRACKETS = bytes(b for b in range(256) if b not in b"[]{}")
+_OPENERS = np.zeros(256, dtype=np.int8)
+_OPENERS[list(b"[{")] = 1
+_OPENERS[list(b"]}")] = -1
+
+
+def json_depth(raw: bytes) -> int:
+    """The deepest nesting of arrays and objects in a JSON text (0 for a scalar).
+
+    Vectorised: strings are cut out by one regular expression, every byte but
+    brackets is dropped, and the running depth is a cumulative sum, so a large
+    tensor body costs a few passes in C, never a Python loop per byte.
+    """
+    if raw.count(b"[") + raw.count(b"{") == 0:
+        return 0
+    if b'"' in raw:
+        raw = _STRING.sub(b"", raw)
+    brackets = raw.translate(None, _NOT_BRACKETS)
+    if not brackets:
+        return 0
+    steps = _OPENERS[np.frombuffer(brackets, dtype=np.uint8)].astype(np.int64)
+    return int(np.cumsum(steps).max())
+
+
+def check_json_depth(raw: bytes, max_depth: int) -> None:
+    """Raise ``InvalidInput`` (code ``json_too_deep``) for JSON nested deeper than allowed."""
+    depth = json_depth(raw)
+    if depth > max_depth:
+        raise InvalidInput(
+            f"JSON body is nested {depth} levels deep, above the limit of {max_depth}",
+            code="json_too_deep",
+            max_depth=max_depth,
+        )
+
+
+def check_inference_json(body: bytes, header_length: str | None, max_depth: int) -> None:
+    """``check_json_depth`` on an inference body's JSON part (all of it, or the first
+    ``Inference-Header-Content-Length`` bytes); for bodies the middleware could not
+    check because they arrived compressed."""
+    if header_length is not None and header_length.strip().isdigit():
+        body = body[: int(header_length)]
+    check_json_depth(body, max_depth)
+
+
+@dataclass(frozen=True)
+class BodyRule:
+    """Requests under ``prefix`` may carry at most ``max_bytes`` of body."""
+
+    prefix: str
+    max_bytes: int | None
+    """None: not limited here (the route has its own limit)."""
+
+
+class BodyRefused(ModelportError, StarletteHTTPException):
+    """Raised from ``receive`` when a body breaks a rule. A Starlette HTTP error too,
+    so that FastAPI's body parsing lets it through instead of turning it into a 400;
+    the modelport handler renders it (it comes first in the MRO)."""
+
+    def __init__(self, error: ModelportError) -> None:
+        ModelportError.__init__(self, error.message, code=error.code, **error.extra)
+        self.kind = error.kind  # type: ignore[misc]
+        self.status_code = status_of(error)
+        self.detail = error.message
+        self.headers = None
+
+
+class RequestHygiene:
+    """ASGI middleware enforcing body rules (first matching prefix wins) and JSON depth."""
+
+    def __init__(self, app: ASGIApp, *, rules: Sequence[BodyRule], max_json_depth: int) -> None:
+        self.app = app
+        self.rules = tuple(rules)
+        self.max_json_depth = max_json_depth
+
+    @classmethod
+    def rules_from(cls, settings: Settings) -> list[BodyRule]:
+        inference = settings.max_inference_request_bytes
+        return [
+            BodyRule("/api/uploads", None),
+            BodyRule("/api/", settings.max_api_body_bytes),
+            BodyRule("/v2/", inference),
+            BodyRule("/v1/", inference),
+        ]
+
+    def rule_for(self, path: str) -> BodyRule | None:
+        return next((r for r in self.rules if path.startswith(r.prefix)), None)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        rule = self.rule_for(scope["path"]) if scope["type"] == "http" else None
+        if rule is None or rule.max_bytes is None:
+            await self.app(scope, receive, send)
+            return
+        headers = Headers(scope=scope)
+        limit = rule.max_bytes
+        declared = headers.get("content-length")
+        if declared is not None and declared.strip().isdigit() and int(declared) > limit:
+            await _refuse(scope, receive, send, _too_large(limit, int(declared)))
+            return
+        guard = _BodyGuard(limit, self._json_prefix(headers))
+        try:
+            await self.app(scope, guard.wrap(receive, self.max_json_depth), guard.watch(send))
+        except Exception:
+            # A refusal the application did not render (or that it wrapped) becomes ours.
+            if guard.refusal is None or guard.started:
+                raise
+            await _refuse(scope, receive, send, guard.refusal)
+
+    def _json_prefix(self, headers: Headers) -> int | None:
+        """How many leading bytes of the body are JSON to check: -1 all of it, None none."""
+        encoding = headers.get("content-encoding", "identity").strip().lower()
+        if encoding != "identity":
+            return None  # checked by the route once decompressed
+        header_length = headers.get(INFERENCE_HEADER)
+        if header_length is not None:
+            text = header_length.strip()
+            return int(text) if text.isdigit() else None
+        content_type = headers.get("content-type", "").split(";")[0].strip().lower()
+        if content_type == "application/json" or content_type.endswith("+json"):
+            return -1
+        return None
+
+
+class _BodyGuard:
+    """Counts one request's body as the application reads it."""
+
+    def __init__(self, limit: int, json_prefix: int | None) -> None:
+        self.limit = limit
+        self.json_prefix = json_prefix
+        self.size = 0
+        self.chunks: list[bytes] = []
+        self.refusal: ModelportError | None = None
+        self.started = False
+
+    def wrap(self, receive: Receive, max_depth: int) -> Receive:
+        async def guarded() -> Message:
+            if self.refusal is not None:
+                raise BodyRefused(self.refusal)
+            message = await receive()
+            if message["type"] != "http.request":
+                return message
+            body: bytes = message.get("body", b"")
+            self.size += len(body)
+            if self.size > self.limit:
+                self.refusal = _too_large(self.limit, None)
+                raise BodyRefused(self.refusal)
+            if self.json_prefix is not None:
+                self.chunks.append(body)
+                if not message.get("more_body", False):
+                    raw = b"".join(self.chunks)
+                    self.chunks.clear()
+                    if self.json_prefix >= 0:
+                        raw = raw[: self.json_prefix]
+                    try:
+                        check_json_depth(raw, max_depth)
+                    except InvalidInput as error:
+                        self.refusal = error
+                        raise BodyRefused(error) from None
+            return message
+
+        return guarded
+
+    def watch(self, send: Send) -> Send:
+        async def watched(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                self.started = True
+            await send(message)
+
+        return watched
+
+
+def _too_large(limit: int, declared: int | None) -> PayloadTooLarge:
+    size = f"of {declared} bytes " if declared is not None else ""
+    return PayloadTooLarge(
+        f"request body {size}is above the limit of {limit} bytes",
+        code="payload_too_large",
+        max_bytes=limit,
+    )
+
+
+async def _refuse(scope: Scope, receive: Receive, send: Send, error: ModelportError) -> None:
+    response = problem_response(
+        Request(scope), status_of(error), error.code, error.message, error.extra, headers_of(error)
+    )
+    await response(scope, receive, send)
