@@ -1,9 +1,15 @@
-"""Authentication dependency for ``/api`` routes."""
+"""Authentication: the single entry point every surface calls (``/api``, ``/v2``).
+
+``require_principal`` authenticates the bearer key and leaves the principal on
+``request.state`` (``principal``, ``tenant``, ``key_id``) for the limiter, the audit
+log and authorization further down the request.
+"""
 
 from __future__ import annotations
 
 from typing import Annotated
 
+import anyio.to_thread
 from fastapi import Depends, Request
 
 from modelport.api.deps import get_services
@@ -19,7 +25,24 @@ def bearer_token(request: Request) -> str | None:
 
 
 def require_principal(request: Request) -> Principal:
-    return get_services(request).authenticator.authenticate(bearer_token(request))
+    principal = get_services(request).authenticator.authenticate(bearer_token(request))
+    _remember(request, principal)
+    return principal
+
+
+async def require_principal_async(request: Request) -> Principal:
+    """``require_principal`` for async routes: without a thread hop when the key is cached."""
+    principal = get_services(request).authenticator.authenticate_cached(bearer_token(request))
+    if principal is None:
+        return await anyio.to_thread.run_sync(require_principal, request)
+    _remember(request, principal)
+    return principal
+
+
+def _remember(request: Request, principal: Principal) -> None:
+    request.state.principal = principal
+    request.state.tenant = principal.tenant
+    request.state.key_id = principal.key_id
 
 
 CurrentPrincipal = Annotated[Principal, Depends(require_principal)]

@@ -10,13 +10,13 @@ from __future__ import annotations
 import base64
 import binascii
 
-from sqlalchemy import exists, or_, select
+from sqlalchemy import ColumnElement, and_, exists, or_, select
 from sqlalchemy.orm import Session
 
 from modelport.errors import InvalidInput
 from modelport.registry.licenses import normalize_license
 from modelport.registry.repository import model_record, tags_of
-from modelport.registry.types import CatalogPage, CatalogQuery
+from modelport.registry.types import CatalogPage, CatalogQuery, CatalogViewer, Visibility
 from modelport.store.tables import ModelRow, ModelTagRow, ModelVersionRow
 
 MAX_LIMIT = 200
@@ -76,6 +76,8 @@ def search(session: Session, query: CatalogQuery) -> CatalogPage:
                 ModelVersionRow.format == query.format, ModelVersionRow.model_id == ModelRow.id
             )
         )
+    if query.viewer is not None:
+        stmt = stmt.where(_visible_to(query.viewer))
     rows = list(session.scalars(stmt))
     more = len(rows) > query.limit
     rows = rows[: query.limit]
@@ -84,6 +86,20 @@ def search(session: Session, query: CatalogQuery) -> CatalogPage:
         items=tuple(model_record(r, tags.get(r.id, ())) for r in rows),
         next_cursor=encode_cursor(rows[-1].id) if more else None,
     )
+
+
+def _visible_to(viewer: CatalogViewer) -> ColumnElement[bool]:
+    """Public models, the viewer's tenant's, and those shared with it."""
+    seen: list[ColumnElement[bool]] = [ModelRow.visibility == Visibility.PUBLIC.value]
+    if viewer.tenant is not None:
+        seen.append(ModelRow.owner == viewer.tenant)
+    if viewer.namespaces:
+        seen.append(ModelRow.owner.in_(sorted(viewer.namespaces)))
+    seen.extend(
+        and_(ModelRow.owner == owner, ModelRow.name == name)
+        for owner, name in sorted(viewer.models)
+    )
+    return or_(*seen)
 
 
 def _license_key(value: str) -> str:

@@ -133,6 +133,17 @@ class Lineage:
 
 
 @dataclass(frozen=True)
+class CatalogViewer:
+    """Who is browsing: they see public models, their tenant's, and what was shared with it."""
+
+    tenant: str | None = None
+    namespaces: frozenset[str] = frozenset()
+    """Namespaces whose private models were shared with the viewer's tenant."""
+    models: frozenset[tuple[str, str]] = frozenset()
+    """Single private models (owner, name) shared with the viewer's tenant."""
+
+
+@dataclass(frozen=True)
 class CatalogQuery:
     """Catalog filters; every given filter must match. ``cursor`` is opaque."""
 
@@ -144,6 +155,8 @@ class CatalogQuery:
     format: str | None = None
     limit: int = 50
     cursor: str | None = None
+    viewer: CatalogViewer | None = None
+    """Only what this viewer may see; None: everything (the platform admin)."""
 
 
 @dataclass(frozen=True)

@@ -39,6 +39,16 @@ class Authenticator:
         self._clock = clock
 
     def authenticate(self, token: str | None) -> Principal:
+        principal = self._authenticate(token, cached_only=False)
+        assert principal is not None
+        return principal
+
+    def authenticate_cached(self, token: str | None) -> Principal | None:
+        """Like ``authenticate``, but None where that would need the database (for async
+        callers, which then authenticate in a worker thread)."""
+        return self._authenticate(token, cached_only=True)
+
+    def _authenticate(self, token: str | None, *, cached_only: bool) -> Principal | None:
         if not token:
             raise Unauthenticated("missing bearer token", code="missing_credentials")
         if self.admin.matches(token):
@@ -46,7 +56,12 @@ class Authenticator:
         parsed = parse_key(token)
         if parsed is None:
             raise invalid_credentials()
-        credential = self.credential(parsed.key_id)
+        if cached_only:
+            credential = self.cache.get(parsed.key_id)
+            if credential is None:
+                return None
+        else:
+            credential = self.credential(parsed.key_id)
         if credential is None or not secret_matches(
             parsed.key_id, parsed.secret, credential.secret_hash
         ):

@@ -211,3 +211,13 @@ def assignable_roles(assigner: Principal) -> frozenset[str]:
         if P.PLATFORM_MANAGE in permissions_of(assigner)
         else TENANT_ROLES
     )
+
+
+def separation_forbids(principal: Principal, published_by: str, require_separation: bool) -> bool:
+    """Whether separation of duties stops ``principal`` approving or rejecting a version
+    ``published_by`` published."""
+    return (
+        require_separation
+        and published_by == principal.id
+        and P.VERSION_OVERRIDE not in permissions_of(principal)
+    )

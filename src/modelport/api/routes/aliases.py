@@ -7,10 +7,12 @@ from typing import Any
 from fastapi import APIRouter, Request, Response
 from pydantic import BaseModel, ConfigDict
 
+from modelport.api.access import require_model
 from modelport.api.auth import CurrentPrincipal
 from modelport.api.deps import get_services
 from modelport.api.routes.registry_json import alias_event_json, alias_json
 from modelport.registry.service import alias_not_found
+from modelport.tenancy.policy import Permission
 
 router = APIRouter(tags=["aliases"])
 ALIAS_PATH = "/models/{owner}/{name}/aliases/{alias}"
@@ -26,6 +28,7 @@ class SetAlias(BaseModel):
 def list_aliases(
     owner: str, name: str, request: Request, principal: CurrentPrincipal
 ) -> dict[str, Any]:
+    require_model(request, principal, owner, name, Permission.MODEL_READ)
     aliases = get_services(request).registry.aliases(owner, name)
     return {"items": [alias_json(a) for a in aliases]}
 
@@ -34,6 +37,7 @@ def list_aliases(
 def get_alias(
     owner: str, name: str, alias: str, request: Request, principal: CurrentPrincipal
 ) -> dict[str, Any]:
+    require_model(request, principal, owner, name, Permission.MODEL_READ)
     for found in get_services(request).registry.aliases(owner, name):
         if found.alias == alias:
             return alias_json(found)
@@ -50,6 +54,7 @@ def set_alias(
     principal: CurrentPrincipal,
 ) -> dict[str, Any]:
     """Point the alias at a version (created or moved atomically)."""
+    require_model(request, principal, owner, name, Permission.VERSION_DEPLOY)
     found = get_services(request).registry.set_alias(
         owner, name, alias, body.version, actor=principal.id
     )
@@ -60,6 +65,7 @@ def set_alias(
 def delete_alias(
     owner: str, name: str, alias: str, request: Request, principal: CurrentPrincipal
 ) -> Response:
+    require_model(request, principal, owner, name, Permission.VERSION_DEPLOY)
     get_services(request).registry.delete_alias(owner, name, alias, actor=principal.id)
     return Response(status_code=204)
 
@@ -68,5 +74,6 @@ def delete_alias(
 def alias_history(
     owner: str, name: str, alias: str, request: Request, principal: CurrentPrincipal
 ) -> dict[str, Any]:
+    require_model(request, principal, owner, name, Permission.MODEL_READ)
     history = get_services(request).registry.alias_history(owner, name, alias)
     return {"items": [alias_event_json(e) for e in history]}

@@ -7,6 +7,7 @@ import re
 from fastapi import APIRouter, Request
 from starlette.responses import Response, StreamingResponse
 
+from modelport.api.access import require_blob
 from modelport.api.auth import CurrentPrincipal
 from modelport.api.deps import get_services
 from modelport.api.problems import problem_response
@@ -53,16 +54,18 @@ def blob_headers(blob: Blob) -> dict[str, str]:
 
 
 @router.head("/blobs/{digest}")
-def head_blob(digest: str, request: Request, _: CurrentPrincipal) -> Response:
+def head_blob(digest: str, request: Request, principal: CurrentPrincipal) -> Response:
     """A blob's size (``Content-Length``) and digest; 404 if it is not stored."""
+    require_blob(request, principal, digest, head=True)
     blob = get_services(request).blobs.stat(digest)
     headers = blob_headers(blob) | {"Content-Length": str(blob.size)}
     return Response(status_code=200, headers=headers, media_type="application/octet-stream")
 
 
 @router.get("/blobs/{digest}", response_class=StreamingResponse)
-def get_blob(digest: str, request: Request, _: CurrentPrincipal) -> Response:
+def get_blob(digest: str, request: Request, principal: CurrentPrincipal) -> Response:
     """Stream a blob, or one ``Range: bytes=a-b`` of it (206)."""
+    require_blob(request, principal, digest, head=False)
     blobs = get_services(request).blobs
     blob = blobs.stat(digest)
     headers = blob_headers(blob)

@@ -7,11 +7,13 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Query, Request, Response
 from pydantic import BaseModel, ConfigDict, Field
 
+from modelport.api.access import catalog_viewer, require_model, require_namespace
 from modelport.api.auth import CurrentPrincipal
 from modelport.api.deps import get_services
 from modelport.api.routes.registry_json import model_json
 from modelport.registry.catalog import MAX_LIMIT
 from modelport.registry.types import CatalogQuery
+from modelport.tenancy.policy import Permission
 
 router = APIRouter(tags=["models"])
 
@@ -43,7 +45,8 @@ def list_models(
     limit: Annotated[int, Query(ge=1, le=MAX_LIMIT)] = 50,
     cursor: str | None = None,
 ) -> dict[str, Any]:
-    """The catalog, filtered; pass ``next_cursor`` back as ``cursor`` for the next page."""
+    """The catalog, filtered to what the caller may see; pass ``next_cursor`` back as
+    ``cursor`` for the next page."""
     page = get_services(request).registry.search(
         CatalogQuery(
             q=q,
@@ -54,6 +57,7 @@ def list_models(
             format=format,
             limit=limit,
             cursor=cursor,
+            viewer=catalog_viewer(request, principal),
         )
     )
     return {"items": [model_json(m) for m in page.items], "next_cursor": page.next_cursor}
@@ -63,6 +67,7 @@ def list_models(
 def create_model(
     body: CreateModel, request: Request, response: Response, principal: CurrentPrincipal
 ) -> dict[str, Any]:
+    require_namespace(request, principal, body.owner, Permission.MODEL_REGISTER)
     model = get_services(request).registry.create_model(
         body.owner,
         body.name,
@@ -81,4 +86,4 @@ def create_model(
 def get_model(
     owner: str, name: str, request: Request, principal: CurrentPrincipal
 ) -> dict[str, Any]:
-    return model_json(get_services(request).registry.get_model(owner, name))
+    return model_json(require_model(request, principal, owner, name, Permission.MODEL_READ))

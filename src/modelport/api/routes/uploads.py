@@ -19,7 +19,7 @@ from fastapi import APIRouter, Query, Request
 from starlette.requests import ClientDisconnect
 from starlette.responses import Response
 
-from modelport.api.auth import CurrentPrincipal
+from modelport.api.access import Uploader
 from modelport.api.deps import get_services
 from modelport.blobs.types import Blob, Upload
 from modelport.blobs.uploads import ChunkAppend, UploadService
@@ -130,7 +130,7 @@ def blob_response(blob: Blob) -> Response:
 
 @router.post("/uploads", status_code=202)
 async def start_upload(
-    request: Request, _: CurrentPrincipal, digest: str | None = Query(default=None)
+    request: Request, _: Uploader, digest: str | None = Query(default=None)
 ) -> Response:
     """Start an upload (202); with ``?digest=`` and a body, upload a whole blob (201)."""
     uploads = get_services(request).uploads
@@ -156,13 +156,13 @@ def _abort_quietly(uploads: UploadService, upload_id: str) -> None:
 
 
 @router.get("/uploads/{upload_id}")
-def upload_status(upload_id: str, request: Request, _: CurrentPrincipal) -> Response:
+def upload_status(upload_id: str, request: Request, _: Uploader) -> Response:
     """Where an upload is: ``Range: 0-<last byte>`` and ``offset`` (bytes received)."""
     return upload_response(get_services(request).uploads.get(upload_id), 200)
 
 
 @router.patch("/uploads/{upload_id}", status_code=202)
-async def append_chunk(upload_id: str, request: Request, _: CurrentPrincipal) -> Response:
+async def append_chunk(upload_id: str, request: Request, _: Uploader) -> Response:
     """Append the body at ``Content-Range: <start>-<end>``; 416 ``offset_mismatch`` if
     ``start`` is not the upload's offset (the current one is in ``Upload-Offset``)."""
     upload = await receive_chunk(get_services(request).uploads, upload_id, request)
@@ -171,7 +171,7 @@ async def append_chunk(upload_id: str, request: Request, _: CurrentPrincipal) ->
 
 @router.put("/uploads/{upload_id}", status_code=201)
 async def commit_upload(
-    upload_id: str, request: Request, _: CurrentPrincipal, digest: str = Query(default="")
+    upload_id: str, request: Request, _: Uploader, digest: str = Query(default="")
 ) -> Response:
     """Commit the upload as the blob ``digest`` (a last chunk may come in the body)."""
     uploads = get_services(request).uploads
@@ -185,7 +185,7 @@ async def commit_upload(
 
 
 @router.delete("/uploads/{upload_id}", status_code=204)
-def abort_upload(upload_id: str, request: Request, _: CurrentPrincipal) -> Response:
+def abort_upload(upload_id: str, request: Request, _: Uploader) -> Response:
     """Abort an upload and drop its staged bytes."""
     get_services(request).uploads.abort(upload_id)
     return Response(status_code=204)

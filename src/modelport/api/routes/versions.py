@@ -9,6 +9,7 @@ from typing import Any
 from fastapi import APIRouter, Request, Response
 from pydantic import BaseModel, ConfigDict, Field
 
+from modelport.api.access import require_model, require_transition, visible_lineage
 from modelport.api.auth import CurrentPrincipal
 from modelport.api.deps import get_services
 from modelport.api.routes.registry_json import (
@@ -19,6 +20,7 @@ from modelport.api.routes.registry_json import (
     version_json,
 )
 from modelport.errors import InvalidInput
+from modelport.tenancy.policy import Permission
 
 router = APIRouter(tags=["versions"])
 VERSION_PATH = "/models/{owner}/{name}/versions/{version}"
@@ -51,6 +53,7 @@ def list_versions(
     owner: str, name: str, request: Request, principal: CurrentPrincipal
 ) -> dict[str, Any]:
     """Versions of a model, oldest first (without their manifests)."""
+    require_model(request, principal, owner, name, Permission.MODEL_READ)
     versions = get_services(request).registry.list_versions(owner, name)
     return {"items": [version_json(v, manifest=False) for v in versions]}
 
@@ -65,6 +68,7 @@ def publish_version(
     principal: CurrentPrincipal,
 ) -> dict[str, Any]:
     """Publish an immutable version: 201 when created, 200 when identical to the stored one."""
+    require_model(request, principal, owner, name, Permission.MODEL_REGISTER)
     registry = get_services(request).registry
     published = registry.publish(owner, name, body.version, body.manifest, actor=principal.id)
     version = published.version
@@ -78,6 +82,7 @@ def get_version(
     owner: str, name: str, version: str, request: Request, principal: CurrentPrincipal
 ) -> dict[str, Any]:
     """A version with its current state and its signatures, verified on this read."""
+    require_model(request, principal, owner, name, Permission.MODEL_READ)
     registry = get_services(request).registry
     return version_json(
         registry.get_version(owner, name, version),
@@ -89,6 +94,7 @@ def get_version(
 def list_events(
     owner: str, name: str, version: str, request: Request, principal: CurrentPrincipal
 ) -> dict[str, Any]:
+    require_model(request, principal, owner, name, Permission.MODEL_READ)
     events = get_services(request).registry.events(owner, name, version)
     return {"items": [event_json(e) for e in events]}
 
@@ -103,6 +109,8 @@ def transition(
     principal: CurrentPrincipal,
 ) -> dict[str, Any]:
     """Append a lifecycle event; ``to: validated`` runs the validation first."""
+    require_transition(request, principal, owner, name, version, body.to)
+    request.state.audit_reason = body.reason
     event = get_services(request).registry.transition(
         owner, name, version, body.to, actor=principal.id, reason=body.reason
     )
@@ -114,6 +122,7 @@ def get_validation(
     owner: str, name: str, version: str, request: Request, principal: CurrentPrincipal
 ) -> dict[str, Any]:
     """The latest validation report."""
+    require_model(request, principal, owner, name, Permission.MODEL_READ)
     return report_json(get_services(request).registry.validation(owner, name, version))
 
 
@@ -121,6 +130,7 @@ def get_validation(
 def list_signatures(
     owner: str, name: str, version: str, request: Request, principal: CurrentPrincipal
 ) -> dict[str, Any]:
+    require_model(request, principal, owner, name, Permission.MODEL_READ)
     signatures = get_services(request).registry.signatures(owner, name, version)
     return {"items": [signature_json(s) for s in signatures]}
 
@@ -135,6 +145,7 @@ def add_signature(
     principal: CurrentPrincipal,
 ) -> dict[str, Any]:
     """Attach an external signature; it must verify against the manifest digest."""
+    require_model(request, principal, owner, name, Permission.MODEL_REGISTER)
     signature = get_services(request).registry.add_signature(
         owner,
         name,
@@ -151,7 +162,9 @@ def get_lineage(
     owner: str, name: str, version: str, request: Request, principal: CurrentPrincipal
 ) -> dict[str, Any]:
     """Ancestors and descendants, transitively, with depth, relation and license."""
-    return lineage_json(get_services(request).registry.lineage(owner, name, version))
+    require_model(request, principal, owner, name, Permission.MODEL_READ)
+    lineage = get_services(request).registry.lineage(owner, name, version)
+    return lineage_json(visible_lineage(request, principal, lineage))
 
 
 def _b64(value: str, field: str) -> bytes:

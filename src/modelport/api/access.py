@@ -1,0 +1,301 @@
+"""Authorization on the HTTP surfaces: gather a resource's facts, ask ``policy.authorize``,
+and turn its answer into the error the caller may see.
+
+HIDE becomes the very 404 an absent resource gives, so a caller cannot tell a
+private model of another tenant from a model that does not exist. Each check also
+names the tenant the request is about on ``request.state.audit_tenant``, so the
+audit log can show the event to that tenant's owners.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Annotated
+
+import anyio.to_thread
+from fastapi import Depends
+from starlette.requests import Request
+
+from modelport.api.auth import CurrentPrincipal
+from modelport.api.deps import get_services
+from modelport.blobs._common import blob_not_found
+from modelport.digests import check_digest
+from modelport.errors import Forbidden, NotFound
+from modelport.registry.repository import model_not_found
+from modelport.registry.types import CatalogViewer, Lineage, Model, ModelVersion
+from modelport.tenancy.policy import (
+    Decision,
+    ModelResource,
+    Namespace,
+    Permission,
+    Platform,
+    Resource,
+    TenantScoped,
+    authorize,
+    permissions_of,
+    separation_forbids,
+    transition_permission,
+)
+from modelport.tenancy.repository import tenant_not_found
+from modelport.tenancy.types import GrantSet, Principal
+
+SERVABLE_ACROSS_TENANTS = ("approved", "deployed")
+"""States a version must be in before other tenants may call it."""
+
+
+def forbidden(permission: Permission) -> Forbidden:
+    return Forbidden(
+        f"this API key does not allow {permission.value}",
+        code="forbidden",
+        permission=permission.value,
+    )
+
+
+def enforce(
+    principal: Principal,
+    permission: Permission,
+    resource: Resource,
+    *,
+    hidden: Callable[[], NotFound],
+) -> None:
+    """Return if allowed; raise 403, or ``hidden()`` where the caller may not see it."""
+    decision = authorize(principal, permission, resource)
+    if decision is Decision.ALLOW:
+        return
+    if decision is Decision.HIDE:
+        raise hidden()
+    raise forbidden(permission)
+
+
+def note_tenant(request: Request, tenant: str | None) -> None:
+    """The tenant this request is about (for the audit log)."""
+    if tenant is not None:
+        request.state.audit_tenant = tenant
+
+
+def require_platform(request: Request, principal: Principal, permission: Permission) -> None:
+    enforce(principal, permission, Platform(), hidden=lambda: NotFound("not found"))
+
+
+def require_tenant(
+    request: Request,
+    principal: Principal,
+    tenant: str,
+    permission: Permission,
+    *,
+    owner_id: str | None = None,
+) -> None:
+    """Something of ``tenant`` (its settings, members, keys, grants, audit)."""
+    note_tenant(request, tenant)
+    enforce(
+        principal,
+        permission,
+        TenantScoped(tenant, owner_id),
+        hidden=lambda: tenant_not_found(tenant),
+    )
+
+
+def require_namespace(
+    request: Request, principal: Principal, namespace: str, permission: Permission
+) -> None:
+    """Creating something in the model namespace ``namespace``."""
+    note_tenant(request, namespace)
+    enforce(principal, permission, Namespace(namespace), hidden=lambda: NotFound("not found"))
+
+
+def grants_of(request: Request, principal: Principal) -> GrantSet:
+    """What other tenants shared with the caller's tenant (looked up once per request)."""
+    cached = getattr(request.state, "grants", None)
+    if cached is not None:
+        return cached  # type: ignore[no-any-return]
+    grants = (
+        get_services(request).tenancy.grants_to(principal.tenant)
+        if principal.tenant is not None
+        else GrantSet()
+    )
+    request.state.grants = grants
+    return grants
+
+
+def model_resource(
+    request: Request, principal: Principal, owner: str, name: str, visibility: str
+) -> ModelResource:
+    shared = (
+        visibility != "public"
+        and principal.tenant is not None
+        and principal.tenant != owner
+        and not principal.is_admin
+        and grants_of(request, principal).covers(owner, name)
+    )
+    return ModelResource(owner, visibility, shared)
+
+
+def can_see(request: Request, principal: Principal, owner: str, name: str, visibility: str) -> bool:
+    resource = model_resource(request, principal, owner, name, visibility)
+    return authorize(principal, Permission.MODEL_READ, resource) is Decision.ALLOW
+
+
+def require_model(
+    request: Request, principal: Principal, owner: str, name: str, permission: Permission
+) -> Model:
+    """The model ``owner/name`` if the caller may do ``permission`` on it (404 if it may not
+    see it, exactly as if it did not exist; 403 if it may see but not do this)."""
+    note_tenant(request, owner)
+    model = get_services(request).registry.get_model(owner, name)
+    resource = model_resource(request, principal, owner, name, model.visibility.value)
+    enforce(principal, permission, resource, hidden=lambda: model_not_found(owner, name))
+    return model
+
+
+def require_callable(request: Request, principal: Principal, version: ModelVersion) -> None:
+    """Other tenants may call a version only once it is approved (or deployed)."""
+    if principal.is_admin or principal.tenant == version.owner:
+        return
+    if version.state.value not in SERVABLE_ACROSS_TENANTS:
+        raise Forbidden(
+            f"{version.ref} is {version.state.value}; other tenants may call it once approved",
+            code="version_not_approved",
+            state=version.state.value,
+        )
+
+
+def catalog_viewer(request: Request, principal: Principal) -> CatalogViewer | None:
+    """What the caller may see in the catalog, as plain filter data (None: everything)."""
+    if Permission.PLATFORM_MANAGE in permissions_of(principal):
+        return None
+    if Permission.MODEL_READ not in permissions_of(principal):
+        # A key scoped away from reading models sees nothing, not even public ones.
+        return CatalogViewer(tenant=None, namespaces=frozenset(), models=frozenset())
+    grants = grants_of(request, principal)
+    return CatalogViewer(
+        tenant=principal.tenant, namespaces=grants.namespaces, models=grants.models
+    )
+
+
+def visible_lineage(request: Request, principal: Principal, lineage: Lineage) -> Lineage:
+    """The lineage without the ancestors and descendants the caller may not see."""
+    if Permission.PLATFORM_MANAGE in permissions_of(principal):
+        return lineage
+    registry = get_services(request).registry
+    visibility: dict[tuple[str, str], str] = {}
+
+    def seen(owner: str, name: str) -> bool:
+        if (owner, name) not in visibility:
+            visibility[owner, name] = registry.get_model(owner, name).visibility.value
+        return can_see(request, principal, owner, name, visibility[owner, name])
+
+    return Lineage(
+        version=lineage.version,
+        ancestors=tuple(n for n in lineage.ancestors if seen(n.owner, n.name)),
+        descendants=tuple(n for n in lineage.descendants if seen(n.owner, n.name)),
+    )
+
+
+def require_transition(
+    request: Request, principal: Principal, owner: str, name: str, version: str, to: str
+) -> None:
+    """The permission a lifecycle transition needs, and separation of duties: where the
+    tenant requires it, nobody approves or rejects a version they published themselves
+    (unless they hold ``version.override``)."""
+    permission = transition_permission(to)
+    require_model(request, principal, owner, name, permission)
+    if permission is not Permission.VERSION_APPROVE or principal.tenant != owner:
+        return
+    services = get_services(request)
+    published_by = services.registry.get_version(owner, name, version).created_by
+    tenant = services.tenancy.get_tenant(owner)
+    if separation_forbids(principal, published_by, tenant.require_separation):
+        raise Forbidden(
+            f"{owner} requires separation of duties: {principal.id} published "
+            f"{owner}/{name}:{version} and may not also {to.removesuffix('d')} it",
+            code="separation_of_duties",
+        )
+
+
+def require_uploader(request: Request, principal: Principal) -> None:
+    """Blobs are shared, content-addressed storage: anyone who may register models in
+    their tenant may upload (an upload's id, 192 random bits, is its capability)."""
+    namespace = principal.tenant or ""
+    if Permission.PLATFORM_MANAGE in permissions_of(principal):
+        return
+    note_tenant(request, principal.tenant)
+    enforce(
+        principal,
+        Permission.MODEL_REGISTER,
+        Namespace(namespace),
+        hidden=lambda: NotFound("not found"),
+    )
+
+
+def require_blob(request: Request, principal: Principal, digest: str, *, head: bool) -> None:
+    """Reading a blob needs seeing a model whose version lists it (or being the admin);
+    uploaders may also ask whether one exists (``HEAD``), to skip uploading it again.
+    Otherwise 404, exactly as for a blob that is not stored."""
+    check_digest(digest)
+    held = permissions_of(principal)
+    if Permission.PLATFORM_MANAGE in held:
+        return
+    if head and Permission.MODEL_REGISTER in held and principal.tenant is not None:
+        return
+    holders = get_services(request).tenancy.models_holding_blob(digest)
+    if not any(can_see(request, principal, o, n, v) for o, n, v in holders):
+        raise blob_not_found(digest)
+
+
+def _uploader(request: Request, principal: CurrentPrincipal) -> Principal:
+    require_uploader(request, principal)
+    return principal
+
+
+Uploader = Annotated[Principal, Depends(_uploader)]
+"""A route dependency: an authenticated principal that may upload blobs."""
+
+
+async def require_model_async(
+    request: Request, principal: Principal, owner: str, name: str, permission: Permission
+) -> None:
+    """``require_model`` for async routes: no database query for the admin, or for a
+    caller in the model's own namespace (its roles decide; a missing model is the
+    route's own 404)."""
+    held = permissions_of(principal)
+    if Permission.PLATFORM_MANAGE in held:
+        note_tenant(request, owner)
+        return
+    if principal.tenant == owner:
+        note_tenant(request, owner)
+        enforce(
+            principal,
+            permission,
+            ModelResource(owner, "private"),
+            hidden=lambda: model_not_found(owner, name),
+        )
+        return
+    await anyio.to_thread.run_sync(require_model, request, principal, owner, name, permission)
+
+
+async def require_callable_async(
+    request: Request, principal: Principal, owner: str, name: str, version: str
+) -> None:
+    """``require_callable`` for the resolved ``version`` (a query only across tenants)."""
+    if Permission.PLATFORM_MANAGE in permissions_of(principal) or principal.tenant == owner:
+        return
+    registry = get_services(request).registry
+    found = await anyio.to_thread.run_sync(registry.get_version, owner, name, version)
+    require_callable(request, principal, found)
+
+
+def visible_model_refs(request: Request, principal: Principal, refs: list[str]) -> set[str]:
+    """Which ``owner/name`` refs the caller may see (unknown ones are not visible)."""
+    if Permission.PLATFORM_MANAGE in permissions_of(principal):
+        return set(refs)
+    registry = get_services(request).registry
+    seen: set[str] = set()
+    for ref in set(refs):
+        owner, _, name = ref.partition("/")
+        try:
+            visibility = registry.get_model(owner, name).visibility.value
+        except NotFound:
+            continue
+        if can_see(request, principal, owner, name, visibility):
+            seen.add(ref)
+    return seen

@@ -1,0 +1,159 @@
+"""/api/tenants: tenants (the platform admin creates them), their members and service
+accounts with roles (their owners manage them)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, Request, Response
+from pydantic import BaseModel, ConfigDict, Field
+
+from modelport.api.access import forbidden, require_platform, require_tenant
+from modelport.api.auth import CurrentPrincipal
+from modelport.api.deps import get_services
+from modelport.api.routes.tenancy_json import member_json, tenant_json
+from modelport.tenancy.policy import Permission, assignable_roles, permissions_of
+from modelport.tenancy.types import Principal, principal_id
+
+router = APIRouter(tags=["tenants"])
+MEMBER_PATH = "/tenants/{tenant}/members/{member}"
+
+
+class CreateTenant(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    slug: str = Field(description="Also the model namespace the tenant owns")
+    name: str = ""
+    require_separation: bool = Field(
+        default=False,
+        description="Approvers may not approve or reject versions they published themselves",
+    )
+    owner: str | None = Field(default=None, description="Name of a first member, made owner")
+
+
+class UpdateTenant(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    name: str | None = None
+    require_separation: bool | None = None
+
+
+class AddMember(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    name: str
+    kind: str = Field(default="member", description="'member' or 'service_account'")
+    roles: list[str]
+
+
+class SetRoles(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    roles: list[str]
+
+
+@router.post("/tenants", status_code=201)
+def create_tenant(
+    body: CreateTenant, request: Request, response: Response, principal: CurrentPrincipal
+) -> dict[str, Any]:
+    require_platform(request, principal, Permission.PLATFORM_MANAGE)
+    request.state.audit_tenant = body.slug
+    tenant = get_services(request).tenancy.create_tenant(
+        body.slug,
+        actor=principal.id,
+        name=body.name,
+        require_separation=body.require_separation,
+        owner=body.owner,
+    )
+    response.headers["Location"] = f"/api/tenants/{tenant.slug}"
+    return tenant_json(tenant)
+
+
+@router.get("/tenants")
+def list_tenants(request: Request, principal: CurrentPrincipal) -> dict[str, Any]:
+    """Every tenant for the platform admin; one's own tenant for anyone else."""
+    tenancy = get_services(request).tenancy
+    if Permission.PLATFORM_MANAGE in permissions_of(principal):
+        tenants = tenancy.list_tenants()
+    elif principal.tenant is None:
+        tenants = []
+    else:
+        tenants = tenancy.list_tenants(only=principal.tenant)
+    return {"items": [tenant_json(t) for t in tenants]}
+
+
+@router.get("/tenants/{tenant}")
+def get_tenant(tenant: str, request: Request, principal: CurrentPrincipal) -> dict[str, Any]:
+    require_tenant(request, principal, tenant, Permission.TENANT_READ)
+    return tenant_json(get_services(request).tenancy.get_tenant(tenant))
+
+
+@router.patch("/tenants/{tenant}")
+def update_tenant(
+    tenant: str, body: UpdateTenant, request: Request, principal: CurrentPrincipal
+) -> dict[str, Any]:
+    require_tenant(request, principal, tenant, Permission.TENANT_MANAGE)
+    updated = get_services(request).tenancy.update_tenant(
+        tenant, name=body.name, require_separation=body.require_separation
+    )
+    return tenant_json(updated)
+
+
+@router.get("/tenants/{tenant}/members")
+def list_members(tenant: str, request: Request, principal: CurrentPrincipal) -> dict[str, Any]:
+    require_tenant(request, principal, tenant, Permission.MEMBERS_READ)
+    return {"items": [member_json(m) for m in get_services(request).tenancy.list_members(tenant)]}
+
+
+@router.post("/tenants/{tenant}/members", status_code=201)
+def add_member(
+    tenant: str,
+    body: AddMember,
+    request: Request,
+    response: Response,
+    principal: CurrentPrincipal,
+) -> dict[str, Any]:
+    """Add a member or a service account with its roles."""
+    require_tenant(request, principal, tenant, Permission.MEMBERS_MANAGE)
+    _check_assignable(principal, body.roles)
+    member = get_services(request).tenancy.add_member(
+        tenant, body.name, roles=body.roles, kind=body.kind, actor=principal.id
+    )
+    response.headers["Location"] = f"/api/tenants/{tenant}/members/{member.name}"
+    return member_json(member)
+
+
+@router.get(MEMBER_PATH)
+def get_member(
+    tenant: str, member: str, request: Request, principal: CurrentPrincipal
+) -> dict[str, Any]:
+    """A member; anyone may read their own record."""
+    if principal.id != principal_id(tenant, member):
+        require_tenant(request, principal, tenant, Permission.MEMBERS_READ)
+    return member_json(get_services(request).tenancy.get_member(tenant, member))
+
+
+@router.patch(MEMBER_PATH)
+def set_roles(
+    tenant: str, member: str, body: SetRoles, request: Request, principal: CurrentPrincipal
+) -> dict[str, Any]:
+    """Replace the roles of a member; its keys carry the new roles from the next request."""
+    require_tenant(request, principal, tenant, Permission.MEMBERS_MANAGE)
+    _check_assignable(principal, body.roles)
+    return member_json(get_services(request).tenancy.set_roles(tenant, member, body.roles))
+
+
+@router.delete(MEMBER_PATH, status_code=204)
+def remove_member(
+    tenant: str, member: str, request: Request, principal: CurrentPrincipal
+) -> Response:
+    """Remove a member or service account; its keys stop working at once."""
+    require_tenant(request, principal, tenant, Permission.MEMBERS_MANAGE)
+    get_services(request).tenancy.remove_member(tenant, member)
+    return Response(status_code=204)
+
+
+def _check_assignable(principal: Principal, roles: list[str]) -> None:
+    # Unknown roles are the service's 400; the platform role only an admin may give.
+    if "admin" in roles and "admin" not in assignable_roles(principal):
+        raise forbidden(Permission.PLATFORM_MANAGE)
