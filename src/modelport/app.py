@@ -139,11 +139,18 @@ def build_limits(settings: Settings, database: Database) -> LimitService:
             cache_ttl_seconds=ttl,
         )
     import redis
+    from redis.backoff import ExponentialBackoff
+    from redis.retry import Retry
 
     from modelport.tenancy.limits.redis import RedisConcurrencyLimiter, RedisRateLimiter
 
+    # Fail fast when Redis is away: a caller waits at most a few seconds for its 503.
     client = redis.Redis.from_url(
-        settings.redis_url, socket_timeout=5, socket_connect_timeout=5, health_check_interval=30
+        settings.redis_url,
+        socket_timeout=2,
+        socket_connect_timeout=2,
+        health_check_interval=30,
+        retry=Retry(ExponentialBackoff(cap=0.1, base=0.01), 1),
     )
     return LimitService(
         limits=limits,

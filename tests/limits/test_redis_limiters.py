@@ -1,0 +1,178 @@
+"""The Redis limiters against the real Redis: exact under concurrency from many clients,
+Redis-clock waits, leases that outlive a crashed holder only until they expire."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+
+import pytest
+import redis
+from redis.backoff import NoBackoff
+from redis.retry import Retry
+
+from modelport.errors import Unavailable
+from modelport.tenancy.limits import RateItem, SlotItem
+from modelport.tenancy.limits.redis import RedisConcurrencyLimiter, RedisRateLimiter
+from tests.limits.test_inprocess import fire_at_once
+
+
+@pytest.fixture
+def client(redis_url: str) -> Iterator[redis.Redis]:
+    c = redis.Redis.from_url(redis_url, max_connections=256)
+    yield c
+    c.close()
+
+
+def test_200_threads_against_rpm_50_let_exactly_50_through(client: redis.Redis) -> None:
+    limiter = RedisRateLimiter(client)
+    item = [RateItem("t", 50)]
+    results = fire_at_once(200, lambda: limiter.hit(item).allowed)
+    assert results.count(True) == 50
+
+
+def test_separate_clients_share_one_allowance(redis_url: str) -> None:
+    clients = [redis.Redis.from_url(redis_url) for _ in range(4)]
+    limiters = [RedisRateLimiter(c) for c in clients]
+    item = [RateItem("shared", 30)]
+    try:
+        counter = iter(range(10_000))
+        results = fire_at_once(120, lambda: limiters[next(counter) % 4].hit(item).allowed)
+        assert results.count(True) == 30
+    finally:
+        for c in clients:
+            c.close()
+
+
+def test_decisions_match_the_in_process_algorithm(client: redis.Redis) -> None:
+    limiter = RedisRateLimiter(client)
+    item = [RateItem("t", 60, label="tenant acme")]
+    first = limiter.hit(item)
+    assert (first.allowed, first.limit, first.remaining, first.label) == (
+        True,
+        60,
+        59,
+        "tenant acme",
+    )
+    assert first.reset_after == pytest.approx(1.0, abs=0.05)
+    for _ in range(59):
+        limiter.hit(item)
+    refused = limiter.hit(item)
+    assert not refused.allowed and refused.remaining == 0
+    assert 0.5 < refused.retry_after <= 1.0
+    assert 59 < refused.reset_after <= 60
+
+
+def test_all_or_nothing_and_cost(client: redis.Redis) -> None:
+    limiter = RedisRateLimiter(client)
+    tenant, key = RateItem("tenant", 10), RateItem("key", 2)
+    assert limiter.hit([tenant, key], cost=2).allowed
+    refused = limiter.hit([tenant, key])
+    assert not refused.allowed and refused.bucket == "key"
+    assert limiter.hit([tenant]).remaining == 7
+
+
+def test_keys_expire_once_the_allowance_is_whole(client: redis.Redis) -> None:
+    limiter = RedisRateLimiter(client)
+    limiter.hit([RateItem("fast", 60_000)])  # whole again after 1 ms
+    time.sleep(0.05)
+    assert list(client.scan_iter("modelport:limits:rate:fast")) == []
+
+
+def test_concurrency_limit_is_exact_under_threads(client: redis.Redis) -> None:
+    slots = RedisConcurrencyLimiter(client, lease_seconds=30)
+    try:
+        item = [SlotItem("t", 5)]
+        results = fire_at_once(100, lambda: slots.acquire(item))
+        leases = [r.lease for r in results if r.lease is not None]
+        assert len(leases) == 5
+        assert slots.in_use("t") == 5
+        for lease in leases:
+            slots.release(lease)
+        assert slots.in_use("t") == 0
+    finally:
+        slots.close()
+
+
+def test_refusal_names_the_full_bucket_and_takes_nothing(client: redis.Redis) -> None:
+    slots = RedisConcurrencyLimiter(client)
+    try:
+        tenant, key = SlotItem("tenant", 3), SlotItem("key", 1)
+        held = slots.acquire([tenant, key]).lease
+        assert held is not None
+        refused = slots.acquire([tenant, key])
+        assert refused.lease is None and refused.refused == key
+        assert slots.in_use("tenant") == 1
+        slots.release(held)
+        slots.release(held)
+        assert slots.in_use("tenant") == 0 and slots.in_use("key") == 0
+    finally:
+        slots.close()
+
+
+def test_live_leases_are_renewed_past_their_expiry(client: redis.Redis) -> None:
+    slots = RedisConcurrencyLimiter(client, lease_seconds=0.6)
+    try:
+        lease = slots.acquire([SlotItem("long", 1)]).lease
+        assert lease is not None
+        time.sleep(1.5)  # more than twice the lease: only renewals keep it
+        assert slots.in_use("long") == 1
+        assert slots.acquire([SlotItem("long", 1)]).lease is None
+        slots.release(lease)
+        assert slots.in_use("long") == 0
+    finally:
+        slots.close()
+
+
+HOLDER = """
+import sys, time, redis
+from modelport.tenancy.limits import SlotItem
+from modelport.tenancy.limits.redis import RedisConcurrencyLimiter
+slots = RedisConcurrencyLimiter(redis.Redis.from_url(sys.argv[1]), lease_seconds=1.0)
+assert slots.acquire([SlotItem("crash", 1)]).lease is not None
+print("held", flush=True)
+time.sleep(600)
+"""
+
+
+def test_a_crashed_holders_slot_comes_back_when_its_lease_expires(
+    client: redis.Redis, redis_url: str
+) -> None:
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLDER, redis_url], stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert holder.stdout is not None
+        assert holder.stdout.readline().strip() == "held"
+        slots = RedisConcurrencyLimiter(client, lease_seconds=1.0)
+        try:
+            time.sleep(1.2)  # the live holder renews its lease past the first expiry
+            assert slots.acquire([SlotItem("crash", 1)]).lease is None
+            holder.kill()  # no finally, no release: a crash
+            holder.wait(timeout=10)
+            deadline = time.monotonic() + 5
+            lease = None
+            while lease is None and time.monotonic() < deadline:
+                lease = slots.acquire([SlotItem("crash", 1)]).lease
+                time.sleep(0.05)
+            assert lease is not None, "the crashed holder's slot never came back"
+            slots.release(lease)
+        finally:
+            slots.close()
+    finally:
+        if holder.poll() is None:
+            holder.kill()
+            holder.wait(timeout=10)
+
+
+def test_redis_errors_fail_closed() -> None:
+    dead = redis.Redis(
+        host="127.0.0.1", port=1, socket_connect_timeout=0.2, retry=Retry(NoBackoff(), 0)
+    )
+    with pytest.raises(Unavailable) as info:
+        RedisRateLimiter(dead).hit([RateItem("t", 1)])
+    assert info.value.code == "limiter_unavailable"
+    with pytest.raises(Unavailable):
+        RedisConcurrencyLimiter(dead, keep_alive=False).acquire([SlotItem("t", 1)])

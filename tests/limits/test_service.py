@@ -1,0 +1,215 @@
+"""LimitService on both databases: which limits apply, the cache, token charges, budgets."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from datetime import UTC, datetime
+
+import pytest
+
+from modelport.app import build_limits
+from modelport.config import Settings
+from modelport.errors import NotFound, Overloaded, PaymentRequired
+from modelport.store import Database, create_database, upgrade
+from modelport.tenancy.limits import (
+    BudgetRepository,
+    LimitService,
+    RateLimited,
+    ScopeType,
+    Subject,
+    period_of,
+)
+from modelport.tenancy.limits.budgets import DatabaseBudgetGuard
+
+ACME = Subject(tenant="acme", key="k1", model="vendor/model")
+
+
+@pytest.fixture
+def database(database_url: str) -> Iterator[Database]:
+    if database_url.startswith("sqlite"):
+        upgrade(database_url)
+    db = create_database(database_url)
+    yield db
+    db.dispose()
+
+
+@pytest.fixture
+def limits(database: Database, tmp_path) -> Iterator[LimitService]:
+    settings = Settings(home=tmp_path, limits_cache_ttl_seconds=60)
+    service = build_limits(settings, database)
+    yield service
+    service.close()
+
+
+def put(service: LimitService, scope: ScopeType, scope_id: str, **values: int | None) -> None:
+    fields = {"rpm": None, "concurrency": None, "tpm": None, **values}
+    service.set_limits(scope, scope_id, tenant=None, actor="test", **fields)  # type: ignore[arg-type]
+
+
+def admit_all(service: LimitService, subject: Subject, n: int) -> int:
+    admitted = 0
+    for _ in range(n):
+        try:
+            service.admit(subject).release()
+            admitted += 1
+        except RateLimited:
+            pass
+    return admitted
+
+
+def test_no_rows_means_no_limits(limits: LimitService) -> None:
+    admission = limits.admit(ACME)
+    assert admission.decision.limit == 0
+    admission.release()
+
+
+def test_tenant_key_and_model_limits_all_apply(limits: LimitService) -> None:
+    put(limits, ScopeType.TENANT, "acme", rpm=10)
+    put(limits, ScopeType.KEY, "k1", rpm=4)
+    assert admit_all(limits, ACME, 6) == 4
+    # Another key of the same tenant has the rest of the tenant's allowance.
+    assert admit_all(limits, Subject("acme", "k2", "vendor/model"), 10) == 6
+
+
+def test_a_models_limit_holds_per_calling_tenant(limits: LimitService) -> None:
+    put(limits, ScopeType.MODEL, "vendor/model", rpm=3)
+    assert admit_all(limits, Subject("acme", model="vendor/model"), 5) == 3
+    assert admit_all(limits, Subject("globex", model="vendor/model"), 5) == 3
+    assert admit_all(limits, Subject("acme", model="vendor/other"), 5) == 5
+
+
+def test_refusal_says_which_limit_and_when_to_retry(limits: LimitService) -> None:
+    put(limits, ScopeType.MODEL, "vendor/model", rpm=1)
+    limits.admit(ACME).release()
+    with pytest.raises(RateLimited) as info:
+        limits.admit(ACME)
+    error = info.value
+    assert error.code == "rate_limited" and error.kind == "overloaded"
+    assert "model vendor/model" in error.message
+    assert error.extra["retry_after"] == 60
+    assert error.decision.limit == 1
+
+
+def test_concurrency_refuses_at_once_and_frees_on_release(limits: LimitService) -> None:
+    put(limits, ScopeType.TENANT, "acme", concurrency=2)
+    first, second = limits.admit(ACME), limits.admit(ACME)
+    with pytest.raises(Overloaded) as info:
+        limits.admit(ACME)
+    assert info.value.code == "concurrency_limited"
+    assert "tenant acme" in info.value.message
+    first.release()
+    first.release()
+    third = limits.admit(ACME)
+    second.release()
+    third.release()
+    assert limits.slots.in_use("slots:tenant:acme") == 0
+
+
+def test_api_and_inference_are_counted_apart(limits: LimitService) -> None:
+    put(limits, ScopeType.TENANT, "acme", rpm=2)
+    limits.check_rate(ACME)
+    limits.check_rate(ACME)
+    with pytest.raises(RateLimited):
+        limits.check_rate(ACME)
+    assert admit_all(limits, ACME, 3) == 2
+
+
+def test_token_charges(limits: LimitService) -> None:
+    put(limits, ScopeType.KEY, "k1", tpm=1000)
+    assert limits.charge_tokens(ACME, 900).remaining == 100
+    with pytest.raises(RateLimited) as info:
+        limits.charge_tokens(ACME, 200)
+    assert "tokens per minute" in info.value.message
+
+
+def test_changes_apply_at_once_here_and_after_the_ttl_elsewhere(
+    limits: LimitService, database: Database, tmp_path
+) -> None:
+    other = build_limits(Settings(home=tmp_path, limits_cache_ttl_seconds=60), database)
+    try:
+        assert admit_all(other, ACME, 3) == 3  # caches "no limits" for acme
+        put(limits, ScopeType.TENANT, "acme", rpm=1)
+        assert admit_all(limits, ACME, 3) == 1
+        assert admit_all(other, ACME, 3) == 3  # still within its cache TTL
+        other.policy.invalidate()
+        assert admit_all(other, ACME, 3) == 1
+    finally:
+        other.close()
+
+
+def test_delete_and_validation(limits: LimitService) -> None:
+    put(limits, ScopeType.TENANT, "acme", rpm=1)
+    assert limits.get_limits(ScopeType.TENANT, "acme").rpm == 1
+    limits.delete_limits(ScopeType.TENANT, "acme")
+    assert admit_all(limits, ACME, 3) == 3
+    with pytest.raises(NotFound):
+        limits.delete_limits(ScopeType.TENANT, "acme")
+    with pytest.raises(NotFound):
+        limits.get_limits(ScopeType.KEY, "nope")
+
+
+def test_hard_cap_refuses_and_releases_the_slot(limits: LimitService) -> None:
+    put(limits, ScopeType.TENANT, "acme", concurrency=1)
+    limits.set_budget("acme", hard_cap_micros=1_000, soft_cap_micros=None)
+    limits.add_spent("acme", 999)
+    limits.admit(ACME).release()
+    limits.add_spent("acme", 1)
+    with pytest.raises(PaymentRequired) as info:
+        limits.admit(ACME)
+    assert info.value.code == "budget_exceeded"
+    assert info.value.extra == {"spent_micros": 1_000, "cap_micros": 1_000}
+    assert limits.slots.in_use("slots:tenant:acme") == 0
+    limits.set_budget("acme", hard_cap_micros=None, soft_cap_micros=None)
+    limits.admit(ACME).release()
+
+
+def test_soft_cap_alert_is_recorded_once_per_period(
+    limits: LimitService, database: Database
+) -> None:
+    limits.set_budget("acme", hard_cap_micros=None, soft_cap_micros=500)
+    limits.add_spent("acme", 400)
+    limits.admit(ACME).release()
+    assert limits.budget_alerts("acme") == []
+    limits.add_spent("acme", 100)
+    for _ in range(3):
+        limits.admit(ACME).release()
+    # A second gateway (its own memory of what it alerted) must not record it again.
+    other = DatabaseBudgetGuard(BudgetRepository(database), ttl_seconds=0)
+    other.check("acme")
+    alerts = limits.budget_alerts("acme")
+    assert [(a.kind, a.spent_micros, a.cap_micros) for a in alerts] == [("soft_cap", 500, 500)]
+    assert alerts[0].period == period_of(datetime.now(UTC))
+
+
+def test_soft_cap_alerts_race_to_exactly_one(database: Database) -> None:
+    repository = BudgetRepository(database)
+    repository.put("acme", hard_cap_micros=None, soft_cap_micros=1)
+    repository.add_spent("acme", 5)
+    guards = [DatabaseBudgetGuard(repository, ttl_seconds=0) for _ in range(8)]
+    barrier = threading.Barrier(len(guards))
+
+    def check(guard: DatabaseBudgetGuard) -> None:
+        barrier.wait()
+        guard.check("acme")
+
+    threads = [threading.Thread(target=check, args=(g,)) for g in guards]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(repository.alerts("acme")) == 1
+
+
+def test_spending_starts_again_in_a_new_period(database: Database) -> None:
+    now = [datetime(2026, 11, 30, 23, 59, tzinfo=UTC)]
+    repository = BudgetRepository(database, now=lambda: now[0])
+    repository.put("acme", hard_cap_micros=100, soft_cap_micros=None)
+    repository.add_spent("acme", 100)
+    guard = DatabaseBudgetGuard(repository, ttl_seconds=0, now=lambda: now[0])
+    with pytest.raises(PaymentRequired):
+        guard.check("acme")
+    now[0] = datetime(2026, 12, 1, 0, 0, tzinfo=UTC)
+    guard.check("acme")  # December has spent nothing yet
+    assert repository.add_spent("acme", 30).spent_micros == 30
+    assert repository.get("acme").period == "2026-12"  # type: ignore[union-attr]
