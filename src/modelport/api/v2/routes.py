@@ -22,6 +22,7 @@ import asyncio
 import time
 from typing import Any
 
+import anyio.to_thread
 import orjson
 from sqlalchemy import text
 from starlette.requests import Request
@@ -29,7 +30,12 @@ from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
 from modelport import __version__
-from modelport.api.auth import bearer_token
+from modelport.api.access import (
+    require_callable_async,
+    require_model_async,
+    visible_model_refs,
+)
+from modelport.api.auth import require_principal_async
 from modelport.api.deps import get_services
 from modelport.api.hygiene import check_inference_json
 from modelport.api.limiting import admitted
@@ -47,6 +53,7 @@ from modelport.api.v2.types import INFERENCE_HEADER
 from modelport.api.v2.validate import validate_request
 from modelport.errors import InvalidInput, ModelportError, PayloadTooLarge
 from modelport.runtime.types import InferenceTimings
+from modelport.tenancy import Permission, Principal
 
 EXTENSIONS = ("binary_tensor_data", "model_repository")
 
@@ -55,8 +62,8 @@ def _json(doc: Any, status: int = 200) -> Response:
     return Response(orjson.dumps(doc), status, media_type="application/json")
 
 
-def _authenticate(request: Request) -> None:
-    get_services(request).authenticator.authenticate(bearer_token(request))
+async def _authenticate(request: Request) -> Principal:
+    return await require_principal_async(request)
 
 
 def _dataplane(request: Request) -> DataPlane:
@@ -122,14 +129,15 @@ async def ready(request: Request) -> Response:
 
 
 async def server(request: Request) -> Response:
-    _authenticate(request)
+    await _authenticate(request)
     return _json(server_metadata(__version__, extensions=EXTENSIONS))
 
 
 # ---- models
 async def metadata(request: Request) -> Response:
-    _authenticate(request)
+    principal = await _authenticate(request)
     owner, name, version = _model(request)
+    await require_model_async(request, principal, owner, name, Permission.MODEL_READ)
     plane = _dataplane(request)
     target = await plane.target(owner, name, version)
     versions = [target.version] if version else await plane.versions(owner, name)
@@ -140,8 +148,10 @@ async def metadata(request: Request) -> Response:
 
 
 async def model_ready(request: Request) -> Response:
-    _authenticate(request)
-    target, is_ready = await _dataplane(request).ready(*_model(request))
+    principal = await _authenticate(request)
+    owner, name, version = _model(request)
+    await require_model_async(request, principal, owner, name, Permission.MODEL_READ)
+    target, is_ready = await _dataplane(request).ready(owner, name, version)
     if not is_ready:
         status = _dataplane(request).host.status(target.key)
         state = status.state.value if status else "not loaded"
@@ -150,9 +160,13 @@ async def model_ready(request: Request) -> Response:
 
 
 async def infer(request: Request) -> Response:
-    """Authenticate, then rate limit, concurrency limit and budget (``admitted``), then work."""
-    principal = get_services(request).authenticator.authenticate(bearer_token(request))
-    owner, name, _ = _model(request)
+    """Authenticate and authorize, then rate limit, concurrency limit and budget
+    (``admitted``), then work. Other tenants may call only approved (or deployed) versions."""
+    principal = await _authenticate(request)
+    owner, name, version = _model(request)
+    await require_model_async(request, principal, owner, name, Permission.MODEL_CALL)
+    resolved = await _dataplane(request).target(owner, name, version)
+    await require_callable_async(request, principal, owner, name, resolved.version)
     async with admitted(request, principal, f"{owner}/{name}"):
         return await _infer(request)
 
@@ -214,16 +228,20 @@ def _server_timing(timings: InferenceTimings) -> str:
 
 # ---- repository extension
 async def repository_index(request: Request) -> Response:
-    _authenticate(request)
+    principal = await _authenticate(request)
     body = await _json_body(request)
-    return _json(_dataplane(request).index(ready_only=bool(body.get("ready", False))))
+    rows = _dataplane(request).index(ready_only=bool(body.get("ready", False)))
+    refs = [row["name"] for row in rows]
+    seen = await anyio.to_thread.run_sync(visible_model_refs, request, principal, refs)
+    return _json([row for row in rows if row["name"] in seen])
 
 
 async def repository_load(request: Request) -> Response:
     """Load a version (parameter ``version``, default the model's default), optionally
     ``pinned`` so memory pressure never evicts it. Answers when it is ready."""
-    _authenticate(request)
+    principal = await _authenticate(request)
     owner, name, _ = _model(request)
+    await require_model_async(request, principal, owner, name, Permission.VERSION_DEPLOY)
     parameters = (await _json_body(request)).get("parameters") or {}
     if not isinstance(parameters, dict):
         raise InvalidInput("'parameters' must be an object", code="invalid_request")
@@ -252,8 +270,9 @@ async def repository_load(request: Request) -> Response:
 
 async def repository_unload(request: Request) -> Response:
     """Unload one version (parameter ``version``) or every loaded version of the model."""
-    _authenticate(request)
+    principal = await _authenticate(request)
     owner, name, _ = _model(request)
+    await require_model_async(request, principal, owner, name, Permission.VERSION_DEPLOY)
     parameters = (await _json_body(request)).get("parameters") or {}
     version = parameters.get("version") if isinstance(parameters, dict) else None
     if version is not None and not isinstance(version, str):
