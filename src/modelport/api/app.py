@@ -9,8 +9,10 @@ from typing import TYPE_CHECKING
 from fastapi import FastAPI
 
 from modelport import __version__
+from modelport.api.hygiene import RequestHygiene
+from modelport.api.limiting import RateLimitHeaders
 from modelport.api.problems import install_error_handlers
-from modelport.api.routes import aliases, blobs, health, metrics, models, uploads, versions
+from modelport.api.routes import aliases, blobs, health, limits, metrics, models, uploads, versions
 from modelport.api.v2 import routes as v2
 from modelport.api.v2.dataplane import DataPlane
 from modelport.blobs.sweeper import periodic_upload_sweep
@@ -35,6 +37,12 @@ def create_app(services: Services) -> FastAPI:
         redoc_url=None,
     )
     app.state.services = services
+    app.add_middleware(RateLimitHeaders)
+    app.add_middleware(
+        RequestHygiene,
+        rules=RequestHygiene.rules_from(services.settings),
+        max_json_depth=services.settings.max_json_depth,
+    )
     install_error_handlers(app)
     app.include_router(health.router)
     app.include_router(uploads.router, prefix="/api")
@@ -42,6 +50,7 @@ def create_app(services: Services) -> FastAPI:
     app.include_router(models.router, prefix="/api")
     app.include_router(versions.router, prefix="/api")
     app.include_router(aliases.router, prefix="/api")
+    app.include_router(limits.router, prefix="/api")
     app.include_router(metrics.router)
     app.state.dataplane = DataPlane(
         services.registry,
