@@ -13,6 +13,7 @@ import anyio.to_thread
 from fastapi import Depends, Request
 
 from modelport.api.deps import get_services
+from modelport.api.limiting import check_api_rate
 from modelport.tenancy import Principal
 
 
@@ -27,6 +28,7 @@ def bearer_token(request: Request) -> str | None:
 def require_principal(request: Request) -> Principal:
     principal = get_services(request).authenticator.authenticate(bearer_token(request))
     _remember(request, principal)
+    check_api_rate(request, principal)  # /api mutations count against the caller's rpm
     return principal
 
 
