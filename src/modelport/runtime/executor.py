@@ -1,17 +1,20 @@
 """Executors run merged batches off the event loop.
 
-The batcher only needs ``Executor``: hand it the requests of one batch, get a
-``concurrent.futures.Future`` of their outputs. ``ThreadExecutor`` runs them on a
-small thread pool in this process (onnxruntime releases the GIL while it
-computes); an executor backed by a worker process can implement the same
-contract, since everything crossing it is plain arrays.
+The batcher only needs ``Executor``: hand it the requests of one batch and a
+callback, and the callback is called once, from a worker, with the outputs or
+the error. ``ThreadExecutor`` runs batches on its own threads in this process
+(onnxruntime releases the GIL while it computes); an executor backed by a
+worker process can implement the same contract, since everything crossing it
+is plain arrays. A callback rather than a ``Future`` keeps the hand-off back to
+the event loop to one ``call_soon_threadsafe``, which matters at small batches.
 """
 
 from __future__ import annotations
 
+import queue
+import threading
 import time
-from collections.abc import Mapping, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -30,36 +33,60 @@ class BatchOutcome:
     rows: int
 
 
+Parts = Sequence[Mapping[str, np.ndarray]]
+Done = Callable[[BatchOutcome | BaseException], None]
+
+
 class Executor(Protocol):
     """Runs batches for one loaded version.
 
-    Call order: ``submit`` any number of times, concurrently (at most ``instances``
-    batches execute at once; more wait), then ``close`` once.
+    Call order: ``submit`` any number of times (at most ``instances`` batches
+    execute at once; more wait their turn), then ``close`` once.
     """
 
     instances: int
 
-    def submit(self, parts: Sequence[Mapping[str, np.ndarray]]) -> Future[BatchOutcome]:
-        """Merge ``parts`` along dimension 0, execute them as one batch, split the outputs."""
+    def submit(self, parts: Parts, done: Done) -> None:
+        """Merge ``parts`` along dimension 0, execute them as one batch, split the
+        outputs, and call ``done`` exactly once, from a worker thread, with the
+        ``BatchOutcome`` or the exception raised. Raises if the executor is closed."""
         ...
 
     def close(self) -> None:
-        """Finish what was submitted and release the workers."""
+        """Finish what was submitted and stop the workers."""
         ...
 
 
 class ThreadExecutor:
-    """Executes on ``instances`` worker threads in this process."""
+    """Executes on ``instances`` dedicated threads in this process."""
 
     def __init__(self, model: LoadedModel, *, instances: int = 1, name: str = "model") -> None:
         self.model = model
         self.instances = instances
-        self._pool = ThreadPoolExecutor(max_workers=instances, thread_name_prefix=f"exec-{name}")
+        self._jobs: queue.SimpleQueue[tuple[Parts, Done] | None] = queue.SimpleQueue()
+        self._closed = False
+        self._threads = [
+            threading.Thread(target=self._work, name=f"exec-{name}-{i}", daemon=True)
+            for i in range(instances)
+        ]
+        for thread in self._threads:
+            thread.start()
 
-    def submit(self, parts: Sequence[Mapping[str, np.ndarray]]) -> Future[BatchOutcome]:
-        return self._pool.submit(self._run, list(parts))
+    def submit(self, parts: Parts, done: Done) -> None:
+        if self._closed:
+            raise RuntimeError("executor is closed")
+        self._jobs.put((parts, done))
 
-    def _run(self, parts: list[Mapping[str, np.ndarray]]) -> BatchOutcome:
+    def _work(self) -> None:
+        while (job := self._jobs.get()) is not None:
+            parts, done = job
+            try:
+                outcome: BatchOutcome | BaseException = self._run(parts)
+            except Exception as exc:  # handed to every request of the batch
+                outcome = exc
+            done(outcome)
+
+    def _run(self, parts: Parts) -> BatchOutcome:
         merged, sizes = merge(parts)
         started = time.perf_counter()
         outputs = self.model.execute(merged)
@@ -67,4 +94,11 @@ class ThreadExecutor:
         return BatchOutcome(split(outputs, sizes), elapsed, sum(sizes))
 
     def close(self) -> None:
-        self._pool.shutdown(wait=True)
+        if self._closed:
+            return
+        self._closed = True
+        for _ in self._threads:
+            self._jobs.put(None)
+        for thread in self._threads:
+            if thread is not threading.current_thread():
+                thread.join()

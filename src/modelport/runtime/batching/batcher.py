@@ -1,11 +1,12 @@
-"""The dynamic batcher of one version: a thin asyncio loop around ``RequestQueue``.
+"""The dynamic batcher of one version: a thin asyncio layer around ``RequestQueue``.
 
 ``submit`` refuses at once what cannot be served in time (queue full, or the
 predicted wait already past the deadline), queues the rest and awaits the answer.
-One loop task asks the queue for a decision whenever a request arrives or an
-executor instance frees up, and hands each batch to the ``Executor``, which runs
-it on worker threads: no model code runs on the event loop. When a batch fails,
-every request in it receives the error.
+The batcher is driven by events on its event loop, with no task of its own:
+whenever a request arrives, a batch finishes or a wait expires, ``_pump`` asks
+the queue for decisions while an executor instance is free, and hands each
+batch to the ``Executor``, which runs it on worker threads: no model code runs
+on the event loop. When a batch fails, every request in it receives the error.
 
 A request's deadline is armed as a timer: when it fires, a request still queued
 is taken out (never executed) and its caller gets ``deadline_exceeded``; one
@@ -15,6 +16,7 @@ already executing is answered with the same error and its output dropped.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -57,15 +59,15 @@ class Batcher:
         self.name = name
         self.loop = asyncio.get_running_loop()
         self._queue = RequestQueue()
-        self._wake = asyncio.Event()
         self._free = max(1, executor.instances)
-        self._running: set[asyncio.Future[Any]] = set()
+        self._running = 0
+        self._timer: asyncio.TimerHandle | None = None
+        self._idle: asyncio.Future[None] | None = None
         self._closing = False
         self._max_delay = config.max_queue_delay_us / 1e6
         self._ewma_execute = execute_estimate
         self._ewma_rows = 1.0
         self._executed = 0
-        self._task = self.loop.create_task(self._run(), name=f"batcher-{name}")
 
     # ---- the caller's side
     async def submit(
@@ -95,8 +97,8 @@ class Batcher:
         )
         self._queue.push(request)
         self.observer.queue_depth(len(self._queue))
-        self._wake.set()
         timer = self.loop.call_later(deadline - now, self._expire, request)
+        self._pump()
         outcome = "error"
         try:
             result = await future
@@ -141,23 +143,18 @@ class Batcher:
         payload: _Payload = request.payload
         if self._queue.discard(request, RequestState.EXPIRED):
             self.observer.queue_depth(len(self._queue))
-            self._wake.set()
+            self._pump()
         if not payload.future.done():
             where = "executing" if request.state is RequestState.EXECUTING else "queued"
             payload.future.set_exception(
                 DeadlineExceeded(f"{self.name}: the deadline passed while the request was {where}")
             )
 
-    # ---- the loop
-    async def _run(self) -> None:
+    # ---- dispatching
+    def _pump(self) -> None:
+        """Dispatch what the queue says to while an executor instance is free."""
         config = self.config
-        while True:
-            if self._closing and not len(self._queue) and not self._running:
-                return
-            if not len(self._queue) or not self._free:
-                self._wake.clear()
-                await self._wake.wait()
-                continue
+        while self._free and len(self._queue):
             now = time.monotonic()
             decision = self._queue.step(
                 now,
@@ -170,47 +167,47 @@ class Batcher:
                 self._expire(request)
             if decision.batch:
                 self._dispatch(decision.batch, now)
-                continue
-            if decision.wake_at is not None:
-                self._wake.clear()
-                handle = self.loop.call_later(max(0.0, decision.wake_at - now), self._wake.set)
-                await self._wake.wait()
-                handle.cancel()
+            elif decision.wake_at is not None:
+                self._wake_at(decision.wake_at, now)
+                break
+        idle = self._idle
+        if idle is not None and not idle.done() and not len(self._queue) and not self._running:
+            idle.set_result(None)
+
+    def _wake_at(self, when: float, now: float) -> None:
+        if self._timer is not None:
+            if self._timer.when() <= self.loop.time() + (when - now):
+                return  # an earlier wake-up is already set
+            self._timer.cancel()
+        self._timer = self.loop.call_later(max(0.0, when - now), self._on_timer)
+
+    def _on_timer(self) -> None:
+        self._timer = None
+        self._pump()
 
     def _dispatch(self, batch: list[PendingRequest], now: float) -> None:
         self._free -= 1
+        self._running += 1
         self.observer.queue_depth(len(self._queue))
         for request in batch:
             request.payload.started_at = now
             self.observer.queued(now - request.enqueued_at)
+        loop = self.loop
+
+        def done(outcome: BatchOutcome | BaseException) -> None:  # on a worker thread
+            # RuntimeError: the event loop is gone, and nobody is waiting any more.
+            with contextlib.suppress(RuntimeError):
+                loop.call_soon_threadsafe(self._finish, batch, outcome)
+
         try:
-            done = asyncio.wrap_future(
-                self.executor.submit([r.payload.inputs for r in batch]), loop=self.loop
-            )
-        except Exception as exc:  # e.g. the executor was shut down under us
-            self._finish(batch, None, exc)
-            return
-        self._running.add(done)
-        done.add_done_callback(lambda f: self._on_done(batch, f))
+            self.executor.submit([r.payload.inputs for r in batch], done)
+        except Exception as exc:  # e.g. the executor was closed under us
+            self._finish(batch, exc)
 
-    def _on_done(self, batch: list[PendingRequest], done: asyncio.Future[BatchOutcome]) -> None:
-        self._running.discard(done)
-        if done.cancelled():
-            self._finish(batch, None, Unavailable(f"{self.name}: execution was cancelled"))
-        elif done.exception() is not None:
-            self._finish(batch, None, done.exception())
-        else:
-            self._finish(batch, done.result(), None)
-
-    def _finish(
-        self,
-        batch: list[PendingRequest],
-        outcome: BatchOutcome | None,
-        error: BaseException | None,
-    ) -> None:
+    def _finish(self, batch: list[PendingRequest], outcome: BatchOutcome | BaseException) -> None:
         self._free += 1
-        self._wake.set()
-        if outcome is not None:
+        self._running -= 1
+        if isinstance(outcome, BatchOutcome):
             self.observer.batch_executed(outcome.rows, outcome.execute_seconds)
             if self._executed:
                 self._ewma_execute += _EWMA_WEIGHT * (outcome.execute_seconds - self._ewma_execute)
@@ -224,8 +221,8 @@ class Batcher:
             future = request.payload.future
             if future.done():
                 continue  # its deadline fired or its caller went away
-            if outcome is None:
-                future.set_exception(_as_modelport_error(self.name, error))
+            if not isinstance(outcome, BatchOutcome):
+                future.set_exception(_as_modelport_error(self.name, outcome))
                 continue
             future.set_result(
                 InferenceResult(
@@ -238,25 +235,27 @@ class Batcher:
                     ),
                 )
             )
+        self._pump()
 
     # ---- shutdown
     async def drain(self) -> None:
-        """Refuse new requests, answer the queued ones, and stop the loop."""
+        """Refuse new requests and wait until the queued and executing ones are answered."""
         self._closing = True
-        self._wake.set()
-        await self._task
+        if self._idle is None:
+            self._idle = self.loop.create_future()
+        self._pump()
+        await self._idle
 
     def close(self) -> None:
-        """``drain`` without waiting (safe to call from the loop's thread only)."""
+        """Refuse new requests; the queued ones are still answered."""
         self._closing = True
-        self._wake.set()
 
     @property
     def queued(self) -> int:
         return len(self._queue)
 
 
-def _as_modelport_error(name: str, error: BaseException | None) -> ModelportError:
+def _as_modelport_error(name: str, error: BaseException) -> ModelportError:
     if isinstance(error, ModelportError):
         return error
     return Internal(f"{name}: model execution failed: {error}", code="execution_failed")
