@@ -59,5 +59,6 @@ def create_app(services: Services) -> FastAPI:
         services.metrics,
         load_on_demand=services.settings.load_on_demand,
     )
-    app.router.routes.extend(v2.routes)
+    # First: the hot inference path should not be matched against every /api route.
+    app.router.routes[:0] = v2.routes
     return app
