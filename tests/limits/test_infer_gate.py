@@ -10,7 +10,7 @@ import httpx
 import pytest
 
 from modelport.tenancy.limits import ScopeType
-from tests.conftest import LiveServer
+from tests.conftest import ADMIN_KEY, LiveServer
 from tests.limits.conftest import ADDER_BODY, Platform, PlatformFactory, bearer
 
 SLOTS = "slots:tenant:acme"
@@ -116,7 +116,7 @@ def slow_live(make_platform: PlatformFactory):
     load = httpx.post(
         f"{server.url}/v2/repository/models/acme/slow/load",
         json={},
-        headers=bearer(keys["app"]),
+        headers=bearer(ADMIN_KEY),
         timeout=60,
     )
     assert load.status_code == 200, load.text

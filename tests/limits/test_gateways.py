@@ -1,0 +1,108 @@
+"""Two ``modelport serve`` processes sharing one Redis and one database enforce one
+global limit: N clients spread over both never get more than the limit through."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from modelport.app import Services
+from modelport.tenancy.limits import ScopeType
+from tests.conftest import ADMIN_KEY, free_port
+from tests.limits.conftest import ADDER_BODY, Platform, PlatformFactory, bearer
+
+
+def serve(home: Path, redis_url: str, port: int) -> subprocess.Popen[bytes]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MODELPORT_")}
+    env |= {
+        "MODELPORT_HOME": str(home),
+        "MODELPORT_ADMIN_KEY": ADMIN_KEY,
+        "MODELPORT_REDIS_URL": redis_url,
+        "MODELPORT_RUNTIME_INTRA_OP_THREADS": "1",
+    }
+    return subprocess.Popen(
+        [sys.executable, "-m", "modelport.cli", "serve", "--port", str(port)],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+
+
+def wait_healthy(url: str, proc: subprocess.Popen[bytes]) -> None:
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        assert proc.poll() is None, "gateway exited"
+        try:
+            if httpx.get(f"{url}/healthz", timeout=1).status_code == 200:
+                return
+        except httpx.TransportError:
+            time.sleep(0.1)
+    raise AssertionError(f"{url} did not start")
+
+
+@pytest.fixture
+def gateways(
+    make_platform: PlatformFactory, redis_url: str, tmp_path: Path
+) -> Iterator[tuple[list[str], Platform, str]]:
+    # This process migrates the shared SQLite database and makes the signing key first.
+    platform = make_platform(redis_url=redis_url)
+    home = platform.services.settings.home
+    key = platform.tenant("acme", ("app", ["consumer"]))["app"]
+    platform.publisher.adder()
+    procs, urls = [], []
+    try:
+        for _ in range(2):
+            port = free_port()
+            procs.append(serve(home, redis_url, port))
+            urls.append(f"http://127.0.0.1:{port}")
+        for url, proc in zip(urls, procs, strict=True):
+            wait_healthy(url, proc)
+            loaded = httpx.post(
+                f"{url}/v2/repository/models/acme/adder/load",
+                json={},
+                headers=bearer(ADMIN_KEY),
+                timeout=60,
+            )
+            assert loaded.status_code == 200, loaded.text
+        yield urls, platform, key
+    finally:
+        for proc in procs:
+            proc.terminate()
+        for proc in procs:
+            proc.wait(timeout=30)
+
+
+def test_two_gateways_enforce_one_global_rate_limit(gateways) -> None:
+    urls, platform, key = gateways
+    services: Services = platform.services
+    services.limits.set_limits(
+        ScopeType.TENANT, "acme", tenant="acme", rpm=10, concurrency=None, tpm=None, actor="t"
+    )
+    statuses: list[tuple[int, int]] = []
+    barrier = threading.Barrier(40)
+
+    def call(i: int) -> None:
+        url = urls[i % 2]
+        with httpx.Client(timeout=30) as client:
+            barrier.wait()
+            response = client.post(
+                f"{url}/v2/models/acme/adder/infer", json=ADDER_BODY, headers=bearer(key)
+            )
+        statuses.append((i % 2, response.status_code))
+
+    threads = [threading.Thread(target=call, args=(i,)) for i in range(40)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert sorted(status for _, status in statuses) == [200] * 10 + [429] * 30
+    # Both gateways refused some: each alone would have let 10 of its own 20 through.
+    assert {gw for gw, status in statuses if status == 429} == {0, 1}
