@@ -5,14 +5,16 @@ from __future__ import annotations
 import click
 
 from modelport.cli.application import Application
-from modelport.config import Settings
-from modelport.store.migrate import current_revision, upgrade
 
 
 @click.command()
 @click.pass_obj
 def migrate(app: Application) -> None:
     """Bring the metadata database to the latest schema."""
+    # Imported here so that every other command starts without loading Alembic.
+    from modelport.config import Settings
+    from modelport.store.migrate import current_revision, upgrade
+
     settings = Settings()
     url = settings.resolved_database_url
     if settings.is_embedded_database:

@@ -4,10 +4,6 @@ from __future__ import annotations
 
 import click
 
-from modelport.config import Settings
-from modelport.errors import ModelportError
-from modelport.tenancy.admin import check_admin_key, generate_admin_key
-
 
 @click.command()
 @click.option("--host", default="127.0.0.1", show_default=True)
@@ -21,6 +17,9 @@ def serve(app: object, host: str, port: int, dev: bool, log_level: str) -> None:
 
     from modelport.app import build_app
     from modelport.cli.application import Application
+    from modelport.config import Settings
+    from modelport.errors import ModelportError
+    from modelport.tenancy.admin import check_admin_key, generate_admin_key
 
     assert isinstance(app, Application)
     settings = Settings()
