@@ -72,9 +72,7 @@ class Settings(BaseSettings):
     runtime_intra_op_threads: int = Field(default=0, ge=0)
     """Threads one model execution may use (onnxruntime); 0 lets the runtime decide."""
 
-    runtime_graph_optimization: str = Field(
-        default="all", pattern="^(disable|basic|extended|all)$"
-    )
+    runtime_graph_optimization: str = Field(default="all", pattern="^(disable|basic|extended|all)$")
     """onnxruntime graph optimisation level: disable, basic, extended or all."""
 
     runtime_load_timeout_seconds: float = Field(default=300.0, gt=0)
