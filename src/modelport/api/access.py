@@ -299,3 +299,13 @@ def visible_model_refs(request: Request, principal: Principal, refs: list[str]) 
         if can_see(request, principal, owner, name, visibility):
             seen.add(ref)
     return seen
+
+
+def parent_filter(request: Request, principal: Principal) -> Callable[[str, str, str], bool] | None:
+    """For publishing: which models the caller may name as lineage parents (the ones it
+    can see). Grants are read now, since the filter runs inside the registry's
+    transaction."""
+    if Permission.PLATFORM_MANAGE in permissions_of(principal):
+        return None
+    grants_of(request, principal)
+    return lambda owner, name, visibility: can_see(request, principal, owner, name, visibility)

@@ -13,6 +13,7 @@ from modelport.api.hygiene import RequestHygiene
 from modelport.api.limiting import RateLimitHeaders
 from modelport.api.problems import install_error_handlers
 from modelport.api.routes import aliases, blobs, health, limits, metrics, models, uploads, versions
+from modelport.api.tenancy import install_tenancy
 from modelport.api.v2 import routes as v2
 from modelport.api.v2.dataplane import DataPlane
 from modelport.blobs.sweeper import periodic_upload_sweep
@@ -52,6 +53,7 @@ def create_app(services: Services) -> FastAPI:
     app.include_router(aliases.router, prefix="/api")
     app.include_router(limits.router, prefix="/api")
     app.include_router(metrics.router)
+    install_tenancy(app)
     app.state.dataplane = DataPlane(
         services.registry,
         services.host,

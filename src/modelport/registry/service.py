@@ -18,6 +18,7 @@ validation runs.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -58,6 +59,9 @@ from modelport.registry.types import (
 )
 from modelport.registry.validation import Validator
 from modelport.store import Database
+
+ParentFilter = Callable[[str, str, str], bool]
+"""(owner, name, visibility) -> whether the publisher may name that model as a parent."""
 
 DEFAULT_ALIAS = "default"
 MAX_DESCRIPTION = 10_000
@@ -179,13 +183,22 @@ class RegistryService:
             return repo.version_by_id(session, vid)
 
     def publish(
-        self, owner: str, name: str, version: str, manifest_data: Any, *, actor: str
+        self,
+        owner: str,
+        name: str,
+        version: str,
+        manifest_data: Any,
+        *,
+        actor: str,
+        can_see: ParentFilter | None = None,
     ) -> Published:
         """Publish ``owner/name:version`` from raw manifest JSON data.
 
         Idempotent by manifest digest: the same version with the same digest returns
         the existing one (``created=False``); with another digest it is refused
         (409 ``version_exists``). Concurrent identical publishes create one version.
+        A lineage parent in a model ``can_see(owner, name, visibility)`` refuses is
+        reported exactly like one that does not exist.
         """
         check_owner(owner)
         check_model_name(name)
@@ -201,7 +214,7 @@ class RegistryService:
         try:
             with self.database.transaction() as session:
                 created = self._insert(
-                    session, owner, name, version, manifest, digest, parents, actor
+                    session, owner, name, version, manifest, digest, parents, actor, can_see
                 )
         except IntegrityError:
             # Lost a race with an identical (or conflicting) publish: report what won.
@@ -222,6 +235,7 @@ class RegistryService:
         digest: str,
         parents: list[tuple[str, str, str, str]],
         actor: str,
+        can_see: ParentFilter | None = None,
     ) -> ModelVersion:
         mid = repo.model_id(session, owner, name)
         if repo.alias_target(session, mid, version) is not None:
@@ -235,6 +249,11 @@ class RegistryService:
         for p_owner, p_name, p_version, relation in parents:
             try:
                 pid = repo.version_id(session, p_owner, p_name, p_version)
+                parent_model = repo.get_model(session, p_owner, p_name)
+                if can_see is not None and not can_see(
+                    p_owner, p_name, parent_model.visibility.value
+                ):
+                    raise NotFound("hidden lineage parent")
             except NotFound:
                 raise InvalidInput(
                     f"lineage parent {p_owner}/{p_name}:{p_version} does not exist",

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import uuid
 from collections.abc import Iterable
 from typing import Any, Protocol
 
@@ -60,7 +61,16 @@ class RedisInvalidation:
 
         self.cache = cache
         self.channel = channel
-        self._client: Any = redis.Redis.from_url(url, socket_timeout=5, socket_connect_timeout=5)
+        self.client_name = f"modelport-keys-{uuid.uuid4().hex[:12]}"
+        # The health check pings an idle subscription, so a silently dropped connection
+        # is noticed (and the cache cleared) within seconds rather than never.
+        self._client: Any = redis.Redis.from_url(
+            url,
+            socket_timeout=5,
+            socket_connect_timeout=5,
+            health_check_interval=5,
+            client_name=self.client_name,
+        )
         self._subscribed = threading.Event()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None

@@ -9,7 +9,12 @@ from typing import Any
 from fastapi import APIRouter, Request, Response
 from pydantic import BaseModel, ConfigDict, Field
 
-from modelport.api.access import require_model, require_transition, visible_lineage
+from modelport.api.access import (
+    parent_filter,
+    require_model,
+    require_transition,
+    visible_lineage,
+)
 from modelport.api.auth import CurrentPrincipal
 from modelport.api.deps import get_services
 from modelport.api.routes.registry_json import (
@@ -70,7 +75,14 @@ def publish_version(
     """Publish an immutable version: 201 when created, 200 when identical to the stored one."""
     require_model(request, principal, owner, name, Permission.MODEL_REGISTER)
     registry = get_services(request).registry
-    published = registry.publish(owner, name, body.version, body.manifest, actor=principal.id)
+    published = registry.publish(
+        owner,
+        name,
+        body.version,
+        body.manifest,
+        actor=principal.id,
+        can_see=parent_filter(request, principal),
+    )
     version = published.version
     response.status_code = 201 if published.created else 200
     response.headers["Location"] = f"/api/models/{owner}/{name}/versions/{version.version}"
