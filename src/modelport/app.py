@@ -142,7 +142,11 @@ def build_limits(settings: Settings, database: Database) -> LimitService:
     from redis.backoff import ExponentialBackoff
     from redis.retry import Retry
 
-    from modelport.tenancy.limits.redis import RedisConcurrencyLimiter, RedisRateLimiter
+    from modelport.tenancy.limits.redis import (
+        RedisConcurrencyLimiter,
+        RedisGate,
+        RedisRateLimiter,
+    )
 
     # Fail fast when Redis is away: a caller waits at most a few seconds for its 503.
     client = redis.Redis.from_url(
@@ -152,11 +156,14 @@ def build_limits(settings: Settings, database: Database) -> LimitService:
         health_check_interval=30,
         retry=Retry(ExponentialBackoff(cap=0.1, base=0.01), 1),
     )
+    rates = RedisRateLimiter(client)
+    slots = RedisConcurrencyLimiter(client, lease_seconds=settings.limits_lease_seconds)
     return LimitService(
         limits=limits,
         budgets=budgets,
-        rates=RedisRateLimiter(client),
-        slots=RedisConcurrencyLimiter(client, lease_seconds=settings.limits_lease_seconds),
+        rates=rates,
+        slots=slots,
+        gate=RedisGate(rates, slots),
         cache_ttl_seconds=ttl,
         blocking=True,
         closers=[client.close],

@@ -15,7 +15,7 @@ from redis.retry import Retry
 
 from modelport.errors import Unavailable
 from modelport.tenancy.limits import RateItem, SlotItem
-from modelport.tenancy.limits.redis import RedisConcurrencyLimiter, RedisRateLimiter
+from modelport.tenancy.limits.redis import RedisConcurrencyLimiter, RedisGate, RedisRateLimiter
 from tests.limits.test_inprocess import fire_at_once
 
 
@@ -165,6 +165,50 @@ def test_a_crashed_holders_slot_comes_back_when_its_lease_expires(
         if holder.poll() is None:
             holder.kill()
             holder.wait(timeout=10)
+
+
+def test_gate_admits_exactly_the_rate_under_threads(client: redis.Redis) -> None:
+    slots = RedisConcurrencyLimiter(client)
+    gate = RedisGate(RedisRateLimiter(client), slots)
+    try:
+        rate, slot = [RateItem("t", 50)], [SlotItem("s", 1000)]
+        results = fire_at_once(200, lambda: gate.admit(rate, 1, slot))
+        admitted = [s.lease for d, s in results if d.allowed and s and s.lease]
+        assert len(admitted) == 50
+        assert all(s is None for d, s in results if not d.allowed)
+        assert slots.in_use("s") == 50
+        for lease in admitted:
+            slots.release(lease)
+        assert slots.in_use("s") == 0
+    finally:
+        slots.close()
+
+
+def test_gate_decides_like_the_two_limiters(client: redis.Redis) -> None:
+    rates = RedisRateLimiter(client)
+    slots = RedisConcurrencyLimiter(client)
+    gate = RedisGate(rates, slots)
+    try:
+        rate, slot = [RateItem("r", 3, label="tenant acme")], [SlotItem("s", 1)]
+        decision, first = gate.admit(rate, 1, slot)
+        assert (decision.allowed, decision.remaining, decision.label) == (True, 2, "tenant acme")
+        assert first is not None and first.lease is not None
+        decision, full = gate.admit(rate, 1, slot)
+        assert decision.allowed and full is not None and full.refused == slot[0]
+        assert decision.remaining == 1  # the rate was charged before the slot refused
+        slots.release(first.lease)
+        decision, third = gate.admit(rate, 1, slot)
+        assert third is not None and third.lease is not None
+        decision, refused = gate.admit(rate, 1, slot)
+        assert not decision.allowed and refused is None
+        assert decision.retry_after > 0
+        assert slots.in_use("s") == 1  # the rate refusal took no slot
+        slots.release(third.lease)
+        decision, only_slots = gate.admit([], 1, slot)
+        assert decision.limit == 0 and only_slots is not None and only_slots.lease is not None
+        slots.release(only_slots.lease)
+    finally:
+        slots.close()
 
 
 def test_redis_errors_fail_closed() -> None:

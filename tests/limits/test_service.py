@@ -34,10 +34,16 @@ def database(database_url: str) -> Iterator[Database]:
     db.dispose()
 
 
+@pytest.fixture(params=["in-process", "redis"])
+def limit_settings(request: pytest.FixtureRequest, tmp_path) -> Settings:
+    """Each service test runs with the embedded limiters and with the Redis ones."""
+    redis_url = request.getfixturevalue("redis_url") if request.param == "redis" else None
+    return Settings(home=tmp_path, limits_cache_ttl_seconds=60, redis_url=redis_url)
+
+
 @pytest.fixture
-def limits(database: Database, tmp_path) -> Iterator[LimitService]:
-    settings = Settings(home=tmp_path, limits_cache_ttl_seconds=60)
-    service = build_limits(settings, database)
+def limits(database: Database, limit_settings: Settings) -> Iterator[LimitService]:
+    service = build_limits(limit_settings, database)
     yield service
     service.close()
 
@@ -115,6 +121,20 @@ def test_api_and_inference_are_counted_apart(limits: LimitService) -> None:
     assert admit_all(limits, ACME, 3) == 2
 
 
+def test_a_concurrency_refusal_keeps_the_rate_charge(limits: LimitService) -> None:
+    put(limits, ScopeType.TENANT, "acme", rpm=3, concurrency=1)
+    held = limits.admit(ACME)
+    with pytest.raises(Overloaded):
+        limits.admit(ACME)
+    held.release()
+    last = limits.admit(ACME)
+    assert last.decision.remaining == 0  # three charged: held, refused, last
+    last.release()
+    with pytest.raises(RateLimited):
+        limits.admit(ACME)
+    assert limits.slots.in_use("slots:tenant:acme") == 0
+
+
 def test_token_charges(limits: LimitService) -> None:
     put(limits, ScopeType.KEY, "k1", tpm=1000)
     assert limits.charge_tokens(ACME, 900).remaining == 100
@@ -124,16 +144,17 @@ def test_token_charges(limits: LimitService) -> None:
 
 
 def test_changes_apply_at_once_here_and_after_the_ttl_elsewhere(
-    limits: LimitService, database: Database, tmp_path
+    limits: LimitService, database: Database, limit_settings: Settings
 ) -> None:
-    other = build_limits(Settings(home=tmp_path, limits_cache_ttl_seconds=60), database)
+    other = build_limits(limit_settings, database)
     try:
         assert admit_all(other, ACME, 3) == 3  # caches "no limits" for acme
         put(limits, ScopeType.TENANT, "acme", rpm=1)
         assert admit_all(limits, ACME, 3) == 1
         assert admit_all(other, ACME, 3) == 3  # still within its cache TTL
         other.policy.invalidate()
-        assert admit_all(other, ACME, 3) == 1
+        # With Redis both count in one allowance, which the first service has used up.
+        assert admit_all(other, ACME, 3) == (0 if limit_settings.redis_url else 1)
     finally:
         other.close()
 

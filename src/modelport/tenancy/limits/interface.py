@@ -42,3 +42,14 @@ class ConcurrencyLimiter(Protocol):
         ...
 
     def close(self) -> None: ...
+
+
+class Gate(Protocol):
+    """Optional: ``RateLimiter.hit`` then ``ConcurrencyLimiter.acquire`` in one step, for
+    backends where each step is a network round trip. Same decisions as the two calls."""
+
+    def admit(
+        self, rate_items: Sequence[RateItem], cost: int, slot_items: Sequence[SlotItem]
+    ) -> tuple[RateDecision, SlotDecision | None]:
+        """The rate decision, and the slot decision when the rate passed (else None)."""
+        ...

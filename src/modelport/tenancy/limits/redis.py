@@ -39,17 +39,15 @@ DEFAULT_PREFIX = "modelport:limits:"
 # Returns {allowed, limit, remaining, reset µs, retry µs, index} of the most restrictive bucket.
 # Same algorithm as inprocess.gcra. Numbers stay below 2^53, exact in Lua's doubles;
 # '%.0f' writes them whole (tostring would switch to exponent notation).
-GCRA_LUA = """
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+_GCRA_CHECK = """
 local cost = tonumber(ARGV[1])
 local allowed = 1
 local retry = 0
 local best_remaining, best_limit, best_reset, best_index = nil, 0, 0, 0
 local new_tats = {}
-for i = 1, #KEYS do
-  local interval = tonumber(ARGV[2 * i])
-  local limit = tonumber(ARGV[2 * i + 1])
+for i = 1, n do
+  local interval = tonumber(ARGV[A + 2 * i - 1])
+  local limit = tonumber(ARGV[A + 2 * i])
   local capacity = interval * limit
   local tat = tonumber(redis.call('GET', KEYS[i]) or now)
   if tat < now then tat = now end
@@ -70,15 +68,61 @@ for i = 1, #KEYS do
     end
   end
 end
-if allowed == 1 then
-  for i = 1, #KEYS do
+if best_remaining == nil or best_remaining < 0 then best_remaining = 0 end
+local function charge()
+  for i = 1, n do
     local ttl = math.ceil((new_tats[i] - now) / 1000) + 1
     redis.call('SET', KEYS[i], string.format('%.0f', new_tats[i]), 'PX', ttl)
   end
 end
-if best_remaining < 0 then best_remaining = 0 end
+"""
+
+_NOW = """
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+"""
+
+# KEYS[i]: bucket i's TAT. ARGV[1]: cost; ARGV[2i], ARGV[2i+1]: interval (µs) and limit.
+# Returns {allowed, limit, remaining, reset µs, retry µs, index} of the most restrictive bucket.
+# Same algorithm as inprocess.gcra. Numbers stay below 2^53, exact in Lua's doubles;
+# '%.0f' writes them whole (tostring would switch to exponent notation).
+GCRA_LUA = (
+    _NOW
+    + "local n, A = #KEYS, 1\n"
+    + _GCRA_CHECK
+    + """
+if allowed == 1 then charge() end
 return {allowed, best_limit, best_remaining, best_reset, retry, best_index}
 """
+)
+
+# One round trip for a call's admission: the rate allowances, then (when they pass) the
+# concurrency slots. KEYS: n TAT keys, then the lease sets. ARGV[1]: cost, ARGV[2]: n,
+# ARGV[3]: lease id, ARGV[4]: ttl ms, then interval and limit per TAT key, then the limit
+# per lease set. Returns GCRA_LUA's six values and the index of a full lease set (0: none).
+ADMIT_LUA = (
+    _NOW
+    + "local n, A = tonumber(ARGV[2]), 4\n"
+    + _GCRA_CHECK
+    + """
+if allowed == 0 then return {0, best_limit, best_remaining, best_reset, retry, best_index, 0} end
+charge()
+local now_ms = math.floor(now / 1000)
+local first = 4 + 2 * n
+for j = n + 1, #KEYS do
+  redis.call('ZREMRANGEBYSCORE', KEYS[j], '-inf', now_ms)
+  if redis.call('ZCARD', KEYS[j]) >= tonumber(ARGV[first + j - n]) then
+    return {1, best_limit, best_remaining, best_reset, 0, best_index, j - n}
+  end
+end
+local expiry = string.format('%.0f', now_ms + tonumber(ARGV[4]))
+for j = n + 1, #KEYS do
+  redis.call('ZADD', KEYS[j], expiry, ARGV[3])
+  redis.call('PEXPIRE', KEYS[j], ARGV[4])
+end
+return {1, best_limit, best_remaining, best_reset, 0, best_index, 0}
+"""
+)
 
 # KEYS[i]: bucket i's lease set. ARGV[1]: lease id, ARGV[2]: ttl ms, ARGV[2+i]: limit.
 # Returns 0 when the lease was taken in every bucket, else the index of the full bucket.
@@ -219,3 +263,52 @@ class RedisConcurrencyLimiter:
     def close(self) -> None:
         if self._keeper is not None:
             self._keeper.close()
+
+
+class RedisGate:
+    """A call's rate allowances and concurrency slots in one round trip (``ADMIT_LUA``).
+
+    Same decisions as ``rates.hit`` followed by ``slots.acquire``: a rate refusal
+    charges nothing; a concurrency refusal after the rate passed keeps the charge.
+    """
+
+    def __init__(self, rates: RedisRateLimiter, slots: RedisConcurrencyLimiter) -> None:
+        self._rates = rates
+        self._slots = slots
+        self._script = slots._client.register_script(ADMIT_LUA)
+
+    def admit(
+        self, rate_items: Sequence[RateItem], cost: int, slot_items: Sequence[SlotItem]
+    ) -> tuple[RateDecision, SlotDecision | None]:
+        """The rate decision, and the slot decision when the rate passed (else None)."""
+        slots = self._slots
+        lease = Lease(secrets.token_hex(12), tuple(item.bucket for item in slot_items))
+        keys = [self._rates._prefix + item.bucket for item in rate_items]
+        keys += [slots._prefix + bucket for bucket in lease.buckets]
+        args: list[str | int] = [cost, len(rate_items), lease.id, slots._ttl_ms]
+        for item in rate_items:
+            args += [item.interval_us(), item.limit]
+        args += [item.limit for item in slot_items]
+        with _redis_errors():
+            allowed, limit, remaining, reset, retry, index, full = self._script(
+                keys=keys, args=args
+            )
+        decision = UNLIMITED
+        if rate_items:
+            item = rate_items[int(index) - 1]
+            decision = RateDecision(
+                allowed=bool(allowed),
+                limit=int(limit),
+                remaining=int(remaining),
+                reset_after=int(reset) / 1_000_000,
+                retry_after=int(retry) / 1_000_000,
+                bucket=item.bucket,
+                label=item.label,
+            )
+        if not allowed:
+            return decision, None
+        if int(full):
+            return decision, SlotDecision(None, refused=slot_items[int(full) - 1])
+        if slots._keeper is not None and lease.buckets:
+            slots._keeper.add(lease)
+        return decision, SlotDecision(lease)

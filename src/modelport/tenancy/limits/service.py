@@ -16,7 +16,7 @@ from collections.abc import Callable, Sequence
 
 from modelport.errors import InvalidInput, NotFound, Overloaded
 from modelport.tenancy.limits.budgets import BudgetGuard, BudgetRepository, DatabaseBudgetGuard
-from modelport.tenancy.limits.interface import ConcurrencyLimiter, RateLimiter
+from modelport.tenancy.limits.interface import ConcurrencyLimiter, Gate, RateLimiter
 from modelport.tenancy.limits.policy import API, INFER, LimitPolicy
 from modelport.tenancy.limits.repository import LimitRepository
 from modelport.tenancy.limits.types import (
@@ -70,6 +70,7 @@ class LimitService:
         slots: ConcurrencyLimiter,
         cache_ttl_seconds: float,
         guard: BudgetGuard | None = None,
+        gate: Gate | None = None,
         blocking: bool = False,
         closers: Sequence[Callable[[], object]] = (),
     ) -> None:
@@ -80,6 +81,7 @@ class LimitService:
         self.guard: BudgetGuard = guard or self._guard
         self.rates = rates
         self.slots = slots
+        self.gate = gate
         self.blocking = blocking
         self._closers = closers
 
@@ -97,8 +99,16 @@ class LimitService:
         """Let one inference call in, or raise: ``RateLimited`` (429 ``rate_limited``),
         ``Overloaded`` (429 ``concurrency_limited``, at once), ``PaymentRequired``
         (402 ``budget_exceeded``). The caller must ``release`` what it gets."""
-        decision = self._charge(self.policy.rate_items(subject, INFER), 1, "requests")
-        slot = self.slots.acquire(self.policy.slot_items(subject))
+        rate_items = self.policy.rate_items(subject, INFER)
+        slot_items = self.policy.slot_items(subject)
+        if self.gate is not None and (rate_items or slot_items):
+            decision, maybe_slot = self.gate.admit(rate_items, 1, slot_items)
+            self._raise_if_refused(decision, "requests")
+            assert maybe_slot is not None
+            slot = maybe_slot
+        else:
+            decision = self._charge(rate_items, 1, "requests")
+            slot = self.slots.acquire(slot_items)
         if slot.lease is None:
             assert slot.refused is not None
             raise Overloaded(
@@ -129,6 +139,10 @@ class LimitService:
         if not items:
             return UNLIMITED
         decision = self.rates.hit(items, cost)
+        self._raise_if_refused(decision, unit)
+        return decision
+
+    def _raise_if_refused(self, decision: RateDecision, unit: str) -> None:
         if not decision.allowed:
             raise RateLimited(
                 f"rate limit of {decision.limit} {unit} per minute reached for "
@@ -136,7 +150,6 @@ class LimitService:
                 decision,
                 limit=decision.limit,
             )
-        return decision
 
     # ---- managing limits and budgets
 
