@@ -225,3 +225,24 @@ def test_admin_makes_keys_for_named_members(world: World) -> None:
         "/api/keys", json={"name": "k", "tenant": "globex", "member": "ghost"}, headers=ADMIN
     )
     assert ghost.status_code == 404 and ghost.json()["code"] == "member_not_found"
+
+
+def test_owners_cannot_obtain_keys_of_platform_admins_in_their_tenant(world: World) -> None:
+    made = world.client.post(
+        "/api/tenants/acme/members", json={"name": "root", "roles": ["admin"]}, headers=ADMIN
+    )
+    assert made.status_code == 201
+    owner = world.key("acme", "owner")
+    refused = world.client.post("/api/keys", json={"name": "k", "member": "root"}, headers=owner)
+    assert refused.status_code == 403 and refused.json()["code"] == "holder_outranks_issuer"
+    issued = world.client.post(
+        "/api/keys", json={"name": "k", "tenant": "acme", "member": "root"}, headers=ADMIN
+    ).json()
+    # The owner may see and revoke it, not rotate it (that would hand it the new secret).
+    rotate = world.client.post(f"/api/keys/{issued['id']}/rotate", headers=owner)
+    assert rotate.status_code == 403
+    root = bearer(issued["key"])
+    assert world.client.get("/api/tenants", headers=root).json()["items"][0]["slug"] == "acme"
+    assert len(world.client.get("/api/tenants", headers=root).json()["items"]) == 2
+    assert world.client.delete(f"/api/keys/{issued['id']}", headers=owner).status_code == 200
+    assert world.client.get("/api/tenants", headers=root).status_code == 401

@@ -18,6 +18,7 @@ from modelport.tenancy.policy import (
     assignable_roles,
     authorize,
     delegable_scopes,
+    may_issue_for,
     permissions_of,
     separation_forbids,
     transition_permission,
@@ -188,3 +189,15 @@ def test_separation_of_duties() -> None:
     assert not separation_forbids(approver, "acme/publisher", True)
     # Owners hold version.override.
     assert not separation_forbids(member("owner"), "acme/owner", True)
+
+
+def test_nobody_obtains_a_key_that_outranks_their_own_roles() -> None:
+    owner = member("owner")
+    assert may_issue_for(owner, ["consumer", "publisher"])
+    assert may_issue_for(owner, ["owner"])
+    assert not may_issue_for(owner, ["admin"])
+    assert may_issue_for(ADMIN, ["admin"])
+    assert not may_issue_for(member("publisher"), ["deployer"])
+    # A narrow key of an owner still speaks for the owner's roles (its scopes bound the
+    # new key separately, see delegable_scopes).
+    assert may_issue_for(member("owner", scopes=frozenset({"keys.manage"})), ["consumer"])

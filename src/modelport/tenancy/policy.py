@@ -8,6 +8,7 @@ exists: 404). It does no I/O; callers describe the resource with the facts it ne
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from enum import Enum, StrEnum
 from types import MappingProxyType
@@ -202,6 +203,17 @@ def delegable_scopes(
         if scope not in held:
             raise ValueError(scope)
     return requested
+
+
+def may_issue_for(issuer: Principal, holder_roles: Iterable[str]) -> bool:
+    """Whether ``issuer`` may obtain a key (create or rotate one) for a principal with
+    ``holder_roles``: never one that could do what the issuer's own roles cannot (an
+    owner may not mint a key for a member the platform admin made ``admin``)."""
+    own = permissions_of(Principal(id=issuer.id, roles=issuer.roles))
+    if P.PLATFORM_MANAGE in permissions_of(issuer):
+        return True
+    held = permissions_of(Principal(id="holder", roles=frozenset(holder_roles)))
+    return held <= own
 
 
 def assignable_roles(assigner: Principal) -> frozenset[str]:

@@ -25,6 +25,7 @@ from modelport.tenancy.policy import (
     TenantScoped,
     authorize,
     delegable_scopes,
+    may_issue_for,
     permissions_of,
 )
 from modelport.tenancy.repository import key_not_found, tenant_not_found
@@ -55,6 +56,16 @@ def _member_of(principal: Principal) -> str | None:
     return principal.id.split("/", 1)[1]
 
 
+def _check_issuable(request: Request, principal: Principal, tenant: str, member: str) -> None:
+    holder = get_services(request).tenancy.get_member(tenant, member)
+    if not may_issue_for(principal, holder.roles):
+        raise Forbidden(
+            f"{holder.principal_id} can do more than this key's roles allow; only the "
+            "platform admin (or the member itself) may obtain a key for it",
+            code="holder_outranks_issuer",
+        )
+
+
 def _key_for(request: Request, principal: Principal, key_id: str) -> ApiKey:
     """A key the caller may manage (404 ``key_not_found`` for keys of other tenants)."""
     key = get_services(request).tenancy.get_key(key_id)
@@ -82,6 +93,7 @@ def create_key(
     require_tenant(
         request, principal, tenant, Permission.KEYS_MANAGE, owner_id=principal_id(tenant, member)
     )
+    _check_issuable(request, principal, tenant, member)
     if body.expires_at is not None and body.expires_in_seconds is not None:
         raise InvalidInput("give expires_at or expires_in_seconds, not both", code="invalid_expiry")
     expires_at = body.expires_at
@@ -145,7 +157,8 @@ def rotate_key(
     key_id: str, request: Request, response: Response, principal: CurrentPrincipal
 ) -> dict[str, Any]:
     """Replace a key with a new one (shown this once); the old one stops working."""
-    _key_for(request, principal, key_id)
+    key = _key_for(request, principal, key_id)
+    _check_issuable(request, principal, key.tenant, key.member)
     issued = get_services(request).tenancy.rotate_key(key_id, actor=principal.id)
     response.headers.update(NO_STORE)
     response.headers["Location"] = f"/api/keys/{issued.key.id}"
