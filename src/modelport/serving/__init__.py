@@ -1,0 +1,1 @@
+"""The abstraction layer: endpoints, deployments, traffic, backends, health, fallback."""
