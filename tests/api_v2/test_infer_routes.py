@@ -309,3 +309,36 @@ def test_concurrent_http_requests_are_batched(live_v2) -> None:
     count = _gauge(url, "modelport_inference_batch_size_count", "acme/slow")
     assert _gauge(url, "modelport_inference_batch_size_sum", "acme/slow") == len(rows)
     assert count <= len(rows) / 2  # requests shared executions
+
+
+def test_a_caller_that_leaves_mid_body_gets_no_error_logged(v2) -> None:
+    client, _, publisher = v2
+    publisher.adder()
+    sent: list[dict] = []
+    messages = [
+        {"type": "http.request", "body": b'{"inputs": [', "more_body": True},
+        {"type": "http.disconnect"},
+    ]
+
+    async def receive() -> dict:
+        return messages.pop(0)
+
+    async def send(message: dict) -> None:
+        sent.append(message)
+
+    scope = {
+        "type": "http",
+        "asgi": {"version": "3.0"},
+        "http_version": "1.1",
+        "method": "POST",
+        "scheme": "http",
+        "path": "/v2/models/acme/adder/infer",
+        "raw_path": b"/v2/models/acme/adder/infer",
+        "query_string": b"",
+        "root_path": "",
+        "headers": [(b"authorization", client.headers["Authorization"].encode())],
+        "client": ("127.0.0.1", 1),
+        "server": ("127.0.0.1", 80),
+    }
+    client.portal.call(client.app, scope, receive, send)  # raises if the route did
+    assert sent[0]["status"] == 499

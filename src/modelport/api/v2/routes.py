@@ -184,7 +184,11 @@ async def _infer(request: Request) -> Response:
     plane = _dataplane(request)
     limit = settings.max_inference_request_bytes
     headers = request.headers
-    body = await _body(request, limit)
+    try:
+        body = await _body(request, limit)
+    except ClientDisconnect:
+        # The caller left mid-request: nobody will read an answer, and it is no error of ours.
+        return Response(status_code=499)
     encoding = headers.get("content-encoding")
     if encoding is not None:
         unpacked = settings.max_decompressed_request_bytes or limit
