@@ -8,6 +8,7 @@ from typing import Any
 from sqlalchemy import (
     JSON,
     BigInteger,
+    Float,
     ForeignKey,
     Index,
     Integer,
@@ -293,6 +294,8 @@ class BudgetRow(Base):
     spent_micros: Mapped[int] = mapped_column(BigInteger, default=0)
     period: Mapped[str] = mapped_column(String(7))
     updated_at: Mapped[datetime] = mapped_column(default=utcnow)
+    reserved_micros: Mapped[int] = mapped_column(BigInteger, default=0, server_default="0")
+    """Held by metering's reservations of calls in flight (counted against the hard cap)."""
 
 
 class BudgetAlertRow(Base):
@@ -308,3 +311,114 @@ class BudgetAlertRow(Base):
     spent_micros: Mapped[int] = mapped_column(BigInteger)
     cap_micros: Mapped[int] = mapped_column(BigInteger)
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
+
+
+# ---- metering ----------------------------------------------------------------
+
+_SEQ = BigInteger().with_variant(Integer, "sqlite")
+
+
+class PriceRuleRow(Base):
+    """The price book: a unit's price for a model (or one version) from ``effective_from``.
+
+    Append-only in practice: a price change is a new row with a later ``effective_from``.
+    """
+
+    __tablename__ = "price_rules"
+    __table_args__ = (Index("ix_price_rules_model_unit", "model", "unit", "effective_from"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    model: Mapped[str] = mapped_column(String(193))
+    version: Mapped[str | None] = mapped_column(String(64))
+    unit: Mapped[str] = mapped_column(String(16))
+    unit_price_micros: Mapped[int] = mapped_column(BigInteger)
+    per_units: Mapped[int] = mapped_column(BigInteger, default=1)
+    revenue_share_bps: Mapped[int] = mapped_column(Integer)
+    failure_rule: Mapped[str] = mapped_column(String(16), default="none")
+    failure_bps: Mapped[int] = mapped_column(Integer, default=0)
+    effective_from: Mapped[datetime]
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+    created_by: Mapped[str] = mapped_column(String(128), default="")
+
+
+class UsageOutboxRow(Base):
+    """Usage events written on the request path, waiting for delivery to the ledger."""
+
+    __tablename__ = "usage_outbox"
+
+    id: Mapped[int] = mapped_column(_SEQ, primary_key=True, autoincrement=True)
+    event_id: Mapped[str] = mapped_column(String(128))
+    payload: Mapped[dict[str, Any]] = mapped_column(JSON)
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+    claimed_until: Mapped[datetime | None] = mapped_column(index=True)
+    """A drainer holds the row until then; a crashed drainer's claim lapses."""
+    attempts: Mapped[int] = mapped_column(Integer, default=0)
+
+
+class UsageEventRow(Base):
+    """The usage ledger: one row per ``event_id``, whatever delivered it how often."""
+
+    __tablename__ = "usage_events"
+
+    seq: Mapped[int] = mapped_column(_SEQ, primary_key=True, autoincrement=True)
+    event_id: Mapped[str] = mapped_column(String(128), unique=True)
+    tenant: Mapped[str] = mapped_column(String(64), index=True)
+    key_id: Mapped[str | None] = mapped_column(String(32))
+    model: Mapped[str] = mapped_column(String(193), index=True)
+    version: Mapped[str] = mapped_column(String(64))
+    manifest_digest: Mapped[str] = mapped_column(String(71))
+    endpoint: Mapped[str | None] = mapped_column(String(128))
+    task: Mapped[str] = mapped_column(String(64), default="")
+    unit: Mapped[str] = mapped_column(String(16))
+    quantity: Mapped[int] = mapped_column(BigInteger)
+    compute_ms: Mapped[float] = mapped_column(Float, default=0.0)
+    wall_ms: Mapped[float] = mapped_column(Float, default=0.0)
+    status: Mapped[str] = mapped_column(String(16))
+    started_at: Mapped[datetime]
+    finished_at: Mapped[datetime] = mapped_column(index=True)
+    request_id: Mapped[str] = mapped_column(String(128), default="")
+    prediction_id: Mapped[str] = mapped_column(String(128), default="")
+    price_rule_id: Mapped[int | None] = mapped_column(Integer)
+    unit_price_micros: Mapped[int] = mapped_column(BigInteger)
+    per_units: Mapped[int] = mapped_column(BigInteger)
+    failure_rule: Mapped[str] = mapped_column(String(16))
+    failure_bps: Mapped[int] = mapped_column(Integer)
+    revenue_share_bps: Mapped[int] = mapped_column(Integer)
+    amount_micros: Mapped[int] = mapped_column(BigInteger)
+    publisher: Mapped[str] = mapped_column(String(64), index=True)
+    publisher_micros: Mapped[int] = mapped_column(BigInteger)
+    source: Mapped[str] = mapped_column(String(256))
+    reservation_id: Mapped[str | None] = mapped_column(String(32))
+    recorded_at: Mapped[datetime] = mapped_column(default=utcnow)
+
+
+class BalanceRow(Base):
+    """A tenant's prepaid balance or an API key's spending allowance (micro-units)."""
+
+    __tablename__ = "balances"
+
+    scope_type: Mapped[str] = mapped_column(String(16), primary_key=True)
+    scope_id: Mapped[str] = mapped_column(String(256), primary_key=True)
+    tenant: Mapped[str] = mapped_column(String(64), index=True)
+    balance_micros: Mapped[int] = mapped_column(BigInteger, default=0)
+    reserved_micros: Mapped[int] = mapped_column(BigInteger, default=0)
+    overdraft_micros: Mapped[int] = mapped_column(BigInteger, default=0)
+    updated_at: Mapped[datetime] = mapped_column(default=utcnow)
+
+
+class ReservationRow(Base):
+    """Money held for a call in flight until it settles, is released, or expires."""
+
+    __tablename__ = "reservations"
+    __table_args__ = (Index("ix_reservations_state_expires", "state", "expires_at"),)
+
+    id: Mapped[str] = mapped_column(String(32), primary_key=True)
+    tenant: Mapped[str] = mapped_column(String(64), index=True)
+    key_id: Mapped[str | None] = mapped_column(String(32))
+    amount_micros: Mapped[int] = mapped_column(BigInteger)
+    levels: Mapped[list[str]] = mapped_column(JSON)
+    state: Mapped[str] = mapped_column(String(16))
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+    expires_at: Mapped[datetime]
+    settled_micros: Mapped[int | None] = mapped_column(BigInteger)
+    settled_at: Mapped[datetime | None]
