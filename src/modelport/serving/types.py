@@ -5,11 +5,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any
+from typing import Annotated, Any, Literal
 
 import numpy as np
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from modelport.manifest import Manifest
+from modelport.manifest import ExampleTensor, Manifest
 from modelport.runtime.types import Priority
 
 
@@ -38,6 +39,8 @@ class Capabilities:
     hardware: frozenset[str] = frozenset({"cpu"})
     protocols: frozenset[str] = frozenset({"v2"})
     """``v2`` (tensors) and/or ``openai`` (text generation, embeddings)."""
+    tasks: frozenset[str] = frozenset()
+    """With ``openai``: the operations served, among ``chat``, ``completions``, ``embeddings``."""
 
 
 class Health(StrEnum):
@@ -68,3 +71,115 @@ class BackendResponse:
     timings: Mapping[str, float] = field(default_factory=dict)
     """Seconds per stage where the backend knows them: queue, batch_wait, execute."""
     batch_size: int | None = None
+
+
+class FallbackKind(StrEnum):
+    """Which step of an endpoint's fallback chain answered (absent: the primary did)."""
+
+    VERSION = "version"
+    """Another version (e.g. a smaller model) with schema-compatible outputs."""
+    CACHE = "cache"
+    """A recent answer to the same inputs, kept where the endpoint allows it."""
+    STATIC = "static"
+    """A fixed, rule-based answer configured on the endpoint."""
+    UNAVAILABLE = "unavailable"
+    """An explicit unavailable error (never an answer)."""
+
+
+@dataclass(frozen=True)
+class Attempt:
+    """One try of one backend while dispatching a request."""
+
+    backend: str
+    version: str
+    """``owner/name:version`` it was asked to run."""
+    outcome: str
+    """``ok``, or the error code of the failure."""
+    seconds: float
+
+
+@dataclass(frozen=True)
+class Provenance:
+    """Where an answer came from."""
+
+    version: VersionRef | None
+    """The version whose answer this is; None for a static answer."""
+    backend: str | None
+    """The backend (replica) that computed it; None for cached and static answers."""
+    fallback: FallbackKind | None = None
+    reason: str | None = None
+    """With a fallback: the error code that made the primary fail."""
+    attempts: tuple[Attempt, ...] = ()
+    age_seconds: float | None = None
+    """With a cached answer: how old it is."""
+
+
+@dataclass(frozen=True)
+class Served:
+    """A dispatched request's answer and its provenance."""
+
+    outputs: Mapping[str, np.ndarray]
+    provenance: Provenance
+    timings: Mapping[str, float] = field(default_factory=dict)
+    """Seconds per stage where the backend knows them: queue, batch_wait, execute."""
+    batch_size: int | None = None
+
+
+# ---- fallback chain configuration (stored on an endpoint) ---------------------
+
+
+class _Step(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class VersionFallback(_Step):
+    """Answer with another version; its inputs and outputs must match the primary's schema."""
+
+    kind: Literal["version"] = "version"
+    model: str = Field(description="owner/name")
+    version: str
+
+
+class CacheFallback(_Step):
+    """Answer with a recent prediction for the same inputs (the endpoint allows caching)."""
+
+    kind: Literal["cache"] = "cache"
+    ttl_seconds: float = Field(default=300.0, gt=0, le=7 * 86400)
+    max_entries: int = Field(default=1024, ge=1, le=1_000_000)
+
+
+class StaticFallback(_Step):
+    """Answer with fixed outputs (a rule-based default), in Open Inference Protocol JSON."""
+
+    kind: Literal["static"] = "static"
+    outputs: list[ExampleTensor] = Field(min_length=1)
+
+
+class UnavailableFallback(_Step):
+    """Give up with an explicit ``unavailable`` error (what happens at the end anyway)."""
+
+    kind: Literal["unavailable"] = "unavailable"
+    message: str = Field(default="the endpoint cannot answer right now", max_length=1000)
+
+
+FallbackStep = Annotated[
+    VersionFallback | CacheFallback | StaticFallback | UnavailableFallback,
+    Field(discriminator="kind"),
+]
+
+
+class FallbackChain(BaseModel):
+    """What an endpoint does, in order, when its primary version cannot answer."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    steps: list[FallbackStep] = Field(default_factory=list, max_length=8)
+
+    @model_validator(mode="after")
+    def _order(self) -> FallbackChain:
+        kinds = [step.kind for step in self.steps]
+        if "unavailable" in kinds[:-1]:
+            raise ValueError("an 'unavailable' step ends the chain: it must be the last")
+        if kinds.count("cache") > 1 or kinds.count("static") > 1:
+            raise ValueError("at most one 'cache' and one 'static' step")
+        return self

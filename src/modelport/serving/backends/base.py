@@ -5,7 +5,10 @@ called by the prober, never on the request path; ``infer()`` runs one request an
 must give up by ``request.deadline`` (raising ``modelport.errors.DeadlineExceeded``).
 A backend raises ``modelport.errors`` types only: ``Unavailable`` when it cannot
 serve at all (counted by the circuit breaker), ``InvalidInput`` for a request it
-refuses (not counted), ``Overloaded`` when its queue is full.
+refuses (not counted), ``Overloaded`` when its queue is full. An ``Unavailable``
+with ``scope="version"`` (e.g. the version failed to load, or a remote server does
+not have it) is about that version only: it is retried elsewhere but not counted
+against the backend.
 """
 
 from __future__ import annotations
