@@ -1,0 +1,100 @@
+"""What a request needs from a backend, and whether a backend's capabilities cover it.
+
+Pure functions. The dispatcher filters candidate backends with ``unmet`` before it
+tries any, so a request is never sent where it cannot be honoured:
+
+- format: the version's manifest ``format`` must be among the backend's ``formats``;
+- protocol: the manifest's ``runtime.protocol`` (default ``v2``) must be served, and
+  for ``openai`` its ``runtime.task`` (``chat``, ``completions``, ``embeddings``) too;
+- hardware: when the manifest lists hardware, the backend must have one of them;
+- batch: the request's rows (dimension 0 of inputs the manifest declares with a
+  variable first dimension) must not exceed ``max_batch_size``;
+- context length: with ``context_length`` set, the prompt (the request parameter
+  ``prompt_tokens``, or about one token per 4 bytes of the longest text input) plus
+  ``max_tokens`` must fit.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from modelport.serving.types import BackendRequest, Capabilities
+
+BYTES_PER_TOKEN = 4
+"""Rough size of a token when the caller did not count them (English text, BPE)."""
+
+
+@dataclass(frozen=True)
+class Requirements:
+    format: str
+    protocol: str = "v2"
+    task: str | None = None
+    hardware: frozenset[str] = frozenset()
+    rows: int = 1
+    context_tokens: int = 0
+
+
+def requirements(request: BackendRequest) -> Requirements:
+    manifest = request.version.manifest
+    runtime = manifest.runtime
+    protocol = str(runtime.get("protocol") or "v2")
+    task = runtime.get("task")
+    return Requirements(
+        format=manifest.format,
+        protocol=protocol,
+        task=str(task) if task is not None else None,
+        hardware=frozenset(manifest.resources.hardware),
+        rows=_rows(request),
+        context_tokens=_context_tokens(request),
+    )
+
+
+def unmet(capabilities: Capabilities, needs: Requirements) -> str | None:
+    """Why a backend with ``capabilities`` cannot serve ``needs``; None when it can."""
+    if needs.format not in capabilities.formats:
+        return f"format '{needs.format}' is not among {sorted(capabilities.formats)}"
+    if needs.protocol not in capabilities.protocols:
+        return f"protocol '{needs.protocol}' is not served"
+    if needs.protocol == "openai" and needs.task not in capabilities.tasks:
+        return f"task '{needs.task}' is not among {sorted(capabilities.tasks)}"
+    if needs.hardware and not needs.hardware & capabilities.hardware:
+        return f"needs hardware {sorted(needs.hardware)}, has {sorted(capabilities.hardware)}"
+    if needs.rows > capabilities.max_batch_size:
+        return f"{needs.rows} rows is above its max batch size of {capabilities.max_batch_size}"
+    limit = capabilities.context_length
+    if limit is not None and needs.context_tokens > limit:
+        return f"needs about {needs.context_tokens} tokens of context, has {limit}"
+    return None
+
+
+def _rows(request: BackendRequest) -> int:
+    rows = 1
+    for spec in request.version.manifest.inputs:
+        array = request.inputs.get(spec.name)
+        if array is not None and spec.shape and spec.shape[0] == -1 and array.ndim:
+            rows = max(rows, int(array.shape[0]))
+    return rows
+
+
+def _context_tokens(request: BackendRequest) -> int:
+    parameters = request.parameters
+    max_tokens = _int(parameters.get("max_tokens"))
+    prompt = _int(parameters.get("prompt_tokens"))
+    if prompt == 0:
+        longest = 0
+        for array in request.inputs.values():
+            if array.dtype == np.object_:
+                for item in array.reshape(-1).tolist():
+                    size = len(item.encode() if isinstance(item, str) else item)
+                    longest = max(longest, size)
+        prompt = math.ceil(longest / BYTES_PER_TOKEN)
+    return prompt + max_tokens
+
+
+def _int(value: object) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        return 0
+    return value

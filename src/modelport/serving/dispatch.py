@@ -1,0 +1,249 @@
+"""Dispatch one request to the backends that can run its version, then to its fallbacks.
+
+``Dispatcher.dispatch(request, replicas, fallback=...)`` is the serving layer's
+request path once the router has chosen a version and ordered its replicas:
+
+1. Capability filter first: replicas whose ``capabilities()`` cannot honour the
+   request (format, protocol/task, hardware, batch rows, context length) are never
+   tried. None left: ``Unavailable`` (``no_capable_backend``).
+2. Replicas the last probe saw unhealthy go last; replicas whose circuit breaker
+   is open are skipped. Every one open: ``Unavailable`` (``no_available_backend``)
+   with ``retry_after``.
+3. Try them in order, at most ``max_attempts``, within the request's deadline. A
+   failed attempt is retried on the next replica of the same version; while other
+   replicas remain, one attempt may take at most ``attempt_timeout_seconds``.
+   Errors about the request itself (invalid input...) are raised at once and not
+   counted against the backend; ``Overloaded`` and version-scoped failures move on
+   without counting; other failures count on the backend's breaker.
+4. An answer missing a requested output, or with an output whose datatype or rank
+   differs from the manifest, is a failed attempt: it is never returned.
+5. Only when every replica failed does the endpoint's fallback chain run
+   (``modelport.serving.fallback``): a different version is used only through it.
+
+With a ``cache`` step in the chain, each primary answer is remembered for it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from modelport.errors import DeadlineExceeded, ModelportError, Unavailable
+from modelport.manifest import TensorSpec
+from modelport.observability.serving_metrics import ServingMetrics
+from modelport.runtime.tensors import OIP_TO_NUMPY
+from modelport.serving.answer_cache import input_key
+from modelport.serving.backends.base import Backend
+from modelport.serving.capability import requirements, unmet
+from modelport.serving.fallback import (
+    CALLER_ERRORS,
+    CacheOption,
+    FallbackOption,
+    run_chain,
+)
+from modelport.serving.health import HealthBoard
+from modelport.serving.types import (
+    Attempt,
+    BackendRequest,
+    BackendResponse,
+    Health,
+    Provenance,
+    Served,
+)
+
+
+@dataclass(frozen=True)
+class DispatchConfig:
+    max_attempts: int = 3
+    """Replicas of one version tried for one request (the first try and the retries)."""
+    attempt_timeout_seconds: float | None = None
+    """Longest one attempt may take while other replicas remain (None: the deadline)."""
+
+    def __post_init__(self) -> None:
+        if self.max_attempts < 1:
+            raise ValueError("max_attempts must be at least 1")
+        if self.attempt_timeout_seconds is not None and self.attempt_timeout_seconds <= 0:
+            raise ValueError("attempt_timeout_seconds must be positive")
+
+
+class Dispatcher:
+    """Runs requests on backends with breakers, retries and fallbacks. One per process."""
+
+    def __init__(
+        self,
+        board: HealthBoard,
+        *,
+        config: DispatchConfig = DispatchConfig(),
+        metrics: ServingMetrics | None = None,
+    ) -> None:
+        self.board = board
+        self.config = config
+        self.metrics = metrics
+
+    async def dispatch(
+        self,
+        request: BackendRequest,
+        replicas: Sequence[Backend],
+        *,
+        fallback: Sequence[FallbackOption] = (),
+        endpoint: str = "",
+    ) -> Served:
+        """Answer ``request`` from ``replicas`` of its version (in the router's order),
+        else from the ``fallback`` chain; provenance says which."""
+        attempts: list[Attempt] = []
+        try:
+            response = await self.run_version(request, replicas, attempts)
+        except ModelportError as failure:
+            if failure.kind in CALLER_ERRORS:
+                raise
+            return await run_chain(
+                fallback,
+                request,
+                failure,
+                attempts=attempts,
+                run_version=self.run_version,
+                endpoint=endpoint,
+                metrics=self.metrics,
+            )
+        for option in fallback:
+            if isinstance(option, CacheOption):
+                option.cache.put(
+                    input_key(request), response.outputs, request.version, response.backend
+                )
+        return Served(
+            outputs=response.outputs,
+            provenance=Provenance(request.version, response.backend, attempts=tuple(attempts)),
+            timings=response.timings,
+            batch_size=response.batch_size,
+        )
+
+    async def run_version(
+        self, request: BackendRequest, replicas: Sequence[Backend], attempts: list[Attempt]
+    ) -> BackendResponse:
+        """Run the request's version on the first replica that answers; append each try
+        to ``attempts``. Raises the last failure when none answers."""
+        ref = request.version.ref
+        needs = requirements(request)
+        capable: list[Backend] = []
+        refusals: list[str] = []
+        for backend in replicas:
+            why = unmet(backend.capabilities(), needs)
+            if why is None:
+                capable.append(backend)
+            else:
+                refusals.append(f"{backend.name}: {why}")
+        if not capable:
+            raise Unavailable(
+                f"no backend can serve {ref}" + (": " + "; ".join(refusals) if refusals else ""),
+                code="no_capable_backend",
+                scope="version",
+            )
+        # Stable sort: the router's order, with replicas last seen unhealthy at the end.
+        ordered = sorted(capable, key=lambda b: self.board.health(b.name) is Health.UNHEALTHY)
+        last_error: ModelportError | None = None
+        tried = 0
+        open_breakers: list[str] = []
+        for index, backend in enumerate(ordered):
+            if tried >= self.config.max_attempts:
+                break
+            now = time.monotonic()
+            if now >= request.deadline:
+                last_error = DeadlineExceeded(f"{ref}: the deadline passed before an answer")
+                break
+            breaker = self.board.breaker(backend.name)
+            if not breaker.try_acquire():
+                open_breakers.append(backend.name)
+                continue
+            epoch = breaker.epoch
+            tried += 1
+            deadline = request.deadline
+            others_left = index < len(ordered) - 1 and tried < self.config.max_attempts
+            timeout = self.config.attempt_timeout_seconds
+            if others_left and timeout is not None:
+                deadline = min(deadline, now + timeout)
+            attempt = (
+                request if deadline == request.deadline else replace(request, deadline=deadline)
+            )
+            try:
+                response = await asyncio.wait_for(
+                    backend.infer(attempt), timeout=max(0.0, deadline - now)
+                )
+                _check_outputs(request, response)
+            except asyncio.CancelledError:
+                breaker.on_ignored(epoch)
+                raise
+            except TimeoutError:
+                error: ModelportError = DeadlineExceeded(
+                    f"{backend.name} did not answer {ref} in time", code="deadline_exceeded"
+                )
+            except ModelportError as exc:
+                error = exc
+            except Exception as exc:  # a backend bug must not escape as a 500 with no breaker
+                error = Unavailable(f"{backend.name} failed: {exc!r}", code="backend_error")
+            else:
+                breaker.on_success(epoch)
+                attempts.append(Attempt(backend.name, ref, "ok", time.monotonic() - now))
+                self._count(backend.name, "ok")
+                return response
+            attempts.append(Attempt(backend.name, ref, error.code, time.monotonic() - now))
+            if error.kind in CALLER_ERRORS:
+                breaker.on_ignored(epoch)
+                self._count(backend.name, "refused")
+                raise error
+            if error.kind == "overloaded" or error.extra.get("scope") == "version":
+                breaker.on_ignored(epoch)
+                self._count(backend.name, "overloaded" if error.kind == "overloaded" else "failed")
+            else:
+                breaker.on_failure(epoch)
+                self._count(backend.name, "timeout" if error.kind == "deadline" else "failed")
+            last_error = error
+        if last_error is not None:
+            raise last_error
+        retry_after = min(
+            (self.board.breaker(name).snapshot().retry_after for name in open_breakers),
+            default=1.0,
+        )
+        raise Unavailable(
+            f"every backend that can serve {ref} is out of service (circuit open)",
+            code="no_available_backend",
+            retry_after=max(1.0, retry_after),
+            backends=open_breakers,
+        )
+
+    def _count(self, backend: str, outcome: str) -> None:
+        if self.metrics is not None:
+            self.metrics.attempt(backend, outcome)
+
+
+def _check_outputs(request: BackendRequest, response: BackendResponse) -> None:
+    """Refuse an answer that does not match the version's declared outputs."""
+    specs = {spec.name: spec for spec in request.version.manifest.outputs}
+    wanted = request.outputs if request.outputs is not None else tuple(specs)
+    for name in wanted:
+        array = response.outputs.get(name)
+        if array is None:
+            raise Unavailable(
+                f"{response.backend} gave no output '{name}'", code="backend_bad_output"
+            )
+        spec = specs.get(name)
+        if spec is not None and not _conforms(np.asarray(array), spec):
+            raise Unavailable(
+                f"{response.backend} gave output '{name}' as {array.dtype}{list(array.shape)}, "
+                f"declared {spec.datatype}{spec.shape}",
+                code="backend_bad_output",
+            )
+
+
+def _conforms(array: np.ndarray, spec: TensorSpec) -> bool:
+    if spec.datatype == "BYTES":
+        dtype_ok = array.dtype.kind in ("O", "S", "U")
+    else:
+        dtype_ok = array.dtype == OIP_TO_NUMPY[spec.datatype]
+    shape_ok = array.ndim == len(spec.shape) and all(
+        d == -1 or d == n for d, n in zip(spec.shape, array.shape, strict=True)
+    )
+    return dtype_ok and shape_ok
