@@ -20,6 +20,7 @@ from modelport.store import Database, create_database, upgrade
 from modelport.tenancy import AdminKeyAuthenticator, Authenticator, TenancyService
 
 if TYPE_CHECKING:
+    from modelport.metering.service import MeteringService
     from modelport.observability.metrics import RuntimeMetrics
     from modelport.runtime.host import ModelHost
     from modelport.tenancy.limits import LimitService
@@ -40,8 +41,10 @@ class Services:
     host: ModelHost
     tenancy: TenancyService
     limits: LimitService
+    metering: MeteringService
 
     def close(self) -> None:
+        self.metering.close()
         self.limits.close()
         self.host.close()
         self.tenancy.invalidation.close()
@@ -170,6 +173,76 @@ def build_limits(settings: Settings, database: Database) -> LimitService:
     )
 
 
+def build_metering(
+    settings: Settings, database: Database, registry: RegistryService
+) -> MeteringService:
+    """Metering, its outbox delivered in process, or through a Redis stream when set."""
+    import socket
+    import uuid
+
+    from modelport.errors import NotFound
+    from modelport.metering.balances import BalanceRepository
+    from modelport.metering.ledger import Ledger
+    from modelport.metering.meter import InferenceMeter
+    from modelport.metering.outbox import LedgerSink, Outbox, UsageSink
+    from modelport.metering.prices import PriceBook
+    from modelport.metering.reservations import Reservations
+    from modelport.metering.service import MeteringService
+
+    def digest_of(model: str, version: str) -> str | None:
+        owner, _, name = model.partition("/")
+        try:
+            return registry.get_version(owner, name, version).manifest_digest
+        except NotFound:
+            return None
+
+    lease = settings.metering_outbox_lease_seconds
+    prices = PriceBook(
+        database,
+        default_revenue_share_bps=settings.metering_revenue_share_bps,
+        cache_ttl_seconds=settings.limits_cache_ttl_seconds,
+    )
+    ledger = Ledger(database)
+    outbox = Outbox(database, lease_seconds=lease)
+    reservations = Reservations(database, outbox)
+    sink: UsageSink = LedgerSink(ledger)
+    consumer = None
+    closers = []
+    if settings.redis_url:
+        import redis
+
+        from modelport.metering.stream import RedisLedgerConsumer, RedisStreamSink
+
+        # Blocking stream reads wait 1 s; the socket must outlast them.
+        client = redis.Redis.from_url(
+            settings.redis_url, socket_timeout=5, socket_connect_timeout=2
+        )
+        sink = RedisStreamSink(client)
+        consumer = RedisLedgerConsumer(
+            client,
+            ledger,
+            consumer=f"{socket.gethostname()}-{uuid.uuid4().hex[:8]}",
+            claim_idle_ms=int(lease * 1000),
+        )
+        closers.append(client.close)
+    return MeteringService(
+        prices=prices,
+        ledger=ledger,
+        outbox=outbox,
+        balances=BalanceRepository(database),
+        reservations=reservations,
+        meter=InferenceMeter(
+            prices, reservations, grace_seconds=settings.metering_reservation_grace_seconds
+        ),
+        sink=sink,
+        consumer=consumer,
+        digest_of=digest_of,
+        drain_interval_seconds=settings.metering_drain_interval_seconds,
+        sweep_interval_seconds=settings.metering_sweep_interval_seconds,
+        closers=closers,
+    )
+
+
 def build_services(settings: Settings) -> Services:
     settings.home.mkdir(parents=True, exist_ok=True)
     url = settings.resolved_database_url
@@ -188,6 +261,7 @@ def build_services(settings: Settings) -> Services:
         timeout_seconds=settings.validation_timeout_seconds,
         memory_bytes=settings.validation_memory_bytes,
     )
+    registry = RegistryService(database, blob_store, signer=signer, validator=validator)
     return Services(
         settings=settings,
         database=database,
@@ -199,12 +273,13 @@ def build_services(settings: Settings) -> Services:
             ttl_seconds=settings.upload_ttl_seconds,
             max_chunk_bytes=settings.max_chunk_bytes,
         ),
-        registry=RegistryService(database, blob_store, signer=signer, validator=validator),
+        registry=registry,
         authenticator=authenticator,
         metrics=metrics,
         host=build_host(settings, metrics),
         tenancy=tenancy,
         limits=build_limits(settings, database),
+        metering=build_metering(settings, database, registry),
     )
 
 

@@ -130,6 +130,25 @@ class Settings(BaseSettings):
     """Largest inference body after ``Content-Encoding`` is undone; default
     ``max_inference_request_bytes``."""
 
+    # ---- metering
+    metering_revenue_share_bps: int = Field(default=7000, ge=0, le=10_000)
+    """The publisher's share of what its models earn (basis points) when a price rule sets
+    none."""
+
+    metering_reservation_grace_seconds: float = Field(default=60.0, gt=0)
+    """A reservation not settled this long after its call's deadline (its process died)
+    expires, and the sweeper gives back what it held."""
+
+    metering_sweep_interval_seconds: float = Field(default=30.0, gt=0)
+    """How often a serving process looks for expired reservations."""
+
+    metering_drain_interval_seconds: float = Field(default=0.25, gt=0)
+    """How often the usage outbox is delivered (to the ledger, or the Redis stream)."""
+
+    metering_outbox_lease_seconds: float = Field(default=30.0, gt=0)
+    """Outbox rows a drainer took and did not acknowledge within this time (it died) are
+    delivered again; so are stream entries left pending by a dead consumer."""
+
     @field_validator("home")
     @classmethod
     def _expand(cls, v: Path) -> Path:

@@ -12,7 +12,18 @@ from modelport import __version__
 from modelport.api.hygiene import RequestHygiene
 from modelport.api.limiting import RateLimitHeaders
 from modelport.api.problems import install_error_handlers
-from modelport.api.routes import aliases, blobs, health, limits, metrics, models, uploads, versions
+from modelport.api.routes import (
+    aliases,
+    blobs,
+    health,
+    limits,
+    metrics,
+    models,
+    prices,
+    uploads,
+    usage_events,
+    versions,
+)
 from modelport.api.tenancy import install_tenancy
 from modelport.api.v2 import routes as v2
 from modelport.api.v2.dataplane import DataPlane
@@ -27,7 +38,11 @@ def create_app(services: Services) -> FastAPI:
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
         interval = services.settings.upload_sweep_interval_seconds
         async with periodic_upload_sweep(services.uploads, interval):
-            yield
+            services.metering.start()  # outbox delivery, reservation sweep
+            try:
+                yield
+            finally:
+                services.metering.stop()
 
     app = FastAPI(
         title="modelport",
@@ -52,6 +67,8 @@ def create_app(services: Services) -> FastAPI:
     app.include_router(versions.router, prefix="/api")
     app.include_router(aliases.router, prefix="/api")
     app.include_router(limits.router, prefix="/api")
+    app.include_router(prices.router, prefix="/api")
+    app.include_router(usage_events.router, prefix="/api")
     app.include_router(metrics.router)
     install_tenancy(app)
     app.state.dataplane = DataPlane(

@@ -45,6 +45,8 @@ class Permission(StrEnum):
     """Call models (inference)."""
     USAGE_READ = "usage.read"
     """Usage, invoices and statements."""
+    USAGE_REPORT = "usage.report"
+    """Report usage of one's models served by an external backend (``POST /api/usage/events``)."""
 
 
 P = Permission

@@ -39,6 +39,7 @@ from modelport.api.auth import require_principal_async
 from modelport.api.deps import get_services
 from modelport.api.hygiene import check_inference_json
 from modelport.api.limiting import admitted
+from modelport.api.metering import metered, record_inference
 from modelport.api.v2.codec import encode_infer_response, parse_infer_request
 from modelport.api.v2.compression import decode_content
 from modelport.api.v2.dataplane import DataPlane
@@ -169,7 +170,9 @@ async def model_ready(request: Request) -> Response:
 
 async def infer(request: Request) -> Response:
     """Authenticate and authorize, then rate limit, concurrency limit and budget
-    (``admitted``), then work. Other tenants may call only approved (or deployed) versions."""
+    (``admitted``), then work: metered (``metered``: its cost reserved before, settled
+    and its usage event written after). Other tenants may call only approved (or
+    deployed) versions."""
     principal = await _authenticate(request)
     owner, name, version = _model(request)
     await require_model_async(request, principal, owner, name, Permission.MODEL_CALL)
@@ -210,13 +213,17 @@ async def _infer(request: Request) -> Response:
     except ModelportError:
         target.observer.request_done("invalid", 0.0)
         raise
-    result = await plane.infer(
-        target,
-        parsed.arrays(),
-        deadline=deadline,
-        priority=priority,
-        parameters=model_parameters(parameters),
-    )
+    inputs = parsed.arrays()
+    key = target.key
+    async with metered(request, key.model, key.version, key.manifest_digest, timeout) as call:
+        result = await plane.infer(
+            target,
+            inputs,
+            deadline=deadline,
+            priority=priority,
+            parameters=model_parameters(parameters),
+        )
+        record_inference(call, result.timings, inputs)
     encoded = encode_infer_response(
         result.outputs,
         model_name=target.model,

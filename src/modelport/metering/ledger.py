@@ -1,0 +1,179 @@
+"""The usage ledger: every usage event exactly once, however often it was delivered.
+
+``record`` inserts a batch with ``INSERT ... ON CONFLICT (event_id) DO NOTHING
+RETURNING event_id`` (SQLite and PostgreSQL alike), so a redelivered or duplicated
+event is ignored and the caller learns which ones were new. Events that were not
+settled against a reservation (usage reported by external backends) are charged to
+the caller's balances and budget in the same transaction, for the new ones only.
+
+Rows are appended and never changed; ``seq`` orders them by arrival, a watermark
+for consumers such as billing.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Callable, Sequence
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import func, select
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.orm import Session
+
+from modelport.metering.balances import debit, existing_levels
+from modelport.metering.types import (
+    FailureRule,
+    IngestResult,
+    LedgerEntry,
+    PriceSnapshot,
+    Unit,
+    UsageEvent,
+    UsageStatus,
+)
+from modelport.store import Database
+from modelport.store.base import utcnow
+from modelport.store.tables import UsageEventRow
+
+
+def event_row(event: UsageEvent, recorded_at: datetime) -> dict[str, Any]:
+    price = event.price
+    return {
+        "event_id": event.event_id,
+        "tenant": event.tenant,
+        "key_id": event.key_id,
+        "model": event.model,
+        "version": event.version,
+        "manifest_digest": event.manifest_digest,
+        "endpoint": event.endpoint,
+        "task": event.task,
+        "unit": event.unit.value,
+        "quantity": event.quantity,
+        "compute_ms": event.compute_ms,
+        "wall_ms": event.wall_ms,
+        "status": event.status.value,
+        "started_at": event.started_at,
+        "finished_at": event.finished_at,
+        "request_id": event.request_id,
+        "prediction_id": event.prediction_id,
+        "price_rule_id": price.rule_id,
+        "unit_price_micros": price.unit_price_micros,
+        "per_units": price.per_units,
+        "failure_rule": price.failure_rule.value,
+        "failure_bps": price.failure_bps,
+        "revenue_share_bps": price.revenue_share_bps,
+        "amount_micros": event.amount_micros,
+        "publisher": event.publisher,
+        "publisher_micros": event.publisher_micros,
+        "source": event.source,
+        "reservation_id": event.reservation_id,
+        "recorded_at": recorded_at,
+    }
+
+
+def entry_of(row: UsageEventRow) -> LedgerEntry:
+    """A ledger row as a plain record."""
+    event = UsageEvent(
+        event_id=row.event_id,
+        tenant=row.tenant,
+        key_id=row.key_id,
+        model=row.model,
+        version=row.version,
+        manifest_digest=row.manifest_digest,
+        unit=Unit(row.unit),
+        quantity=row.quantity,
+        status=UsageStatus(row.status),
+        started_at=row.started_at,
+        finished_at=row.finished_at,
+        price=PriceSnapshot(
+            rule_id=row.price_rule_id,
+            unit_price_micros=row.unit_price_micros,
+            per_units=row.per_units,
+            failure_rule=FailureRule(row.failure_rule),
+            failure_bps=row.failure_bps,
+            revenue_share_bps=row.revenue_share_bps,
+        ),
+        amount_micros=row.amount_micros,
+        publisher_micros=row.publisher_micros,
+        endpoint=row.endpoint,
+        task=row.task,
+        compute_ms=row.compute_ms,
+        wall_ms=row.wall_ms,
+        request_id=row.request_id,
+        prediction_id=row.prediction_id,
+        source=row.source,
+        reservation_id=row.reservation_id,
+    )
+    return LedgerEntry(seq=row.seq, recorded_at=row.recorded_at, event=event)
+
+
+class Ledger:
+    """Appends usage events, deduplicated by ``event_id``; reads them back."""
+
+    def __init__(self, database: Database, *, now: Callable[[], datetime] = utcnow) -> None:
+        self._db = database
+        self._now = now
+        dialect = postgresql if database.dialect == "postgresql" else sqlite
+        self._insert = (
+            dialect.insert(UsageEventRow)
+            .on_conflict_do_nothing(index_elements=["event_id"])
+            .returning(UsageEventRow.event_id)
+        )
+
+    def record(self, events: Sequence[UsageEvent]) -> IngestResult:
+        """Insert the events not yet in the ledger (one transaction) and charge those of
+        them that no reservation settled."""
+        if not events:
+            return IngestResult()
+        # One order for every writer: concurrent batches never wait on each other in a cycle.
+        ordered = sorted({e.event_id: e for e in events}.values(), key=lambda e: e.event_id)
+        now = self._now()
+        with self._db.transaction() as session:
+            inserted = set(
+                session.scalars(self._insert, [event_row(e, now) for e in ordered]).all()
+            )
+            self._charge(session, [e for e in ordered if e.event_id in inserted], now)
+        new = tuple(e.event_id for e in events if e.event_id in inserted)
+        seen = set(new)
+        duplicates = []
+        for event in events:
+            if event.event_id not in seen:
+                duplicates.append(event.event_id)
+            seen.add(event.event_id)  # a second copy in the same batch is a duplicate too
+        return IngestResult(inserted=new, duplicates=tuple(duplicates))
+
+    def _charge(self, session: Session, events: list[UsageEvent], now: datetime) -> None:
+        owed: dict[str, int] = defaultdict(int)
+        for event in events:
+            if event.reservation_id is None and event.amount_micros:
+                for level in existing_levels(session, event.tenant, event.key_id):
+                    owed[level] += event.amount_micros
+        for level in sorted(owed):  # the lock order of modelport.metering.balances
+            debit(session, level, owed[level], now)
+
+    def get(self, event_id: str) -> LedgerEntry | None:
+        with self._db.transaction() as session:
+            row = session.scalar(select(UsageEventRow).where(UsageEventRow.event_id == event_id))
+            return entry_of(row) if row else None
+
+    def entries(
+        self,
+        *,
+        tenant: str | None = None,
+        model: str | None = None,
+        after_seq: int = 0,
+        limit: int = 1000,
+    ) -> list[LedgerEntry]:
+        """Events in arrival order after ``after_seq`` (a watermark), at most ``limit``."""
+        query = select(UsageEventRow).where(UsageEventRow.seq > after_seq)
+        if tenant is not None:
+            query = query.where(UsageEventRow.tenant == tenant)
+        if model is not None:
+            query = query.where(UsageEventRow.model == model)
+        with self._db.transaction() as session:
+            rows = session.scalars(query.order_by(UsageEventRow.seq).limit(limit))
+            return [entry_of(r) for r in rows]
+
+    def count(self) -> int:
+        with self._db.transaction() as session:
+            return int(session.scalar(select(func.count()).select_from(UsageEventRow)) or 0)

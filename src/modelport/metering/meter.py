@@ -1,0 +1,246 @@
+"""The metering hook of the inference path: reserve before the work, settle after.
+
+A surface wraps the backend call::
+
+    async with meter.metered(CallInfo(...)) as call:   # 402 budget_exceeded: nothing runs
+        result = await backend(...)
+        call.record(compute_seconds=...)
+
+Entering prices the call at its start (the version's rules effective then) and
+reserves its upper-bound cost; leaving settles by what was done and writes the
+usage events to the outbox, before the surface answers. How the block ends sets
+the status:
+
+- normally: ``succeeded``;
+- ``DeadlineExceeded``: ``timeout``; any other error: ``failed`` (both charged by the
+  price rule's failure rule);
+- cancelled (the client went away): ``cancelled``, charged for what was done;
+- ``Overloaded`` / ``Unavailable`` (refused before running): the hold is released
+  and no event is written; nothing ran.
+
+Units metered for a call: ``prediction`` (1 per call that produced an answer),
+``compute_ms`` (the call's share of its batch's executor time), ``second`` (wall
+time, rounded up), and counted units the surface records (tokens, images). One
+event per unit the version has a price for, ids ``<prediction_id>:<unit>``; a
+version with no price at all still yields one free ``prediction`` event, so usage
+is recorded whatever it costs. Time-priced units are charged at most up to the
+call's deadline (what was reserved), so a call can never overrun its hold.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import math
+import time
+import uuid
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from datetime import datetime
+
+from modelport.errors import ModelportError
+from modelport.metering.events import priced_event
+from modelport.metering.prices import PriceBook
+from modelport.metering.reservations import Reservations
+from modelport.metering.types import (
+    EVENT_SOURCE_INFERENCE,
+    FREE,
+    CallInfo,
+    PriceSnapshot,
+    Reservation,
+    Unit,
+    UsageEvent,
+    UsageStatus,
+)
+from modelport.store.base import utcnow
+
+_log = logging.getLogger(__name__)
+_NOT_RUN = frozenset({"overloaded", "unavailable"})
+"""Error kinds a backend raises before doing any work."""
+
+
+def upper_bound(call: CallInfo, unit: Unit) -> int:
+    """The most of ``unit`` a call can use before its deadline."""
+    if unit is Unit.PREDICTION:
+        return 1
+    if unit is Unit.COMPUTE_MS:
+        return math.ceil(call.timeout_seconds * 1000)
+    if unit is Unit.SECOND:
+        return math.ceil(call.timeout_seconds)
+    return call.quantities.get(unit, 0)
+
+
+class MeteredCall:
+    """One call between reservation and settlement. ``record`` what it did; the meter
+    settles it when the ``metered`` block ends."""
+
+    def __init__(
+        self,
+        call: CallInfo,
+        prices: dict[Unit, PriceSnapshot],
+        reservation: Reservation | None,
+        started_at: datetime,
+        started: float,
+    ) -> None:
+        self.call = call
+        self.prices = prices
+        self.reservation = reservation
+        self.started_at = started_at
+        self.started = started
+        self.prediction_id = uuid.uuid4().hex
+        self.compute_ms = 0.0
+        self.quantities: dict[Unit, int] = {}
+        self.ran: tuple[str, str, str] | None = None
+
+    def record(
+        self, *, compute_seconds: float | None = None, quantities: dict[Unit, int] | None = None
+    ) -> None:
+        """What the work did: executor time attributed to it, counted units."""
+        if compute_seconds is not None:
+            self.compute_ms = compute_seconds * 1000
+        if quantities:
+            self.quantities.update(quantities)
+
+    def ran_version(self, model: str, version: str, manifest_digest: str) -> None:
+        """Another version than the one called ran (fallback, retry): bill at its price."""
+        self.ran = (model, version, manifest_digest)
+
+    def quantity(self, unit: Unit, status: UsageStatus, wall_ms: float) -> int:
+        if unit is Unit.PREDICTION:
+            return 0 if status is UsageStatus.CANCELLED else 1
+        if unit is Unit.COMPUTE_MS:
+            done = math.ceil(self.compute_ms)
+        elif unit is Unit.SECOND:
+            done = math.ceil(wall_ms / 1000)
+        else:
+            return self.quantities.get(unit, 0)
+        return min(done, upper_bound(self.call, unit))
+
+    def events(
+        self, status: UsageStatus, prices: dict[Unit, PriceSnapshot], finished_at: datetime
+    ) -> list[UsageEvent]:
+        wall_ms = (time.monotonic() - self.started) * 1000
+        call = self.call
+        model, version, digest = self.ran or (call.model, call.version, call.manifest_digest)
+        units = prices or {Unit.PREDICTION: FREE}
+        return [
+            priced_event(
+                event_id=f"{self.prediction_id}:{unit.value}",
+                price=price,
+                unit=unit,
+                quantity=self.quantity(unit, status, wall_ms),
+                status=status,
+                tenant=call.tenant,
+                key_id=call.key_id,
+                model=model,
+                version=version,
+                manifest_digest=digest,
+                started_at=self.started_at,
+                finished_at=finished_at,
+                endpoint=call.endpoint,
+                task=call.task,
+                compute_ms=self.compute_ms,
+                wall_ms=wall_ms,
+                request_id=call.request_id,
+                prediction_id=self.prediction_id,
+                source=EVENT_SOURCE_INFERENCE,
+                reservation_id=self.reservation.id if self.reservation else None,
+            )
+            for unit, price in sorted(units.items())
+        ]
+
+
+class InferenceMeter:
+    """Prices, reserves and settles inference calls (see the module docstring)."""
+
+    def __init__(
+        self,
+        prices: PriceBook,
+        reservations: Reservations,
+        *,
+        grace_seconds: float = 60.0,
+        now: Callable[[], datetime] = utcnow,
+    ) -> None:
+        self.prices = prices
+        self.reservations = reservations
+        self.grace_seconds = grace_seconds
+        self._now = now
+
+    def begin(self, call: CallInfo) -> MeteredCall:
+        """Price the call and hold its upper-bound cost (``PaymentRequired`` if it does not
+        fit). Blocking: may touch the database."""
+        started_at = self._now()
+        prices = self.prices.prices(call.model, call.version, started_at)
+        bound = sum(p.amount(upper_bound(call, u)) for u, p in prices.items())
+        reservation = self.reservations.reserve(
+            call.tenant,
+            call.key_id,
+            bound,
+            ttl_seconds=call.timeout_seconds + self.grace_seconds,
+        )
+        return MeteredCall(call, prices, reservation, started_at, time.monotonic())
+
+    def is_free(self, call: CallInfo) -> bool:
+        """True when the call's version has no price and ``begin`` needs no I/O."""
+        return self.prices.is_cached(call.model, call.version) and not self.prices.prices(
+            call.model, call.version, self._now()
+        )
+
+    def finish(self, metered: MeteredCall, status: UsageStatus) -> list[UsageEvent]:
+        """Settle the call and write its events to the outbox. Blocking."""
+        prices = metered.prices
+        if metered.ran is not None:
+            model, version, _ = metered.ran
+            prices = self.prices.prices(model, version, metered.started_at)
+        events = metered.events(status, prices, self._now())
+        self.reservations.settle(metered.reservation, events)
+        return events
+
+    def abandon(self, metered: MeteredCall) -> None:
+        """Give the hold back whole: the work never ran. Blocking."""
+        self.reservations.release(metered.reservation)
+
+    @asynccontextmanager
+    async def metered(self, call: CallInfo) -> AsyncIterator[MeteredCall]:
+        """Reserve before the block, settle after it (see the module docstring)."""
+        if self.is_free(call):
+            metered = self.begin(call)  # no price: nothing to reserve, no I/O
+        else:
+            metered = await asyncio.to_thread(self.begin, call)
+        try:
+            yield metered
+        except BaseException as exc:
+            await _shielded(self._ended_by, metered, exc)
+            raise
+        # Written (and committed) before the caller answers; a thread keeps going
+        # even if this task is cancelled meanwhile.
+        await asyncio.to_thread(self.finish, metered, UsageStatus.SUCCEEDED)
+
+    def _ended_by(self, metered: MeteredCall, exc: BaseException) -> None:
+        if isinstance(exc, ModelportError) and exc.kind in _NOT_RUN:
+            self.abandon(metered)
+        elif isinstance(exc, ModelportError) and exc.kind == "deadline":
+            self.finish(metered, UsageStatus.TIMEOUT)
+        elif isinstance(exc, asyncio.CancelledError | KeyboardInterrupt | GeneratorExit):
+            self.finish(metered, UsageStatus.CANCELLED)
+        else:
+            self.finish(metered, UsageStatus.FAILED)
+
+
+async def _shielded(
+    fn: Callable[[MeteredCall, BaseException], None], metered: MeteredCall, exc: BaseException
+) -> None:
+    """Run ``fn`` in a thread and wait for it, unless this task is being cancelled:
+    then let it finish on its own (the caller is gone; nobody waits for an answer)."""
+    loop = asyncio.get_running_loop()
+    future = loop.run_in_executor(None, fn, metered, exc)
+    future.add_done_callback(_log_failure)
+    # A failure is logged by _log_failure; the block's own error is what the caller sees.
+    with contextlib.suppress(asyncio.CancelledError, Exception):
+        await asyncio.shield(future)
+
+
+def _log_failure(future: asyncio.Future[None]) -> None:
+    if not future.cancelled() and future.exception() is not None:
+        _log.error("settling a metered call failed", exc_info=future.exception())

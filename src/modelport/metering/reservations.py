@@ -1,0 +1,184 @@
+"""Reserve, then settle: money is held for a call before it runs.
+
+``reserve`` holds the call's upper-bound cost on every level that exists for the
+caller (see ``modelport.metering.balances``) in one transaction: each level's
+conditional UPDATE must succeed, or the transaction rolls back and the call is
+refused with 402 ``budget_exceeded`` before any work. ``settle`` then, again in
+one transaction, marks the reservation settled, gives back what each level held,
+charges the actual amount, and writes the call's usage events to the outbox.
+``release`` gives a hold back whole when the work never ran.
+
+A reservation that is never settled (its process died) expires ``ttl`` after it
+was taken; ``sweep`` marks it expired and gives its hold back. Settling an expired
+reservation still charges the work (it ran), without giving anything back twice.
+"""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Callable, Sequence
+from datetime import datetime, timedelta
+
+from sqlalchemy import select, update
+
+from modelport.errors import PaymentRequired
+from modelport.metering.balances import debit, existing_levels, hold, unhold
+from modelport.metering.outbox import Outbox
+from modelport.metering.types import Reservation, ReservationState, UsageEvent
+from modelport.store import Database
+from modelport.store.base import utcnow
+from modelport.store.tables import ReservationRow
+
+
+def _reservation(row: ReservationRow) -> Reservation:
+    return Reservation(
+        id=row.id,
+        tenant=row.tenant,
+        key_id=row.key_id,
+        amount_micros=row.amount_micros,
+        levels=tuple(row.levels),
+        state=ReservationState(row.state),
+        created_at=row.created_at,
+        expires_at=row.expires_at,
+        settled_micros=row.settled_micros,
+        settled_at=row.settled_at,
+    )
+
+
+def _refused(tenant: str, level: str, amount: int) -> PaymentRequired:
+    kind = "budget" if level.startswith("budget:") else level.split(":")[1] + " balance"
+    return PaymentRequired(
+        f"the {kind} of {tenant!r} does not cover this call ({amount} micro-units held "
+        "until it settles)",
+        code="budget_exceeded",
+        level=level,
+        required_micros=amount,
+    )
+
+
+class Reservations:
+    """Takes, settles, releases and sweeps reservations; writes settled usage to the outbox."""
+
+    def __init__(
+        self,
+        database: Database,
+        outbox: Outbox,
+        *,
+        now: Callable[[], datetime] = utcnow,
+    ) -> None:
+        self._db = database
+        self._outbox = outbox
+        self._now = now
+
+    def reserve(
+        self, tenant: str, key_id: str | None, amount: int, *, ttl_seconds: float
+    ) -> Reservation | None:
+        """Hold ``amount`` on every level of the caller, or raise ``PaymentRequired``.
+        None when there is nothing to hold (a free call, or no balance nor budget)."""
+        if amount <= 0:
+            return None
+        now = self._now()
+        with self._db.transaction() as session:
+            levels = existing_levels(session, tenant, key_id)
+            if not levels:
+                return None
+            for level in levels:
+                if not hold(session, level, amount, now):
+                    raise _refused(tenant, level, amount)  # rolls back the holds taken
+            row = ReservationRow(
+                id=secrets.token_hex(16),
+                tenant=tenant,
+                key_id=key_id,
+                amount_micros=amount,
+                levels=levels,
+                state=ReservationState.HELD.value,
+                created_at=now,
+                expires_at=now + timedelta(seconds=ttl_seconds),
+            )
+            session.add(row)
+            session.flush()
+            return _reservation(row)
+
+    def settle(self, reservation: Reservation | None, events: Sequence[UsageEvent]) -> None:
+        """Charge the events' amount and give back the rest of the hold; write the events
+        to the outbox, all in one transaction. Without a reservation, only the outbox
+        write (the ledger charges such events when it records them)."""
+        now = self._now()
+        with self._db.transaction() as session:
+            if reservation is not None:
+                actual = sum(e.amount_micros for e in events)
+                claimed = session.execute(
+                    update(ReservationRow)
+                    .where(
+                        ReservationRow.id == reservation.id,
+                        ReservationRow.state == ReservationState.HELD.value,
+                    )
+                    .values(
+                        state=ReservationState.SETTLED.value, settled_micros=actual, settled_at=now
+                    )
+                ).rowcount  # type: ignore[attr-defined]
+                if not claimed:
+                    # Expired meanwhile: the hold is back already; the work still ran.
+                    session.execute(
+                        update(ReservationRow)
+                        .where(ReservationRow.id == reservation.id)
+                        .values(settled_micros=actual, settled_at=now)
+                    )
+                for level in reservation.levels:
+                    if claimed:
+                        unhold(session, level, reservation.amount_micros, now)
+                    debit(session, level, actual, now)
+            self._outbox.add(session, events)
+
+    def release(self, reservation: Reservation | None) -> bool:
+        """Give a hold back whole (the work never ran); False when it was no longer held."""
+        if reservation is None:
+            return False
+        return self._end(reservation.id, ReservationState.RELEASED)
+
+    def _end(self, reservation_id: str, state: ReservationState) -> bool:
+        now = self._now()
+        with self._db.transaction() as session:
+            row = session.get(ReservationRow, reservation_id)
+            if row is None:
+                return False
+            ended = session.execute(
+                update(ReservationRow)
+                .where(
+                    ReservationRow.id == reservation_id,
+                    ReservationRow.state == ReservationState.HELD.value,
+                )
+                .values(state=state.value, settled_at=now)
+            ).rowcount  # type: ignore[attr-defined]
+            if ended:
+                for level in row.levels:
+                    unhold(session, level, row.amount_micros, now)
+            return bool(ended)
+
+    def sweep(self, limit: int = 500) -> int:
+        """Expire held reservations past their time and give their holds back; how many."""
+        query = (
+            select(ReservationRow.id)
+            .where(
+                ReservationRow.state == ReservationState.HELD.value,
+                ReservationRow.expires_at < self._now(),
+            )
+            .order_by(ReservationRow.expires_at)
+            .limit(limit)
+        )
+        with self._db.transaction() as session:
+            due = list(session.scalars(query))
+        return sum(self._end(rid, ReservationState.EXPIRED) for rid in due)
+
+    def get(self, reservation_id: str) -> Reservation | None:
+        with self._db.transaction() as session:
+            row = session.get(ReservationRow, reservation_id)
+            return _reservation(row) if row else None
+
+    def held(self, tenant: str) -> list[Reservation]:
+        """The tenant's reservations still held."""
+        query = select(ReservationRow).where(
+            ReservationRow.tenant == tenant, ReservationRow.state == ReservationState.HELD.value
+        )
+        with self._db.transaction() as session:
+            return [_reservation(r) for r in session.scalars(query)]

@@ -1,0 +1,114 @@
+"""The metering service: the price book, balances, the inference hook, reported usage,
+and the delivery of usage events from the outbox to the ledger.
+
+Embedded, the outbox drains straight into the ledger in this process. With Redis
+(the distributed shape) it drains into a Redis stream, and every serving process
+also runs a ledger consumer of the stream's consumer group (see ``.stream``).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Sequence
+from datetime import datetime
+from typing import Any
+
+from modelport.metering.background import BackgroundLoop
+from modelport.metering.balances import BalanceRepository
+from modelport.metering.ingest import DigestOf, parse_batch
+from modelport.metering.ledger import Ledger
+from modelport.metering.meter import InferenceMeter
+from modelport.metering.outbox import Outbox, UsageSink
+from modelport.metering.prices import PriceBook
+from modelport.metering.reservations import Reservations
+from modelport.metering.stream import RedisLedgerConsumer
+from modelport.metering.types import IngestResult
+from modelport.store.base import utcnow
+
+
+class MeteringService:
+    """Everything metering offers the surfaces, and its background work."""
+
+    def __init__(
+        self,
+        *,
+        prices: PriceBook,
+        ledger: Ledger,
+        outbox: Outbox,
+        balances: BalanceRepository,
+        reservations: Reservations,
+        meter: InferenceMeter,
+        sink: UsageSink,
+        digest_of: DigestOf,
+        consumer: RedisLedgerConsumer | None = None,
+        drain_interval_seconds: float = 0.25,
+        sweep_interval_seconds: float = 30.0,
+        now: Callable[[], datetime] = utcnow,
+        closers: Sequence[Callable[[], object]] = (),
+    ) -> None:
+        self.prices = prices
+        self.ledger = ledger
+        self.outbox = outbox
+        self.balances = balances
+        self.reservations = reservations
+        self.meter = meter
+        self.sink = sink
+        self.consumer = consumer
+        self._digest_of = digest_of
+        self._now = now
+        self._closers = closers
+        self._loops = [
+            BackgroundLoop("usage-outbox", self.drain_outbox, drain_interval_seconds),
+            BackgroundLoop("reservation-sweep", self.reservations.sweep, sweep_interval_seconds),
+        ]
+        if consumer is not None:
+            self._loops.append(
+                BackgroundLoop("usage-consumer", lambda: consumer.consume_once(1000), 0.0)
+            )
+        self._running = 0
+        self._lock = threading.Lock()
+
+    def ingest(self, docs: Any) -> IngestResult:
+        """Record a batch of reported usage (see ``.ingest``); idempotent by ``event_id``."""
+        return self.ledger.record(parse_batch(docs, self.prices, self._digest_of, self._now()))
+
+    def drain_outbox(self) -> int:
+        """Deliver every outbox event to the sink; how many."""
+        return self.outbox.drain(self.sink)
+
+    def deliver(self) -> int:
+        """Bring every pending event into the ledger now (tests, shutdown): drain the
+        outbox and, with a stream, consume it until it is empty; how many were delivered."""
+        total = self.drain_outbox()
+        if self.consumer is not None:
+            while recorded := self.consumer.consume_once(None):
+                total += recorded
+        return total
+
+    def sweep(self) -> int:
+        """Expire reservations past their time; how many."""
+        return self.reservations.sweep()
+
+    def start(self) -> None:
+        """Start the background loops (nested starts count; the last ``stop`` stops)."""
+        with self._lock:
+            self._running += 1
+            if self._running == 1:
+                for loop in self._loops:
+                    loop.start()
+
+    def stop(self) -> None:
+        with self._lock:
+            self._running = max(0, self._running - 1)
+            if self._running:
+                return
+        for loop in self._loops:
+            loop.stop()
+
+    def close(self) -> None:
+        with self._lock:
+            self._running = 0
+        for loop in self._loops:
+            loop.stop()
+        for close in self._closers:
+            close()

@@ -1,0 +1,137 @@
+"""Usage events through a Redis stream (the distributed shape).
+
+Gateways drain their outbox into one stream (``XADD``); ledger consumers read it
+as one consumer group (``XREADGROUP``), record each batch in the ledger and only
+then acknowledge it (``XACK``). A consumer that dies before acknowledging leaves
+its entries pending; another consumer takes them over once they have been idle
+``claim_idle_ms`` (``XAUTOCLAIM``) and records them again, which the ledger
+deduplicates by ``event_id``. Delivery is at least once end to end.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Sequence
+
+import orjson
+import redis
+
+from modelport.metering.events import event_from_doc, event_to_doc
+from modelport.metering.outbox import Recorder
+from modelport.metering.types import UsageEvent
+
+STREAM = "modelport:usage"
+GROUP = "ledger"
+FIELD = b"event"
+_log = logging.getLogger(__name__)
+
+
+class RedisStreamSink:
+    """A ``UsageSink`` that appends events to the stream, one pipeline per batch."""
+
+    def __init__(
+        self, client: redis.Redis, *, stream: str = STREAM, max_len: int = 1_000_000
+    ) -> None:
+        self._client = client
+        self._stream = stream
+        self._max_len = max_len
+
+    def deliver(self, events: Sequence[UsageEvent]) -> None:
+        pipe = self._client.pipeline(transaction=False)
+        for event in events:
+            pipe.xadd(
+                self._stream,
+                {FIELD: orjson.dumps(event_to_doc(event))},
+                maxlen=self._max_len,
+                approximate=True,
+            )
+        pipe.execute()
+
+
+class RedisLedgerConsumer:
+    """One member of the ledger's consumer group."""
+
+    def __init__(
+        self,
+        client: redis.Redis,
+        ledger: Recorder,
+        *,
+        consumer: str,
+        stream: str = STREAM,
+        group: str = GROUP,
+        claim_idle_ms: int = 30_000,
+        batch: int = 500,
+    ) -> None:
+        self._client = client
+        self._ledger = ledger
+        self.consumer = consumer
+        self._stream = stream
+        self._group = group
+        self._claim_idle_ms = claim_idle_ms
+        self._batch = batch
+        self._last_claim = 0.0
+        self._group_ready = False
+
+    def ensure_group(self) -> None:
+        """Create the stream and group when missing (from the stream's start)."""
+        if self._group_ready:
+            return
+        try:
+            self._client.xgroup_create(self._stream, self._group, id="0", mkstream=True)
+        except redis.ResponseError as exc:
+            if "BUSYGROUP" not in str(exc):
+                raise
+        self._group_ready = True
+
+    def read(self, block_ms: int | None = None) -> list[tuple[bytes, dict[bytes, bytes]]]:
+        """New entries for this consumer (waiting up to ``block_ms`` for some)."""
+        self.ensure_group()
+        found = self._client.xreadgroup(
+            self._group, self.consumer, {self._stream: ">"}, count=self._batch, block=block_ms
+        )
+        return [entry for _, entries in found or [] for entry in entries]
+
+    def claim(self) -> list[tuple[bytes, dict[bytes, bytes]]]:
+        """Take over entries other consumers read but never acknowledged."""
+        self.ensure_group()
+        claimed: list[tuple[bytes, dict[bytes, bytes]]] = []
+        start = "0-0"
+        while True:
+            reply = self._client.xautoclaim(
+                self._stream,
+                self._group,
+                self.consumer,
+                min_idle_time=self._claim_idle_ms,
+                start_id=start,
+                count=self._batch,
+            )
+            start, entries = reply[0], reply[1]
+            claimed.extend(e for e in entries if e[1] is not None)
+            if start in (b"0-0", "0-0") or not entries:
+                return claimed
+
+    def record(self, entries: list[tuple[bytes, dict[bytes, bytes]]]) -> int:
+        """Record entries in the ledger, then acknowledge them; how many were recorded."""
+        if not entries:
+            return 0
+        events = []
+        for entry_id, fields in entries:
+            try:
+                events.append(event_from_doc(orjson.loads(fields[FIELD])))
+            except (KeyError, ValueError, TypeError):
+                # Undecodable: acknowledged (below) so it cannot block the group forever.
+                _log.error("dropping malformed usage stream entry %r", entry_id)
+        self._ledger.record(events)
+        self._client.xack(self._stream, self._group, *[entry_id for entry_id, _ in entries])
+        return len(events)
+
+    def consume_once(self, block_ms: int | None = None) -> int:
+        """Claim what dead consumers left (at most every ``claim_idle_ms``), read new
+        entries, record and acknowledge them; how many events were recorded."""
+        done = 0
+        now = time.monotonic()
+        if now - self._last_claim >= self._claim_idle_ms / 1000:
+            self._last_claim = now
+            done += self.record(self.claim())
+        return done + self.record(self.read(block_ms))
