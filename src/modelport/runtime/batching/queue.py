@@ -75,9 +75,10 @@ class RequestQueue:
             Priority.BATCH: [],
         }
         self._count = {Priority.INTERACTIVE: 0, Priority.BATCH: 0}
+        self._total = 0  # asked for on every request: kept rather than summed
 
     def __len__(self) -> int:
-        return self._count[Priority.INTERACTIVE] + self._count[Priority.BATCH]
+        return self._total
 
     def depth(self, priority: Priority) -> int:
         return self._count[priority]
@@ -85,6 +86,7 @@ class RequestQueue:
     def push(self, request: PendingRequest) -> None:
         heapq.heappush(self._heaps[request.priority], (request.deadline, request.seq, request))
         self._count[request.priority] += 1
+        self._total += 1
 
     def discard(self, request: PendingRequest, state: RequestState) -> bool:
         """Take a still-queued request out (cancelled, or expired by a timer)."""
@@ -92,6 +94,7 @@ class RequestQueue:
             return False
         request.state = state
         self._count[request.priority] -= 1
+        self._total -= 1
         return True  # its heap entry is skipped lazily
 
     def step(
