@@ -44,10 +44,13 @@ class HealthBoard:
         *,
         clock: Callable[[], float] = time.monotonic,
         metrics: ServingMetrics | None = None,
+        on_change: Callable[[str, BreakerState, BreakerState], None] | None = None,
     ) -> None:
+        """``on_change(backend, before, after)`` is called on every breaker transition."""
         self.config = config
         self._clock = clock
         self._metrics = metrics
+        self._on_change = on_change
         self._backends: dict[str, Backend] = {}
         self._breakers: dict[str, CircuitBreaker] = {}
         self._health: dict[str, Health] = {}
@@ -104,6 +107,8 @@ class HealthBoard:
             log.warning("backend %s: circuit breaker %s -> %s", name, before, after)
             if self._metrics is not None:
                 self._metrics.breaker(name, after)
+            if self._on_change is not None:
+                self._on_change(name, before, after)
 
         return changed
 

@@ -1,0 +1,119 @@
+"""This process's model host as a backend.
+
+``infer`` readies the version (a cold start loads it, within the request's deadline,
+unless ``load_on_demand`` is off) and queues the request on the host's batcher. The
+host's errors pass through; those about one version only (not loaded, failed to
+load, not enough memory, no runtime for its format) are marked ``scope="version"``
+so they never count against the backend's circuit breaker.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+from modelport.errors import DeadlineExceeded, ModelportError, Unavailable
+from modelport.runtime.cache import BlobSource
+from modelport.runtime.formats.registry import FORMATS
+from modelport.runtime.host import ModelHost
+from modelport.runtime.types import VersionKey
+from modelport.serving.types import BackendRequest, BackendResponse, Capabilities, Health
+
+VERSION_SCOPED = frozenset(
+    {
+        "model_not_loaded",
+        "model_load_failed",
+        "model_loading",
+        "model_unloading",
+        "load_timeout",
+        "load_failed",
+        "insufficient_memory",
+        "unsupported_format",
+        "warmup_mismatch",
+        "blob_corrupted",
+        "version_digest_mismatch",
+    }
+)
+
+
+class LocalBackend:
+    """The in-process ``ModelHost``."""
+
+    def __init__(
+        self,
+        host: ModelHost,
+        blobs: BlobSource,
+        *,
+        name: str = "local",
+        load_on_demand: bool = True,
+        capabilities: Capabilities | None = None,
+    ) -> None:
+        self.name = name
+        self.host = host
+        self.blobs = blobs
+        self.load_on_demand = load_on_demand
+        self._capabilities = capabilities or Capabilities(
+            formats=frozenset(FORMATS),
+            max_batch_size=1 << 20,  # the batcher takes requests of any size
+            hardware=frozenset({"cpu"}),
+            protocols=frozenset({"v2"}),
+        )
+
+    def capabilities(self) -> Capabilities:
+        return self._capabilities
+
+    async def health(self) -> Health:
+        return Health.HEALTHY  # the process answering is the probe
+
+    async def infer(self, request: BackendRequest) -> BackendResponse:
+        version = request.version
+        key = VersionKey(version.model, version.version, version.manifest_digest)
+        try:
+            if not self.host.is_ready(key):
+                await self._ready(key, request)
+            result = await self.host.infer(
+                key,
+                request.inputs,
+                deadline=request.deadline,
+                priority=request.priority,
+                parameters=request.parameters,
+            )
+        except ModelportError as exc:
+            if exc.code in VERSION_SCOPED:
+                # A load failure (even a 422 warm-up mismatch) is not the caller's fault.
+                raise Unavailable(
+                    exc.message, code=exc.code, **(exc.extra | {"scope": "version"})
+                ) from exc
+            raise
+        outputs = result.outputs
+        if request.outputs is not None:
+            outputs = {name: outputs[name] for name in request.outputs if name in outputs}
+        timings = result.timings
+        return BackendResponse(
+            outputs=outputs,
+            backend=self.name,
+            timings={"queue": timings.queue_seconds, "execute": timings.execute_seconds},
+            batch_size=timings.batch_size,
+        )
+
+    async def _ready(self, key: VersionKey, request: BackendRequest) -> None:
+        if not self.load_on_demand and self.host.status(key) is None:
+            raise Unavailable(
+                f"{key.ref} is not loaded here", code="model_not_loaded", scope="version"
+            )
+        remaining = request.deadline - time.monotonic()
+        try:
+            # The load itself is shielded by the host: it goes on for later requests.
+            await asyncio.wait_for(
+                self.host.ensure_loaded(key, request.version.manifest, self.blobs),
+                timeout=max(0.0, remaining),
+            )
+        except TimeoutError:
+            raise DeadlineExceeded(
+                f"{key.ref} is still loading (cold start) at the deadline",
+                code="deadline_exceeded",
+                scope="version",
+            ) from None
+
+    async def close(self) -> None:
+        """The host belongs to the process (``Services.close`` shuts it)."""

@@ -1,0 +1,173 @@
+"""A remote Open Inference Protocol server as a backend: another modelport worker,
+Triton or MLServer, over HTTP (httpx) with binary tensor data.
+
+A version ``owner/name:v`` is called at ``POST {url}/v2/models/{remote}/versions/{v}/infer``
+where ``remote`` is ``models[owner/name]`` if configured (Triton and MLServer name
+models without an owner) or ``owner/name`` itself (modelport). The request's
+remaining time goes along as the ``Inference-Timeout`` header and bounds the HTTP
+call. Health is ``GET {url}/v2/health/ready``.
+
+Errors are mapped at this edge (httpx never leaks):
+
+====================================  =============================================
+remote answer                         raised
+====================================  =============================================
+400, 413, 422                         ``InvalidInput`` (the remote refused the input)
+401, 403                              ``Unavailable`` ``backend_unauthorized``
+404                                   ``Unavailable`` ``backend_model_not_found``, version-scoped
+429                                   ``Overloaded`` ``backend_overloaded``
+504, or no answer by the deadline     ``DeadlineExceeded``
+other 5xx                             ``Unavailable`` ``backend_unavailable``
+connection refused, reset, ...        ``Unavailable`` ``backend_unreachable``
+a body that does not decode           ``Unavailable`` ``backend_bad_response``
+====================================  =============================================
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from urllib.parse import quote
+
+import httpx
+
+from modelport.errors import (
+    DeadlineExceeded,
+    InvalidInput,
+    ModelportError,
+    Overloaded,
+    Unavailable,
+)
+from modelport.runtime.types import Priority
+from modelport.serving.backends import v2_wire
+from modelport.serving.types import BackendRequest, BackendResponse, Capabilities, Health
+
+DEFAULT_CAPABILITIES = Capabilities(formats=frozenset({"onnx"}), max_batch_size=1 << 20)
+
+
+class RemoteV2Backend:
+    """One remote OIP server (a replica). See the module docstring."""
+
+    def __init__(
+        self,
+        name: str,
+        url: str,
+        *,
+        api_key: str | None = None,
+        models: Mapping[str, str] | None = None,
+        capabilities: Capabilities = DEFAULT_CAPABILITIES,
+        health_timeout: float = 2.0,
+        transport: httpx.AsyncBaseTransport | None = None,
+        max_connections: int = 100,
+    ) -> None:
+        self.name = name
+        self.url = url.rstrip("/")
+        self.models = dict(models or {})
+        self._capabilities = capabilities
+        self._health_timeout = health_timeout
+        headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        self._client = httpx.AsyncClient(
+            base_url=self.url,
+            headers=headers,
+            transport=transport,
+            limits=httpx.Limits(max_connections=max_connections),
+            timeout=None,  # every call passes its own, from the request's deadline
+        )
+
+    def capabilities(self) -> Capabilities:
+        return self._capabilities
+
+    async def health(self) -> Health:
+        try:
+            response = await self._client.get(
+                "/v2/health/ready", timeout=httpx.Timeout(self._health_timeout)
+            )
+        except httpx.HTTPError:
+            return Health.UNHEALTHY
+        return Health.HEALTHY if response.status_code == 200 else Health.UNHEALTHY
+
+    async def infer(self, request: BackendRequest) -> BackendResponse:
+        version = request.version
+        remaining = request.deadline - time.monotonic()
+        if remaining <= 0:
+            raise DeadlineExceeded(f"{self.name}: the deadline passed before the call")
+        body, headers = v2_wire.encode_request(
+            request.inputs,
+            outputs=request.outputs,
+            parameters=_parameters(request),
+            request_id=request.request_id,
+        )
+        headers["Inference-Timeout"] = f"{remaining:.6f}"
+        remote = quote(self.models.get(version.model, version.model), safe="/")
+        path = f"/v2/models/{remote}/versions/{quote(version.version, safe='')}/infer"
+        started = time.perf_counter()
+        try:
+            response = await self._client.post(
+                path, content=body, headers=headers, timeout=httpx.Timeout(remaining)
+            )
+        except httpx.TimeoutException:
+            raise DeadlineExceeded(
+                f"{self.name} did not answer {version.ref} in time", code="deadline_exceeded"
+            ) from None
+        except httpx.HTTPError as exc:
+            raise Unavailable(
+                f"{self.name} ({self.url}) is unreachable: {type(exc).__name__}: {exc}",
+                code="backend_unreachable",
+                backend=self.name,
+            ) from None
+        elapsed = time.perf_counter() - started
+        if response.status_code != 200:
+            raise self._error(response, version.ref)
+        try:
+            outputs = v2_wire.decode_response(
+                response.content, response.headers.get(v2_wire.INFERENCE_HEADER)
+            )
+        except ValueError as exc:
+            raise Unavailable(
+                f"{self.name} sent a response that does not decode: {exc}",
+                code="backend_bad_response",
+                backend=self.name,
+            ) from None
+        return BackendResponse(outputs=outputs, backend=self.name, timings={"remote": elapsed})
+
+    def _error(self, response: httpx.Response, ref: str) -> ModelportError:
+        status = response.status_code
+        detail = f"{self.name}: {v2_wire.error_message(response.content)}"
+        if status in (400, 413, 422):
+            return InvalidInput(detail, code="invalid_request", backend=self.name)
+        if status in (401, 403):
+            return Unavailable(
+                f"{self.name} refused our credentials ({status})",
+                code="backend_unauthorized",
+                backend=self.name,
+            )
+        if status == 404:
+            return Unavailable(
+                f"{self.name} does not serve {ref}: {detail}",
+                code="backend_model_not_found",
+                backend=self.name,
+                scope="version",
+            )
+        if status == 429:
+            retry_after = response.headers.get("retry-after", "1")
+            return Overloaded(
+                detail,
+                code="backend_overloaded",
+                backend=self.name,
+                retry_after=float(retry_after) if retry_after.isdigit() else 1.0,
+            )
+        if status == 504:
+            return DeadlineExceeded(detail, code="deadline_exceeded", backend=self.name)
+        return Unavailable(
+            f"{detail} (status {status})", code="backend_unavailable", backend=self.name
+        )
+
+    async def close(self) -> None:
+        await self._client.aclose()
+
+
+def _parameters(request: BackendRequest) -> dict[str, object]:
+    parameters = dict(request.parameters)
+    if request.priority is Priority.BATCH:
+        parameters["priority"] = 2  # Triton's levels: 0 default, lower is more urgent
+    return parameters
