@@ -149,6 +149,23 @@ class Settings(BaseSettings):
     """Outbox rows a drainer took and did not acknowledge within this time (it died) are
     delivered again; so are stream entries left pending by a dead consumer."""
 
+    # ---- endpoints and deployments
+    serving_rollback_window_seconds: float = Field(default=3600.0, ge=0)
+    """How long a replaced deployment stays warm, ready to be restored by a rollback."""
+
+    serving_tenant_memory_bytes: int | None = Field(default=None, gt=0)
+    """Host memory one tenant's live deployments may take together (each version's memory
+    times ``max_replicas``); default not limited."""
+
+    serving_shadow_max_in_flight: int = Field(default=4, ge=0)
+    """Shadow copies running at once in this process; more are dropped (and counted)."""
+
+    serving_idempotency_window_seconds: float = Field(default=86400.0, gt=0)
+    """How long a prediction's answer is replayed for a repeat of its ``Idempotency-Key``."""
+
+    serving_refresh_seconds: float = Field(default=2.0, gt=0)
+    """How often a process checks the database for endpoint changes made by another one."""
+
     @field_validator("home")
     @classmethod
     def _expand(cls, v: Path) -> Path:

@@ -422,3 +422,63 @@ class ReservationRow(Base):
     expires_at: Mapped[datetime]
     settled_micros: Mapped[int | None] = mapped_column(BigInteger)
     settled_at: Mapped[datetime | None]
+
+
+# ---- serving: endpoints, deployments, idempotency keys ----------------------
+
+
+class EndpointRow(Base):
+    """A stable name owned by a tenant; ``revision`` moves whenever its traffic does."""
+
+    __tablename__ = "endpoints"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    name: Mapped[str] = mapped_column(String(63), unique=True)
+    tenant: Mapped[str] = mapped_column(String(64), index=True)
+    description: Mapped[str] = mapped_column(Text, default="")
+    deadline_ms: Mapped[int] = mapped_column(Integer)
+    priority: Mapped[str] = mapped_column(String(16))
+    active_deployment_id: Mapped[int | None] = mapped_column(Integer)
+    previous_deployment_id: Mapped[int | None] = mapped_column(Integer)
+    rollback_until: Mapped[datetime | None]
+    fallback: Mapped[dict[str, Any] | None] = mapped_column(JSON)
+    revision: Mapped[int] = mapped_column(Integer, default=0)
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+    created_by: Mapped[str] = mapped_column(String(128), default="")
+
+
+class DeploymentRow(Base):
+    """Versions, weights, shadow, resources and rollout policy of one endpoint deployment."""
+
+    __tablename__ = "deployments"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    endpoint_id: Mapped[int] = mapped_column(ForeignKey("endpoints.id"), index=True)
+    state: Mapped[str] = mapped_column(String(16), index=True)
+    spec: Mapped[dict[str, Any]] = mapped_column(JSON)
+    weights: Mapped[list[int]] = mapped_column(JSON)
+    rollout: Mapped[dict[str, Any]] = mapped_column(JSON)
+    progress: Mapped[list[dict[str, Any]]] = mapped_column(JSON)
+    cause: Mapped[str] = mapped_column(Text, default="")
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+    created_by: Mapped[str] = mapped_column(String(128), default="")
+    activated_at: Mapped[datetime | None]
+    ended_at: Mapped[datetime | None]
+
+
+class IdempotencyKeyRow(Base):
+    """A prediction made under an ``Idempotency-Key``: repeats get its stored response."""
+
+    __tablename__ = "idempotency_keys"
+
+    tenant: Mapped[str] = mapped_column(String(64), primary_key=True)
+    endpoint: Mapped[str] = mapped_column(String(63), primary_key=True)
+    key: Mapped[str] = mapped_column(String(255), primary_key=True)
+    fingerprint: Mapped[str] = mapped_column(String(64))
+    state: Mapped[str] = mapped_column(String(16))
+    owner: Mapped[str] = mapped_column(String(32))
+    response_status: Mapped[int | None] = mapped_column(Integer)
+    response_body: Mapped[bytes | None] = mapped_column(LargeBinary)
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+    locked_until: Mapped[datetime]
+    expires_at: Mapped[datetime] = mapped_column(index=True)

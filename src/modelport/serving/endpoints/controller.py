@@ -1,0 +1,313 @@
+"""The deployment controller: loads a deployment's versions, switches traffic when they
+are all ready, steps canaries, closes rollback windows.
+
+It runs as tasks on one event loop, between ``start()`` and ``stop()``; every wait
+goes through the injected ``Clock``, so tests drive a staged rollout by advancing a
+``ManualClock`` instead of sleeping. State lives in the database (through
+``EndpointService``); after each change the controller rebuilds the changed
+endpoint's route and swaps it into the router. A watch task also rebuilds every
+route when the database's revision mark moves (a change made by another process).
+
+Rolling out a deployment:
+
+1. every version it holds (traffic, shadow, fallback) is loaded on the model host,
+   pinned, each through its phases fetch → verify → load → warm-up; the progress is
+   recorded as each one finishes;
+2. a version that fails fails the deployment (traffic never moved) and versions no
+   live deployment holds are unloaded again;
+3. all ready: one transaction makes it active and the active one superseded (kept warm
+   until the rollback window closes), then the route is swapped in one assignment.
+
+A canary then starts at its first step; every ``check_seconds`` the judge compares the
+candidate with the stable version on this step's traffic; bad: all traffic goes back to
+the stable version (``halted``); good at the end of ``interval_seconds``: next step;
+the step at 100 completes it.
+
+Started again after a restart, it picks up pending deployments, running canaries and
+open rollback windows, and warms the active deployments' versions. (With several
+gateways each would; deployments are meant to be driven by one controller.)
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Coroutine
+from typing import Any
+
+import anyio.to_thread
+
+from modelport.errors import ModelportError
+from modelport.runtime.cache import BlobSource
+from modelport.runtime.host import ModelHost
+from modelport.runtime.types import VersionKey, VersionStatus
+from modelport.serving.clock import Clock
+from modelport.serving.endpoints.rollout import Verdict, judge
+from modelport.serving.endpoints.service import EndpointService
+from modelport.serving.endpoints.spec import canary_weights
+from modelport.serving.endpoints.types import (
+    Deployment,
+    DeploymentState,
+    Rollout,
+    RolloutKind,
+    RolloutStatus,
+    VersionProgress,
+)
+from modelport.serving.routing.router import Router
+from modelport.serving.types import VersionRef
+
+log = logging.getLogger(__name__)
+
+
+def key_of(ref: VersionRef) -> VersionKey:
+    return VersionKey(ref.model, ref.version, ref.manifest_digest)
+
+
+def progress_of(
+    ref: VersionRef, status: VersionStatus | None, error: str | None = None
+) -> VersionProgress:
+    if error is not None:
+        return VersionProgress(ref=ref.ref, state="failed", cause=error)
+    if status is None:
+        return VersionProgress(ref=ref.ref, state="pending")
+    return VersionProgress(
+        ref=ref.ref,
+        state=status.state.value,
+        phases=dict(status.phases),
+        cause=status.cause,
+        memory_bytes=status.host_memory_bytes,
+        warm_up=status.warm_up,
+    )
+
+
+class Controller:
+    def __init__(
+        self,
+        service: EndpointService,
+        router: Router,
+        host: ModelHost,
+        blobs: BlobSource,
+        *,
+        clock: Clock,
+        refresh_seconds: float = 2.0,
+    ) -> None:
+        self.service = service
+        self.router = router
+        self.host = host
+        self.blobs = blobs
+        self.clock = clock
+        self.refresh_seconds = refresh_seconds
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self._mark: tuple[int, int] | None = None
+        self._running = False
+
+    # ---- lifetime
+    async def start(self) -> None:
+        """Build every route, then resume unfinished work (call once, on the serving loop)."""
+        self._running = True
+        await self.refresh_all()
+        live = [s for s in DeploymentState if s.live]
+        for deployment in await self._call(self.service.deployments_in, live):
+            self._resume(deployment)
+        self._spawn(self._watch())
+
+    def _resume(self, deployment: Deployment) -> None:
+        if deployment.state is DeploymentState.PENDING:
+            self.submit(deployment)
+        elif deployment.state in (DeploymentState.ACTIVE, DeploymentState.SUPERSEDED):
+            self._spawn(self._warm(deployment))
+            if deployment.state is DeploymentState.ACTIVE and (
+                deployment.rollout.status is RolloutStatus.PROGRESSING
+            ):
+                self._spawn(
+                    self._canary(deployment.endpoint, deployment.id, deployment.rollout.step)
+                )
+            if deployment.state is DeploymentState.SUPERSEDED:
+                self._spawn(self._close_window(deployment.endpoint, deployment.id))
+
+    async def stop(self) -> None:
+        self._running = False
+        for task in list(self._tasks):
+            task.cancel()
+        await asyncio.gather(*list(self._tasks), return_exceptions=True)
+        await self.router.close()
+
+    def _spawn(self, work: Coroutine[Any, Any, Any]) -> asyncio.Task[Any]:
+        task = asyncio.get_running_loop().create_task(work)
+        self._tasks.add(task)
+        task.add_done_callback(self._done)
+        return task
+
+    def _done(self, task: asyncio.Task[Any]) -> None:
+        self._tasks.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            log.error("serving controller task failed", exc_info=task.exception())
+
+    @property
+    def busy(self) -> bool:
+        """Whether work other than the watch loop is in progress (tests wait on it)."""
+        return len(self._tasks) > (1 if self._running else 0)
+
+    async def _call(self, function: Any, *args: Any) -> Any:
+        return await anyio.to_thread.run_sync(function, *args)
+
+    # ---- routes
+    async def refresh(self, name: str) -> None:
+        self.router.install(await self._call(self.service.route, name))
+
+    async def refresh_all(self) -> None:
+        self._mark = await self._call(self.service.revision_mark)
+        self.router.install_all(await self._call(self.service.routes))
+
+    async def _watch(self) -> None:
+        while True:
+            await asyncio.sleep(self.refresh_seconds)
+            try:
+                mark = await self._call(self.service.revision_mark)
+                if mark != self._mark:
+                    await self.refresh_all()
+            except Exception:  # a database hiccup must not stop the watch
+                log.exception("could not refresh the routing table")
+
+    # ---- rolling out
+    def submit(self, deployment: Deployment) -> None:
+        """Roll out a pending deployment (returns at once)."""
+        self._spawn(self._roll_out(deployment))
+
+    async def _roll_out(self, deployment: Deployment) -> None:
+        name, ident = deployment.endpoint, deployment.id
+        try:
+            refs: list[VersionRef] = await self._call(self.service.version_refs, deployment)
+        except ModelportError as exc:
+            await self._call(self.service.fail, name, ident, exc.message, list(deployment.progress))
+            return
+        progress = {ref.ref: progress_of(ref, None) for ref in refs}
+        waits = []
+        failure: str | None = None
+        for ref in refs:
+            try:
+                done = self.host.start_load(key_of(ref), ref.manifest, self.blobs, pinned=True)
+            except ModelportError as exc:
+                failure = f"{ref.ref}: {exc.message}"
+                progress[ref.ref] = progress_of(ref, None, exc.message)
+                break
+            progress[ref.ref] = progress_of(ref, self.host.status(key_of(ref)))
+            waits.append(self._loaded(ref, asyncio.wrap_future(done), name, ident, progress))
+        if failure is None:
+            await self._call(self.service.record_progress, name, ident, list(progress.values()))
+            failures = [f for f in await asyncio.gather(*waits) if f is not None]
+            failure = failures[0] if failures else None
+        else:
+            for wait in waits:
+                wait.close()
+        if failure is not None:
+            await self._call(self.service.fail, name, ident, failure, list(progress.values()))
+            await self._unload_unused(refs)
+            return
+        activation = await self._call(self.service.activate, name, ident, list(progress.values()))
+        if activation is None:
+            return
+        await self.refresh(name)
+        for retired in activation.retired:
+            await self._unload_unused(await self._call(self.service.version_refs, retired))
+        if activation.endpoint.previous_deployment is not None:
+            self._spawn(self._close_window(name, activation.endpoint.previous_deployment))
+        if deployment.spec.rollout.kind is RolloutKind.CANARY:
+            self._spawn(self._canary(name, ident, 0))
+
+    async def _loaded(
+        self,
+        ref: VersionRef,
+        done: asyncio.Future[VersionStatus],
+        name: str,
+        ident: int,
+        progress: dict[str, VersionProgress],
+    ) -> str | None:
+        """Wait for one version; record its progress; return why it failed (None: ready)."""
+        try:
+            status = await done
+        except ModelportError as exc:
+            progress[ref.ref] = progress_of(ref, self.host.status(key_of(ref)), exc.message)
+            return f"{ref.ref}: {exc.message}"
+        except Exception as exc:
+            progress[ref.ref] = progress_of(ref, None, str(exc))
+            return f"{ref.ref}: {exc}"
+        progress[ref.ref] = progress_of(ref, status)
+        await self._call(self.service.record_progress, name, ident, list(progress.values()))
+        return None
+
+    async def _warm(self, deployment: Deployment) -> None:
+        """Load (pinned) the versions of a deployment that serves, after a restart."""
+        for ref in await self._call(self.service.version_refs, deployment):
+            with contextlib.suppress(ModelportError):
+                done = self.host.start_load(key_of(ref), ref.manifest, self.blobs, pinned=True)
+                with contextlib.suppress(ModelportError):
+                    await asyncio.wrap_future(done)
+
+    async def _unload_unused(self, refs: list[VersionRef]) -> None:
+        live = await self._call(self.service.live_refs)
+        for ref in refs:
+            if ref.ref in live or self.host.status(key_of(ref)) is None:
+                continue
+            with contextlib.suppress(ModelportError):
+                await self._call(self.host.unload, key_of(ref))
+
+    # ---- rollback
+    async def rollback(self, name: str, deployment: int) -> Deployment:
+        """Restore the deployment ``deployment`` replaced, and route to it at once."""
+        _, rolled = await self._call(self.service.rollback, name, deployment)
+        await self.refresh(name)
+        await self._unload_unused(await self._call(self.service.version_refs, rolled))
+        return rolled
+
+    async def _close_window(self, name: str, deployment: int) -> None:
+        endpoint = await self._call(self.service.get_endpoint, name)
+        if endpoint.previous_deployment != deployment or endpoint.rollback_until is None:
+            return
+        await self.clock.sleep((endpoint.rollback_until - self.clock.now()).total_seconds())
+        retired = await self._call(self.service.retire, name, deployment)
+        if retired is not None:
+            await self.refresh(name)
+            await self._unload_unused(await self._call(self.service.version_refs, retired))
+
+    # ---- canary
+    async def _canary(self, name: str, ident: int, step: int) -> None:
+        deployment = await self._call(self.service.get_deployment, name, ident)
+        policy = deployment.spec.rollout.canary
+        assert policy is not None
+        stable, candidate = (v.ref for v in deployment.spec.versions)
+        stats = self.router.stats
+        stats.reset(ident)
+        step_started = self.clock.monotonic()
+        while True:
+            await self.clock.sleep(policy.check_seconds)
+            route = self.router.table.find(name)
+            if route is None or route.deployment != ident:
+                return  # rolled back or replaced: nothing left to steer
+            verdict = judge(policy, stats.window(ident, stable), stats.window(ident, candidate))
+            if verdict.verdict is Verdict.BAD:
+                halted = Rollout(RolloutStatus.HALTED, step, verdict.reason)
+                log.warning("canary of %s halted: %s", name, verdict.reason)
+                await self._call(self.service.set_weights, name, ident, (100, 0), halted)
+                await self.refresh(name)
+                return
+            elapsed = self.clock.monotonic() - step_started
+            if verdict.verdict is Verdict.GOOD and elapsed >= policy.interval_seconds:
+                step += 1
+                share = policy.steps[step]
+                status = RolloutStatus.COMPLETE if share == 100 else RolloutStatus.PROGRESSING
+                moved = await self._call(
+                    self.service.set_weights,
+                    name,
+                    ident,
+                    canary_weights(share),
+                    Rollout(status, step),
+                )
+                if moved is None:
+                    return
+                await self.refresh(name)
+                if status is RolloutStatus.COMPLETE:
+                    return
+                stats.reset(ident)
+                step_started = self.clock.monotonic()

@@ -1,0 +1,53 @@
+"""The canary judge: is the candidate behaving as well as the stable version? Pure.
+
+The candidate is judged only once it answered ``min_requests`` in the current
+step (before that the verdict is ``wait``). It is ``bad`` when its error rate
+exceeds the stable's by more than ``max_error_rate_increase``, or its p99
+latency exceeds the stable's by more than ``max_p99_increase`` (a fraction of
+the stable's p99; with no stable traffic to compare, latency is not judged).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+
+from modelport.serving.endpoints.types import CanaryPolicy, Stats
+
+LATENCY_FLOOR_SECONDS = 0.001
+"""p99 differences below this are noise, whatever the ratio (sub-millisecond models)."""
+
+
+class Verdict(StrEnum):
+    WAIT = "wait"
+    GOOD = "good"
+    BAD = "bad"
+
+
+@dataclass(frozen=True)
+class Judgement:
+    verdict: Verdict
+    reason: str = ""
+
+
+def judge(policy: CanaryPolicy, stable: Stats, candidate: Stats) -> Judgement:
+    if candidate.requests < policy.min_requests:
+        return Judgement(
+            Verdict.WAIT, f"{candidate.requests} of {policy.min_requests} candidate requests"
+        )
+    error_margin = candidate.error_rate - stable.error_rate
+    if error_margin > policy.max_error_rate_increase:
+        return Judgement(
+            Verdict.BAD,
+            f"candidate error rate {candidate.error_rate:.1%} against the stable's "
+            f"{stable.error_rate:.1%} (allowed +{policy.max_error_rate_increase:.1%})",
+        )
+    if stable.requests - stable.errors > 0 and candidate.requests > candidate.errors:
+        allowed = stable.p99 * (1 + policy.max_p99_increase) + LATENCY_FLOOR_SECONDS
+        if candidate.p99 > allowed:
+            return Judgement(
+                Verdict.BAD,
+                f"candidate p99 latency {candidate.p99 * 1000:.1f} ms against the stable's "
+                f"{stable.p99 * 1000:.1f} ms (allowed +{policy.max_p99_increase:.0%})",
+            )
+    return Judgement(Verdict.GOOD)

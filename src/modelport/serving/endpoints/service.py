@@ -1,0 +1,518 @@
+"""The serving control plane's state: endpoints and deployments, validated and persisted.
+
+Contract:
+
+- ``create_endpoint`` (409 ``endpoint_exists``), ``get_endpoint`` (404
+  ``endpoint_not_found``), ``list_endpoints``.
+- ``create_deployment`` validates before anything changes, then records a
+  ``pending`` deployment (the controller loads it and switches traffic):
+
+  * every version (those taking traffic, the shadow, the endpoint's fallback
+    versions) exists and the endpoint's tenant may see it (404 as if absent);
+  * it is ``approved`` or ``deployed`` (409 ``version_not_approved``);
+  * its blobs are all stored with their declared sizes (422 ``blob_missing``);
+    their digests are verified when the version is fetched, before it is ready;
+  * its schema is compatible with the stable version's (422
+    ``incompatible_schema``, see ``compat``);
+  * the host's memory budget holds every live deployment's versions together with
+    these (422 ``insufficient_memory``), and the tenant's quota holds its live
+    deployments' memory times their ``max_replicas`` (422 ``quota_exceeded``);
+  * no other deployment of the endpoint is pending (409 ``deployment_in_progress``).
+
+- ``activate`` / ``rollback`` / ``retire`` / ``fail`` / ``set_weights`` change one
+  endpoint's traffic in one transaction under its row lock; each bumps the
+  endpoint's ``revision`` so routers rebuild their snapshot.
+
+Every method opens its own transaction(s) and blocks: call it from a worker thread.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from datetime import timedelta
+
+from modelport.errors import Conflict, NotFound, Unprocessable
+from modelport.registry.service import RegistryService
+from modelport.registry.types import LifecycleState, ModelVersion
+from modelport.runtime.cache import BlobSource
+from modelport.runtime.host import ModelHost
+from modelport.runtime.types import Priority
+from modelport.serving.clock import Clock
+from modelport.serving.endpoints import repository as repo
+from modelport.serving.endpoints.compat import incompatibilities
+from modelport.serving.endpoints.spec import (
+    check_endpoint_name,
+    check_endpoint_settings,
+    check_spec,
+    initial_weights,
+)
+from modelport.serving.endpoints.types import (
+    Deployment,
+    DeploymentSpec,
+    DeploymentState,
+    Endpoint,
+    Rollout,
+    RolloutKind,
+    RolloutStatus,
+    VersionProgress,
+    VersionWeight,
+)
+from modelport.serving.fallback import schema_problems, static_outputs
+from modelport.serving.routing.table import Route
+from modelport.serving.types import FallbackChain, StaticFallback, VersionFallback, VersionRef
+from modelport.store import Database
+from modelport.tenancy.types import GrantSet
+
+DEPLOYABLE = (LifecycleState.APPROVED, LifecycleState.DEPLOYED)
+LIVE = tuple(s for s in DeploymentState if s.live)
+
+
+@dataclass(frozen=True)
+class ServingLimits:
+    """The control plane's settings."""
+
+    rollback_window_seconds: float = 3600.0
+    tenant_memory_bytes: int | None = None
+    """What one tenant's live deployments may take together (memory times max_replicas)."""
+
+
+@dataclass(frozen=True)
+class Activation:
+    endpoint: Endpoint
+    deployment: Deployment
+    retired: tuple[Deployment, ...]
+    """Deployments that lost their warm standby by this switch (their versions may go)."""
+
+
+def version_ref(found: ModelVersion) -> VersionRef:
+    return VersionRef(
+        model=found.model_ref,
+        version=found.version,
+        manifest_digest=found.manifest_digest,
+        manifest=found.manifest,
+    )
+
+
+def fallback_versions(chain: FallbackChain | None) -> tuple[VersionWeight, ...]:
+    if chain is None:
+        return ()
+    return tuple(
+        VersionWeight(step.model, step.version)
+        for step in chain.steps
+        if isinstance(step, VersionFallback)
+    )
+
+
+class EndpointService:
+    def __init__(
+        self,
+        database: Database,
+        registry: RegistryService,
+        blobs: BlobSource,
+        host: ModelHost,
+        *,
+        grants_to: Callable[[str], GrantSet],
+        clock: Clock,
+        limits: ServingLimits = ServingLimits(),
+    ) -> None:
+        self.database = database
+        self.registry = registry
+        self.blobs = blobs
+        self.host = host
+        self.grants_to = grants_to
+        self.clock = clock
+        self.limits = limits
+
+    # ---- endpoints
+    def create_endpoint(
+        self,
+        tenant: str,
+        name: str,
+        *,
+        actor: str,
+        deadline_ms: int = 30_000,
+        priority: str = Priority.INTERACTIVE.value,
+        description: str = "",
+        fallback: FallbackChain | None = None,
+    ) -> Endpoint:
+        check_endpoint_name(name)
+        level = check_endpoint_settings(deadline_ms, priority)
+        for step in fallback_versions(fallback):
+            self._resolve(
+                tenant, step
+            )  # exists and visible; compatibility is checked per deployment
+        with self.database.transaction() as session:
+            return repo.insert_endpoint(
+                session,
+                name=name,
+                tenant=tenant,
+                deadline_ms=deadline_ms,
+                priority=level,
+                description=description,
+                fallback=fallback,
+                actor=actor,
+            )
+
+    def get_endpoint(self, name: str) -> Endpoint:
+        with self.database.transaction() as session:
+            return repo.get_endpoint(session, name)
+
+    def list_endpoints(self, tenant: str | None) -> list[Endpoint]:
+        with self.database.transaction() as session:
+            return repo.list_endpoints(session, tenant)
+
+    # ---- deployments: validation and creation
+    def create_deployment(self, name: str, spec: DeploymentSpec, *, actor: str) -> Deployment:
+        """Validate ``spec`` for endpoint ``name`` and record it as pending."""
+        endpoint = self.get_endpoint(name)
+        check_spec(spec)
+        resolved = self._check_versions(endpoint, spec)
+        self._check_memory(endpoint, spec, resolved)
+        progress = [VersionProgress(ref=r, state="pending") for r in resolved]
+        with self.database.transaction() as session:
+            return repo.insert_deployment(
+                session,
+                name,
+                spec,
+                weights=[0] * len(spec.versions),
+                progress=progress,
+                actor=actor,
+            )
+
+    def _resolve(self, tenant: str, wanted: VersionWeight) -> ModelVersion:
+        owner, _, model = wanted.model.partition("/")
+        found = self.registry.get_version(owner, model, wanted.version)
+        if owner != tenant:
+            visibility = self.registry.get_model(owner, model).visibility.value
+            if visibility != "public" and not self.grants_to(tenant).covers(owner, model):
+                # Exactly what a version that does not exist gives.
+                raise NotFound(
+                    f"model {wanted.model} not found", code="model_not_found", model=wanted.model
+                )
+        return found
+
+    def _check_versions(self, endpoint: Endpoint, spec: DeploymentSpec) -> dict[str, ModelVersion]:
+        wanted = [*spec.all_versions(), *fallback_versions(endpoint.fallback)]
+        resolved: dict[str, ModelVersion] = {}
+        for item in wanted:
+            if item.ref in resolved:
+                continue
+            found = self._resolve(endpoint.tenant, item)
+            if found.state not in DEPLOYABLE:
+                raise Conflict(
+                    f"{found.ref} is {found.state.value}; only approved versions are deployed",
+                    code="version_not_approved",
+                    version=found.ref,
+                    state=found.state.value,
+                )
+            self._check_blobs(found)
+            resolved[item.ref] = found
+        stable = resolved[spec.stable.ref].manifest
+        fallbacks = {v.ref for v in fallback_versions(endpoint.fallback)}
+        traffic = {v.ref for v in spec.all_versions()}
+        for ref, found in resolved.items():
+            if ref == spec.stable.ref:
+                continue
+            problems = []
+            if ref in traffic:
+                problems += incompatibilities(
+                    stable.inputs, stable.outputs, found.manifest.inputs, found.manifest.outputs
+                )
+            if ref in fallbacks:
+                problems += schema_problems(stable, found.manifest)
+            if problems:
+                raise Unprocessable(
+                    f"{found.ref} cannot stand in for {spec.stable.ref}: " + "; ".join(problems),
+                    code="incompatible_schema",
+                    version=found.ref,
+                    problems=problems,
+                )
+        for step in endpoint.fallback.steps if endpoint.fallback else ():
+            if isinstance(step, StaticFallback):
+                static_outputs(stable, step.outputs)  # 422 incompatible_fallback
+        return resolved
+
+    def _check_blobs(self, found: ModelVersion) -> None:
+        for entry in found.manifest.files:
+            stored = self.blobs.size(entry.digest)
+            if stored != entry.size:
+                what = (
+                    "is not stored" if stored is None else f"has {stored} bytes, not {entry.size}"
+                )
+                raise Unprocessable(
+                    f"{found.ref}: file {entry.path!r} (blob {entry.digest}) {what}",
+                    code="blob_missing",
+                    version=found.ref,
+                    digest=entry.digest,
+                )
+
+    def memory_of(self, found: ModelVersion | VersionRef, spec: DeploymentSpec) -> int:
+        """Host bytes one replica of a version of this deployment takes."""
+        if spec.resources.memory_bytes is not None:
+            return spec.resources.memory_bytes
+        manifest = found.manifest
+        declared = manifest.resources.host_memory_bytes
+        return (
+            declared
+            if declared is not None
+            else self.host.formats(manifest.format).estimate_memory(manifest)
+        )
+
+    def _check_memory(
+        self, endpoint: Endpoint, spec: DeploymentSpec, resolved: dict[str, ModelVersion]
+    ) -> None:
+        mine = {ref: self.memory_of(found, spec) for ref, found in resolved.items()}
+        host_held: dict[str, int] = {}
+        tenant_bytes = 0
+        for other in self._live():
+            refs = self._memory_refs(other)
+            for ref, size in refs.items():
+                host_held[ref] = max(host_held.get(ref, 0), size)
+            if other.endpoint_tenant == endpoint.tenant:
+                tenant_bytes += sum(refs.values()) * other.deployment.spec.resources.max_replicas
+        budget = self.host.budget.host_bytes
+        needed = sum(
+            {**host_held, **{r: max(s, host_held.get(r, 0)) for r, s in mine.items()}}.values()
+        )
+        if budget is not None and needed > budget:
+            raise Unprocessable(
+                f"the deployments would need {needed} bytes of host memory together; the "
+                f"budget is {budget}",
+                code="insufficient_memory",
+                needed_bytes=needed,
+                budget_bytes=budget,
+            )
+        quota = self.limits.tenant_memory_bytes
+        asked = sum(mine.values()) * spec.resources.max_replicas
+        if quota is not None and tenant_bytes + asked > quota:
+            raise Unprocessable(
+                f"tenant {endpoint.tenant}'s deployments would take {tenant_bytes + asked} bytes; "
+                f"its quota is {quota}",
+                code="quota_exceeded",
+                needed_bytes=tenant_bytes + asked,
+                quota_bytes=quota,
+            )
+
+    @dataclass(frozen=True)
+    class _LiveDeployment:
+        deployment: Deployment
+        endpoint_tenant: str
+
+    def _live(self) -> list[_LiveDeployment]:
+        with self.database.transaction() as session:
+            deployments = repo.deployments_in(session, LIVE)
+            tenants = {e.name: e.tenant for e in repo.list_endpoints(session, None)}
+        return [self._LiveDeployment(d, tenants[d.endpoint]) for d in deployments]
+
+    def _memory_refs(self, deployment: Deployment) -> dict[str, int]:
+        """Each version a live deployment holds, and its memory (as recorded when loaded)."""
+        recorded = {p.ref: p.memory_bytes for p in deployment.progress}
+        sizes: dict[str, int] = {}
+        for ref, size in recorded.items():
+            if size:
+                sizes[ref] = size
+                continue
+            try:
+                sizes[ref] = self.memory_of(self._version(ref), deployment.spec)
+            except NotFound:
+                sizes[ref] = 0
+        return sizes
+
+    def _version(self, ref: str) -> ModelVersion:
+        model, _, version = ref.rpartition(":")
+        owner, _, name = model.partition("/")
+        return self.registry.get_version(owner, name, version)
+
+    # ---- deployments: reads
+    def get_deployment(self, name: str, deployment: int) -> Deployment:
+        with self.database.transaction() as session:
+            return repo.get_deployment(session, name, deployment)
+
+    def list_deployments(self, name: str) -> list[Deployment]:
+        with self.database.transaction() as session:
+            return repo.list_deployments(session, name)
+
+    def deployments_in(self, states: Iterable[DeploymentState]) -> list[Deployment]:
+        with self.database.transaction() as session:
+            return repo.deployments_in(session, tuple(states))
+
+    def version_refs(self, deployment: Deployment) -> list[VersionRef]:
+        """Every version the deployment loads: its progress entries, in order."""
+        return [version_ref(self._version(p.ref)) for p in deployment.progress]
+
+    def live_refs(self) -> set[str]:
+        """Versions some live deployment of any endpoint holds."""
+        return {p.ref for d in self.deployments_in(LIVE) for p in d.progress}
+
+    # ---- traffic changes
+    def record_progress(
+        self, name: str, deployment: int, progress: list[VersionProgress]
+    ) -> Deployment:
+        with self.database.transaction() as session:
+            return repo.update_deployment(session, name, deployment, progress=progress)
+
+    def fail(
+        self, name: str, deployment: int, cause: str, progress: list[VersionProgress]
+    ) -> Deployment:
+        with self.database.transaction() as session:
+            repo.get_endpoint(session, name, lock=True)
+            return repo.update_deployment(
+                session,
+                name,
+                deployment,
+                state=DeploymentState.FAILED,
+                cause=cause,
+                progress=progress,
+                ended_at=self.clock.now(),
+            )
+
+    def activate(
+        self, name: str, deployment: int, progress: list[VersionProgress]
+    ) -> Activation | None:
+        """Switch the endpoint to ``deployment`` (pending → active) atomically; None if it
+        is no longer pending."""
+        now = self.clock.now()
+        with self.database.transaction() as session:
+            endpoint = repo.get_endpoint(session, name, lock=True)
+            current = repo.get_deployment(session, name, deployment)
+            if current.state is not DeploymentState.PENDING:
+                return None
+            retired = []
+            if endpoint.previous_deployment is not None:
+                retired.append(
+                    repo.update_deployment(
+                        session,
+                        name,
+                        endpoint.previous_deployment,
+                        state=DeploymentState.RETIRED,
+                        ended_at=now,
+                    )
+                )
+            if endpoint.active_deployment is not None:
+                repo.update_deployment(
+                    session, name, endpoint.active_deployment, state=DeploymentState.SUPERSEDED
+                )
+            canary = current.spec.rollout.kind is RolloutKind.CANARY
+            activated = repo.update_deployment(
+                session,
+                name,
+                deployment,
+                state=DeploymentState.ACTIVE,
+                weights=initial_weights(current.spec),
+                rollout=Rollout(RolloutStatus.PROGRESSING if canary else RolloutStatus.MANUAL),
+                progress=progress,
+                activated_at=now,
+            )
+            previous = endpoint.active_deployment
+            window = timedelta(seconds=self.limits.rollback_window_seconds)
+            switched = repo.switch(
+                session,
+                name,
+                active=deployment,
+                previous=previous,
+                rollback_until=now + window if previous is not None else None,
+            )
+        return Activation(switched, activated, tuple(retired))
+
+    def set_weights(
+        self, name: str, deployment: int, weights: tuple[int, ...], rollout: Rollout
+    ) -> Deployment | None:
+        """Move an active deployment's shares (a canary step or halt); None if not active."""
+        with self.database.transaction() as session:
+            endpoint = repo.get_endpoint(session, name, lock=True)
+            if endpoint.active_deployment != deployment:
+                return None
+            updated = repo.update_deployment(
+                session, name, deployment, weights=weights, rollout=rollout
+            )
+            repo.touch(session, name)
+            return updated
+
+    def rollback(self, name: str, deployment: int) -> tuple[Endpoint, Deployment]:
+        """Restore the deployment ``deployment`` replaced, at once (409 when it cannot be)."""
+        now = self.clock.now()
+        with self.database.transaction() as session:
+            endpoint = repo.get_endpoint(session, name, lock=True)
+            rolled = repo.get_deployment(session, name, deployment)
+            if endpoint.active_deployment != deployment:
+                raise Conflict(
+                    f"deployment {deployment} is {rolled.state.value}, not the active one",
+                    code="deployment_not_active",
+                    state=rolled.state.value,
+                )
+            previous = endpoint.previous_deployment
+            if previous is None:
+                raise Conflict(
+                    f"endpoint {name!r} has no earlier deployment to roll back to",
+                    code="nothing_to_roll_back_to",
+                )
+            if endpoint.rollback_until is None or endpoint.rollback_until <= now:
+                raise Conflict(
+                    f"the rollback window of deployment {previous} closed at "
+                    f"{endpoint.rollback_until}",
+                    code="rollback_window_closed",
+                )
+            rolled = repo.update_deployment(
+                session, name, deployment, state=DeploymentState.ROLLED_BACK, ended_at=now
+            )
+            repo.update_deployment(session, name, previous, state=DeploymentState.ACTIVE)
+            switched = repo.switch(
+                session, name, active=previous, previous=None, rollback_until=None
+            )
+        return switched, rolled
+
+    def retire(self, name: str, deployment: int) -> Deployment | None:
+        """Close the rollback window of ``deployment`` if it is due; None if not (any more)."""
+        now = self.clock.now()
+        with self.database.transaction() as session:
+            endpoint = repo.get_endpoint(session, name, lock=True)
+            due = endpoint.rollback_until is not None and endpoint.rollback_until <= now
+            if endpoint.previous_deployment != deployment or not due:
+                return None
+            retired = repo.update_deployment(
+                session, name, deployment, state=DeploymentState.RETIRED, ended_at=now
+            )
+            repo.switch(
+                session, name, active=endpoint.active_deployment, previous=None, rollback_until=None
+            )
+        return retired
+
+    # ---- routing snapshots
+    def revision_mark(self) -> tuple[int, int]:
+        with self.database.transaction() as session:
+            return repo.revision_mark(session)
+
+    def route(self, name: str) -> Route:
+        """The endpoint's route as the database has it now."""
+        with self.database.transaction() as session:
+            endpoint = repo.get_endpoint(session, name)
+            active = (
+                repo.get_deployment(session, name, endpoint.active_deployment)
+                if endpoint.active_deployment is not None
+                else None
+            )
+        return self._route(endpoint, active)
+
+    def routes(self) -> dict[str, Route]:
+        with self.database.transaction() as session:
+            endpoints = repo.list_endpoints(session, None)
+            active = {d.endpoint: d for d in repo.deployments_in(session, [DeploymentState.ACTIVE])}
+        return {e.name: self._route(e, active.get(e.name)) for e in endpoints}
+
+    def _route(self, endpoint: Endpoint, active: Deployment | None) -> Route:
+        if active is None or active.id != endpoint.active_deployment:
+            return Route(endpoint=endpoint, deployment=None)
+        spec = active.spec
+        refs = {
+            item.ref: version_ref(self._version(item.ref))
+            for item in [*spec.all_versions(), *fallback_versions(endpoint.fallback)]
+        }
+        return Route(
+            endpoint=endpoint,
+            deployment=active.id,
+            versions=tuple(refs[v.ref] for v in spec.versions),
+            weights=active.weights,
+            shadow=refs[spec.shadow.ref] if spec.shadow else None,
+            fallbacks={v.ref: refs[v.ref] for v in fallback_versions(endpoint.fallback)},
+        )

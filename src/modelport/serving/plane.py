@@ -1,0 +1,52 @@
+"""The serving plane as the surfaces see it: control (endpoints, deployments), routing,
+and idempotency, built once by the composition root.
+
+``async with plane.running():`` starts the controller on the serving event loop
+(the application's lifespan does this) and stops it, with its shadow copies, at
+the end.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+
+import anyio.to_thread
+
+from modelport.observability.serving_metrics import ServingMetrics
+from modelport.serving.endpoints.controller import Controller
+from modelport.serving.endpoints.service import EndpointService
+from modelport.serving.endpoints.types import Deployment, DeploymentSpec
+from modelport.serving.idempotency import IdempotencyStore
+from modelport.serving.routing.router import Router
+
+
+@dataclass
+class ServingPlane:
+    endpoints: EndpointService
+    router: Router
+    controller: Controller
+    idempotency: IdempotencyStore
+    metrics: ServingMetrics | None = None
+    """The serving layer's collectors (on the runtime's registry), for anything else of
+    the serving layer to reuse."""
+
+    @asynccontextmanager
+    async def running(self) -> AsyncIterator[ServingPlane]:
+        await self.controller.start()
+        try:
+            yield self
+        finally:
+            await self.controller.stop()
+
+    async def deploy(self, endpoint: str, spec: DeploymentSpec, *, actor: str) -> Deployment:
+        """Validate and record a deployment, then start rolling it out (returns at once)."""
+        deployment = await anyio.to_thread.run_sync(
+            lambda: self.endpoints.create_deployment(endpoint, spec, actor=actor)
+        )
+        self.controller.submit(deployment)
+        return deployment
+
+    async def rollback(self, endpoint: str, deployment: int) -> Deployment:
+        return await self.controller.rollback(endpoint, deployment)

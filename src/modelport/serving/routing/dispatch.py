@@ -1,0 +1,33 @@
+"""The seam between routing and backends (implemented by ``modelport.serving.dispatch``).
+
+The router decides *which version* and hands over that version's replicas and the
+endpoint's fallback options; a ``Dispatcher`` decides *where and how*: replica
+order by health, retries, circuit breaking, and walking the fallback chain. It
+returns the answer with its provenance (``Served``), or raises a
+``modelport.errors`` type when nothing could answer.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Protocol
+
+from modelport.serving.backends.base import Backend
+from modelport.serving.types import BackendRequest, Served, VersionRef
+
+if TYPE_CHECKING:
+    from modelport.serving.fallback import FallbackOption
+
+ReplicaProvider = Callable[[VersionRef], Sequence[Backend]]
+"""The backends (replicas) that can run a version, in the order to try them."""
+
+
+class Dispatcher(Protocol):
+    async def dispatch(
+        self,
+        request: BackendRequest,
+        replicas: Sequence[Backend],
+        *,
+        fallback: Sequence[FallbackOption] = (),
+        endpoint: str = "",
+    ) -> Served: ...

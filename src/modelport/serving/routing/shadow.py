@@ -1,0 +1,131 @@
+"""Shadow traffic: a copy of a request to the shadow version, off the request path.
+
+The copy runs after the primary answered, as a task the caller never waits for,
+at ``batch`` priority (the runtime serves ``interactive`` requests first) and
+through no fallback. At most ``max_in_flight`` copies run at once; a request
+that finds them all busy is not copied, and the drop is counted. The shadow's
+answer is compared with the primary's and recorded (agreement, latency), never
+returned and never billed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import logging
+import time
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+
+from modelport.errors import ModelportError
+from modelport.runtime.types import Priority
+from modelport.serving.backends.base import Backend
+from modelport.serving.routing.dispatch import Dispatcher
+from modelport.serving.routing.stats import TrafficStats
+from modelport.serving.types import BackendRequest, VersionRef
+
+log = logging.getLogger(__name__)
+RTOL = 1e-4
+ATOL = 1e-5
+
+
+def compare(
+    primary: Mapping[str, np.ndarray], shadow: Mapping[str, np.ndarray]
+) -> tuple[bool, str]:
+    """Whether the shadow gave the primary's outputs (numbers within tolerance), and how not."""
+    for name, want in primary.items():
+        got = shadow.get(name)
+        if got is None:
+            return False, f"output '{name}' missing"
+        want, got = np.asarray(want), np.asarray(got)
+        if want.shape != got.shape:
+            return False, f"output '{name}': shape {list(got.shape)}, not {list(want.shape)}"
+        if want.dtype.kind in "fciub" and got.dtype.kind in "fciub":
+            if not np.allclose(want, got, rtol=RTOL, atol=ATOL, equal_nan=True):
+                diff = float(np.max(np.abs(want.astype(np.float64) - got.astype(np.float64))))
+                return False, f"output '{name}': max |difference| {diff:.6g}"
+        elif not np.array_equal(want, got):
+            return False, f"output '{name}' differs"
+    return True, ""
+
+
+class ShadowRunner:
+    def __init__(self, dispatcher: Dispatcher, stats: TrafficStats, *, max_in_flight: int) -> None:
+        self.dispatcher = dispatcher
+        self.stats = stats
+        self.max_in_flight = max_in_flight
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    @property
+    def in_flight(self) -> int:
+        return len(self._tasks)
+
+    def offer(
+        self,
+        deployment: int,
+        shadow: VersionRef,
+        replicas: Sequence[Backend],
+        request: BackendRequest,
+        primary: Mapping[str, np.ndarray],
+        primary_seconds: float,
+        timeout: float,
+    ) -> bool:
+        """Start a copy of ``request`` on ``shadow`` unless at the bound; True if started."""
+        if len(self._tasks) >= self.max_in_flight:
+            self.stats.shadow_dropped(deployment, shadow.ref)
+            return False
+        copy = dataclasses.replace(
+            request,
+            version=shadow,
+            priority=Priority.BATCH,
+            deadline=time.monotonic() + timeout,
+            outputs=None,
+        )
+        task = asyncio.get_running_loop().create_task(
+            self._run(deployment, copy, replicas, primary, primary_seconds)
+        )
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        return True
+
+    async def _run(
+        self,
+        deployment: int,
+        request: BackendRequest,
+        replicas: Sequence[Backend],
+        primary: Mapping[str, np.ndarray],
+        primary_seconds: float,
+    ) -> None:
+        started = time.perf_counter()
+        agreed: bool | None
+        try:
+            served = await self.dispatcher.dispatch(request, replicas)
+        except ModelportError as exc:
+            agreed, detail = None, f"{exc.code}: {exc.message}"
+        except Exception as exc:  # a shadow must never take anything else down
+            log.exception("shadow request to %s failed", request.version.ref)
+            agreed, detail = None, f"{type(exc).__name__}: {exc}"
+        else:
+            agreed, detail = compare(primary, served.outputs)
+        self.stats.shadow_result(
+            deployment,
+            request.version.ref,
+            prediction_id=request.request_id,
+            seconds=time.perf_counter() - started,
+            primary_seconds=primary_seconds,
+            agreed=agreed,
+            detail=detail,
+        )
+
+    async def drain(self) -> None:
+        """Wait for the copies in flight (tests, shutdown)."""
+        while self._tasks:
+            await asyncio.gather(*list(self._tasks), return_exceptions=True)
+
+    async def close(self) -> None:
+        for task in list(self._tasks):
+            task.cancel()
+        with contextlib.suppress(Exception):
+            await asyncio.gather(*list(self._tasks), return_exceptions=True)
