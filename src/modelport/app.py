@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from modelport.metering.service import MeteringService
     from modelport.observability.metrics import RuntimeMetrics
     from modelport.runtime.host import ModelHost
+    from modelport.serving.plane import ServingPlane
     from modelport.tenancy.limits import LimitService
 
 
@@ -42,6 +43,7 @@ class Services:
     tenancy: TenancyService
     limits: LimitService
     metering: MeteringService
+    serving: ServingPlane
 
     def close(self) -> None:
         self.metering.close()
@@ -243,6 +245,63 @@ def build_metering(
     )
 
 
+def build_serving(
+    settings: Settings,
+    database: Database,
+    registry: RegistryService,
+    blob_store: BlobStore,
+    host: ModelHost,
+    tenancy: TenancyService,
+    metrics: RuntimeMetrics,
+) -> ServingPlane:
+    """Endpoints, deployments and their router, over this process's model host."""
+    from modelport.observability.serving_metrics import ServingMetrics
+    from modelport.serving.backends.local import LocalBackend
+    from modelport.serving.clock import SystemClock
+    from modelport.serving.dispatch import Dispatcher
+    from modelport.serving.endpoints.controller import Controller
+    from modelport.serving.endpoints.service import EndpointService, ServingLimits
+    from modelport.serving.health import HealthBoard
+    from modelport.serving.idempotency import IdempotencyStore
+    from modelport.serving.plane import ServingPlane
+    from modelport.serving.routing.router import Router
+
+    clock = SystemClock()
+    serving_metrics = ServingMetrics(metrics.registry)
+    board = HealthBoard(metrics=serving_metrics)
+    local = LocalBackend(host, blob_store, load_on_demand=settings.load_on_demand)
+    board.register(local)
+    router = Router(
+        Dispatcher(board, metrics=serving_metrics),
+        lambda version: (local,),
+        shadow_max_in_flight=settings.serving_shadow_max_in_flight,
+    )
+    endpoints = EndpointService(
+        database,
+        registry,
+        blob_store,
+        host,
+        grants_to=tenancy.grants_to,
+        clock=clock,
+        limits=ServingLimits(
+            rollback_window_seconds=settings.serving_rollback_window_seconds,
+            tenant_memory_bytes=settings.serving_tenant_memory_bytes,
+        ),
+    )
+    controller = Controller(
+        endpoints,
+        router,
+        host,
+        blob_store,
+        clock=clock,
+        refresh_seconds=settings.serving_refresh_seconds,
+    )
+    idempotency = IdempotencyStore(
+        database, clock, window_seconds=settings.serving_idempotency_window_seconds
+    )
+    return ServingPlane(endpoints, router, controller, idempotency, metrics=serving_metrics)
+
+
 def build_services(settings: Settings) -> Services:
     settings.home.mkdir(parents=True, exist_ok=True)
     url = settings.resolved_database_url
@@ -262,6 +321,7 @@ def build_services(settings: Settings) -> Services:
         memory_bytes=settings.validation_memory_bytes,
     )
     registry = RegistryService(database, blob_store, signer=signer, validator=validator)
+    host = build_host(settings, metrics)
     return Services(
         settings=settings,
         database=database,
@@ -276,10 +336,11 @@ def build_services(settings: Settings) -> Services:
         registry=registry,
         authenticator=authenticator,
         metrics=metrics,
-        host=build_host(settings, metrics),
+        host=host,
         tenancy=tenancy,
         limits=build_limits(settings, database),
         metering=build_metering(settings, database, registry),
+        serving=build_serving(settings, database, registry, blob_store, host, tenancy, metrics),
     )
 
 

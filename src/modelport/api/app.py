@@ -15,6 +15,7 @@ from modelport.api.problems import install_error_handlers
 from modelport.api.routes import (
     aliases,
     blobs,
+    endpoints,
     health,
     limits,
     metrics,
@@ -40,7 +41,8 @@ def create_app(services: Services) -> FastAPI:
         async with periodic_upload_sweep(services.uploads, interval):
             services.metering.start()  # outbox delivery, reservation sweep
             try:
-                yield
+                async with services.serving.running():  # deployment controller, routes
+                    yield
             finally:
                 services.metering.stop()
 
@@ -69,6 +71,7 @@ def create_app(services: Services) -> FastAPI:
     app.include_router(limits.router, prefix="/api")
     app.include_router(prices.router, prefix="/api")
     app.include_router(usage_events.router, prefix="/api")
+    app.include_router(endpoints.router, prefix="/api")
     app.include_router(metrics.router)
     install_tenancy(app)
     app.state.dataplane = DataPlane(

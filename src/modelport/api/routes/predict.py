@@ -1,0 +1,194 @@
+"""``POST /api/endpoints/{name}:predict``: one prediction through an endpoint.
+
+The request path: authenticate; find the endpoint in the routing snapshot (no
+database read); ``model.call`` in its tenant (another tenant: 404); decode and
+check the body against the endpoint's schema (``predict_codec``); with an
+``Idempotency-Key``, claim it or replay the first answer; choose the version
+(weights, or sticky by ``X-Subject-Key`` / ``subject``); rate, concurrency and
+budget limits for that version's model; meter (the usage event names the
+version that actually answered); run it through the dispatcher; answer.
+
+The response::
+
+    {"prediction_id": "...", "endpoint": "fraud", "deployment": 7,
+     "model": "acme/fraud", "model_version": "4", "backend": "local",
+     "outputs": ..., "fallback": null}
+
+``fallback`` is set when the chosen version could not answer and the endpoint's
+fallback chain did: ``{"kind": "version" | "cache" | "static", "reason": code,
+"chosen": "acme/fraud:4"}``; ``model``/``model_version`` then name what answered.
+A replayed answer carries ``Idempotent-Replayed: true``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from typing import Any
+
+import anyio.to_thread
+import orjson
+from fastapi import APIRouter, Request, Response
+
+from modelport.api.auth import require_principal_async
+from modelport.api.deps import get_services
+from modelport.api.limiting import admitted
+from modelport.api.metering import metered
+from modelport.api.routes.endpoints import require_endpoint
+from modelport.api.routes.predict_codec import PredictRequest, encode_outputs, parse_predict
+from modelport.api.v2.options import TIMEOUT_HEADER, model_parameters, priority_of, timeout_seconds
+from modelport.errors import InvalidInput
+from modelport.serving.idempotency import Claim, Replay
+from modelport.serving.plane import ServingPlane
+from modelport.serving.routing.router import Prediction
+from modelport.serving.routing.table import Route
+from modelport.tenancy.policy import Permission
+from modelport.tenancy.types import Principal
+
+router = APIRouter(tags=["endpoints"])
+SUBJECT_HEADER = "x-subject-key"
+IDEMPOTENCY_HEADER = "idempotency-key"
+JSON = "application/json"
+
+
+@router.post(
+    "/endpoints/{name}:predict",
+    openapi_extra={
+        "requestBody": {
+            "required": True,
+            "content": {JSON: {"schema": {"type": "object", "required": ["inputs"]}}},
+        }
+    },
+)
+async def predict(name: str, request: Request) -> Response:
+    principal = await require_principal_async(request)
+    plane: ServingPlane = get_services(request).serving
+    route = plane.router.route(name)
+    require_endpoint(request, principal, route.endpoint, Permission.MODEL_CALL)
+    settings = get_services(request).settings
+    body = await request.body()
+    try:
+        doc = orjson.loads(body)
+    except orjson.JSONDecodeError as exc:
+        raise InvalidInput(f"request body is not valid JSON: {exc}", code="invalid_json") from None
+    parsed = parse_predict(
+        doc, route.inputs, route.outputs, max_elements=settings.max_tensor_elements
+    )
+    timeout = min(
+        route.endpoint.deadline_ms / 1000,
+        timeout_seconds(request.headers.get(TIMEOUT_HEADER), parsed.parameters, float("inf")),
+    )
+    deadline = time.monotonic() + timeout
+    subject = request.headers.get(SUBJECT_HEADER) or parsed.subject
+    key = request.headers.get(IDEMPOTENCY_HEADER)
+    if key is None:
+        return await _run(request, principal, plane, route, parsed, subject, timeout, deadline)
+    tenant = principal.tenant or principal.id
+    fingerprint = hashlib.sha256(f"{subject or ''}\0".encode() + body).hexdigest()
+    claimed = await plane.idempotency.claim(
+        tenant, name, key, fingerprint, hold_seconds=timeout + 5.0, wait_until=deadline
+    )
+    if isinstance(claimed, Replay):
+        return Response(
+            claimed.body, claimed.status, media_type=JSON, headers={"Idempotent-Replayed": "true"}
+        )
+    return await _run_once(
+        request, principal, plane, route, parsed, subject, timeout, deadline, claimed
+    )
+
+
+async def _run_once(
+    request: Request,
+    principal: Principal,
+    plane: ServingPlane,
+    route: Route,
+    parsed: PredictRequest,
+    subject: str | None,
+    timeout: float,
+    deadline: float,
+    claim: Claim,
+) -> Response:
+    try:
+        response = await _run(request, principal, plane, route, parsed, subject, timeout, deadline)
+    except BaseException:
+        # Nothing was answered (or billed): a retry with the key runs again.
+        await anyio.to_thread.run_sync(plane.idempotency.release, claim)
+        raise
+    await anyio.to_thread.run_sync(
+        plane.idempotency.complete, claim, response.status_code, bytes(response.body)
+    )
+    return response
+
+
+async def _run(
+    request: Request,
+    principal: Principal,
+    plane: ServingPlane,
+    route: Route,
+    parsed: PredictRequest,
+    subject: str | None,
+    timeout: float,
+    deadline: float,
+) -> Response:
+    plan = plane.router.plan(route.endpoint.name, subject)
+    chosen = plan.version
+    priority = priority_of(parsed.parameters) if "priority" in parsed.parameters else None
+    async with (
+        admitted(request, principal, chosen.model),
+        metered(
+            request,
+            chosen.model,
+            chosen.version,
+            chosen.manifest_digest,
+            timeout,
+            endpoint=route.endpoint.name,
+        ) as call,
+    ):
+        prediction = await plane.router.predict(
+            plan,
+            parsed.inputs,
+            deadline=deadline,
+            priority=priority,
+            outputs=parsed.outputs,
+            parameters=model_parameters(parsed.parameters),
+            prediction_id=call.prediction_id,
+        )
+        ran = prediction.version
+        if ran is not None and ran.ref != chosen.ref:
+            call.ran_version(ran.model, ran.version, ran.manifest_digest)
+        call.record(compute_seconds=_compute_share(prediction, parsed))
+    return Response(orjson.dumps(_answer(prediction, parsed)), media_type=JSON)
+
+
+def _compute_share(prediction: Prediction, parsed: PredictRequest) -> float:
+    """This request's rows' share of its batch's execution time."""
+    execute = float(prediction.timings.get("execute", 0.0))
+    first = next(iter(parsed.inputs.values()), None)
+    rows = first.shape[0] if first is not None and first.ndim else 1
+    batch = prediction.batch_size or 0
+    return execute * min(1.0, rows / batch) if batch > 0 else execute
+
+
+def _answer(prediction: Prediction, parsed: PredictRequest) -> dict[str, Any]:
+    provenance = prediction.provenance
+    ran = provenance.version
+    body: dict[str, Any] = {
+        "prediction_id": prediction.id,
+        "endpoint": prediction.endpoint,
+        "deployment": prediction.deployment,
+        "model": None if ran is None else ran.model,
+        "model_version": None if ran is None else ran.version,
+        "backend": provenance.backend,
+        "outputs": encode_outputs(parsed.form, prediction.outputs),
+        "fallback": None,
+    }
+    if parsed.id is not None:
+        body["id"] = parsed.id
+    if provenance.fallback is not None:
+        body["fallback"] = {
+            "kind": provenance.fallback.value,
+            "reason": provenance.reason,
+            "chosen": prediction.chosen.ref,
+            "age_seconds": provenance.age_seconds,
+        }
+    return body
