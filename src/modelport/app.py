@@ -20,6 +20,7 @@ from modelport.store import Database, create_database, upgrade
 from modelport.tenancy import AdminKeyAuthenticator, Authenticator, TenancyService
 
 if TYPE_CHECKING:
+    from modelport.metering.billing.service import BillingService
     from modelport.metering.service import MeteringService
     from modelport.observability.metrics import RuntimeMetrics
     from modelport.runtime.host import ModelHost
@@ -44,6 +45,7 @@ class Services:
     limits: LimitService
     metering: MeteringService
     serving: ServingPlane
+    billing: BillingService
 
     def close(self) -> None:
         self.metering.close()
@@ -302,6 +304,20 @@ def build_serving(
     return ServingPlane(endpoints, router, controller, idempotency, metrics=serving_metrics)
 
 
+def build_billing(database: Database) -> BillingService:
+    """Invoices, credit notes, statements, recompute and reconciliation over the ledger."""
+    from modelport.metering.balances import BalanceRepository
+    from modelport.metering.billing.service import BillingService
+
+    return BillingService(database, BalanceRepository(database))
+
+
+def open_billing(settings: Settings) -> BillingService:
+    """Billing straight on the database, for operator commands that need no server
+    (``modelport billing recompute``, ``reconcile``); dispose its ``database`` after."""
+    return build_billing(create_database(settings.resolved_database_url))
+
+
 def build_services(settings: Settings) -> Services:
     settings.home.mkdir(parents=True, exist_ok=True)
     url = settings.resolved_database_url
@@ -341,6 +357,7 @@ def build_services(settings: Settings) -> Services:
         limits=build_limits(settings, database),
         metering=build_metering(settings, database, registry),
         serving=build_serving(settings, database, registry, blob_store, host, tenancy, metrics),
+        billing=build_billing(database),
     )
 
 

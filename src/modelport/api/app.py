@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 from fastapi import FastAPI
 
 from modelport import __version__
+from modelport.api.billing import install_billing
 from modelport.api.hygiene import RequestHygiene
 from modelport.api.limiting import RateLimitHeaders
 from modelport.api.problems import install_error_handlers
@@ -74,6 +75,7 @@ def create_app(services: Services) -> FastAPI:
     app.include_router(endpoints.router, prefix="/api")
     app.include_router(metrics.router)
     install_tenancy(app)
+    install_billing(app)
     app.state.dataplane = DataPlane(
         services.registry,
         services.host,

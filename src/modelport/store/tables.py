@@ -482,3 +482,107 @@ class IdempotencyKeyRow(Base):
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
     locked_until: Mapped[datetime]
     expires_at: Mapped[datetime] = mapped_column(index=True)
+
+
+# ---- billing: invoices, credit notes, publisher statements -------------------
+
+# Billing reads the ledger by period, and a period is when the ledger recorded the usage.
+Index("ix_usage_events_recorded_at", UsageEventRow.recorded_at)
+
+
+class InvoiceRow(Base):
+    """A tenant's charges for one period: a draft (rebuilt on demand) or finalised.
+
+    The database refuses to change or delete a finalised invoice or its lines.
+    """
+
+    __tablename__ = "invoices"
+    __table_args__ = (UniqueConstraint("tenant", "period"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    tenant: Mapped[str] = mapped_column(String(64))
+    period: Mapped[str] = mapped_column(String(7), index=True)
+    status: Mapped[str] = mapped_column(String(16))
+    total_micros: Mapped[int] = mapped_column(BigInteger)
+    events: Mapped[int] = mapped_column(BigInteger)
+    generated_at: Mapped[datetime] = mapped_column(default=utcnow)
+    finalized_at: Mapped[datetime | None]
+    finalized_by: Mapped[str | None] = mapped_column(String(128))
+
+
+class InvoiceLineRow(Base):
+    """Usage of one model version and unit at one price and charge rate."""
+
+    __tablename__ = "invoice_lines"
+
+    invoice_id: Mapped[int] = mapped_column(ForeignKey("invoices.id"), primary_key=True)
+    line_no: Mapped[int] = mapped_column(Integer, primary_key=True)
+    model: Mapped[str] = mapped_column(String(193))
+    version: Mapped[str] = mapped_column(String(64))
+    unit: Mapped[str] = mapped_column(String(16))
+    price_rule_id: Mapped[int | None] = mapped_column(Integer)
+    unit_price_micros: Mapped[int] = mapped_column(BigInteger)
+    per_units: Mapped[int] = mapped_column(BigInteger)
+    charge_bps: Mapped[int] = mapped_column(Integer)
+    events: Mapped[int] = mapped_column(BigInteger)
+    quantity: Mapped[int] = mapped_column(BigInteger)
+    amount_micros: Mapped[int] = mapped_column(BigInteger)
+
+
+class CreditNoteRow(Base):
+    """A correction of a finalised invoice. Append-only, with its lines."""
+
+    __tablename__ = "credit_notes"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    invoice_id: Mapped[int] = mapped_column(ForeignKey("invoices.id"), index=True)
+    reason: Mapped[str] = mapped_column(Text)
+    total_micros: Mapped[int] = mapped_column(BigInteger)
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+    created_by: Mapped[str] = mapped_column(String(128))
+
+
+class CreditNoteLineRow(Base):
+    __tablename__ = "credit_note_lines"
+
+    credit_note_id: Mapped[int] = mapped_column(ForeignKey("credit_notes.id"), primary_key=True)
+    line_no: Mapped[int] = mapped_column(Integer, primary_key=True)
+    invoice_line: Mapped[int | None] = mapped_column(Integer)
+    description: Mapped[str] = mapped_column(String(512))
+    amount_micros: Mapped[int] = mapped_column(BigInteger)
+
+
+class StatementRow(Base):
+    """A publisher's revenue for one period: draft or finalised, like an invoice."""
+
+    __tablename__ = "statements"
+    __table_args__ = (UniqueConstraint("publisher", "period"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    publisher: Mapped[str] = mapped_column(String(64))
+    period: Mapped[str] = mapped_column(String(7), index=True)
+    status: Mapped[str] = mapped_column(String(16))
+    events: Mapped[int] = mapped_column(BigInteger)
+    revenue_micros: Mapped[int] = mapped_column(BigInteger)
+    publisher_share_micros: Mapped[int] = mapped_column(BigInteger)
+    platform_take_micros: Mapped[int] = mapped_column(BigInteger)
+    generated_at: Mapped[datetime] = mapped_column(default=utcnow)
+    finalized_at: Mapped[datetime | None]
+    finalized_by: Mapped[str | None] = mapped_column(String(128))
+
+
+class StatementLineRow(Base):
+    """Revenue of one model version and unit at one revenue share."""
+
+    __tablename__ = "statement_lines"
+
+    statement_id: Mapped[int] = mapped_column(ForeignKey("statements.id"), primary_key=True)
+    line_no: Mapped[int] = mapped_column(Integer, primary_key=True)
+    model: Mapped[str] = mapped_column(String(193))
+    version: Mapped[str] = mapped_column(String(64))
+    unit: Mapped[str] = mapped_column(String(16))
+    revenue_share_bps: Mapped[int] = mapped_column(Integer)
+    events: Mapped[int] = mapped_column(BigInteger)
+    quantity: Mapped[int] = mapped_column(BigInteger)
+    revenue_micros: Mapped[int] = mapped_column(BigInteger)
+    publisher_share_micros: Mapped[int] = mapped_column(BigInteger)

@@ -10,6 +10,8 @@ from modelport.metering.events import priced_event
 from modelport.metering.types import FailureRule, PriceSnapshot, Unit, UsageEvent, UsageStatus
 
 NOVEMBER = datetime(2026, 11, 10, 12, 0, tzinfo=UTC)
+DECEMBER = datetime(2026, 12, 2, 12, 0, tzinfo=UTC)
+"""Late enough in December for November's documents to be finalised."""
 _ids = count(1)
 
 

@@ -54,21 +54,61 @@ def unique(events: Iterable[UsageEvent]) -> list[UsageEvent]:
     return list(seen.values())
 
 
-def invoice_lines(events: Iterable[UsageEvent]) -> tuple[InvoiceLine, ...]:
-    """Lines per model version, unit, price rule and charge rate, sorted."""
-    sums: dict[tuple[str, str, str, int | None, int, int, int], _Sum] = {}
-    for event in unique(events):
+_InvoiceKey = tuple[str, str, str, int | None, int, int, int]
+_StatementKey = tuple[str, str, str, int]
+
+
+class PeriodBook:
+    """Invoices and statements of one period, built in one pass over its events.
+
+    ``add`` takes each event as the ledger holds it, once (the ledger's unique
+    ``event_id``); memory grows with the number of lines, not of events.
+    """
+
+    def __init__(self, period: str) -> None:
+        self.period = period
+        self.events = 0
+        self._invoices: dict[str, dict[_InvoiceKey, _Sum]] = {}
+        self._statements: dict[str, dict[_StatementKey, _Sum]] = {}
+
+    def add(self, event: UsageEvent) -> None:
         price = event.price
-        key = (
+        amount = charge_of(event)
+        unit = event.unit.value
+        self.events += 1
+        invoice_key = (
             event.model,
             event.version,
-            event.unit.value,
+            unit,
             price.rule_id,
             price.unit_price_micros,
             price.per_units,
             price.factor_bps(event.status),
         )
-        sums.setdefault(key, _Sum()).add(event.quantity, charge_of(event))
+        lines = self._invoices.setdefault(event.tenant, {})
+        lines.setdefault(invoice_key, _Sum()).add(event.quantity, amount)
+        statement_key = (event.model, event.version, unit, price.revenue_share_bps)
+        revenue = self._statements.setdefault(event.publisher, {})
+        revenue.setdefault(statement_key, _Sum()).add(
+            event.quantity, amount, price.publisher_share(amount)
+        )
+
+    def invoices(self) -> dict[str, InvoiceContent]:
+        """An invoice per calling tenant, its lines sorted."""
+        return {
+            tenant: InvoiceContent(tenant, self.period, _invoice_lines(sums))
+            for tenant, sums in sorted(self._invoices.items())
+        }
+
+    def statements(self) -> dict[str, StatementContent]:
+        """A statement per publisher (the tenant owning the model), its lines sorted."""
+        return {
+            publisher: StatementContent(publisher, self.period, _statement_lines(sums))
+            for publisher, sums in sorted(self._statements.items())
+        }
+
+
+def _invoice_lines(sums: dict[_InvoiceKey, _Sum]) -> tuple[InvoiceLine, ...]:
     return tuple(
         sorted(
             InvoiceLine(
@@ -96,26 +136,7 @@ def invoice_lines(events: Iterable[UsageEvent]) -> tuple[InvoiceLine, ...]:
     )
 
 
-def invoices(events: Iterable[UsageEvent], period: str) -> dict[str, InvoiceContent]:
-    """An invoice per calling tenant of ``events`` (all taken to be of ``period``)."""
-    by_tenant: dict[str, list[UsageEvent]] = {}
-    for event in unique(events):
-        by_tenant.setdefault(event.tenant, []).append(event)
-    return {
-        tenant: InvoiceContent(tenant=tenant, period=period, lines=invoice_lines(group))
-        for tenant, group in sorted(by_tenant.items())
-    }
-
-
-def statement_lines(events: Iterable[UsageEvent]) -> tuple[StatementLine, ...]:
-    """Lines per model version, unit and revenue share, sorted."""
-    sums: dict[tuple[str, str, str, int], _Sum] = {}
-    for event in unique(events):
-        key = (event.model, event.version, event.unit.value, event.price.revenue_share_bps)
-        amount = charge_of(event)
-        sums.setdefault(key, _Sum()).add(
-            event.quantity, amount, event.price.publisher_share(amount)
-        )
+def _statement_lines(sums: dict[_StatementKey, _Sum]) -> tuple[StatementLine, ...]:
     return tuple(
         sorted(
             StatementLine(
@@ -133,14 +154,29 @@ def statement_lines(events: Iterable[UsageEvent]) -> tuple[StatementLine, ...]:
     )
 
 
-def statements(events: Iterable[UsageEvent], period: str) -> dict[str, StatementContent]:
-    """A statement per publisher (the tenant owning the model) of ``events``."""
-    by_publisher: dict[str, list[UsageEvent]] = {}
+def book(events: Iterable[UsageEvent], period: str) -> PeriodBook:
+    """A period's book of ``events``, each counted once whatever its deliveries."""
+    built = PeriodBook(period)
     for event in unique(events):
-        by_publisher.setdefault(event.publisher, []).append(event)
-    return {
-        publisher: StatementContent(
-            publisher=publisher, period=period, lines=statement_lines(group)
-        )
-        for publisher, group in sorted(by_publisher.items())
-    }
+        built.add(event)
+    return built
+
+
+def invoices(events: Iterable[UsageEvent], period: str) -> dict[str, InvoiceContent]:
+    """An invoice per calling tenant of ``events`` (all taken to be of ``period``)."""
+    return book(events, period).invoices()
+
+
+def statements(events: Iterable[UsageEvent], period: str) -> dict[str, StatementContent]:
+    """A statement per publisher of ``events`` (all taken to be of ``period``)."""
+    return book(events, period).statements()
+
+
+def invoice_lines(events: Iterable[UsageEvent]) -> tuple[InvoiceLine, ...]:
+    """The lines of one tenant's ``events``."""
+    return tuple(sorted(x for c in invoices(events, "").values() for x in c.lines))
+
+
+def statement_lines(events: Iterable[UsageEvent]) -> tuple[StatementLine, ...]:
+    """The lines of one publisher's ``events``."""
+    return tuple(sorted(x for c in statements(events, "").values() for x in c.lines))

@@ -245,25 +245,28 @@ class Anomaly(StrEnum):
 
 @dataclass(frozen=True)
 class ReconciliationRow:
-    """Reservations of one tenant in the period against what they settled."""
+    """Reservations one tenant took in the period against what they settled."""
 
     tenant: str
     reservations: int
     settled: int
+    """Reservations with a settled amount (settled, or settled after they expired)."""
     released: int
     expired: int
+    """Expired and never settled: the call's process died before it could settle."""
     held: int
     reserved_micros: int
-    """Held by every reservation of the period, whatever became of it."""
+    """What the settled reservations held."""
     settled_micros: int
-    """Charged on settlement (reservations that settled)."""
+    """What they charged on settlement."""
     ledger_micros: int
-    """The ledger's charges for those reservations."""
+    """The ledger's charges for them (short while settled usage awaits delivery)."""
     variance_micros: int
-    """``reserved_micros - settled_micros`` of the settled reservations."""
+    """``reserved_micros - settled_micros``: held beyond what the calls cost."""
     variance_bps: int
-    """The variance in basis points of what those reservations held (rounded down)."""
+    """The variance in basis points of ``reserved_micros`` (rounded toward zero)."""
     flagged: bool
+    """``|variance_bps|`` is over the report's threshold."""
 
 
 @dataclass(frozen=True)
@@ -286,3 +289,18 @@ class ReconciliationReport:
     @property
     def flagged(self) -> bool:
         return any(row.flagged for row in self.rows) or bool(self.findings)
+
+
+@dataclass(frozen=True)
+class UsageQuery:
+    """Filters of the usage ledger; every given one must match."""
+
+    tenant: str | None = None
+    """The calling tenant."""
+    model: str | None = None
+    """``owner/name``"""
+    version: str | None = None
+    period: str | None = None
+    """Usage the ledger recorded in this period (``YYYY-MM``)."""
+    after_seq: int = 0
+    """Only events that arrived after this ledger position (a page's cursor)."""

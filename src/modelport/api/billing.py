@@ -1,0 +1,13 @@
+"""Install billing on the ASGI app: usage, invoices, statements, balances and the
+admin's billing operations."""
+
+from __future__ import annotations
+
+from fastapi import FastAPI
+
+from modelport.api.routes import balances, billing, invoices, statements, usage
+
+
+def install_billing(app: FastAPI) -> None:
+    for module in (usage, invoices, statements, balances, billing):
+        app.include_router(module.router, prefix="/api")

@@ -1,0 +1,66 @@
+"""Billing fixtures: a migrated database per backend, a settable clock, the real ledger
+and the billing service over them."""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Iterator
+from datetime import datetime, timedelta
+from pathlib import Path
+
+import pytest
+from sqlalchemy.engine import make_url
+
+from modelport.metering.balances import BalanceRepository
+from modelport.metering.billing.service import BillingService
+from modelport.metering.ledger import Ledger
+from modelport.store import Database, create_database, upgrade
+from tests.metering.billing.factories import NOVEMBER
+
+
+class Clock:
+    """The time the ledger records usage at and billing decides by; tests move it."""
+
+    def __init__(self, at: datetime = NOVEMBER) -> None:
+        self.at = at
+
+    def __call__(self) -> datetime:
+        return self.at
+
+    def advance(self, delta: timedelta) -> None:
+        self.at += delta
+
+
+@pytest.fixture(scope="session")
+def migrated_sqlite(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A SQLite database migrated once; each test starts from a copy (migrating takes
+    seconds, copying a millisecond)."""
+    path = tmp_path_factory.mktemp("billing") / "migrated.db"
+    upgrade(f"sqlite:///{path}")
+    return path
+
+
+@pytest.fixture
+def database(database_url: str, migrated_sqlite: Path) -> Iterator[Database]:
+    if database_url.startswith("sqlite"):
+        target = make_url(database_url).database
+        assert target is not None
+        shutil.copyfile(migrated_sqlite, target)
+    db = create_database(database_url)
+    yield db
+    db.dispose()
+
+
+@pytest.fixture
+def clock() -> Clock:
+    return Clock()
+
+
+@pytest.fixture
+def ledger(database: Database, clock: Clock) -> Ledger:
+    return Ledger(database, now=clock)
+
+
+@pytest.fixture
+def billing(database: Database, clock: Clock) -> BillingService:
+    return BillingService(database, BalanceRepository(database, now=clock), now=clock)
