@@ -64,7 +64,7 @@ def existing_levels(session: Session, tenant: str, key_id: str | None) -> list[s
                 BalanceRow.tenant == tenant,
                 BalanceRow.scope_id.in_([w[1] for w in wanted]),
             )
-        ).tuples()
+        )
     )
     has_budget = session.scalar(select(BudgetRow.tenant).where(BudgetRow.tenant == tenant))
     present = {f"{BALANCE}:{s}:{i}" for s, i in found if (s, i) in wanted}

@@ -133,14 +133,12 @@ class Ledger:
                 session.scalars(self._insert, [event_row(e, now) for e in ordered]).all()
             )
             self._charge(session, [e for e in ordered if e.event_id in inserted], now)
-        new = tuple(e.event_id for e in events if e.event_id in inserted)
-        seen = set(new)
-        duplicates = []
-        for event in events:
-            if event.event_id not in seen:
-                duplicates.append(event.event_id)
-            seen.add(event.event_id)  # a second copy in the same batch is a duplicate too
-        return IngestResult(inserted=new, duplicates=tuple(duplicates))
+        new, duplicates, seen = [], [], set()
+        for event in events:  # a second copy in the same batch is a duplicate too
+            fresh = event.event_id in inserted and event.event_id not in seen
+            (new if fresh else duplicates).append(event.event_id)
+            seen.add(event.event_id)
+        return IngestResult(inserted=tuple(new), duplicates=tuple(duplicates))
 
     def _charge(self, session: Session, events: list[UsageEvent], now: datetime) -> None:
         owed: dict[str, int] = defaultdict(int)

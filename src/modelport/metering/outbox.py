@@ -94,7 +94,7 @@ class Outbox:
                 select(UsageOutboxRow.id, UsageOutboxRow.payload)
                 .where(UsageOutboxRow.id.in_(ids))
                 .order_by(UsageOutboxRow.id)
-            ).tuples()
+            )
             claimed = [(i, event_from_doc(p)) for i, p in rows]
         return Claimed(tuple(i for i, _ in claimed), tuple(e for _, e in claimed))
 

@@ -1,0 +1,267 @@
+"""Metering fixtures: the metering parts on each database (SQLite and PostgreSQL), a
+settable clock, the real Redis (when configured), and event factories."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+import redis
+from sqlalchemy.engine import make_url
+from starlette.testclient import TestClient
+
+from modelport.api import create_app
+from modelport.app import Services, build_services
+from modelport.config import Settings
+from modelport.metering.balances import BalanceRepository
+from modelport.metering.events import priced_event
+from modelport.metering.ledger import Ledger
+from modelport.metering.meter import InferenceMeter
+from modelport.metering.outbox import LedgerSink, Outbox
+from modelport.metering.prices import PriceBook
+from modelport.metering.reservations import Reservations
+from modelport.metering.types import (
+    FREE,
+    LedgerEntry,
+    PriceSnapshot,
+    Unit,
+    UsageEvent,
+    UsageStatus,
+)
+from modelport.registry import repository as registry_repo
+from modelport.registry.types import LifecycleState
+from modelport.store import Database, create_database, upgrade
+from tests.api_v2.conftest import Publisher
+from tests.conftest import ADMIN_KEY, LiveServer, skip_or_fail
+
+REDIS_ENV = "MODELPORT_TEST_REDIS_URL"
+T0 = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
+DIGEST = "sha256:" + "ab" * 32
+
+
+class Clock:
+    """Wall time a test moves by hand."""
+
+    def __init__(self, at: datetime = T0) -> None:
+        self.at = at
+
+    def __call__(self) -> datetime:
+        return self.at
+
+    def advance(self, **delta: float) -> None:
+        self.at += timedelta(**delta)
+
+
+@dataclass
+class Metering:
+    """The metering parts on one database, sharing a clock."""
+
+    database: Database
+    clock: Clock
+    prices: PriceBook
+    ledger: Ledger
+    outbox: Outbox
+    balances: BalanceRepository
+    reservations: Reservations
+    meter: InferenceMeter
+
+    @property
+    def sink(self) -> LedgerSink:
+        return LedgerSink(self.ledger)
+
+
+@pytest.fixture(scope="session")
+def sqlite_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A SQLite database migrated once; each test starts from a copy."""
+    path = tmp_path_factory.mktemp("metering") / "template.db"
+    upgrade(f"sqlite:///{path}")
+    return path
+
+
+@pytest.fixture
+def database(database_url: str, sqlite_template: Path) -> Iterator[Database]:
+    if database_url.startswith("sqlite"):
+        shutil.copyfile(sqlite_template, make_url(database_url).database or "")
+    db = create_database(database_url)
+    yield db
+    db.dispose()
+
+
+@pytest.fixture
+def metering(database: Database) -> Metering:
+    clock = Clock()
+    prices = PriceBook(database, default_revenue_share_bps=7000, cache_ttl_seconds=0, now=clock)
+    ledger = Ledger(database, now=clock)
+    outbox = Outbox(database, lease_seconds=30, now=clock)
+    reservations = Reservations(database, outbox, now=clock)
+    return Metering(
+        database=database,
+        clock=clock,
+        prices=prices,
+        ledger=ledger,
+        outbox=outbox,
+        balances=BalanceRepository(database, now=clock),
+        reservations=reservations,
+        meter=InferenceMeter(prices, reservations, grace_seconds=60, now=clock),
+    )
+
+
+def usage_event(
+    event_id: str | None = None,
+    *,
+    tenant: str = "beta",
+    price: PriceSnapshot = FREE,
+    quantity: int = 1,
+    status: UsageStatus = UsageStatus.SUCCEEDED,
+    unit: Unit = Unit.PREDICTION,
+    at: datetime = T0,
+    **fields: Any,
+) -> UsageEvent:
+    """A usage event of ``tenant`` calling acme/adder:1."""
+    values: dict[str, Any] = {
+        "tenant": tenant,
+        "key_id": None,
+        "model": "acme/adder",
+        "version": "1",
+        "manifest_digest": DIGEST,
+        "started_at": at,
+        "finished_at": at,
+        "source": "test",
+        **fields,
+    }
+    return priced_event(
+        event_id=event_id or uuid.uuid4().hex,
+        price=price,
+        unit=unit,
+        quantity=quantity,
+        status=status,
+        **values,
+    )
+
+
+@pytest.fixture
+def redis_url() -> Iterator[str]:
+    """The real Redis of MODELPORT_TEST_REDIS_URL."""
+    url = os.environ.get(REDIS_ENV)
+    if not url:
+        skip_or_fail(f"Redis tests need {REDIS_ENV} (e.g. redis://127.0.0.1:6379/0)")
+    assert url is not None
+    client = redis.Redis.from_url(url)
+    try:
+        client.ping()
+    except redis.RedisError as exc:
+        skip_or_fail(f"Redis at {REDIS_ENV} does not answer: {exc}")
+    finally:
+        client.close()
+    yield url
+
+
+@pytest.fixture
+def stream(redis_url: str) -> Iterator[tuple[redis.Redis, str]]:
+    """A Redis client and a stream name of this test's own, removed afterwards."""
+    client = redis.Redis.from_url(redis_url)
+    name = f"modelport:test:usage:{uuid.uuid4().hex}"
+    yield client, name
+    client.delete(name)
+    client.close()
+
+
+@dataclass
+class Platform:
+    """A running app (admin client) with tenant acme publishing acme/adder, and tenant
+    beta with a consumer key calling it."""
+
+    client: TestClient
+    services: Services
+    publisher: Publisher
+    key: str
+    """beta's consumer key."""
+    closed: bool = False
+
+    def infer(self, secret: str | None = None, model: str = "acme/adder", **kwargs: Any):
+        headers = {"Authorization": f"Bearer {secret or self.key}", **kwargs.pop("headers", {})}
+        return self.client.post(
+            f"/v2/models/{model}/infer", json=kwargs.pop("json", ADDER_BODY), headers=headers
+        )
+
+    def price(self, micros: int, **fields: Any) -> dict[str, Any]:
+        response = self.client.post(
+            "/api/prices",
+            json={
+                "model": "acme/adder",
+                "unit": "prediction",
+                "unit_price_micros": micros,
+                **fields,
+            },
+        )
+        assert response.status_code == 201, response.text
+        return response.json()
+
+    def live(self) -> LiveServer:
+        """Serve these services over HTTP instead of the in-process client (one app runs
+        their lifespan at a time)."""
+        self.close_client()
+        return LiveServer(self.services).start()
+
+    def close_client(self) -> None:
+        if not self.closed:
+            self.closed = True
+            self.client.__exit__(None, None, None)
+
+    def entries(self) -> list[LedgerEntry]:
+        self.services.metering.deliver()
+        return self.services.metering.ledger.entries()
+
+
+ADDER_BODY = {"inputs": [{"name": "x", "datatype": "FP32", "shape": [1, 4], "data": [1, 2, 3, 4]}]}
+
+
+def approve(services: Services, owner: str, name: str, version: str) -> None:
+    """Seed the version as validated and approved (skips the validation run), so other
+    tenants may call it."""
+    with services.database.transaction() as session:
+        vid = registry_repo.version_id(session, owner, name, version, lock=True)
+        for state in (LifecycleState.VALIDATED, LifecycleState.APPROVED):
+            current = registry_repo.current_state(session, vid)
+            registry_repo.append_event(session, vid, current, state, actor="seed", reason="seed")
+
+
+def make_platform(home: Path, database_url: str, **overrides: Any) -> Platform:
+    settings = Settings(
+        home=home,
+        database_url=database_url,
+        admin_key=ADMIN_KEY,
+        auto_migrate=database_url.startswith("sqlite"),
+        runtime_intra_op_threads=1,
+        **overrides,
+    )
+    services = build_services(settings)
+    client = TestClient(create_app(services), headers={"Authorization": f"Bearer {ADMIN_KEY}"})
+    client.__enter__()
+    tenancy = services.tenancy
+    for slug in ("acme", "beta"):
+        tenancy.create_tenant(slug, actor="admin")
+    tenancy.add_member("beta", "app", roles=["consumer"], actor="admin")
+    key = tenancy.create_key("beta", "app", name="test", actor="admin").secret
+    public = {"owner": "acme", "name": "adder", "license": "MIT", "visibility": "public"}
+    assert client.post("/api/models", json=public).status_code == 201
+    publisher = Publisher(client, services)
+    publisher.models.add("acme/adder")
+    publisher.adder()
+    approve(services, "acme", "adder", "1")
+    return Platform(client, services, publisher, key)
+
+
+@pytest.fixture
+def platform(tmp_path: Path, database_url: str) -> Iterator[Platform]:
+    built = make_platform(tmp_path / "home", database_url)
+    yield built
+    built.close_client()
+    built.services.close()

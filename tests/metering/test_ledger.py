@@ -1,0 +1,90 @@
+"""The ledger keeps one event per ``event_id`` whatever the delivery order or count, and
+charges reported usage once."""
+
+from __future__ import annotations
+
+import random
+import threading
+
+from modelport.metering.types import BalanceScope, PriceSnapshot
+from tests.metering.conftest import Metering, usage_event
+
+PRICE = PriceSnapshot(rule_id=None, unit_price_micros=1_000, revenue_share_bps=7000)
+
+
+def test_duplicate_and_reordered_delivery_records_each_event_once(metering: Metering) -> None:
+    events = [usage_event(f"e{i}", quantity=i) for i in range(20)]
+    first = metering.ledger.record(events[:12])
+    assert first.inserted == tuple(f"e{i}" for i in range(12)) and first.duplicates == ()
+    replay = events[5:]
+    random.Random(7).shuffle(replay)
+    second = metering.ledger.record(replay)
+    assert sorted(second.inserted) == sorted(f"e{i}" for i in range(12, 20))
+    assert sorted(second.duplicates) == sorted(f"e{i}" for i in range(5, 12))
+    assert metering.ledger.count() == 20
+    stored = {e.event.event_id: e.event for e in metering.ledger.entries()}
+    assert stored == {e.event_id: e for e in events}  # every field round-trips
+
+
+def test_a_copy_within_one_batch_is_a_duplicate(metering: Metering) -> None:
+    event = usage_event("same")
+    result = metering.ledger.record([event, event, usage_event("other")])
+    assert result.inserted == ("same", "other")
+    assert result.duplicates == ("same",)
+    assert metering.ledger.count() == 2
+
+
+def test_entries_after_a_watermark_in_arrival_order(metering: Metering) -> None:
+    metering.ledger.record([usage_event("b"), usage_event("a")])
+    metering.ledger.record([usage_event("c", tenant="other")])
+    entries = metering.ledger.entries()
+    assert [e.event.event_id for e in entries] == ["a", "b", "c"]  # sorted within a batch
+    watermark = entries[0].seq
+    assert [e.event.event_id for e in metering.ledger.entries(after_seq=watermark)] == ["b", "c"]
+    assert [e.event.event_id for e in metering.ledger.entries(tenant="other")] == ["c"]
+    assert metering.ledger.get("missing") is None
+    assert metering.ledger.get("c").event.tenant == "other"  # type: ignore[union-attr]
+
+
+def test_reported_usage_is_charged_once_however_often_it_is_delivered(
+    metering: Metering,
+) -> None:
+    metering.balances.credit(BalanceScope.TENANT, "beta", 10_000, tenant="beta")
+    events = [usage_event(f"r{i}", price=PRICE, quantity=2) for i in range(3)]
+    for _ in range(3):
+        metering.ledger.record(events)
+    assert metering.balances.get(BalanceScope.TENANT, "beta").balance_micros == 10_000 - 6_000
+    stored = metering.ledger.get("r0")
+    assert stored is not None
+    assert stored.event.amount_micros == 2_000 and stored.event.publisher_micros == 1_400
+
+
+def test_settled_events_are_not_charged_again_by_the_ledger(metering: Metering) -> None:
+    metering.balances.credit(BalanceScope.TENANT, "beta", 10_000, tenant="beta")
+    event = usage_event("settled", price=PRICE, reservation_id="r" * 32)
+    metering.ledger.record([event])
+    assert metering.balances.get(BalanceScope.TENANT, "beta").balance_micros == 10_000
+
+
+def test_concurrent_overlapping_batches_record_each_event_once(metering: Metering) -> None:
+    events = [usage_event(f"c{i:03d}", price=PRICE) for i in range(200)]
+    metering.balances.credit(BalanceScope.TENANT, "beta", 1_000_000, tenant="beta")
+    errors: list[BaseException] = []
+
+    def deliver(seed: int) -> None:
+        batch = list(events)
+        random.Random(seed).shuffle(batch)
+        try:
+            for start in range(0, 200, 50):
+                metering.ledger.record(batch[start : start + 50])
+        except BaseException as exc:  # surfaced below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=deliver, args=(seed,)) for seed in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
+    assert metering.ledger.count() == 200
+    assert metering.balances.get(BalanceScope.TENANT, "beta").balance_micros == 1_000_000 - 200_000

@@ -1,0 +1,86 @@
+"""The distributed shape: the outbox drains into a Redis stream, a consumer group
+records it in the ledger. Entries a dead consumer read but never acknowledged are
+claimed by another (XAUTOCLAIM) and deduplicated by the ledger."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+import redis
+
+from modelport.metering.stream import GROUP, RedisLedgerConsumer, RedisStreamSink
+from tests.metering.conftest import Metering, usage_event
+
+
+class Crash(Exception):
+    pass
+
+
+class RecordThenCrash:
+    """A ledger consumer's process that records, then dies before XACK."""
+
+    def __init__(self, metering: Metering) -> None:
+        self.metering = metering
+
+    def record(self, events):
+        self.metering.ledger.record(events)
+        raise Crash
+
+
+def consumer(client: redis.Redis, ledger, stream: str, name: str, idle_ms: int = 100):
+    return RedisLedgerConsumer(client, ledger, consumer=name, stream=stream, claim_idle_ms=idle_ms)
+
+
+def test_outbox_to_stream_to_ledger(metering: Metering, stream: tuple[redis.Redis, str]) -> None:
+    client, name = stream
+    metering.outbox.put([usage_event(f"e{i}") for i in range(30)])
+    assert metering.outbox.drain(RedisStreamSink(client, stream=name), limit=7) == 30
+    assert client.xlen(name) == 30
+    reader = consumer(client, metering.ledger, name, "a")
+    assert reader.consume_once() == 30
+    assert metering.ledger.count() == 30
+    assert client.xpending(name, GROUP)["pending"] == 0
+    assert reader.consume_once() == 0
+
+
+def test_a_redelivered_outbox_batch_is_recorded_once(
+    metering: Metering, stream: tuple[redis.Redis, str]
+) -> None:
+    client, name = stream
+    sink = RedisStreamSink(client, stream=name)
+    events = [usage_event(f"e{i}") for i in range(5)]
+    sink.deliver(events)  # a drainer delivered, then died before acknowledging...
+    sink.deliver(events)  # ...so its rows were delivered again
+    assert consumer(client, metering.ledger, name, "a").consume_once() == 10
+    assert metering.ledger.count() == 5
+
+
+def test_pending_entries_of_a_dead_consumer_are_claimed_and_deduplicated(
+    metering: Metering, stream: tuple[redis.Redis, str]
+) -> None:
+    client, name = stream
+    RedisStreamSink(client, stream=name).deliver([usage_event(f"e{i}") for i in range(8)])
+    dead = consumer(client, RecordThenCrash(metering), name, "dead")
+    with pytest.raises(Crash):
+        dead.consume_once()
+    assert metering.ledger.count() == 8
+    assert client.xpending(name, GROUP)["pending"] == 8  # read, recorded, never acked
+    early = consumer(client, metering.ledger, name, "survivor", idle_ms=10_000)
+    assert early.consume_once() == 0  # within the dead consumer's idle time: left alone
+    time.sleep(0.15)
+    assert consumer(client, metering.ledger, name, "survivor", idle_ms=100).consume_once() == 8
+    assert client.xpending(name, GROUP)["pending"] == 0
+    assert metering.ledger.count() == 8
+
+
+def test_a_malformed_entry_does_not_block_the_group(
+    metering: Metering, stream: tuple[redis.Redis, str]
+) -> None:
+    client, name = stream
+    client.xadd(name, {b"event": b"{not json"})
+    RedisStreamSink(client, stream=name).deliver([usage_event("good")])
+    reader = consumer(client, metering.ledger, name, "a")
+    assert reader.consume_once() == 1
+    assert metering.ledger.get("good") is not None
+    assert client.xpending(name, GROUP)["pending"] == 0
