@@ -266,6 +266,7 @@ def build_serving(
     from modelport.serving.health import HealthBoard
     from modelport.serving.idempotency import IdempotencyStore
     from modelport.serving.plane import ServingPlane
+    from modelport.serving.routing.replicas import PerVersionReplicas
     from modelport.serving.routing.router import Router
 
     clock = SystemClock()
@@ -275,7 +276,12 @@ def build_serving(
     board.register(local)
     router = Router(
         Dispatcher(board, metrics=serving_metrics),
-        lambda version: (local,),
+        # One backend per version: a failing version opens its own breaker, not the host's.
+        PerVersionReplicas(
+            lambda name: LocalBackend(
+                host, blob_store, name=name, load_on_demand=settings.load_on_demand
+            )
+        ),
         shadow_max_in_flight=settings.serving_shadow_max_in_flight,
     )
     endpoints = EndpointService(

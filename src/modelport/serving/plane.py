@@ -11,15 +11,17 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
+from typing import Any
 
 import anyio.to_thread
 
 from modelport.observability.serving_metrics import ServingMetrics
 from modelport.serving.endpoints.controller import Controller
 from modelport.serving.endpoints.service import EndpointService
-from modelport.serving.endpoints.types import Deployment, DeploymentSpec
+from modelport.serving.endpoints.types import Deployment, DeploymentSpec, Endpoint
 from modelport.serving.idempotency import IdempotencyStore
 from modelport.serving.routing.router import Router
+from modelport.serving.routing.table import Route
 
 
 @dataclass
@@ -39,6 +41,24 @@ class ServingPlane:
             yield self
         finally:
             await self.controller.stop()
+
+    async def route(self, endpoint: str) -> Route:
+        """The endpoint's route from the snapshot; one made by another process and not
+        seen yet is read from the database (NotFound ``endpoint_not_found``)."""
+        found = self.router.table.find(endpoint)
+        if found is not None:
+            return found
+        route = await anyio.to_thread.run_sync(self.endpoints.route, endpoint)
+        self.router.install(route)
+        return self.router.route(endpoint)
+
+    async def create_endpoint(self, tenant: str, name: str, **fields: Any) -> Endpoint:
+        """Create an endpoint (see ``EndpointService.create_endpoint``) and route to it."""
+        endpoint = await anyio.to_thread.run_sync(
+            lambda: self.endpoints.create_endpoint(tenant, name, **fields)
+        )
+        self.router.install(await anyio.to_thread.run_sync(self.endpoints.route, name))
+        return endpoint
 
     async def deploy(self, endpoint: str, spec: DeploymentSpec, *, actor: str) -> Deployment:
         """Validate and record a deployment, then start rolling it out (returns at once)."""

@@ -80,6 +80,7 @@ class RolloutBody(_Body):
     min_requests: int = Field(default=20, ge=1)
     max_error_rate_increase: float = Field(default=0.05, ge=0, le=1)
     max_p99_increase: float = Field(default=0.5, ge=0)
+    latency_slack_ms: float = Field(default=5.0, ge=0)
 
 
 class CreateDeployment(_Body):
@@ -101,6 +102,7 @@ class CreateDeployment(_Body):
                 min_requests=rollout.min_requests,
                 max_error_rate_increase=rollout.max_error_rate_increase,
                 max_p99_increase=rollout.max_p99_increase,
+                latency_slack_ms=rollout.latency_slack_ms,
             )
         return DeploymentSpec(
             versions=tuple(VersionWeight(v.model, v.version, v.weight) for v in self.versions),
@@ -138,7 +140,7 @@ def _endpoint(
 
 
 @router.post("/endpoints", status_code=201)
-def create_endpoint(
+async def create_endpoint(
     body: CreateEndpoint, request: Request, response: Response, principal: CurrentPrincipal
 ) -> dict[str, Any]:
     """Create an endpoint in the caller's tenant (the platform admin names the tenant)."""
@@ -149,8 +151,8 @@ def create_endpoint(
         )
     require_tenant(request, principal, tenant, Permission.VERSION_DEPLOY)
     services = get_services(request)
-    services.tenancy.get_tenant(tenant)
-    endpoint = services.serving.endpoints.create_endpoint(
+    await anyio.to_thread.run_sync(services.tenancy.get_tenant, tenant)
+    endpoint = await services.serving.create_endpoint(
         tenant,
         body.name,
         actor=principal.id,

@@ -63,8 +63,9 @@ JSON = "application/json"
 async def predict(name: str, request: Request) -> Response:
     principal = await require_principal_async(request)
     plane: ServingPlane = get_services(request).serving
-    route = plane.router.route(name)
+    route = await plane.route(name)
     require_endpoint(request, principal, route.endpoint, Permission.MODEL_CALL)
+    route.check_active()
     settings = get_services(request).settings
     body = await request.body()
     try:

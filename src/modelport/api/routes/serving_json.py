@@ -130,6 +130,7 @@ def deployment_json(
             min_requests=canary.min_requests,
             max_error_rate_increase=canary.max_error_rate_increase,
             max_p99_increase=canary.max_p99_increase,
+            latency_slack_ms=canary.latency_slack_ms,
         )
     return {
         "id": deployment.id,

@@ -34,6 +34,7 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Coroutine
+from concurrent.futures import Future
 from typing import Any
 
 import anyio.to_thread
@@ -183,7 +184,7 @@ class Controller:
             await self._call(self.service.fail, name, ident, exc.message, list(deployment.progress))
             return
         progress = {ref.ref: progress_of(ref, None) for ref in refs}
-        waits = []
+        loads: list[tuple[VersionRef, Future[VersionStatus]]] = []
         failure: str | None = None
         for ref in refs:
             try:
@@ -193,14 +194,13 @@ class Controller:
                 progress[ref.ref] = progress_of(ref, None, exc.message)
                 break
             progress[ref.ref] = progress_of(ref, self.host.status(key_of(ref)))
-            waits.append(self._loaded(ref, asyncio.wrap_future(done), name, ident, progress))
+            loads.append((ref, done))
         if failure is None:
             await self._call(self.service.record_progress, name, ident, list(progress.values()))
-            failures = [f for f in await asyncio.gather(*waits) if f is not None]
-            failure = failures[0] if failures else None
-        else:
-            for wait in waits:
-                wait.close()
+            outcomes = await asyncio.gather(
+                *(self._loaded(ref, done, name, ident, progress) for ref, done in loads)
+            )
+            failure = next((f for f in outcomes if f is not None), None)
         if failure is not None:
             await self._call(self.service.fail, name, ident, failure, list(progress.values()))
             await self._unload_unused(refs)
@@ -219,14 +219,15 @@ class Controller:
     async def _loaded(
         self,
         ref: VersionRef,
-        done: asyncio.Future[VersionStatus],
+        done: Future[VersionStatus],
         name: str,
         ident: int,
         progress: dict[str, VersionProgress],
     ) -> str | None:
         """Wait for one version; record its progress; return why it failed (None: ready)."""
         try:
-            status = await done
+            # Shielded: cancelling this wait must not cancel the host's load (others share it).
+            status = await asyncio.shield(asyncio.wrap_future(done))
         except ModelportError as exc:
             progress[ref.ref] = progress_of(ref, self.host.status(key_of(ref)), exc.message)
             return f"{ref.ref}: {exc.message}"
@@ -243,7 +244,7 @@ class Controller:
             with contextlib.suppress(ModelportError):
                 done = self.host.start_load(key_of(ref), ref.manifest, self.blobs, pinned=True)
                 with contextlib.suppress(ModelportError):
-                    await asyncio.wrap_future(done)
+                    await asyncio.shield(asyncio.wrap_future(done))
 
     async def _unload_unused(self, refs: list[VersionRef]) -> None:
         live = await self._call(self.service.live_refs)

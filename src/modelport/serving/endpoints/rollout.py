@@ -4,7 +4,8 @@ The candidate is judged only once it answered ``min_requests`` in the current
 step (before that the verdict is ``wait``). It is ``bad`` when its error rate
 exceeds the stable's by more than ``max_error_rate_increase``, or its p99
 latency exceeds the stable's by more than ``max_p99_increase`` (a fraction of
-the stable's p99; with no stable traffic to compare, latency is not judged).
+the stable's p99, plus ``latency_slack_ms``; with no stable traffic to compare,
+latency is not judged).
 """
 
 from __future__ import annotations
@@ -13,9 +14,6 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from modelport.serving.endpoints.types import CanaryPolicy, Stats
-
-LATENCY_FLOOR_SECONDS = 0.001
-"""p99 differences below this are noise, whatever the ratio (sub-millisecond models)."""
 
 
 class Verdict(StrEnum):
@@ -43,7 +41,7 @@ def judge(policy: CanaryPolicy, stable: Stats, candidate: Stats) -> Judgement:
             f"{stable.error_rate:.1%} (allowed +{policy.max_error_rate_increase:.1%})",
         )
     if stable.requests - stable.errors > 0 and candidate.requests > candidate.errors:
-        allowed = stable.p99 * (1 + policy.max_p99_increase) + LATENCY_FLOOR_SECONDS
+        allowed = stable.p99 * (1 + policy.max_p99_increase) + policy.latency_slack_ms / 1000
         if candidate.p99 > allowed:
             return Judgement(
                 Verdict.BAD,

@@ -85,6 +85,12 @@ class Activation:
     """Deployments that lost their warm standby by this switch (their versions may go)."""
 
 
+@dataclass(frozen=True)
+class _LiveDeployment:
+    deployment: Deployment
+    endpoint_tenant: str
+
+
 def version_ref(found: ModelVersion) -> VersionRef:
     return VersionRef(
         model=found.model_ref,
@@ -266,15 +272,16 @@ class EndpointService:
         host_held: dict[str, int] = {}
         tenant_bytes = 0
         for other in self._live():
-            refs = self._memory_refs(other)
+            refs = self._memory_refs(other.deployment)
             for ref, size in refs.items():
                 host_held[ref] = max(host_held.get(ref, 0), size)
             if other.endpoint_tenant == endpoint.tenant:
                 tenant_bytes += sum(refs.values()) * other.deployment.spec.resources.max_replicas
+        # The host holds each version once, whichever deployments share it.
+        for ref, size in mine.items():
+            host_held[ref] = max(size, host_held.get(ref, 0))
+        needed = sum(host_held.values())
         budget = self.host.budget.host_bytes
-        needed = sum(
-            {**host_held, **{r: max(s, host_held.get(r, 0)) for r, s in mine.items()}}.values()
-        )
         if budget is not None and needed > budget:
             raise Unprocessable(
                 f"the deployments would need {needed} bytes of host memory together; the "
@@ -294,29 +301,23 @@ class EndpointService:
                 quota_bytes=quota,
             )
 
-    @dataclass(frozen=True)
-    class _LiveDeployment:
-        deployment: Deployment
-        endpoint_tenant: str
-
     def _live(self) -> list[_LiveDeployment]:
         with self.database.transaction() as session:
             deployments = repo.deployments_in(session, LIVE)
             tenants = {e.name: e.tenant for e in repo.list_endpoints(session, None)}
-        return [self._LiveDeployment(d, tenants[d.endpoint]) for d in deployments]
+        return [_LiveDeployment(d, tenants[d.endpoint]) for d in deployments]
 
     def _memory_refs(self, deployment: Deployment) -> dict[str, int]:
-        """Each version a live deployment holds, and its memory (as recorded when loaded)."""
-        recorded = {p.ref: p.memory_bytes for p in deployment.progress}
+        """Each version a live deployment holds, and the memory its spec reserves for it.
+
+        Reservations, not measurements: what the host measures around a load (an RSS
+        delta) is noise for small models, and admission by the host uses it anyway."""
         sizes: dict[str, int] = {}
-        for ref, size in recorded.items():
-            if size:
-                sizes[ref] = size
-                continue
+        for progress in deployment.progress:
             try:
-                sizes[ref] = self.memory_of(self._version(ref), deployment.spec)
+                sizes[progress.ref] = self.memory_of(self._version(progress.ref), deployment.spec)
             except NotFound:
-                sizes[ref] = 0
+                sizes[progress.ref] = 0
         return sizes
 
     def _version(self, ref: str) -> ModelVersion:
@@ -379,14 +380,12 @@ class EndpointService:
             if current.state is not DeploymentState.PENDING:
                 return None
             retired = []
-            if endpoint.previous_deployment is not None:
+            older = endpoint.previous_deployment
+            superseded = DeploymentState.SUPERSEDED
+            if older is not None and repo.get_deployment(session, name, older).state is superseded:
                 retired.append(
                     repo.update_deployment(
-                        session,
-                        name,
-                        endpoint.previous_deployment,
-                        state=DeploymentState.RETIRED,
-                        ended_at=now,
+                        session, name, older, state=DeploymentState.RETIRED, ended_at=now
                     )
                 )
             if endpoint.active_deployment is not None:
@@ -447,7 +446,9 @@ class EndpointService:
                     f"endpoint {name!r} has no earlier deployment to roll back to",
                     code="nothing_to_roll_back_to",
                 )
-            if endpoint.rollback_until is None or endpoint.rollback_until <= now:
+            standby = repo.get_deployment(session, name, previous)
+            closed = endpoint.rollback_until is None or endpoint.rollback_until <= now
+            if closed or standby.state is not DeploymentState.SUPERSEDED:
                 raise Conflict(
                     f"the rollback window of deployment {previous} closed at "
                     f"{endpoint.rollback_until}",
@@ -470,13 +471,16 @@ class EndpointService:
             due = endpoint.rollback_until is not None and endpoint.rollback_until <= now
             if endpoint.previous_deployment != deployment or not due:
                 return None
-            retired = repo.update_deployment(
+            if (
+                repo.get_deployment(session, name, deployment).state
+                is not DeploymentState.SUPERSEDED
+            ):
+                return None
+            # The endpoint keeps pointing at it, with its closed window, so that a late
+            # rollback is refused as such.
+            return repo.update_deployment(
                 session, name, deployment, state=DeploymentState.RETIRED, ended_at=now
             )
-            repo.switch(
-                session, name, active=endpoint.active_deployment, previous=None, rollback_until=None
-            )
-        return retired
 
     # ---- routing snapshots
     def revision_mark(self) -> tuple[int, int]:

@@ -94,7 +94,8 @@ def _check_canary(spec: DeploymentSpec) -> None:
         _bad("canary intervals must be positive", "rollout.interval_seconds")
     if canary.min_requests < 1:
         _bad("rollout.min_requests must be at least 1", "rollout.min_requests")
-    if canary.max_error_rate_increase < 0 or canary.max_p99_increase < 0:
+    margins = (canary.max_error_rate_increase, canary.max_p99_increase, canary.latency_slack_ms)
+    if min(margins) < 0:
         _bad("canary margins must not be negative", "rollout")
 
 

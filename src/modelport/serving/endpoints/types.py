@@ -78,7 +78,9 @@ class CanaryPolicy:
     """Halt when the candidate's error rate exceeds the stable's by more than this."""
     max_p99_increase: float = 0.5
     """Halt when the candidate's p99 latency exceeds the stable's by more than this
-    fraction (0.5: 50 % slower)."""
+    fraction (0.5: 50 % slower) plus ``latency_slack_ms``."""
+    latency_slack_ms: float = 5.0
+    """p99 differences below this are noise, whatever the ratio (fast models, few samples)."""
 
 
 @dataclass(frozen=True)

@@ -54,14 +54,18 @@ class Route:
     def outputs(self) -> list[TensorSpec]:
         return self.versions[0].manifest.outputs if self.versions else []
 
-    def choose(self, subject: str | None, rng: random.Random | None = None) -> VersionRef:
-        """The version for one request: by the subject's hash when given, else at random."""
+    def check_active(self) -> None:
+        """Raise 503 ``no_active_deployment`` when the endpoint serves nothing yet."""
         if self.deployment is None or not self.bounds:
             raise Unavailable(
                 f"endpoint {self.endpoint.name!r} has no active deployment",
                 code="no_active_deployment",
                 endpoint=self.endpoint.name,
             )
+
+    def choose(self, subject: str | None, rng: random.Random | None = None) -> VersionRef:
+        """The version for one request: by the subject's hash when given, else at random."""
+        self.check_active()
         if subject is not None:
             point = subject_point(self.endpoint.name, subject)
         else:
