@@ -23,7 +23,11 @@ if TYPE_CHECKING:
     from modelport.metering.billing.service import BillingService
     from modelport.metering.service import MeteringService
     from modelport.observability.metrics import RuntimeMetrics
+    from modelport.observability.predictions import PredictionLog
+    from modelport.observability.serving_metrics import ServingMetrics
     from modelport.runtime.host import ModelHost
+    from modelport.serving.health import HealthBoard, HealthProber
+    from modelport.serving.outcomes import OutcomeService
     from modelport.serving.plane import ServingPlane
     from modelport.tenancy.limits import LimitService
 
@@ -45,6 +49,9 @@ class Services:
     limits: LimitService
     metering: MeteringService
     serving: ServingPlane
+    health: HealthProber
+    prediction_log: PredictionLog
+    outcomes: OutcomeService
     billing: BillingService
 
     def close(self) -> None:
@@ -254,28 +261,32 @@ def build_serving(
     blob_store: BlobStore,
     host: ModelHost,
     tenancy: TenancyService,
-    metrics: RuntimeMetrics,
+    serving_metrics: ServingMetrics,
+    board: HealthBoard,
 ) -> ServingPlane:
     """Endpoints, deployments and their router, over this process's model host."""
-    from modelport.observability.serving_metrics import ServingMetrics
     from modelport.serving.backends.local import LocalBackend
     from modelport.serving.clock import SystemClock
-    from modelport.serving.dispatch import Dispatcher
+    from modelport.serving.dispatch import DispatchConfig, Dispatcher
     from modelport.serving.endpoints.controller import Controller
     from modelport.serving.endpoints.service import EndpointService, ServingLimits
-    from modelport.serving.health import HealthBoard
     from modelport.serving.idempotency import IdempotencyStore
     from modelport.serving.plane import ServingPlane
     from modelport.serving.routing.replicas import PerVersionReplicas
     from modelport.serving.routing.router import Router
 
     clock = SystemClock()
-    serving_metrics = ServingMetrics(metrics.registry)
-    board = HealthBoard(metrics=serving_metrics)
     local = LocalBackend(host, blob_store, load_on_demand=settings.load_on_demand)
     board.register(local)
     router = Router(
-        Dispatcher(board, metrics=serving_metrics),
+        Dispatcher(
+            board,
+            config=DispatchConfig(
+                max_attempts=settings.serving_max_attempts,
+                attempt_timeout_seconds=settings.serving_attempt_timeout_seconds,
+            ),
+            metrics=serving_metrics,
+        ),
         # One backend per version: a failing version opens its own breaker, not the host's.
         PerVersionReplicas(
             lambda name: LocalBackend(
@@ -324,6 +335,45 @@ def open_billing(settings: Settings) -> BillingService:
     return build_billing(create_database(settings.resolved_database_url))
 
 
+def build_health(settings: Settings, serving_metrics: ServingMetrics) -> HealthProber:
+    """Circuit breakers of every backend and the background prober that feeds them."""
+    from modelport.serving.breaker import BreakerConfig
+    from modelport.serving.health import HealthBoard, HealthProber
+
+    breakers = BreakerConfig(
+        window_seconds=settings.serving_breaker_window_seconds,
+        min_calls=settings.serving_breaker_min_calls,
+        failure_rate=settings.serving_breaker_failure_rate,
+        open_seconds=settings.serving_breaker_open_seconds,
+    )
+    return HealthProber(
+        HealthBoard(breakers, metrics=serving_metrics),
+        interval=settings.serving_health_interval_seconds,
+        timeout=settings.serving_health_timeout_seconds,
+    )
+
+
+def build_prediction_log(
+    settings: Settings, database: Database, serving_metrics: ServingMetrics
+) -> tuple[PredictionLog, OutcomeService]:
+    """The prediction log (bounded buffer, background writer) and outcomes joined to it."""
+    from modelport.observability.prediction_store import PredictionRepository
+    from modelport.observability.predictions import PredictionLog
+    from modelport.serving.outcomes import OutcomeService
+
+    repository = PredictionRepository(database)
+    log = PredictionLog(
+        repository,
+        capacity=settings.prediction_log_capacity,
+        detail_capacity=settings.prediction_log_detail_capacity,
+        pressure_sample_every=settings.prediction_log_pressure_sample_every,
+        batch_size=settings.prediction_log_batch_size,
+        flush_interval=settings.prediction_log_flush_interval_seconds,
+        metrics=serving_metrics,
+    )
+    return log, OutcomeService(database, repository, log)
+
+
 def build_services(settings: Settings) -> Services:
     settings.home.mkdir(parents=True, exist_ok=True)
     url = settings.resolved_database_url
@@ -344,6 +394,11 @@ def build_services(settings: Settings) -> Services:
     )
     registry = RegistryService(database, blob_store, signer=signer, validator=validator)
     host = build_host(settings, metrics)
+    from modelport.observability.serving_metrics import ServingMetrics
+
+    serving_metrics = ServingMetrics(metrics.registry)
+    health = build_health(settings, serving_metrics)
+    prediction_log, outcomes = build_prediction_log(settings, database, serving_metrics)
     return Services(
         settings=settings,
         database=database,
@@ -362,7 +417,12 @@ def build_services(settings: Settings) -> Services:
         tenancy=tenancy,
         limits=build_limits(settings, database),
         metering=build_metering(settings, database, registry),
-        serving=build_serving(settings, database, registry, blob_store, host, tenancy, metrics),
+        serving=build_serving(
+            settings, database, registry, blob_store, host, tenancy, serving_metrics, health.board
+        ),
+        health=health,
+        prediction_log=prediction_log,
+        outcomes=outcomes,
         billing=build_billing(database),
     )
 

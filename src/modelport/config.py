@@ -166,6 +166,49 @@ class Settings(BaseSettings):
     serving_refresh_seconds: float = Field(default=2.0, gt=0)
     """How often a process checks the database for endpoint changes made by another one."""
 
+    # ---- backends: health, circuit breaking, retries
+    serving_health_interval_seconds: float = Field(default=5.0, gt=0)
+    """How often every backend's health is probed (in the background)."""
+
+    serving_health_timeout_seconds: float = Field(default=2.0, gt=0)
+    """A health probe not answered within this many seconds failed."""
+
+    serving_breaker_window_seconds: float = Field(default=30.0, gt=0)
+    """Window over which a backend's failure rate is measured."""
+
+    serving_breaker_min_calls: int = Field(default=5, ge=1)
+    """Calls (requests and probes) in the window before the failure rate may open a
+    backend's circuit breaker."""
+
+    serving_breaker_failure_rate: float = Field(default=0.5, gt=0, le=1)
+    """Failure rate (0-1) at or above which a backend's circuit breaker opens."""
+
+    serving_breaker_open_seconds: float = Field(default=10.0, ge=0)
+    """How long an open breaker keeps requests off a backend before a half-open trial."""
+
+    serving_max_attempts: int = Field(default=3, ge=1)
+    """Replicas of one version tried for one request (the first try and the retries)."""
+
+    serving_attempt_timeout_seconds: float | None = Field(default=None, gt=0)
+    """Longest one attempt may take while other replicas remain; default the deadline."""
+
+    # ---- prediction log
+    prediction_log_capacity: int = Field(default=100_000, ge=1)
+    """Records waiting to be written at most; past it new records are dropped (counted)."""
+
+    prediction_log_detail_capacity: int = Field(default=10_000, ge=1)
+    """Waiting records past which inputs and outputs are kept only for a sample (the audit
+    fields always are); at most ``prediction_log_capacity``."""
+
+    prediction_log_pressure_sample_every: int = Field(default=10, ge=1)
+    """Under pressure, inputs and outputs are kept for one record in this many."""
+
+    prediction_log_batch_size: int = Field(default=500, ge=1)
+    """Records written per insert."""
+
+    prediction_log_flush_interval_seconds: float = Field(default=1.0, gt=0)
+    """Longest a record waits before it is written."""
+
     @field_validator("home")
     @classmethod
     def _expand(cls, v: Path) -> Path:

@@ -21,6 +21,7 @@ from modelport.api.routes import (
     limits,
     metrics,
     models,
+    predictions,
     prices,
     uploads,
     usage_events,
@@ -42,7 +43,11 @@ def create_app(services: Services) -> FastAPI:
         async with periodic_upload_sweep(services.uploads, interval):
             services.metering.start()  # outbox delivery, reservation sweep
             try:
-                async with services.serving.running():  # deployment controller, routes
+                async with (
+                    services.prediction_log.running(),  # writer; flushes after serving stops
+                    services.health.running(),  # backend health probes
+                    services.serving.running(),  # deployment controller, routes
+                ):
                     yield
             finally:
                 services.metering.stop()
@@ -73,6 +78,7 @@ def create_app(services: Services) -> FastAPI:
     app.include_router(prices.router, prefix="/api")
     app.include_router(usage_events.router, prefix="/api")
     app.include_router(endpoints.router, prefix="/api")
+    app.include_router(predictions.router, prefix="/api")
     app.include_router(metrics.router)
     install_tenancy(app)
     install_billing(app)

@@ -586,3 +586,47 @@ class StatementLineRow(Base):
     quantity: Mapped[int] = mapped_column(BigInteger)
     revenue_micros: Mapped[int] = mapped_column(BigInteger)
     publisher_share_micros: Mapped[int] = mapped_column(BigInteger)
+
+
+# ---- prediction log ----------------------------------------------------------
+
+
+class PredictionRow(Base):
+    """One prediction, written in batches off the request path. Never updated."""
+
+    __tablename__ = "predictions"
+    __table_args__ = (Index("ix_predictions_endpoint_received_at", "endpoint", "received_at"),)
+
+    id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    endpoint: Mapped[str] = mapped_column(String(64))
+    owner: Mapped[str | None] = mapped_column(String(64), index=True)
+    model: Mapped[str | None] = mapped_column(String(193))
+    version: Mapped[str | None] = mapped_column(String(64))
+    backend: Mapped[str | None] = mapped_column(String(128))
+    received_at: Mapped[datetime]
+    latency_seconds: Mapped[float]
+    stages: Mapped[dict[str, Any]] = mapped_column(JSON)
+    status: Mapped[str] = mapped_column(String(64))
+    tenant: Mapped[str | None] = mapped_column(String(64), index=True)
+    key_id: Mapped[str | None] = mapped_column(String(32))
+    request_id: Mapped[str] = mapped_column(String(128), default="")
+    fallback: Mapped[str | None] = mapped_column(String(16))
+    shadow_of: Mapped[str | None] = mapped_column(String(64), index=True)
+    arm: Mapped[str | None] = mapped_column(String(64))
+    answer_label: Mapped[str | None] = mapped_column(String(256))
+    answer_value: Mapped[float | None]
+    inputs: Mapped[list[Any] | None] = mapped_column(JSON)
+    outputs: Mapped[list[Any] | None] = mapped_column(JSON)
+    detail: Mapped[str] = mapped_column(String(16))
+
+
+class PredictionOutcomeRow(Base):
+    """The delayed label or outcome of one prediction (at most one, never changed)."""
+
+    __tablename__ = "prediction_outcomes"
+
+    prediction_id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    label: Mapped[str | None] = mapped_column(String(256))
+    value: Mapped[float | None]
+    recorded_at: Mapped[datetime] = mapped_column(default=utcnow)
+    recorded_by: Mapped[str] = mapped_column(String(128))

@@ -2,9 +2,10 @@
 
 ``infer`` readies the version (a cold start loads it, within the request's deadline,
 unless ``load_on_demand`` is off) and queues the request on the host's batcher. The
-host's errors pass through; those about one version only (not loaded, failed to
-load, not enough memory, no runtime for its format) are marked ``scope="version"``
-so they never count against the backend's circuit breaker.
+host's errors pass through, except those about one version only (not loaded, failed
+to load or warm up, not enough memory, no runtime for its format): they become
+``Unavailable`` with ``scope="version"``, never the caller's fault and never counted
+against the backend's circuit breaker.
 """
 
 from __future__ import annotations
