@@ -19,15 +19,15 @@ from __future__ import annotations
 from collections.abc import Callable
 from datetime import datetime
 
-from sqlalchemy import case, select, update
+from sqlalchemy import TextClause, bindparam, select, text, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from modelport.errors import InvalidInput, NotFound
 from modelport.metering.types import Balance, BalanceScope
 from modelport.store import Database
-from modelport.store.base import utcnow
-from modelport.store.tables import BalanceRow, BudgetRow
+from modelport.store.base import UTCDateTime, utcnow
+from modelport.store.tables import BalanceRow
 
 BUDGET = "budget"
 BALANCE = "balance"
@@ -53,97 +53,110 @@ def _parse(level: str) -> tuple[str, str, str]:
     return kind, scope, scope_id
 
 
+def _sql(statement: str) -> TextClause:
+    # Prebuilt text: the request path runs these on every priced call, and building
+    # expression objects each time costs more than the statements themselves.
+    return text(statement).bindparams(bindparam("now", type_=UTCDateTime()))
+
+
+_EXISTING = text(
+    "SELECT 'balance:' || scope_type || ':' || scope_id FROM balances "
+    "WHERE tenant = :tenant AND ((scope_type = 'tenant' AND scope_id = :tenant) "
+    "OR (scope_type = 'key' AND scope_id = :key)) "
+    "UNION ALL SELECT 'budget:' || tenant FROM budgets WHERE tenant = :tenant"
+)
+_HOLD = {
+    BALANCE: _sql(
+        "UPDATE balances SET reserved_micros = reserved_micros + :amount, updated_at = :now "
+        "WHERE scope_type = :scope AND scope_id = :id "
+        "AND balance_micros - reserved_micros - :amount >= -overdraft_micros"
+    ),
+    BUDGET: text(
+        "UPDATE budgets SET reserved_micros = reserved_micros + :amount WHERE tenant = :id "
+        "AND (hard_cap_micros IS NULL OR (CASE WHEN period = :period THEN spent_micros ELSE 0 "
+        "END) + reserved_micros + :amount <= hard_cap_micros)"
+    ),
+}
+_UNHOLD = {
+    BALANCE: _sql(
+        "UPDATE balances SET reserved_micros = reserved_micros - :amount, updated_at = :now "
+        "WHERE scope_type = :scope AND scope_id = :id"
+    ),
+    BUDGET: text(
+        "UPDATE budgets SET reserved_micros = reserved_micros - :amount WHERE tenant = :id"
+    ),
+}
+_DEBIT = {
+    BALANCE: _sql(
+        "UPDATE balances SET balance_micros = balance_micros - :amount, updated_at = :now "
+        "WHERE scope_type = :scope AND scope_id = :id"
+    ),
+    BUDGET: _sql(
+        "UPDATE budgets SET spent_micros = CASE WHEN period = :period "
+        "THEN spent_micros + :amount ELSE :amount END, period = :period, updated_at = :now "
+        "WHERE tenant = :id"
+    ),
+}
+
+_SETTLE = {
+    BALANCE: _sql(
+        "UPDATE balances SET reserved_micros = reserved_micros - :held, "
+        "balance_micros = balance_micros - :amount, updated_at = :now "
+        "WHERE scope_type = :scope AND scope_id = :id"
+    ),
+    BUDGET: _sql(
+        "UPDATE budgets SET reserved_micros = reserved_micros - :held, "
+        "spent_micros = CASE WHEN period = :period THEN spent_micros + :amount ELSE :amount END, "
+        "period = :period, updated_at = :now WHERE tenant = :id"
+    ),
+}
+
+
 def existing_levels(session: Session, tenant: str, key_id: str | None) -> list[str]:
     """The levels that exist now for a call of ``tenant`` with ``key_id``, in lock order."""
-    wanted = [(BalanceScope.TENANT.value, tenant)]
-    if key_id:
-        wanted.append((BalanceScope.KEY.value, key_id))
-    found = set(
-        session.execute(
-            select(BalanceRow.scope_type, BalanceRow.scope_id).where(
-                BalanceRow.tenant == tenant,
-                BalanceRow.scope_id.in_([w[1] for w in wanted]),
-            )
-        )
+    present = set(
+        session.connection().execute(_EXISTING, {"tenant": tenant, "key": key_id or ""}).scalars()
     )
-    has_budget = session.scalar(select(BudgetRow.tenant).where(BudgetRow.tenant == tenant))
-    present = {f"{BALANCE}:{s}:{i}" for s, i in found if (s, i) in wanted}
-    if has_budget is not None:
-        present.add(f"{BUDGET}:{tenant}")
     return [level for level in candidate_levels(tenant, key_id) if level in present]
+
+
+def _run(
+    session: Session,
+    statements: dict[str, TextClause],
+    level: str,
+    amount: int,
+    now: datetime,
+    held: int = 0,
+) -> int:
+    kind, scope, scope_id = _parse(level)
+    params = {"scope": scope, "id": scope_id, "amount": amount, "now": now, "held": held}
+    if kind == BUDGET:
+        params["period"] = period_of(now)
+    # A statement takes the parameters it names and ignores the others.
+    return session.connection().execute(statements[kind], params).rowcount  # type: ignore[attr-defined]
 
 
 def hold(session: Session, level: str, amount: int, now: datetime) -> bool:
     """Add ``amount`` to what the level holds if it still fits; False if it does not
     (or the level is gone)."""
-    kind, scope, scope_id = _parse(level)
-    if kind == BUDGET:
-        spent = case((BudgetRow.period == period_of(now), BudgetRow.spent_micros), else_=0)
-        statement = (
-            update(BudgetRow)
-            .where(
-                BudgetRow.tenant == scope_id,
-                (BudgetRow.hard_cap_micros.is_(None))
-                | (spent + BudgetRow.reserved_micros + amount <= BudgetRow.hard_cap_micros),
-            )
-            .values(reserved_micros=BudgetRow.reserved_micros + amount)
-        )
-    else:
-        statement = (
-            update(BalanceRow)
-            .where(
-                BalanceRow.scope_type == scope,
-                BalanceRow.scope_id == scope_id,
-                BalanceRow.balance_micros - BalanceRow.reserved_micros - amount
-                >= -BalanceRow.overdraft_micros,
-            )
-            .values(reserved_micros=BalanceRow.reserved_micros + amount, updated_at=now)
-        )
-    return session.execute(statement).rowcount == 1  # type: ignore[attr-defined]
+    return _run(session, _HOLD, level, amount, now) == 1
 
 
 def unhold(session: Session, level: str, amount: int, now: datetime) -> None:
     """Give back ``amount`` a level held."""
-    kind, scope, scope_id = _parse(level)
-    if kind == BUDGET:
-        session.execute(
-            update(BudgetRow)
-            .where(BudgetRow.tenant == scope_id)
-            .values(reserved_micros=BudgetRow.reserved_micros - amount)
-        )
-    else:
-        session.execute(
-            update(BalanceRow)
-            .where(BalanceRow.scope_type == scope, BalanceRow.scope_id == scope_id)
-            .values(reserved_micros=BalanceRow.reserved_micros - amount, updated_at=now)
-        )
+    _run(session, _UNHOLD, level, amount, now)
 
 
 def debit(session: Session, level: str, amount: int, now: datetime) -> None:
     """Charge ``amount`` to a level: a balance goes down, a budget's spending this
     month goes up (starting the month's total when the stored one is older)."""
-    if amount == 0:
-        return
-    kind, scope, scope_id = _parse(level)
-    if kind == BUDGET:
-        period = period_of(now)
-        session.execute(
-            update(BudgetRow)
-            .where(BudgetRow.tenant == scope_id)
-            .values(
-                spent_micros=case(
-                    (BudgetRow.period == period, BudgetRow.spent_micros + amount), else_=amount
-                ),
-                period=period,
-                updated_at=now,
-            )
-        )
-    else:
-        session.execute(
-            update(BalanceRow)
-            .where(BalanceRow.scope_type == scope, BalanceRow.scope_id == scope_id)
-            .values(balance_micros=BalanceRow.balance_micros - amount, updated_at=now)
-        )
+    if amount:
+        _run(session, _DEBIT, level, amount, now)
+
+
+def settle(session: Session, level: str, held: int, amount: int, now: datetime) -> None:
+    """Give back what a level held for a call and charge it what the call cost, at once."""
+    _run(session, _SETTLE, level, amount, now, held)
 
 
 def debit_all(

@@ -30,6 +30,8 @@ from modelport.store import Database
 from modelport.store.base import utcnow
 from modelport.store.tables import UsageOutboxRow
 
+_INSERT = UsageOutboxRow.__table__.insert()
+
 
 class UsageSink(Protocol):
     """Where the outbox delivers events. ``deliver`` returns once the events are durable
@@ -62,11 +64,14 @@ class Outbox:
 
     def add(self, session: Session, events: Sequence[UsageEvent]) -> None:
         """Write events in the caller's transaction (committed with it)."""
+        if not events:
+            return
         now = self._now()
-        session.add_all(
-            UsageOutboxRow(event_id=e.event_id, payload=event_to_doc(e), created_at=now, attempts=0)
+        rows = [
+            {"event_id": e.event_id, "payload": event_to_doc(e), "created_at": now, "attempts": 0}
             for e in events
-        )
+        ]
+        session.connection().execute(_INSERT, rows)
 
     def put(self, events: Sequence[UsageEvent]) -> None:
         """Write events in a transaction of their own."""

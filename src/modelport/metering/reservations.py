@@ -19,15 +19,22 @@ import secrets
 from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
 
-from sqlalchemy import select, update
+from sqlalchemy import bindparam, select, text, update
 
 from modelport.errors import PaymentRequired
-from modelport.metering.balances import debit, existing_levels, hold, unhold
+from modelport.metering.balances import existing_levels, hold, unhold
+from modelport.metering.balances import settle as settle_level
 from modelport.metering.outbox import Outbox
 from modelport.metering.types import Reservation, ReservationState, UsageEvent
 from modelport.store import Database
-from modelport.store.base import utcnow
+from modelport.store.base import UTCDateTime, utcnow
 from modelport.store.tables import ReservationRow
+
+_INSERT = ReservationRow.__table__.insert()
+_SETTLE = text(
+    "UPDATE reservations SET state = 'settled', settled_micros = :actual, settled_at = :now "
+    "WHERE id = :id AND state = 'held'"
+).bindparams(bindparam("now", type_=UTCDateTime()))
 
 
 def _reservation(row: ReservationRow) -> Reservation:
@@ -85,19 +92,30 @@ class Reservations:
             for level in levels:
                 if not hold(session, level, amount, now):
                     raise _refused(tenant, level, amount)  # rolls back the holds taken
-            row = ReservationRow(
+            reservation = Reservation(
                 id=secrets.token_hex(16),
                 tenant=tenant,
                 key_id=key_id,
                 amount_micros=amount,
-                levels=levels,
-                state=ReservationState.HELD.value,
+                levels=tuple(levels),
+                state=ReservationState.HELD,
                 created_at=now,
                 expires_at=now + timedelta(seconds=ttl_seconds),
             )
-            session.add(row)
-            session.flush()
-            return _reservation(row)
+            session.connection().execute(
+                _INSERT,
+                {
+                    "id": reservation.id,
+                    "tenant": tenant,
+                    "key_id": key_id,
+                    "amount_micros": amount,
+                    "levels": levels,
+                    "state": ReservationState.HELD.value,
+                    "created_at": now,
+                    "expires_at": reservation.expires_at,
+                },
+            )
+            return reservation
 
     def settle(self, reservation: Reservation | None, events: Sequence[UsageEvent]) -> None:
         """Charge the events' amount and give back the rest of the hold; write the events
@@ -107,16 +125,11 @@ class Reservations:
         with self._db.transaction() as session:
             if reservation is not None:
                 actual = sum(e.amount_micros for e in events)
-                claimed = session.execute(
-                    update(ReservationRow)
-                    .where(
-                        ReservationRow.id == reservation.id,
-                        ReservationRow.state == ReservationState.HELD.value,
-                    )
-                    .values(
-                        state=ReservationState.SETTLED.value, settled_micros=actual, settled_at=now
-                    )
-                ).rowcount  # type: ignore[attr-defined]
+                claimed = (
+                    session.connection()
+                    .execute(_SETTLE, {"id": reservation.id, "actual": actual, "now": now})
+                    .rowcount
+                )
                 if not claimed:
                     # Expired meanwhile: the hold is back already; the work still ran.
                     session.execute(
@@ -124,10 +137,9 @@ class Reservations:
                         .where(ReservationRow.id == reservation.id)
                         .values(settled_micros=actual, settled_at=now)
                     )
+                held = reservation.amount_micros if claimed else 0
                 for level in reservation.levels:
-                    if claimed:
-                        unhold(session, level, reservation.amount_micros, now)
-                    debit(session, level, actual, now)
+                    settle_level(session, level, held, actual, now)
             self._outbox.add(session, events)
 
     def release(self, reservation: Reservation | None) -> bool:
