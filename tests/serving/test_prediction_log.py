@@ -388,3 +388,78 @@ def test_outcome_api_access_follows_the_callers_and_the_endpoints_tenants(
     assert anon_client.get("/api/predictions/p00004", headers=publisher).status_code == 200
     assert anon_client.get("/api/endpoints/fraud/outcomes", headers=publisher).status_code == 200
     assert anon_client.get("/api/endpoints/fraud/outcomes", headers=stranger).status_code == 404
+
+
+def test_the_predict_route_helper_records_who_called_and_what_answered(
+    services: Services,
+) -> None:
+    from starlette.datastructures import State
+    from starlette.requests import Request
+
+    from modelport.api.prediction_records import log_prediction
+    from modelport.serving.types import FallbackKind, Provenance
+    from tests.serving.backend_support import version_ref
+
+    class App:
+        state = State({"services": services})
+
+    request = Request(
+        {
+            "type": "http",
+            "app": App(),
+            "headers": [],
+            "state": {"tenant": "globex", "key_id": "k9", "request_id": "req-1"},
+        }
+    )
+    labels = {"postprocessing": {"labels": ["legit", "fraud", "review"]}}
+    chosen = version_ref("acme/fraud", "4", **labels)
+    small = version_ref("acme/fraud-small", "1", **labels)
+    scores = {"y": np.array([[0.1, 0.8, 0.1, 0.0]], np.float32)}
+    common: dict[str, Any] = {
+        "endpoint": "fraud",
+        "owner": "acme",
+        "chosen": chosen,
+        "inputs": {"x": X},
+        "received_at": NOW,
+        "latency_seconds": 0.01,
+        "stages": {"auth": 0.001, "execute": 0.005},
+    }
+    assert log_prediction(
+        request,
+        prediction_id="ok-1",
+        provenance=Provenance(small, "local", FallbackKind.VERSION, "backend_unreachable"),
+        outputs=scores,
+        arm="canary",
+        policy=LogPolicy(outputs=True),
+        **common,
+    )
+    assert log_prediction(
+        request,
+        prediction_id="failed-1",
+        provenance=None,
+        outputs=None,
+        status="no_available_backend",
+        **common,
+    )
+    asyncio.run(services.prediction_log.flush())
+    repo = PredictionRepository(services.database)
+    answered, failed = repo.get("ok-1"), repo.get("failed-1")
+    assert answered is not None and failed is not None
+    assert (answered.model, answered.version, answered.backend) == (
+        "acme/fraud-small",
+        "1",
+        "local",
+    )
+    assert (answered.fallback, answered.arm, answered.answer_label) == (
+        "version",
+        "canary",
+        "fraud",
+    )
+    assert (answered.tenant, answered.key_id, answered.request_id) == ("globex", "k9", "req-1")
+    assert answered.inputs is None and answered.outputs is not None  # outputs only, by policy
+    assert (failed.model, failed.version, failed.status) == (
+        "acme/fraud",
+        "4",
+        "no_available_backend",
+    )
+    assert failed.backend is None and failed.answer_label is None and failed.detail == "none"
