@@ -131,8 +131,8 @@ class PredictionLog:
         self._buffer: deque[PredictionRecord] = deque()
         self._lock = threading.Lock()
         self._under_pressure = 0
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._wake: asyncio.Event | None = None
+        self._wakers: list[tuple[asyncio.AbstractEventLoop, asyncio.Event]] = []
+        """The running writers (one per event loop): ``record`` wakes them on a full batch."""
         self.written = 0
         self.dropped = 0
         self.sampled_out = 0
@@ -202,23 +202,27 @@ class PredictionLog:
 
     async def run(self) -> None:
         """Flush every ``flush_interval`` (or when a batch fills) until cancelled."""
-        self._loop = asyncio.get_running_loop()
-        self._wake = asyncio.Event()
+        waker = (asyncio.get_running_loop(), asyncio.Event())
+        self._wakers.append(waker)
+        wake = waker[1]
         failures = 0
-        while True:
-            delay = self.flush_interval
-            if failures:
-                delay = min(self.max_backoff, self.flush_interval * 2**failures)
-            if failures or self.depth < self.batch_size:  # a full batch goes at once
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._wake.wait(), delay)
-            self._wake.clear()
-            try:
-                await self.flush()
-                failures = 0
-            except Exception:
-                failures += 1
-                log.exception("prediction log: writing a batch failed (%d waiting)", self.depth)
+        try:
+            while True:
+                delay = self.flush_interval
+                if failures:
+                    delay = min(self.max_backoff, self.flush_interval * 2**failures)
+                if failures or self.depth < self.batch_size:  # a full batch goes at once
+                    with contextlib.suppress(TimeoutError):
+                        await asyncio.wait_for(wake.wait(), delay)
+                wake.clear()
+                try:
+                    await self.flush()
+                    failures = 0
+                except Exception:
+                    failures += 1
+                    log.exception("prediction log: writing a batch failed (%d waiting)", self.depth)
+        finally:
+            self._wakers.remove(waker)
 
     @contextlib.asynccontextmanager
     async def running(self, *, final_flush_timeout: float = 10.0) -> AsyncIterator[PredictionLog]:
@@ -230,24 +234,21 @@ class PredictionLog:
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await task
-            self._loop = self._wake = None
             try:
                 await asyncio.wait_for(self.flush(), final_flush_timeout)
             except Exception:
                 log.exception("prediction log: %d records not written at shutdown", self.depth)
 
     def _nudge(self) -> None:
-        loop, wake = self._loop, self._wake
-        if loop is None or wake is None or loop.is_closed():
-            return
         try:
             running = asyncio.get_running_loop()
         except RuntimeError:
             running = None
-        if running is loop:
-            wake.set()
-        else:
-            loop.call_soon_threadsafe(wake.set)
+        for loop, wake in list(self._wakers):
+            if running is loop:
+                wake.set()
+            elif not loop.is_closed():
+                loop.call_soon_threadsafe(wake.set)
 
     def _count(self, result: str, amount: int = 1) -> None:
         if self.metrics is not None:
