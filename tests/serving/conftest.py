@@ -200,10 +200,23 @@ class Serving:
         deadline = time.monotonic() + 30
         while True:
             body = self.deployment(endpoint, ident)
-            if done(body):
+            if done(body) and self.routed(endpoint, body):
                 return body
             assert time.monotonic() < deadline, body
             time.sleep(0.01)
+
+    def routed(self, endpoint: str, deployment: dict[str, Any]) -> bool:
+        """Whether this process's router already routes as the database says (the switch
+        is committed first, then swapped into the router)."""
+        route = self.services.serving.router.table.find(endpoint)
+        if deployment["state"] != "active":
+            return True
+        weights = [v["weight"] for v in deployment["versions"]]
+        return (
+            route is not None
+            and route.deployment == deployment["id"]
+            and (list(route.weights) == weights)
+        )
 
     def settle(self) -> None:
         """Wait until the controller has nothing left to do but sleep."""

@@ -43,10 +43,11 @@ class ServingPlane:
             await self.controller.stop()
 
     async def route(self, endpoint: str) -> Route:
-        """The endpoint's route from the snapshot; one made by another process and not
-        seen yet is read from the database (NotFound ``endpoint_not_found``)."""
+        """The endpoint's route from the snapshot. One not seen yet (made by another
+        process), or one with no active deployment (its first may have just been
+        activated), is read from the database (NotFound ``endpoint_not_found``)."""
         found = self.router.table.find(endpoint)
-        if found is not None:
+        if found is not None and found.deployment is not None:
             return found
         route = await anyio.to_thread.run_sync(self.endpoints.route, endpoint)
         self.router.install(route)

@@ -1,0 +1,95 @@
+"""Shadow traffic: the shadow version gets copies off the request path; its answers are
+compared and recorded, never returned and never billed; at its bound, copies are dropped."""
+
+from __future__ import annotations
+
+import threading
+from collections import Counter
+from typing import Any
+
+from tests.serving.conftest import Serving, ServingFactory, add_constant, failing, slow
+
+
+def shadowed(serving: Serving, shadow_model: Any) -> dict[str, Any]:
+    v1 = serving.publish("acme/fraud", "1")
+    serving.publish("acme/fraud", "9", model=shadow_model)
+    serving.endpoint("fraud")
+    deployment = serving.deploy(
+        "fraud", [(v1, 100)], shadow={"model": "acme/fraud", "version": "9"}
+    )
+    assert deployment["shadow"]["state"] == "ready"
+    return deployment
+
+
+def comparison(serving: Serving, ident: int, settled: int) -> dict[str, Any]:
+    """The shadow's comparison once ``settled`` copies were answered or dropped."""
+    body = serving.wait(
+        "fraud",
+        ident,
+        lambda d: (
+            d["shadow"]["comparison"]["requests"] + d["shadow"]["comparison"]["dropped"] >= settled
+        ),
+    )
+    return body["shadow"]["comparison"]
+
+
+def billed_versions(serving: Serving) -> Counter[str]:
+    serving.services.metering.deliver()
+    entries = serving.services.metering.ledger.entries()
+    return Counter(
+        f"{e.event.model}:{e.event.version}" for e in entries if e.event.unit == "prediction"
+    )
+
+
+def test_the_shadow_is_compared_never_returned_never_billed(serving: Serving) -> None:
+    deployment = shadowed(serving, add_constant(5.0))
+    for _ in range(20):
+        answer = serving.predict("fraud").json()
+        assert answer["model_version"] == "1"
+        assert answer["outputs"] == {"y": [[2.0, 3.0, 4.0, 5.0]]}  # the primary's x + 1
+    seen = comparison(serving, deployment["id"], 20)
+    assert seen["requests"] == 20 and seen["dropped"] == 0 and seen["errors"] == 0
+    assert seen["disagreements"] == 20 and seen["disagreement_rate"] == 1.0
+    assert "max |difference| 4" in seen["recent"][-1]["detail"]
+    assert seen["latency_ms"]["p99"] > 0 and seen["primary_latency_ms"]["p99"] > 0
+    assert billed_versions(serving) == Counter({"acme/fraud:1": 20})
+
+
+def test_an_identical_shadow_agrees(serving: Serving) -> None:
+    from tests.models import add_one
+
+    deployment = shadowed(serving, add_one())
+    for _ in range(10):
+        assert serving.predict("fraud").status_code == 200
+    seen = comparison(serving, deployment["id"], 10)
+    assert seen["disagreements"] == 0 and seen["requests"] == 10
+    assert all(r["agreed"] for r in seen["recent"])
+
+
+def test_a_failing_shadow_never_fails_the_caller(serving: Serving) -> None:
+    deployment = shadowed(serving, failing())
+    for _ in range(10):
+        assert serving.predict("fraud").status_code == 200
+    seen = comparison(serving, deployment["id"], 10)
+    assert seen["errors"] == 10
+    assert seen["recent"][-1]["agreed"] is None
+
+
+def test_copies_beyond_the_bound_are_dropped_and_counted(make_serving: ServingFactory) -> None:
+    serving = make_serving(serving_shadow_max_in_flight=1)
+    deployment = shadowed(serving, slow(512))  # about 30 ms a copy
+    n = 24
+    statuses: list[int] = []
+
+    def call() -> None:
+        statuses.append(serving.predict("fraud").status_code)
+
+    threads = [threading.Thread(target=call) for _ in range(n)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(30)
+    assert statuses == [200] * n
+    seen = comparison(serving, deployment["id"], n)
+    assert seen["dropped"] > 0
+    assert seen["requests"] + seen["dropped"] == n
