@@ -395,10 +395,15 @@ def build_services(settings: Settings) -> Services:
     registry = RegistryService(database, blob_store, signer=signer, validator=validator)
     host = build_host(settings, metrics)
     from modelport.observability.serving_metrics import ServingMetrics
+    from modelport.serving.routing.shadow_log import shadow_recorder
 
     serving_metrics = ServingMetrics(metrics.registry)
     health = build_health(settings, serving_metrics)
     prediction_log, outcomes = build_prediction_log(settings, database, serving_metrics)
+    serving = build_serving(
+        settings, database, registry, blob_store, host, tenancy, serving_metrics, health.board
+    )
+    serving.router.shadow.record = shadow_recorder(prediction_log.record)
     return Services(
         settings=settings,
         database=database,
@@ -417,9 +422,7 @@ def build_services(settings: Settings) -> Services:
         tenancy=tenancy,
         limits=build_limits(settings, database),
         metering=build_metering(settings, database, registry),
-        serving=build_serving(
-            settings, database, registry, blob_store, host, tenancy, serving_metrics, health.board
-        ),
+        serving=serving,
         health=health,
         prediction_log=prediction_log,
         outcomes=outcomes,

@@ -218,3 +218,30 @@ class TestIdempotency:
             response = fraud.predict("fraud", headers={"Idempotency-Key": key})
             assert response.status_code == 400
             assert response.json()["code"] == "invalid_idempotency_key"
+
+
+def test_predictions_are_logged_with_the_chosen_version_and_arm(serving: Serving) -> None:
+    v1 = serving.publish("acme/fraud", "1")
+    v2 = serving.publish("acme/fraud", "2", model=failing())
+    serving.endpoint("fraud", log={"inputs": True, "outputs": True})
+    serving.deploy("fraud", [(v1, 50), (v2, 50)])
+    seen: dict[str, dict[str, Any]] = {}
+    while len(seen) < 2:
+        response = serving.predict("fraud")
+        if response.status_code == 200:
+            seen.setdefault("1", response.json())
+        else:
+            seen.setdefault("2", response.json())
+    ok = serving.client.get(f"/api/predictions/{seen['1']['prediction_id']}").json()
+    assert (ok["version"], ok["arm"], ok["status"], ok["endpoint"]) == (
+        "1",
+        "stable",
+        "ok",
+        "fraud",
+    )
+    assert ok["inputs"][0]["name"] == "x" and ok["outputs"][0]["name"] == "y"
+    logged = serving.services.outcomes.predictions.list(endpoint="fraud")
+    failed = [p for p in logged if p.status != "ok"]
+    assert {(p.version, p.arm, p.status) for p in failed} == {
+        ("2", "candidate", "execution_failed")
+    }

@@ -4,6 +4,7 @@ compared and recorded, never returned and never billed; at its bound, copies are
 from __future__ import annotations
 
 import threading
+import time
 from collections import Counter
 from typing import Any
 
@@ -93,3 +94,19 @@ def test_copies_beyond_the_bound_are_dropped_and_counted(make_serving: ServingFa
     seen = comparison(serving, deployment["id"], n)
     assert seen["dropped"] > 0
     assert seen["requests"] + seen["dropped"] == n
+
+
+def test_shadow_answers_go_to_the_prediction_log(make_serving: ServingFactory) -> None:
+    serving = make_serving(prediction_log_flush_interval_seconds=0.05)
+    shadowed(serving, add_constant(5.0))
+    ids = [serving.predict("fraud").json()["prediction_id"] for _ in range(3)]
+    store = serving.services.outcomes.predictions
+    deadline = time.monotonic() + 10
+    while len(logged := store.list(endpoint="fraud")) < 6:
+        assert time.monotonic() < deadline, logged
+        time.sleep(0.02)
+    shadows = {p.shadow_of: p for p in logged if p.shadow_of is not None}
+    assert set(shadows) == set(ids)
+    assert {(p.version, p.arm, p.status) for p in shadows.values()} == {("9", "shadow", "ok")}
+    primaries = [p for p in logged if p.shadow_of is None]
+    assert {(p.id, p.version, p.arm) for p in primaries} == {(i, "1", "stable") for i in ids}

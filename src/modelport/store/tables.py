@@ -442,6 +442,7 @@ class EndpointRow(Base):
     previous_deployment_id: Mapped[int | None] = mapped_column(Integer)
     rollback_until: Mapped[datetime | None]
     fallback: Mapped[dict[str, Any] | None] = mapped_column(JSON)
+    log_policy: Mapped[dict[str, Any] | None] = mapped_column(JSON)
     revision: Mapped[int] = mapped_column(Integer, default=0)
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
     created_by: Mapped[str] = mapped_column(String(128), default="")

@@ -19,6 +19,7 @@ from modelport.api.auth import CurrentPrincipal
 from modelport.api.deps import get_services
 from modelport.api.routes.serving_json import deployment_json, endpoint_json
 from modelport.errors import InvalidInput
+from modelport.observability.types import LogPolicy
 from modelport.runtime.types import LoadState
 from modelport.serving.endpoints.repository import endpoint_not_found
 from modelport.serving.endpoints.types import (
@@ -53,6 +54,9 @@ class CreateEndpoint(_Body):
     priority: Literal["interactive", "batch"] = "interactive"
     description: str = Field(default="", max_length=10_000)
     fallback: FallbackChain | None = None
+    log: LogPolicy | None = Field(
+        default=None, description="What the prediction log keeps (default: audit fields only)"
+    )
 
 
 class VersionBody(_Body):
@@ -160,6 +164,7 @@ async def create_endpoint(
         priority=body.priority,
         description=body.description,
         fallback=body.fallback,
+        log_policy=body.log,
     )
     response.headers["Location"] = f"/api/endpoints/{endpoint.name}"
     return endpoint_json(endpoint)

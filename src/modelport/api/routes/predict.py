@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import hashlib
 import time
+from datetime import UTC, datetime
 from typing import Any
 
 import anyio.to_thread
@@ -34,13 +35,14 @@ from modelport.api.auth import require_principal_async
 from modelport.api.deps import get_services
 from modelport.api.limiting import admitted
 from modelport.api.metering import metered
+from modelport.api.prediction_records import log_prediction
 from modelport.api.routes.endpoints import require_endpoint
 from modelport.api.routes.predict_codec import PredictRequest, encode_outputs, parse_predict
 from modelport.api.v2.options import TIMEOUT_HEADER, model_parameters, priority_of, timeout_seconds
-from modelport.errors import InvalidInput
+from modelport.errors import InvalidInput, ModelportError
 from modelport.serving.idempotency import Claim, Replay
 from modelport.serving.plane import ServingPlane
-from modelport.serving.routing.router import Prediction
+from modelport.serving.routing.router import Plan, Prediction
 from modelport.serving.routing.table import Route
 from modelport.tenancy.policy import Permission
 from modelport.tenancy.types import Principal
@@ -134,6 +136,8 @@ async def _run(
     plan = plane.router.plan(route.endpoint.name, subject)
     chosen = plan.version
     priority = priority_of(parsed.parameters) if "priority" in parsed.parameters else None
+    received_at = datetime.now(UTC)
+    started = time.perf_counter()
     async with (
         admitted(request, principal, chosen.model),
         metered(
@@ -145,20 +149,55 @@ async def _run(
             endpoint=route.endpoint.name,
         ) as call,
     ):
-        prediction = await plane.router.predict(
-            plan,
-            parsed.inputs,
-            deadline=deadline,
-            priority=priority,
-            outputs=parsed.outputs,
-            parameters=model_parameters(parsed.parameters),
-            prediction_id=call.prediction_id,
-        )
+        try:
+            prediction = await plane.router.predict(
+                plan,
+                parsed.inputs,
+                deadline=deadline,
+                priority=priority,
+                outputs=parsed.outputs,
+                parameters=model_parameters(parsed.parameters),
+                prediction_id=call.prediction_id,
+            )
+        except ModelportError as exc:
+            _log(request, plan, call.prediction_id, parsed, None, received_at, started, exc.code)
+            raise
         ran = prediction.version
         if ran is not None and ran.ref != chosen.ref:
             call.ran_version(ran.model, ran.version, ran.manifest_digest)
         call.record(compute_seconds=_compute_share(prediction, parsed))
+    _log(request, plan, prediction.id, parsed, prediction, received_at, started, "ok")
     return Response(orjson.dumps(_answer(prediction, parsed)), media_type=JSON)
+
+
+def _log(
+    request: Request,
+    plan: Plan,
+    prediction_id: str,
+    parsed: PredictRequest,
+    prediction: Prediction | None,
+    received_at: datetime,
+    started: float,
+    status: str,
+) -> None:
+    """Queue the prediction-log record (never waits; a full log counts the drop)."""
+    endpoint = plan.route.endpoint
+    log_prediction(
+        request,
+        prediction_id=prediction_id,
+        endpoint=endpoint.name,
+        owner=endpoint.tenant,
+        chosen=plan.version,
+        provenance=None if prediction is None else prediction.provenance,
+        inputs=parsed.inputs,
+        outputs=None if prediction is None else prediction.outputs,
+        received_at=received_at,
+        latency_seconds=time.perf_counter() - started,
+        stages={} if prediction is None else prediction.timings,
+        status=status,
+        arm=plan.arm,
+        policy=endpoint.log_policy,
+    )
 
 
 def _compute_share(prediction: Prediction, parsed: PredictRequest) -> float:

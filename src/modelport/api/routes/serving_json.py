@@ -6,6 +6,8 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
+from pydantic import BaseModel
+
 from modelport.serving.endpoints.types import (
     Deployment,
     Endpoint,
@@ -20,6 +22,10 @@ def _time(value: datetime | None) -> str | None:
     return None if value is None else value.isoformat()
 
 
+def _dump(model: BaseModel | None) -> Any:
+    return None if model is None else model.model_dump(mode="json")
+
+
 def _tensors(specs: list[Any]) -> list[dict[str, Any]]:
     return [{"name": s.name, "datatype": s.datatype, "shape": list(s.shape)} for s in specs]
 
@@ -31,9 +37,8 @@ def endpoint_json(endpoint: Endpoint, route: Route | None = None) -> dict[str, A
         "description": endpoint.description,
         "deadline_ms": endpoint.deadline_ms,
         "priority": endpoint.priority.value,
-        "fallback": None
-        if endpoint.fallback is None
-        else endpoint.fallback.model_dump(mode="json"),
+        "fallback": _dump(endpoint.fallback),
+        "log": _dump(endpoint.log_policy),
         "active_deployment": endpoint.active_deployment,
         "previous_deployment": endpoint.previous_deployment,
         "rollback_until": _time(endpoint.rollback_until),

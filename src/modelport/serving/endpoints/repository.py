@@ -17,6 +17,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from modelport.errors import Conflict, NotFound
+from modelport.observability.types import LogPolicy
 from modelport.runtime.types import Priority
 from modelport.serving.endpoints.spec import spec_from_json, spec_to_json
 from modelport.serving.endpoints.types import (
@@ -55,6 +56,7 @@ def insert_endpoint(
     priority: Priority,
     description: str,
     fallback: FallbackChain | None,
+    log_policy: LogPolicy | None,
     actor: str,
 ) -> Endpoint:
     row = EndpointRow(
@@ -64,6 +66,7 @@ def insert_endpoint(
         priority=priority.value,
         description=description,
         fallback=None if fallback is None else fallback.model_dump(mode="json"),
+        log_policy=None if log_policy is None else log_policy.model_dump(mode="json"),
         revision=0,
         created_by=actor,
     )
@@ -141,6 +144,7 @@ def _endpoint(row: EndpointRow) -> Endpoint:
         previous_deployment=row.previous_deployment_id,
         rollback_until=row.rollback_until,
         fallback=None if row.fallback is None else FallbackChain.model_validate(row.fallback),
+        log_policy=None if row.log_policy is None else LogPolicy.model_validate(row.log_policy),
         revision=row.revision,
         created_at=row.created_at,
         created_by=row.created_by,

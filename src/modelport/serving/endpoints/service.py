@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 
 from modelport.errors import Conflict, NotFound, Unprocessable
+from modelport.observability.types import LogPolicy
 from modelport.registry.service import RegistryService
 from modelport.registry.types import LifecycleState, ModelVersion
 from modelport.runtime.cache import BlobSource
@@ -141,6 +142,7 @@ class EndpointService:
         priority: str = Priority.INTERACTIVE.value,
         description: str = "",
         fallback: FallbackChain | None = None,
+        log_policy: LogPolicy | None = None,
     ) -> Endpoint:
         check_endpoint_name(name)
         level = check_endpoint_settings(deadline_ms, priority)
@@ -157,6 +159,7 @@ class EndpointService:
                 priority=level,
                 description=description,
                 fallback=fallback,
+                log_policy=log_policy,
                 actor=actor,
             )
 

@@ -7,6 +7,7 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
+from modelport.observability.types import LogPolicy
 from modelport.runtime.types import Priority
 from modelport.serving.types import FallbackChain
 
@@ -28,6 +29,8 @@ class Endpoint:
     rollback_until: datetime | None
     fallback: FallbackChain | None
     """What answers when the chosen version cannot."""
+    log_policy: LogPolicy | None
+    """What the prediction log keeps of its predictions beyond the audit fields."""
     revision: int
     """Bumped on every change that moves traffic (routers rebuild on change)."""
     created_at: datetime

@@ -46,6 +46,11 @@ class Plan:
     def endpoint(self) -> str:
         return self.route.endpoint.name
 
+    @property
+    def arm(self) -> str:
+        """``stable`` for the deployment's first version, ``candidate`` for the others."""
+        return "stable" if self.version == self.route.versions[0] else "candidate"
+
 
 @dataclass(frozen=True)
 class Prediction:
@@ -181,6 +186,7 @@ class Router:
         self.stats.record(route.deployment, plan.version.ref, seconds, ok=answered_by_chosen)
         if route.shadow is not None and answered_by_chosen:
             self.shadow.offer(
+                route.endpoint,
                 route.deployment,
                 route.shadow,
                 route.replicas.get(route.shadow.ref, ()),

@@ -15,16 +15,19 @@ import contextlib
 import dataclasses
 import logging
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
 
 import numpy as np
 
 from modelport.errors import ModelportError
 from modelport.runtime.types import Priority
 from modelport.serving.backends.base import Backend
+from modelport.serving.endpoints.types import Endpoint
 from modelport.serving.routing.dispatch import Dispatcher
 from modelport.serving.routing.stats import TrafficStats
-from modelport.serving.types import BackendRequest, VersionRef
+from modelport.serving.types import BackendRequest, Served, VersionRef
 
 log = logging.getLogger(__name__)
 RTOL = 1e-4
@@ -51,11 +54,38 @@ def compare(
     return True, ""
 
 
+@dataclass(frozen=True)
+class ShadowResult:
+    """One shadow copy's answer (or failure), for the prediction log."""
+
+    endpoint: Endpoint
+    prediction_id: str
+    """The prediction it copied."""
+    version: VersionRef
+    inputs: Mapping[str, np.ndarray]
+    received_at: datetime
+    seconds: float
+    served: Served | None
+    """None when the shadow failed (``status`` says how)."""
+    status: str
+    agreed: bool | None
+
+
 class ShadowRunner:
-    def __init__(self, dispatcher: Dispatcher, stats: TrafficStats, *, max_in_flight: int) -> None:
+    def __init__(
+        self,
+        dispatcher: Dispatcher,
+        stats: TrafficStats,
+        *,
+        max_in_flight: int,
+        record: Callable[[ShadowResult], object] | None = None,
+    ) -> None:
+        """``record`` receives every shadow result (e.g. to the prediction log); it must
+        not block."""
         self.dispatcher = dispatcher
         self.stats = stats
         self.max_in_flight = max_in_flight
+        self.record = record
         self._tasks: set[asyncio.Task[None]] = set()
 
     @property
@@ -64,6 +94,7 @@ class ShadowRunner:
 
     def offer(
         self,
+        endpoint: Endpoint,
         deployment: int,
         shadow: VersionRef,
         replicas: Sequence[Backend],
@@ -84,7 +115,7 @@ class ShadowRunner:
             outputs=None,
         )
         task = asyncio.get_running_loop().create_task(
-            self._run(deployment, copy, replicas, primary, primary_seconds)
+            self._run(endpoint, deployment, copy, replicas, primary, primary_seconds)
         )
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
@@ -92,32 +123,53 @@ class ShadowRunner:
 
     async def _run(
         self,
+        endpoint: Endpoint,
         deployment: int,
         request: BackendRequest,
         replicas: Sequence[Backend],
         primary: Mapping[str, np.ndarray],
         primary_seconds: float,
     ) -> None:
+        received_at = datetime.now(UTC)
         started = time.perf_counter()
         agreed: bool | None
+        served: Served | None = None
+        status = "ok"
         try:
             served = await self.dispatcher.dispatch(request, replicas)
         except ModelportError as exc:
-            agreed, detail = None, f"{exc.code}: {exc.message}"
+            agreed, detail, status = None, f"{exc.code}: {exc.message}", exc.code
         except Exception as exc:  # a shadow must never take anything else down
             log.exception("shadow request to %s failed", request.version.ref)
-            agreed, detail = None, f"{type(exc).__name__}: {exc}"
+            agreed, detail, status = None, f"{type(exc).__name__}: {exc}", "internal_error"
         else:
             agreed, detail = compare(primary, served.outputs)
+        seconds = time.perf_counter() - started
         self.stats.shadow_result(
             deployment,
             request.version.ref,
             prediction_id=request.request_id,
-            seconds=time.perf_counter() - started,
+            seconds=seconds,
             primary_seconds=primary_seconds,
             agreed=agreed,
             detail=detail,
         )
+        if self.record is not None:
+            result = ShadowResult(
+                endpoint=endpoint,
+                prediction_id=request.request_id,
+                version=request.version,
+                inputs=request.inputs,
+                received_at=received_at,
+                seconds=seconds,
+                served=served,
+                status=status,
+                agreed=agreed,
+            )
+            try:
+                self.record(result)
+            except Exception:
+                log.exception("could not record the shadow result of %s", request.request_id)
 
     async def drain(self) -> None:
         """Wait for the copies in flight (tests, shutdown)."""
