@@ -248,8 +248,11 @@ def make_serving(tmp_path: Path) -> Iterator[ServingFactory]:
     """Build services (SQLite unless ``database_url`` is given) with settings overridden."""
     opened: list[tuple[TestClient, Services]] = []
 
-    def factory(database_url: str | None = None, **overrides: Any) -> Serving:
-        home = tmp_path / f"home{len(opened)}"
+    def factory(
+        database_url: str | None = None, *, home: Path | None = None, **overrides: Any
+    ) -> Serving:
+        """A new process's services; on the ``home`` of an earlier one to share its state."""
+        home = home or tmp_path / f"home{len(opened)}"
         url = database_url or f"sqlite:///{home / 'modelport.db'}"
         settings = Settings(
             home=home,
