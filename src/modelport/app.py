@@ -228,11 +228,12 @@ def build_metering(
         client = redis.Redis.from_url(
             settings.redis_url, socket_timeout=5, socket_connect_timeout=2
         )
-        sink = RedisStreamSink(client)
+        sink = RedisStreamSink(client, stream=settings.metering_stream)
         consumer = RedisLedgerConsumer(
             client,
             ledger,
             consumer=f"{socket.gethostname()}-{uuid.uuid4().hex[:8]}",
+            stream=settings.metering_stream,
             claim_idle_ms=int(lease * 1000),
         )
         closers.append(client.close)

@@ -149,6 +149,10 @@ class Settings(BaseSettings):
     """Outbox rows a drainer took and did not acknowledge within this time (it died) are
     delivered again; so are stream entries left pending by a dead consumer."""
 
+    metering_stream: str = "modelport:usage"
+    """With Redis: the stream usage events travel through to the ledger (consumer group
+    ``ledger``)."""
+
     # ---- endpoints and deployments
     serving_rollback_window_seconds: float = Field(default=3600.0, ge=0)
     """How long a replaced deployment stays warm, ready to be restored by a rollback."""

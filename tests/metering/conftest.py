@@ -233,7 +233,12 @@ def approve(services: Services, owner: str, name: str, version: str) -> None:
             registry_repo.append_event(session, vid, current, state, actor="seed", reason="seed")
 
 
-def make_platform(home: Path, database_url: str, **overrides: Any) -> Platform:
+def make_platform(
+    home: Path, database_url: str, *, seed: bool = True, **overrides: Any
+) -> Platform:
+    """Services and an in-process client; with ``seed``, tenants acme (publishing
+    acme/adder, public and approved) and beta (a consumer key), else beta's key only
+    (another gateway over the same database)."""
     settings = Settings(
         home=home,
         database_url=database_url,
@@ -246,13 +251,16 @@ def make_platform(home: Path, database_url: str, **overrides: Any) -> Platform:
     client = TestClient(create_app(services), headers={"Authorization": f"Bearer {ADMIN_KEY}"})
     client.__enter__()
     tenancy = services.tenancy
+    publisher = Publisher(client, services)
+    if not seed:
+        key = tenancy.create_key("beta", "app", name="other", actor="admin").secret
+        return Platform(client, services, publisher, key)
     for slug in ("acme", "beta"):
         tenancy.create_tenant(slug, actor="admin")
     tenancy.add_member("beta", "app", roles=["consumer"], actor="admin")
     key = tenancy.create_key("beta", "app", name="test", actor="admin").secret
     public = {"owner": "acme", "name": "adder", "license": "MIT", "visibility": "public"}
     assert client.post("/api/models", json=public).status_code == 201
-    publisher = Publisher(client, services)
     publisher.models.add("acme/adder")
     publisher.adder()
     approve(services, "acme", "adder", "1")

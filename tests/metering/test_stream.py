@@ -84,3 +84,35 @@ def test_a_malformed_entry_does_not_block_the_group(
     assert reader.consume_once() == 1
     assert metering.ledger.get("good") is not None
     assert client.xpending(name, GROUP)["pending"] == 0
+
+
+def test_two_gateways_meter_through_the_stream_into_one_ledger(
+    tmp_path, database_url: str, redis_url: str, stream: tuple[redis.Redis, str]
+) -> None:
+    """The distributed shape wired by the app: outbox → stream → consumer group → ledger,
+    with a balance shared by both gateways."""
+    from modelport.metering.types import BalanceScope
+    from tests.metering.conftest import make_platform
+
+    _, name = stream
+    blobs = f"file://{tmp_path / 'blobs'}"
+    shared = {"redis_url": redis_url, "metering_stream": name, "blob_url": blobs}
+    first = make_platform(tmp_path / "one", database_url, **shared)
+    second = make_platform(tmp_path / "two", database_url, seed=False, **shared)
+    try:
+        metering = first.services.metering
+        metering.balances.credit(BalanceScope.TENANT, "beta", 3_000, tenant="beta")
+        first.price(1_000)
+        statuses = [gateway.infer(first.key).status_code for gateway in (first, second) * 2]
+        assert statuses == [200, 200, 200, 402]
+        first.services.metering.deliver()
+        second.services.metering.deliver()
+        events = [e.event for e in metering.ledger.entries()]
+        assert len(events) == 3 and {e.amount_micros for e in events} == {1_000}
+        assert all(e.reservation_id for e in events)
+        balance = metering.balances.get(BalanceScope.TENANT, "beta")
+        assert (balance.balance_micros, balance.reserved_micros) == (0, 0)
+    finally:
+        for gateway in (first, second):
+            gateway.close_client()
+            gateway.services.close()

@@ -9,6 +9,7 @@ also runs a ledger consumer of the stream's consumer group (see ``.stream``).
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any
@@ -76,14 +77,24 @@ class MeteringService:
         """Deliver every outbox event to the sink; how many."""
         return self.outbox.drain(self.sink)
 
-    def deliver(self) -> int:
+    def deliver(self, timeout: float = 10.0) -> int:
         """Bring every pending event into the ledger now (tests, shutdown): drain the
-        outbox and, with a stream, consume it until it is empty; how many were delivered."""
-        total = self.drain_outbox()
-        if self.consumer is not None:
-            while recorded := self.consumer.consume_once(None):
-                total += recorded
-        return total
+        outbox and, with a stream, consume it until it is empty. Rows a background
+        drainer holds are waited for, up to ``timeout`` seconds. How many this call
+        delivered."""
+        deadline = time.monotonic() + timeout
+        total = 0
+        while True:
+            total += self.drain_outbox()
+            if self.consumer is not None:
+                while recorded := self.consumer.consume_once(None):
+                    total += recorded
+            backlog = self.outbox.pending()
+            if self.consumer is not None:
+                backlog += self.consumer.backlog()
+            if not backlog or time.monotonic() > deadline:
+                return total
+            time.sleep(0.01)
 
     def sweep(self) -> int:
         """Expire reservations past their time; how many."""

@@ -126,6 +126,18 @@ class RedisLedgerConsumer:
         self._client.xack(self._stream, self._group, *[entry_id for entry_id, _ in entries])
         return len(events)
 
+    def backlog(self) -> int:
+        """Entries of the stream the group has not acknowledged yet (read or not)."""
+        self.ensure_group()
+        for group in self._client.xinfo_groups(self._stream):
+            name = group["name"]
+            if (name.decode() if isinstance(name, bytes) else name) == self._group:
+                lag = group.get("lag")
+                if lag is None:  # Redis < 7, or unknown: count what was never read as none
+                    lag = 0
+                return int(group["pending"]) + int(lag)
+        return 0
+
     def consume_once(self, block_ms: int | None = None) -> int:
         """Claim what dead consumers left (at most every ``claim_idle_ms``), read new
         entries, record and acknowledge them; how many events were recorded."""
