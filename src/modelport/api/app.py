@@ -21,6 +21,7 @@ from modelport.api.routes import (
     limits,
     metrics,
     models,
+    predict,
     predictions,
     prices,
     uploads,
@@ -90,5 +91,5 @@ def create_app(services: Services) -> FastAPI:
         load_on_demand=services.settings.load_on_demand,
     )
     # First: the hot inference path should not be matched against every /api route.
-    app.router.routes[:0] = v2.routes
+    app.router.routes[:0] = [*v2.routes, *predict.routes]
     return app

@@ -30,6 +30,8 @@ from typing import Any
 import anyio.to_thread
 import orjson
 from fastapi import APIRouter, Request, Response
+from starlette.routing import BaseRoute
+from starlette.routing import Route as HttpRoute
 
 from modelport.api.auth import require_principal_async
 from modelport.api.deps import get_services
@@ -63,6 +65,20 @@ JSON = "application/json"
     },
 )
 async def predict(name: str, request: Request) -> Response:
+    """Documents the route in ``/api/openapi.json``; requests are served by ``routes``."""
+    return await _predict(name, request)
+
+
+async def _serve(request: Request) -> Response:
+    return await _predict(request.path_params["name"], request)
+
+
+routes: list[BaseRoute] = [HttpRoute("/api/endpoints/{name}:predict", _serve, methods=["POST"])]
+"""Put in front of the application's routes, as the ``/v2`` ones are: matching a request
+against the whole ``/api`` table costs more than routing it to a version."""
+
+
+async def _predict(name: str, request: Request) -> Response:
     principal = await require_principal_async(request)
     plane: ServingPlane = get_services(request).serving
     route = await plane.route(name)
