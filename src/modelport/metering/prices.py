@@ -58,7 +58,9 @@ def _rule(row: PriceRuleRow) -> PriceRule:
     )
 
 
-def select_rule(rules: tuple[PriceRule, ...], version: str, unit: Unit, at: datetime):
+def select_rule(
+    rules: tuple[PriceRule, ...], version: str, unit: Unit, at: datetime
+) -> PriceRule | None:
     """The rule of ``rules`` that prices ``unit`` of ``version`` at ``at``, or None."""
     own: PriceRule | None = None
     shared: PriceRule | None = None
