@@ -138,9 +138,11 @@ V2Factory = Callable[..., tuple[TestClient, Services, Publisher]]
 def make_v2(tmp_path: Path) -> Iterator[V2Factory]:
     """Build services on SQLite with runtime settings overridden; yields (client, services,
     publisher). The client sends the admin key."""
-    opened: list[tuple[TestClient, Services]] = []
+    opened: list[tuple[TestClient, Services, bool]] = []
 
-    def factory(**overrides: Any) -> tuple[TestClient, Services, Publisher]:
+    def factory(
+        *, lifespan: bool = True, **overrides: Any
+    ) -> tuple[TestClient, Services, Publisher]:
         home = tmp_path / f"home{len(opened)}"
         settings = Settings(
             home=home,
@@ -152,13 +154,15 @@ def make_v2(tmp_path: Path) -> Iterator[V2Factory]:
         )
         services = build_services(settings)
         client = TestClient(create_app(services), headers=dict(AUTH))
-        client.__enter__()
-        opened.append((client, services))
+        if lifespan:  # off when a live server will run the application's lifespan instead
+            client.__enter__()
+        opened.append((client, services, lifespan))
         return client, services, Publisher(client, services)
 
     yield factory
-    for client, services in opened:
-        client.__exit__(None, None, None)
+    for client, services, entered in opened:
+        if entered:
+            client.__exit__(None, None, None)
         services.close()
 
 
@@ -188,7 +192,7 @@ def live_v2(make_v2: V2Factory) -> Iterator[tuple[str, Publisher]]:
     """A uvicorn server on a loopback port for services built by ``make_v2``."""
     from tests.conftest import LiveServer
 
-    _, services, publisher = make_v2()
+    _, services, publisher = make_v2(lifespan=False)
     server = LiveServer(services).start()
     yield server.url, publisher
     server.stop()

@@ -247,7 +247,9 @@ def _wait_until(check, timeout: float = 10.0) -> None:
 
 
 def test_a_full_queue_is_429_with_retry_after(make_v2: V2Factory) -> None:
-    _, services, publisher = make_v2(runtime_max_queue_size=1, runtime_max_batch_size=1)
+    _, services, publisher = make_v2(
+        lifespan=False, runtime_max_queue_size=1, runtime_max_batch_size=1
+    )
     publisher.slow()
     server = LiveServer(services).start()
     try:
