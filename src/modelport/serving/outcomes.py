@@ -16,6 +16,7 @@ the outcome of the prediction it copied.
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -58,6 +59,10 @@ class VersionAccuracy:
     mae: float | None
 
 
+PREDICTION_ID_RE = re.compile(r"[A-Za-z0-9._:-]{1,64}")
+"""What a prediction id may look like (anything else cannot be one: 404 without a lookup)."""
+
+
 def prediction_not_found(prediction_id: str) -> NotFound:
     return NotFound(f"prediction {prediction_id} not found", code="prediction_not_found")
 
@@ -87,6 +92,8 @@ class OutcomeService:
     async def find_prediction(self, prediction_id: str) -> StoredPrediction:
         """The logged prediction, writing it first if it still waits in this process's
         buffer. NotFound (``prediction_not_found``) when there is none."""
+        if not PREDICTION_ID_RE.fullmatch(prediction_id):
+            raise prediction_not_found(prediction_id[:64])
         found = await anyio.to_thread.run_sync(self.predictions.get, prediction_id)
         if found is None and self.log.pending(prediction_id) is not None:
             await self.log.flush()

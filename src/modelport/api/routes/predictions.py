@@ -30,6 +30,8 @@ from modelport.api.deps import get_services
 from modelport.api.routes.endpoints import require_endpoint
 from modelport.errors import Forbidden
 from modelport.observability.types import StoredPrediction
+from modelport.serving.endpoints.repository import endpoint_not_found
+from modelport.serving.endpoints.spec import ENDPOINT_NAME_RE
 from modelport.serving.outcomes import Outcome, VersionAccuracy, prediction_not_found
 from modelport.tenancy.policy import Decision, Permission, TenantScoped, authorize
 from modelport.tenancy.types import Principal
@@ -171,6 +173,8 @@ def outcome_report(
     until: datetime | None = None,
 ) -> dict[str, Any]:
     """Accuracy-style metrics per version over predictions joined with their outcomes."""
+    if not ENDPOINT_NAME_RE.match(name):
+        raise endpoint_not_found(name[:63])  # cannot be a name: no lookup
     services = get_services(request)
     endpoint = services.serving.endpoints.get_endpoint(name)
     require_endpoint(request, principal, endpoint, Permission.MODEL_READ)
