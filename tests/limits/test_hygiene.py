@@ -229,3 +229,13 @@ def test_upload_chunks_are_not_held_to_the_api_body_limit(small: Platform) -> No
         },
     )
     assert response.status_code == 202, response.text
+
+
+@pytest.mark.parametrize(
+    "path",
+    ["/api/models/acme/%00/versions/1", "/api/models/acme%0Abad", "/v2/models/a/b%7F/infer"],
+)
+def test_control_characters_in_the_path_are_400(client: Any, path: str) -> None:
+    response = client.get(path)
+    assert response.status_code == 400
+    assert "control characters" in response.text

@@ -40,6 +40,7 @@ from modelport.errors import InvalidInput, ModelportError, PayloadTooLarge
 if TYPE_CHECKING:
     from modelport.config import Settings
 
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 _STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)
 _NOT_BRACKETS = bytes(b for b in range(256) if b not in b"[]{}")
 _OPENERS = np.zeros(256, dtype=np.int8)
@@ -129,6 +130,12 @@ class RequestHygiene:
         return next((r for r in self.rules if path.startswith(r.prefix)), None)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and _CONTROL.search(scope["path"]):
+            # No name in modelport contains control characters, and PostgreSQL refuses NUL
+            # in text: refuse such paths here rather than let them reach a query.
+            error = InvalidInput("the path contains control characters", code="invalid_path")
+            await _refuse(scope, receive, send, error)
+            return
         rule = self.rule_for(scope["path"]) if scope["type"] == "http" else None
         if rule is None or rule.max_bytes is None:
             await self.app(scope, receive, send)
