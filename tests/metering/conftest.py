@@ -4,7 +4,6 @@ settable clock, the real Redis (when configured), and event factories."""
 from __future__ import annotations
 
 import os
-import shutil
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -14,7 +13,6 @@ from typing import Any
 
 import pytest
 import redis
-from sqlalchemy.engine import make_url
 from starlette.testclient import TestClient
 
 from modelport.api import create_app
@@ -37,7 +35,7 @@ from modelport.metering.types import (
 )
 from modelport.registry import repository as registry_repo
 from modelport.registry.types import LifecycleState
-from modelport.store import Database, create_database, upgrade
+from modelport.store import Database, create_database
 from tests.api_v2.conftest import Publisher
 from tests.conftest import ADMIN_KEY, LiveServer, skip_or_fail
 
@@ -77,18 +75,9 @@ class Metering:
         return LedgerSink(self.ledger)
 
 
-@pytest.fixture(scope="session")
-def sqlite_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A SQLite database migrated once; each test starts from a copy."""
-    path = tmp_path_factory.mktemp("metering") / "template.db"
-    upgrade(f"sqlite:///{path}")
-    return path
-
-
 @pytest.fixture
-def database(database_url: str, sqlite_template: Path) -> Iterator[Database]:
-    if database_url.startswith("sqlite"):
-        shutil.copyfile(sqlite_template, make_url(database_url).database or "")
+def database(database_url: str) -> Iterator[Database]:
+    """The ``database_url`` fixture's database, already migrated."""
     db = create_database(database_url)
     yield db
     db.dispose()

@@ -3,18 +3,15 @@ and the billing service over them."""
 
 from __future__ import annotations
 
-import shutil
 from collections.abc import Iterator
 from datetime import datetime, timedelta
-from pathlib import Path
 
 import pytest
-from sqlalchemy.engine import make_url
 
 from modelport.metering.balances import BalanceRepository
 from modelport.metering.billing.service import BillingService
 from modelport.metering.ledger import Ledger
-from modelport.store import Database, create_database, upgrade
+from modelport.store import Database, create_database
 from tests.metering.billing.factories import NOVEMBER
 
 
@@ -31,21 +28,9 @@ class Clock:
         self.at += delta
 
 
-@pytest.fixture(scope="session")
-def migrated_sqlite(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A SQLite database migrated once; each test starts from a copy (migrating takes
-    seconds, copying a millisecond)."""
-    path = tmp_path_factory.mktemp("billing") / "migrated.db"
-    upgrade(f"sqlite:///{path}")
-    return path
-
-
 @pytest.fixture
-def database(database_url: str, migrated_sqlite: Path) -> Iterator[Database]:
-    if database_url.startswith("sqlite"):
-        target = make_url(database_url).database
-        assert target is not None
-        shutil.copyfile(migrated_sqlite, target)
+def database(database_url: str) -> Iterator[Database]:
+    """The ``database_url`` fixture's database, already migrated."""
     db = create_database(database_url)
     yield db
     db.dispose()
