@@ -72,4 +72,24 @@ def test_serve_dev_generates_key_and_serves(tmp_path: Path) -> None:
         assert (tmp_path / "modelport.db").exists(), "embedded mode migrates a SQLite file"
     finally:
         proc.terminate()
-        proc.wait(timeout=30)
+        rest, _ = proc.communicate(timeout=30)
+    assert "GET /api/models" not in rest, "no access log unless asked for"
+
+
+def test_serve_access_log_on_request(tmp_path: Path) -> None:
+    port = free_port()
+    proc = _serve(tmp_path, port, "--dev", "--access-log")
+    try:
+        url = f"http://127.0.0.1:{port}"
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            try:
+                if httpx.get(f"{url}/healthz").status_code == 200:
+                    break
+            except httpx.TransportError:
+                time.sleep(0.1)
+        assert httpx.get(f"{url}/api/models").status_code == 401
+    finally:
+        proc.terminate()
+        out, _ = proc.communicate(timeout=30)
+    assert re.search(r'"GET /api/models HTTP/1.1" 401', out), out

@@ -10,9 +10,15 @@ import click
 @click.option("--port", default=8080, show_default=True, type=int)
 @click.option("--dev", is_flag=True, help="Generate and print an admin key if none is set.")
 @click.option("--log-level", default="info", show_default=True)
+@click.option(
+    "--access-log/--no-access-log",
+    default=False,
+    show_default=True,
+    help="Log every request (costs CPU on the serving loop).",
+)
 @click.pass_obj
-def serve(app: object, host: str, port: int, dev: bool, log_level: str) -> None:
-    """Start the platform: HTTP API on HOST:PORT."""
+def serve(app: object, host: str, port: int, dev: bool, log_level: str, access_log: bool) -> None:
+    """Start the platform: HTTP API on HOST:PORT (uvloop, httptools)."""
     import uvicorn
 
     from modelport.app import build_app
@@ -32,4 +38,12 @@ def serve(app: object, host: str, port: int, dev: bool, log_level: str) -> None:
     except ModelportError as exc:
         app.terminal.abort(exc.message)
     app.terminal.info(f"modelport serving on http://{host}:{port} (home: {settings.home})")
-    uvicorn.run(asgi, host=host, port=port, log_level=log_level)
+    uvicorn.run(
+        asgi,
+        host=host,
+        port=port,
+        log_level=log_level,
+        access_log=access_log,
+        loop="uvloop",
+        http="httptools",
+    )
