@@ -3,6 +3,7 @@ published and approved through the registry, and helpers to deploy and predict."
 
 from __future__ import annotations
 
+import shutil
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -218,14 +219,6 @@ class Serving:
             and (list(route.weights) == weights)
         )
 
-    def settle(self) -> None:
-        """Wait until the controller has nothing left to do but sleep."""
-        controller = self.services.serving.controller
-        deadline = time.monotonic() + 30
-        while controller.busy and self.clock.sleepers < len(controller._tasks) - 1:
-            assert time.monotonic() < deadline
-            time.sleep(0.005)
-
     def predict(self, endpoint: str, body: Any = None, **kwargs: Any) -> Any:
         return self.client.post(
             f"/api/endpoints/{endpoint}:predict", json=body or {"inputs": {"x": ROW}}, **kwargs
@@ -244,7 +237,7 @@ ServingFactory = Callable[..., Serving]
 
 
 @pytest.fixture
-def make_serving(tmp_path: Path) -> Iterator[ServingFactory]:
+def make_serving(tmp_path: Path, sqlite_template: Path) -> Iterator[ServingFactory]:
     """Build services (SQLite unless ``database_url`` is given) with settings overridden."""
     opened: list[tuple[TestClient, Services]] = []
 
@@ -253,12 +246,17 @@ def make_serving(tmp_path: Path) -> Iterator[ServingFactory]:
     ) -> Serving:
         """A new process's services; on the ``home`` of an earlier one to share its state."""
         home = home or tmp_path / f"home{len(opened)}"
-        url = database_url or f"sqlite:///{home / 'modelport.db'}"
+        url = database_url
+        if url is None:
+            url = f"sqlite:///{home / 'modelport.db'}"
+            if not (home / "modelport.db").exists():
+                home.mkdir(parents=True, exist_ok=True)
+                shutil.copyfile(sqlite_template, home / "modelport.db")  # migrated once
         settings = Settings(
             home=home,
             database_url=url,
             admin_key=ADMIN_KEY,
-            auto_migrate=url.startswith("sqlite"),
+            auto_migrate=False,
             runtime_intra_op_threads=1,
             **overrides,
         )

@@ -212,6 +212,7 @@ class TestIdempotency:
         assert serving.predict("fraud", headers=self.KEY).json()["prediction_id"] == first
         serving.clock.advance(serving.services.settings.serving_idempotency_window_seconds + 1)
         assert serving.predict("fraud", headers=self.KEY).json()["prediction_id"] != first
+        assert serving.services.serving.idempotency.purge() == 1  # the other endpoint's
 
     def test_malformed_keys(self, fraud: Serving) -> None:
         for key in ("x" * 256, "with space"):

@@ -8,6 +8,9 @@ the end.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -23,6 +26,8 @@ from modelport.serving.idempotency import IdempotencyStore
 from modelport.serving.routing.router import Router
 from modelport.serving.routing.table import Route
 
+log = logging.getLogger(__name__)
+
 
 @dataclass
 class ServingPlane:
@@ -34,13 +39,28 @@ class ServingPlane:
     """The serving layer's collectors (on the runtime's registry), for anything else of
     the serving layer to reuse."""
 
+    purge_seconds: float = 600.0
+    """How often expired idempotency keys are removed."""
+
     @asynccontextmanager
     async def running(self) -> AsyncIterator[ServingPlane]:
         await self.controller.start()
+        purging = asyncio.get_running_loop().create_task(self._purge())
         try:
             yield self
         finally:
+            purging.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await purging
             await self.controller.stop()
+
+    async def _purge(self) -> None:
+        while True:
+            await asyncio.sleep(self.purge_seconds)
+            try:
+                await anyio.to_thread.run_sync(self.idempotency.purge)
+            except Exception:  # the database may be away for a while; try again later
+                log.exception("could not remove expired idempotency keys")
 
     async def route(self, endpoint: str) -> Route:
         """The endpoint's route from the snapshot. One not seen yet (made by another

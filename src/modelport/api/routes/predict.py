@@ -55,8 +55,16 @@ IDEMPOTENCY_HEADER = "idempotency-key"
 JSON = "application/json"
 
 
+# Declared for /api/openapi.json only: requests are served by ``routes`` (matched first).
 @router.post(
     "/endpoints/{name}:predict",
+    summary="Predict through an endpoint",
+    description=(
+        "One prediction by the endpoint's active deployment. Body: `inputs` as a list of "
+        "Open Inference Protocol tensors or an object of nested arrays by input name; "
+        "optional `outputs`, `subject`, `id`, `parameters`. Headers: `X-Subject-Key`, "
+        "`Idempotency-Key`, `Inference-Timeout`."
+    ),
     openapi_extra={
         "requestBody": {
             "required": True,
@@ -65,7 +73,6 @@ JSON = "application/json"
     },
 )
 async def predict(name: str, request: Request) -> Response:
-    """Documents the route in ``/api/openapi.json``; requests are served by ``routes``."""
     return await _predict(name, request)
 
 
@@ -130,8 +137,10 @@ async def _run_once(
     try:
         response = await _run(request, principal, plane, route, parsed, subject, timeout, deadline)
     except BaseException:
-        # Nothing was answered (or billed): a retry with the key runs again.
-        await anyio.to_thread.run_sync(plane.idempotency.release, claim)
+        # Nothing was answered: a retry with the key runs again. Shielded, so that a
+        # caller who went away (cancellation) still frees the key.
+        with anyio.CancelScope(shield=True):
+            await anyio.to_thread.run_sync(plane.idempotency.release, claim)
         raise
     await anyio.to_thread.run_sync(
         plane.idempotency.complete, claim, response.status_code, bytes(response.body)

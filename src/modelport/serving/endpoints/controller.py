@@ -145,11 +145,6 @@ class Controller:
         if not task.cancelled() and task.exception() is not None:
             log.error("serving controller task failed", exc_info=task.exception())
 
-    @property
-    def busy(self) -> bool:
-        """Whether work other than the watch loop is in progress (tests wait on it)."""
-        return len(self._tasks) > (1 if self._running else 0)
-
     async def _call(self, function: Any, *args: Any) -> Any:
         return await anyio.to_thread.run_sync(function, *args)
 
