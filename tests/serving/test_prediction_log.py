@@ -335,7 +335,7 @@ def test_outcome_api_is_idempotent_and_feeds_the_report(
     assert client.post("/api/predictions/p00003/outcome", json={"value": 2.5}).status_code == 201
     bad = client.post("/api/predictions/p00003/outcome", json={"label": "1", "value": 1})
     assert bad.status_code == 400
-    for unknown in ("nope", "%00", "x" * 65):
+    for unknown in ("nope", "with%20space", "x" * 65):
         missing = client.post(f"/api/predictions/{unknown}/outcome", json={"label": "1"})
         assert missing.status_code == 404 and missing.json()["code"] == "prediction_not_found"
 
@@ -352,7 +352,7 @@ def test_outcome_api_is_idempotent_and_feeds_the_report(
     assert (adder["predictions"], adder["outcomes"], adder["correct"]) == (2, 2, 1)
     assert adder["accuracy"] == 0.5
     assert versions[("acme/price", "1")]["mae"] == 0.5
-    for unknown in ("nothing", "%00", "UPPER"):
+    for unknown in ("nothing", "with%20space", "UPPER"):
         assert client.get(f"/api/endpoints/{unknown}/outcomes").status_code == 404
 
 
