@@ -18,13 +18,13 @@ from __future__ import annotations
 
 import logging
 import re
-import uuid
 from typing import Any
 
 import anyio.to_thread
 from starlette.datastructures import MutableHeaders
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from modelport.ids import unique_id
 from modelport.tenancy.audit import NewAuditEvent
 from modelport.tenancy.types import Principal
 
@@ -41,7 +41,7 @@ def request_id_of(scope: Scope) -> str:
             if _REQUEST_ID.match(candidate):
                 return candidate
             break
-    return uuid.uuid4().hex
+    return unique_id()
 
 
 def is_inference(path: str) -> bool:

@@ -7,11 +7,11 @@ racing for the last units see exactly the allowance, never more.
 
 from __future__ import annotations
 
-import secrets
 import threading
 import time
 from collections.abc import Callable, Sequence
 
+from modelport.ids import unique_id
 from modelport.tenancy.limits.types import (
     UNLIMITED,
     Lease,
@@ -115,7 +115,7 @@ class InProcessConcurrencyLimiter:
             buckets = tuple(item.bucket for item in items)
             for bucket in buckets:
                 self._held[bucket] = self._held.get(bucket, 0) + 1
-            lease = Lease(secrets.token_hex(8), buckets)
+            lease = Lease(unique_id(), buckets)
             self._leases[lease.id] = buckets
             return SlotDecision(lease)
 
