@@ -68,6 +68,8 @@ def json_depth(raw: bytes) -> int:
 
 def check_json_depth(raw: bytes, max_depth: int) -> None:
     """Raise ``InvalidInput`` (code ``json_too_deep``) for JSON nested deeper than allowed."""
+    if raw.count(b"[") + raw.count(b"{") <= max_depth:
+        return  # cannot nest deeper than it has openers: two scans in C, no parse
     depth = json_depth(raw)
     if depth > max_depth:
         raise InvalidInput(
