@@ -76,6 +76,9 @@ class OnnxFormat:
         opts = ort.SessionOptions()
         opts.intra_op_num_threads = self.intra_op_threads
         opts.inter_op_num_threads = self.inter_op_threads
+        # Idle pool threads sleep instead of spinning: a spinning pool takes the CPU the
+        # event loop (and the next batch's caller) needs between runs.
+        opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
         levels: dict[str, Any] = {
             "disable": ort.GraphOptimizationLevel.ORT_DISABLE_ALL,
             "basic": ort.GraphOptimizationLevel.ORT_ENABLE_BASIC,
