@@ -8,7 +8,9 @@ A surface wraps the backend call::
 
 Entering prices the call at its start (the version's rules effective then) and
 reserves its upper-bound cost; leaving settles by what was done and writes the
-usage events to the outbox, before the surface answers. How the block ends sets
+usage events to the outbox, before the surface answers. A call that succeeded
+settles through the ``SettlementCommitter``: one transaction for all the calls
+that settled meanwhile, each call answered only once its own is committed. How the block ends sets
 the status:
 
 - normally: ``succeeded``;
@@ -34,12 +36,13 @@ import contextlib
 import logging
 import math
 import time
-import uuid
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from datetime import datetime
 
 from modelport.errors import ModelportError
+from modelport.ids import unique_id
+from modelport.metering.commit import SettlementCommitter
 from modelport.metering.events import priced_event
 from modelport.metering.prices import PriceBook
 from modelport.metering.reservations import Reservations
@@ -88,7 +91,7 @@ class MeteredCall:
         self.reservation = reservation
         self.started_at = started_at
         self.started = started
-        self.prediction_id = uuid.uuid4().hex
+        self.prediction_id = unique_id()
         self.compute_ms = 0.0
         self.quantities: dict[Unit, int] = {}
         self.ran: tuple[str, str, str] | None = None
@@ -161,11 +164,13 @@ class InferenceMeter:
         *,
         grace_seconds: float = 60.0,
         now: Callable[[], datetime] = utcnow,
+        committer: SettlementCommitter | None = None,
     ) -> None:
         self.prices = prices
         self.reservations = reservations
         self.grace_seconds = grace_seconds
         self._now = now
+        self.committer = committer or SettlementCommitter(reservations)
 
     def begin(self, call: CallInfo) -> MeteredCall:
         """Price the call and hold its upper-bound cost (``PaymentRequired`` if it does not
@@ -187,13 +192,18 @@ class InferenceMeter:
             call.model, call.version, self._now()
         )
 
-    def finish(self, metered: MeteredCall, status: UsageStatus) -> list[UsageEvent]:
-        """Settle the call and write its events to the outbox. Blocking."""
+    def settlement(self, metered: MeteredCall, status: UsageStatus) -> list[UsageEvent]:
+        """The call's usage events, ended with ``status``. Touches the database only
+        when another version ran and its prices are not cached."""
         prices = metered.prices
         if metered.ran is not None:
             model, version, _ = metered.ran
             prices = self.prices.prices(model, version, metered.started_at)
-        events = metered.events(status, prices, self._now())
+        return metered.events(status, prices, self._now())
+
+    def finish(self, metered: MeteredCall, status: UsageStatus) -> list[UsageEvent]:
+        """Settle the call and write its events to the outbox. Blocking."""
+        events = self.settlement(metered, status)
         self.reservations.settle(metered.reservation, events)
         return events
 
@@ -213,9 +223,13 @@ class InferenceMeter:
         except BaseException as exc:
             await _shielded(self._ended_by, metered, exc)
             raise
-        # Written (and committed) before the caller answers; a thread keeps going
-        # even if this task is cancelled meanwhile.
-        await asyncio.to_thread(self.finish, metered, UsageStatus.SUCCEEDED)
+        # Committed (with the settlements of concurrent calls) before the caller
+        # answers; the commit stands even if this task is cancelled meanwhile.
+        if metered.ran is not None and not self.prices.is_cached(*metered.ran[:2]):
+            events = await asyncio.to_thread(self.settlement, metered, UsageStatus.SUCCEEDED)
+        else:
+            events = self.settlement(metered, UsageStatus.SUCCEEDED)
+        await self.committer.settle(metered.reservation, events)
 
     def _ended_by(self, metered: MeteredCall, exc: BaseException) -> None:
         if isinstance(exc, ModelportError) and exc.kind in _NOT_RUN:

@@ -18,6 +18,7 @@ from __future__ import annotations
 import secrets
 from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
+from typing import Any
 
 from sqlalchemy import bindparam, select, text, update
 
@@ -62,6 +63,13 @@ def _refused(tenant: str, level: str, amount: int) -> PaymentRequired:
         level=level,
         required_micros=amount,
     )
+
+
+def _lock_order(tenant: str, level: str) -> tuple[str, int, str]:
+    """Where ``level`` comes in the one lock order: by tenant, then key balance, tenant
+    balance, budget (``candidate_levels``' order)."""
+    rank = 0 if level.startswith("balance:key:") else 1 if level.startswith("balance:") else 2
+    return tenant, rank, level
 
 
 class Reservations:
@@ -127,15 +135,25 @@ class Reservations:
         """Charge the events' amount and give back the rest of the hold; write the events
         to the outbox, all in one transaction. Without a reservation, only the outbox
         write (the ledger charges such events when it records them)."""
+        self.settle_many([(reservation, events)])
+
+    def settle_many(self, calls: Sequence[tuple[Reservation | None, Sequence[UsageEvent]]]) -> None:
+        """``settle`` for several calls in one transaction (group commit): all of them
+        are durable when it returns, or none is. Each level is updated once, by the
+        sum of what the calls give back and cost, in lock order (tenant, then the
+        levels' own order), so concurrent batches and holds cannot deadlock."""
         now = self._now()
+        # level -> [sort key, held, actual]
+        levels: dict[str, list[Any]] = {}
         with self._db.transaction() as session:
-            if reservation is not None:
+            connection = session.connection()
+            for reservation, events in calls:
+                if reservation is None:
+                    continue
                 actual = sum(e.amount_micros for e in events)
-                claimed = (
-                    session.connection()
-                    .execute(_SETTLE, {"id": reservation.id, "actual": actual, "now": now})
-                    .rowcount
-                )
+                claimed = connection.execute(
+                    _SETTLE, {"id": reservation.id, "actual": actual, "now": now}
+                ).rowcount
                 if not claimed:
                     # Expired meanwhile: the hold is back already; the work still ran.
                     session.execute(
@@ -145,8 +163,12 @@ class Reservations:
                     )
                 held = reservation.amount_micros if claimed else 0
                 for level in reservation.levels:
-                    settle_level(session, level, held, actual, now)
-            self._outbox.add(session, events)
+                    entry = levels.setdefault(level, [_lock_order(reservation.tenant, level), 0, 0])
+                    entry[1] += held
+                    entry[2] += actual
+            for level, (_, held, actual) in sorted(levels.items(), key=lambda item: item[1][0]):
+                settle_level(session, level, held, actual, now)
+            self._outbox.add(session, [e for _, events in calls for e in events])
 
     def release(self, reservation: Reservation | None) -> bool:
         """Give a hold back whole (the work never ran); False when it was no longer held."""
