@@ -1,0 +1,172 @@
+"""Event-loop CPU per ``/v2`` infer request, in process (no sockets, no wrk).
+
+    .venv/bin/python bench/v2_loop_cpu.py                  # admin key, as serving_bench
+    .venv/bin/python bench/v2_loop_cpu.py --tenant-key     # a tenant's consumer key
+    .venv/bin/python bench/v2_loop_cpu.py --profile out.prof --concurrency 64
+
+The serving benchmark's MLP is published into a fresh SQLite home and called
+through the whole ASGI application on uvloop by ``--concurrency`` callers, each
+posting the same single-row JSON request. ``time.thread_time`` of the loop thread
+over the run, divided by the requests answered, is the figure to cut: the
+loop thread is what every request shares, while the model runs on executor
+threads. Prints requests/s, and loop and whole-process CPU µs per request (the
+process figure includes the model's own compute on the executor threads).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import cProfile
+import importlib.util
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import uvloop
+
+from modelport.api import create_app
+from modelport.app import Services, build_services
+from modelport.config import Settings
+from modelport.digests import sha256_digest
+
+ADMIN_KEY = "bench-admin-key-" + "c" * 24
+HERE = Path(__file__).resolve().parent
+
+
+def _serving_bench() -> Any:
+    spec = importlib.util.spec_from_file_location("serving_bench", HERE / "serving_bench.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["serving_bench"] = module  # its dataclasses look their module up
+    spec.loader.exec_module(module)
+    return module
+
+
+def setup(home: Path, bench: Any, tenant_key: bool) -> tuple[Services, str, str]:
+    """Services with the MLP published (as acme/mlp), and the key to call it with."""
+    settings = Settings(home=home, admin_key=ADMIN_KEY)
+    services = build_services(settings)
+    data = bench.build_mlp().SerializeToString()
+    digest = sha256_digest(data)
+    upload = uuid.uuid4().hex
+    writer = services.blob_store.open_staging(upload, 0)
+    writer.write(data)
+    writer.publish()
+    services.blob_store.commit_staging(upload, digest, len(data))
+    services.blob_store.discard_staging(upload)
+    key = ADMIN_KEY
+    if tenant_key:
+        services.tenancy.create_tenant("acme", actor="bench")
+        services.tenancy.add_member("acme", "app", roles=["owner"], actor="bench")
+        key = services.tenancy.create_key("acme", "app", name="bench", actor="bench").secret
+    services.registry.create_model("acme", "mlp", actor="bench", license="MIT")
+    manifest = {
+        "format": "onnx",
+        "files": [{"path": "model.onnx", "digest": digest, "size": len(data)}],
+        "inputs": [{"name": "features", "datatype": "FP32", "shape": [-1, bench.FEATURES]}],
+        "outputs": [{"name": "probabilities", "datatype": "FP32", "shape": [-1, 4]}],
+        "license": "MIT",
+        "resources": {"max_batch_size": 64},
+    }
+    services.registry.publish("acme", "mlp", "1", manifest, actor="bench")
+    return services, key, "/v2/models/acme/mlp/versions/1/infer"
+
+
+async def call(app: Any, path: str, headers: list[tuple[bytes, bytes]], body: bytes) -> None:
+    scope = {
+        "type": "http",
+        "asgi": {"version": "3.0"},
+        "http_version": "1.1",
+        "method": "POST",
+        "scheme": "http",
+        "path": path,
+        "raw_path": path.encode(),
+        "query_string": b"",
+        "root_path": "",
+        "headers": headers,
+        "client": ("127.0.0.1", 1),
+        "server": ("127.0.0.1", 80),
+    }
+    status = 0
+    sent = False
+
+    async def receive() -> dict[str, Any]:
+        nonlocal sent
+        if sent:
+            await asyncio.sleep(3600)
+        sent = True
+        return {"type": "http.request", "body": body, "more_body": False}
+
+    async def send(message: dict[str, Any]) -> None:
+        nonlocal status
+        if message["type"] == "http.response.start":
+            status = message["status"]
+
+    await app(scope, receive, send)
+    if status != 200:
+        raise SystemExit(f"{path}: status {status}")
+
+
+async def measure(
+    app: Any, path: str, headers: list[tuple[bytes, bytes]], body: bytes, c: int, seconds: float
+) -> tuple[float, float, float]:
+    """(requests per second, loop CPU and process CPU µs per request) for ``c`` callers."""
+    done = 0
+    stop = time.perf_counter() + seconds
+
+    async def caller() -> None:
+        nonlocal done
+        while time.perf_counter() < stop:
+            await call(app, path, headers, body)
+            done += 1
+
+    cpu, process, wall = time.thread_time(), time.process_time(), time.perf_counter()
+    await asyncio.gather(*(caller() for _ in range(c)))
+    cpu, process = time.thread_time() - cpu, time.process_time() - process
+    wall = time.perf_counter() - wall
+    return done / wall, cpu / done * 1e6, process / done * 1e6
+
+
+async def run(args: argparse.Namespace, services: Services, key: str, path: str) -> None:
+    bench = _serving_bench()
+    app = create_app(services)
+    row = np.random.default_rng(0).standard_normal(bench.FEATURES).astype(np.float32)
+    body = bench.request_body(row)
+    headers = [(b"authorization", f"Bearer {key}".encode()), (b"content-type", b"application/json")]
+    async with app.router.lifespan_context(app):
+        await measure(app, path, headers, body, 4, 1.0)  # load, warm caches
+        print("| concurrency | req/s | loop CPU µs/request | process CPU µs/request |")
+        print("|---:|---:|---:|---:|")
+        for c in [int(x) for x in args.concurrency.split(",")]:
+            profiler = cProfile.Profile() if args.profile else None
+            if profiler:
+                profiler.enable()
+            rate, cpu, process = await measure(app, path, headers, body, c, args.seconds)
+            if profiler:
+                profiler.disable()
+                profiler.dump_stats(f"{args.profile}.c{c}")
+            print(f"| {c} | {rate:.0f} | {cpu:.0f} | {process:.0f} |", flush=True)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--concurrency", default="1,64")
+    parser.add_argument("--seconds", type=float, default=3.0)
+    parser.add_argument("--tenant-key", action="store_true", help="call with a tenant's key")
+    parser.add_argument("--profile", help="write cProfile stats to PROFILE.c<concurrency>")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="modelport-bench-") as tmp:
+        services, key, path = setup(Path(tmp), _serving_bench(), args.tenant_key)
+        try:
+            uvloop.run(run(args, services, key, path))
+        finally:
+            services.close()
+
+
+if __name__ == "__main__":
+    main()
