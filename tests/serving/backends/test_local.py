@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from modelport.errors import Unavailable
+from modelport.errors import ModelportError, Unavailable
 from modelport.manifest import Manifest
 from modelport.runtime.admission import MemoryBudget
 from modelport.runtime.cache import ModelCache
@@ -131,3 +131,62 @@ def test_a_format_without_a_runtime_is_never_sent_to_the_local_backend(host: Mod
         asyncio.run(dispatcher.dispatch(request, [backend]))
     assert caught.value.code == "no_capable_backend"
     assert host.statuses() == [], "nothing was loaded or attempted"
+
+
+def _reshape_to_2x2() -> object:
+    """x [-1, 4] → y = reshape(x, [2, 2]): runs for one row, fails at execution for two."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    shape = numpy_helper.from_array(np.array([2, 2], dtype=np.int64), "shape")
+    graph = helper.make_graph(
+        [helper.make_node("Reshape", ["x", "shape"], ["y"])],
+        "reshape",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [None, 4])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [None, 2])],
+        initializer=[shape],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    return model
+
+
+def test_a_model_failing_at_execution_is_a_500_that_does_not_open_the_breaker(
+    host: ModelHost,
+) -> None:
+    """The model's own failure reaches the caller as itself, and other versions keep
+    being served by the same host."""
+    source = DictBlobSource()
+    failing, failing_digest = onnx_manifest(
+        source,
+        _reshape_to_2x2(),
+        inputs=[{"name": "x", "datatype": "FP32", "shape": [-1, 4]}],
+        outputs=[{"name": "y", "datatype": "FP32", "shape": [-1, 2]}],
+        example={
+            "inputs": [{"name": "x", "datatype": "FP32", "shape": [1, 4], "data": [1, 2, 3, 4]}],
+            "outputs": [{"name": "y", "datatype": "FP32", "shape": [2, 2], "data": [1, 2, 3, 4]}],
+        },
+    )
+    good, good_digest = add_one_manifest(source)
+    backend = LocalBackend(host, source)
+    board = HealthBoard()
+    dispatcher = Dispatcher(board)
+
+    async def scenario() -> None:
+        for _ in range(8):
+            request = BackendRequest(
+                version=ref(failing, failing_digest, "acme/failing"),
+                inputs={"x": X},
+                deadline=time.monotonic() + 30,
+            )
+            with pytest.raises(ModelportError) as caught:
+                await dispatcher.dispatch(request, [backend])
+            assert caught.value.code == "execution_failed"
+            assert caught.value.kind == "internal"
+        good_request = BackendRequest(
+            version=ref(good, good_digest), inputs={"x": X}, deadline=time.monotonic() + 30
+        )
+        served = await dispatcher.dispatch(good_request, [backend])
+        np.testing.assert_array_equal(served.outputs["y"], X + 1)
+
+    asyncio.run(scenario())
+    assert board.breaker("local").state is BreakerState.CLOSED

@@ -35,6 +35,9 @@ VERSION_SCOPED = frozenset(
         "version_digest_mismatch",
     }
 )
+MODEL_FAILURES = frozenset({"execution_failed"})
+"""The model itself failed: still a 500 to the caller, but it says nothing about the host
+serving other versions, so it is not counted against this backend's breaker."""
 
 
 class LocalBackend:
@@ -85,6 +88,8 @@ class LocalBackend:
                 raise Unavailable(
                     exc.message, code=exc.code, **(exc.extra | {"scope": "version"})
                 ) from exc
+            if exc.code in MODEL_FAILURES:
+                exc.extra["scope"] = "version"
             raise
         outputs = result.outputs
         if request.outputs is not None:
