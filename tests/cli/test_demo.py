@@ -1,4 +1,4 @@
-"""The quickstart's demo publishes, validates, approves, pulls and calls a real model."""
+"""The quickstart's demo publishes, validates, approves, pulls, calls and bills a real model."""
 
 from __future__ import annotations
 
@@ -47,6 +47,9 @@ def test_demo_walkthrough_and_rerun(tmp_path: Path) -> None:
     manifest = orjson.loads((pulled / "manifest.json").read_bytes())
     assert manifest["files"][0]["size"] == len(original)
 
+    # The consumer tenant paid 2,500 micro-USD for each of its three calls.
+    assert "acme-labs has 992500 micro-USD left" in first.stdout
+
     probabilities = first.stdout.split("probabilities=")[1].split("\n")[0].split(", ")
     assert abs(sum(float(p) for p in probabilities) - 1.0) < 1e-3
 
@@ -54,3 +57,4 @@ def test_demo_walkthrough_and_rerun(tmp_path: Path) -> None:
     second = _run_demo(home, free_port())
     assert second.returncode == 0, second.stdout + second.stderr
     assert "already published, identical: demo/iris-classifier:1" in second.stdout
+    assert "acme-labs has 985000 micro-USD left" in second.stdout

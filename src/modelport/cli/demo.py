@@ -1,10 +1,11 @@
 """``modelport demo``: start the platform and walk through publishing and calling a real model.
 
 It serves on HOST:PORT from a local home folder, builds a small ONNX classifier,
-then drives the platform exactly as a user would, over HTTP: ``push`` (upload and
-publish), validation and approval, an alias, ``models list``, ``pull``, and an
-Open Inference Protocol prediction. It keeps serving until interrupted, printing
-what to try next.
+then drives the platform exactly as a user would, over HTTP: two tenants (a
+publisher and a consumer), ``push`` (upload and publish), validation and approval,
+an alias, ``models list``, ``pull``, an Open Inference Protocol prediction, a price
+and a prepaid credit, and paid calls with the consumer's own key. It keeps serving
+until interrupted, printing what to try next.
 """
 
 from __future__ import annotations
@@ -23,6 +24,11 @@ from modelport.cli.application import Application
 
 MODEL = "demo/iris-classifier"
 VERSION = "1"
+PUBLISHER = "demo"
+CONSUMER = "acme-labs"
+PRICE_MICROS = 2500
+"""Per prediction: 2,500 micro-USD is a quarter of a cent."""
+CREDIT_MICROS = 1_000_000
 FEATURES = ["sepal_length", "sepal_width", "petal_length", "petal_width"]
 EXAMPLE_ROWS = [[5.1, 3.5, 1.4, 0.2], [6.7, 3.0, 5.2, 2.3]]
 
@@ -135,6 +141,8 @@ def demo(ctx: click.Context, host: str, port: int, home: Path, no_serve: bool) -
     ctx.obj = app
     try:
         _step(app, f"modelport is serving on {url} (state in {home})")
+        _step(app, f"tenants: {PUBLISHER} publishes, {CONSUMER} consumes")
+        _setup_tenants(app)
         package = home / "demo-model"
         build_demo_package(package)
         _step(app, f"modelport push {package} --model {MODEL} --version {VERSION}")
@@ -147,10 +155,12 @@ def demo(ctx: click.Context, host: str, port: int, home: Path, no_serve: bool) -
             chunk_size=16 << 20,
         )
         _walkthrough(ctx, app, list_models, pull, home)
+        consumer_key = _consumer_key(app, home)
+        _call_and_bill(app, consumer_key)
     except BaseException:
         server.should_exit = True
         raise
-    _instructions(app, url, key)
+    _instructions(app, url, key, consumer_key)
     if no_serve:
         server.should_exit = True
         return
@@ -159,6 +169,73 @@ def demo(ctx: click.Context, host: str, port: int, home: Path, no_serve: bool) -
             time.sleep(0.5)
     except KeyboardInterrupt:
         server.should_exit = True
+
+
+def _created(app: Application, response: Any) -> None:
+    """Accept 409 (already there from an earlier run) as success."""
+    if response.status_code != 409:
+        app.check(response)
+
+
+def _setup_tenants(app: Application) -> None:
+    for slug, name in ((PUBLISHER, "Demo Publisher"), (CONSUMER, "Acme Labs")):
+        _created(app, app.http.post("/api/tenants", json={"slug": slug, "name": name}))
+    owner, name = MODEL.split("/")
+    model = {
+        "owner": owner,
+        "name": name,
+        "task": "tabular-classification",
+        "description": "A tiny iris-style classifier",
+        "tags": ["demo", "tabular"],
+        "license": "Apache-2.0",
+        "visibility": "public",
+    }
+    _created(app, app.http.post("/api/models", json=model))
+    app.terminal.success(f"{MODEL} is public: any tenant may call its approved versions")
+
+
+def _consumer_key(app: Application, home: Path) -> str:
+    """A consumer's API key for acme-labs, created once and kept in the demo's home."""
+    path = home / "consumer-key"
+    if path.exists():
+        return path.read_text().strip()
+    member = {"name": "ci-bot", "kind": "service_account", "roles": ["consumer", "billing"]}
+    _created(app, app.http.post(f"/api/tenants/{CONSUMER}/members", json=member))
+    body = app.check(
+        app.http.post(
+            "/api/keys", json={"name": "demo-consumer", "tenant": CONSUMER, "member": "ci-bot"}
+        )
+    )
+    path.write_text(body["key"] + "\n")
+    path.chmod(0o600)
+    return str(body["key"])
+
+
+def _call_and_bill(app: Application, consumer_key: str) -> None:
+    owner, name = MODEL.split("/")
+    prices = app.check(app.http.get("/api/prices", params={"model": MODEL, "version": VERSION}))
+    if not prices["items"]:
+        _step(app, f"price {MODEL}:{VERSION} at {PRICE_MICROS} micro-USD a prediction")
+        rule = {"model": MODEL, "version": VERSION, "unit": "prediction"}
+        app.check(app.http.post("/api/prices", json=rule | {"unit_price_micros": PRICE_MICROS}))
+        credit = {"amount_micros": CREDIT_MICROS, "reason": "demo: prepaid credit"}
+        app.check(app.http.post(f"/api/balances/{CONSUMER}/credits", json=credit))
+        app.terminal.success(f"{CONSUMER} has {CREDIT_MICROS / 1e6:.2f} USD of prepaid credit")
+    _step(app, f"{CONSUMER} calls {MODEL} three times with its own consumer key")
+    consumer = {"Authorization": f"Bearer {consumer_key}"}
+    request = {
+        "inputs": [
+            {"name": "features", "datatype": "FP32", "shape": [1, 4], "data": EXAMPLE_ROWS[1]}
+        ]
+    }
+    for _ in range(3):
+        app.check(app.http.post(f"/v2/models/{owner}/{name}/infer", json=request, headers=consumer))
+    balance = app.check(app.http.get(f"/api/balances/{CONSUMER}", headers=consumer))
+    available = balance["items"][0]["available_micros"] if balance["items"] else 0
+    app.terminal.info(
+        f"charged {PRICE_MICROS} micro-USD per call; {CONSUMER} has "
+        f"{available} micro-USD left (see /api/usage with its key)"
+    )
 
 
 def _walkthrough(
@@ -202,9 +279,17 @@ def _walkthrough(
     )
 
 
-def _instructions(app: Application, url: str, key: str) -> None:
+def _instructions(app: Application, url: str, key: str, consumer_key: str) -> None:
     if app.terminal.as_json:
-        app.terminal.json({"url": url, "admin_key": key, "model": MODEL, "version": VERSION})
+        app.terminal.json(
+            {
+                "url": url,
+                "admin_key": key,
+                "consumer_key": consumer_key,
+                "model": MODEL,
+                "version": VERSION,
+            }
+        )
         return
     app.terminal.info(
         f"""
@@ -217,6 +302,7 @@ def _instructions(app: Application, url: str, key: str) -> None:
   curl -s -H "Authorization: Bearer $MODELPORT_API_KEY" -H 'Content-Type: application/json' \\
        -d '{{"inputs":[{{"name":"features","datatype":"FP32","shape":[1,4],"data":[6.7,3.0,5.2,2.3]}}]}}' \\
        {url}/v2/models/{MODEL}/infer
+  curl -s -H "Authorization: Bearer {consumer_key}" {url}/api/usage   # acme-labs' own usage
   curl -s {url}/metrics | grep modelport_
   open {url}/api/docs for the platform API
 """
