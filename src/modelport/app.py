@@ -17,7 +17,9 @@ from modelport.registry.service import RegistryService
 from modelport.registry.signing import Signer
 from modelport.registry.validation import SubprocessValidator
 from modelport.store import Database, create_database, upgrade
-from modelport.tenancy import AdminKeyAuthenticator, Authenticator, TenancyService
+from modelport.tenancy.admin import AdminKeyAuthenticator
+from modelport.tenancy.authn import Authenticator
+from modelport.tenancy.service import TenancyService
 
 if TYPE_CHECKING:
     from modelport.metering.billing.service import BillingService

@@ -17,7 +17,6 @@ from pathlib import Path
 from typing import Any
 
 import click
-import numpy as np
 import orjson
 
 from modelport.cli.application import Application
@@ -39,6 +38,7 @@ def build_demo_package(folder: Path) -> None:
     The manifest's example output is computed here with onnxruntime, so validation
     and warm-up check the platform against an independent run of the same graph.
     """
+    import numpy as np
     import onnxruntime as ort
 
     from modelport.testing import mlp, save

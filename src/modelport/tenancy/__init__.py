@@ -1,18 +1,12 @@
 """Who is calling and what they may do: tenants, members and service accounts, API keys,
-roles and grants, the audit log (and, in ``limits``, rate and concurrency limits)."""
+roles and grants, the audit log (and, in ``limits``, rate and concurrency limits).
 
-from modelport.tenancy.admin import AdminKeyAuthenticator
-from modelport.tenancy.authn import Authenticator
+Only the plain types and the pure policy are exported here, so that importing them
+(as the CLI does) does not load the database stack; services live in their modules
+(``tenancy.service``, ``tenancy.authn``, ``tenancy.admin``).
+"""
+
 from modelport.tenancy.policy import Decision, Permission, authorize
-from modelport.tenancy.service import TenancyService
 from modelport.tenancy.types import Principal
 
-__all__ = [
-    "AdminKeyAuthenticator",
-    "Authenticator",
-    "Decision",
-    "Permission",
-    "Principal",
-    "TenancyService",
-    "authorize",
-]
+__all__ = ["Decision", "Permission", "Principal", "authorize"]
