@@ -73,8 +73,11 @@ async def admitted(request: Request, principal: Principal, model: str) -> AsyncI
 def check_api_rate(request: Request, principal: Principal) -> None:
     """Charge an ``/api`` mutation to the caller's allowances (reads are free).
     Blocking: call from a worker thread (sync dependencies run in one)."""
-    if request.method not in _MUTATIONS or not request.url.path.startswith("/api/"):
+    path = request.url.path
+    if request.method not in _MUTATIONS or not path.startswith("/api/"):
         return
+    if path.endswith(":predict"):
+        return  # an inference: charged by the inference gate, not as an /api mutation
     limits = get_services(request).limits
     try:
         decision = limits.check_rate(subject_of(principal), API)

@@ -119,6 +119,14 @@ def install_error_handlers(app: FastAPI) -> None:
             request, exc.status_code, code, str(exc.detail), headers=dict(exc.headers or {})
         )
 
+    async def on_unexpected(request: Request, exc: Exception) -> Response:
+        # A bug: the caller gets the surface's error format and the request id to quote,
+        # never the exception's text; the server still logs the traceback.
+        request_id = getattr(request.state, "request_id", None)
+        detail = "internal error" + (f" (request id {request_id})" if request_id else "")
+        return problem_response(request, 500, "internal_error", detail)
+
+    app.add_exception_handler(Exception, on_unexpected)
     app.add_exception_handler(ModelportError, on_modelport_error)
     app.add_exception_handler(RequestValidationError, on_validation_error)
     app.add_exception_handler(StarletteHTTPException, on_http_error)

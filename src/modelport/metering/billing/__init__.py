@@ -1,0 +1,1 @@
+"""Billing: invoices, credit notes, publisher statements, recompute and reconciliation."""

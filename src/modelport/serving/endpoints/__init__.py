@@ -1,0 +1,1 @@
+"""Endpoints and deployments: the serving control plane (specs, validation, controller)."""

@@ -1,0 +1,1 @@
+"""Routing: the in-memory snapshot of live deployments, version choice, replicas, shadow."""
