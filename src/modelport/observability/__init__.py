@@ -1,4 +1,5 @@
-"""Observability: Prometheus metrics (``metrics``); traces, prediction logs and drift later."""
+"""Observability: Prometheus metrics (``metrics``, ``serving_metrics``) and the prediction log
+(``predictions``, ``prediction_store``); traces and drift later."""
 
 from modelport.observability.metrics import RuntimeMetrics, render
 
