@@ -268,6 +268,7 @@ def build_serving(
     board: HealthBoard,
 ) -> ServingPlane:
     """Endpoints, deployments and their router, over this process's model host."""
+    from modelport.serving.backends.catalog import BackendCatalog
     from modelport.serving.backends.local import LocalBackend
     from modelport.serving.clock import SystemClock
     from modelport.serving.dispatch import DispatchConfig, Dispatcher
@@ -281,6 +282,7 @@ def build_serving(
     clock = SystemClock()
     local = LocalBackend(host, blob_store, load_on_demand=settings.load_on_demand)
     board.register(local)
+    remotes = BackendCatalog(database, board)
     router = Router(
         Dispatcher(
             board,
@@ -297,6 +299,7 @@ def build_serving(
             )
         ),
         shadow_max_in_flight=settings.serving_shadow_max_in_flight,
+        remotes=remotes.backend,
     )
     endpoints = EndpointService(
         database,
@@ -309,6 +312,7 @@ def build_serving(
             rollback_window_seconds=settings.serving_rollback_window_seconds,
             tenant_memory_bytes=settings.serving_tenant_memory_bytes,
         ),
+        backend_tenant=remotes.tenant_of,
     )
     controller = Controller(
         endpoints,
@@ -321,7 +325,9 @@ def build_serving(
     idempotency = IdempotencyStore(
         database, clock, window_seconds=settings.serving_idempotency_window_seconds
     )
-    return ServingPlane(endpoints, router, controller, idempotency, metrics=serving_metrics)
+    return ServingPlane(
+        endpoints, router, controller, idempotency, metrics=serving_metrics, backends=remotes
+    )
 
 
 def build_billing(database: Database) -> BillingService:

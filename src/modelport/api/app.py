@@ -15,6 +15,7 @@ from modelport.api.limiting import RateLimitHeaders
 from modelport.api.problems import install_error_handlers
 from modelport.api.routes import (
     aliases,
+    backends,
     blobs,
     endpoints,
     health,
@@ -79,6 +80,7 @@ def create_app(services: Services) -> FastAPI:
     app.include_router(prices.router, prefix="/api")
     app.include_router(usage_events.router, prefix="/api")
     app.include_router(endpoints.router, prefix="/api")
+    app.include_router(backends.router, prefix="/api")
     app.include_router(predictions.router, prefix="/api")
     app.include_router(metrics.router)
     install_tenancy(app)

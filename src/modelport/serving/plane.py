@@ -14,7 +14,7 @@ import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio.to_thread
 
@@ -25,6 +25,9 @@ from modelport.serving.endpoints.types import Deployment, DeploymentSpec, Endpoi
 from modelport.serving.idempotency import IdempotencyStore
 from modelport.serving.routing.router import Router
 from modelport.serving.routing.table import Route
+
+if TYPE_CHECKING:
+    from modelport.serving.backends.catalog import BackendCatalog
 
 log = logging.getLogger(__name__)
 
@@ -42,8 +45,13 @@ class ServingPlane:
     purge_seconds: float = 600.0
     """How often expired idempotency keys are removed."""
 
+    backends: BackendCatalog | None = None
+    """Declared remote backends that deployments may run versions on."""
+
     @asynccontextmanager
     async def running(self) -> AsyncIterator[ServingPlane]:
+        if self.backends is not None:
+            await anyio.to_thread.run_sync(self.backends.load)
         await self.controller.start()
         purging = asyncio.get_running_loop().create_task(self._purge())
         try:
@@ -53,6 +61,8 @@ class ServingPlane:
             with contextlib.suppress(asyncio.CancelledError):
                 await purging
             await self.controller.stop()
+            if self.backends is not None:
+                await self.backends.close()
 
     async def _purge(self) -> None:
         while True:

@@ -467,6 +467,22 @@ class DeploymentRow(Base):
     ended_at: Mapped[datetime | None]
 
 
+class RemoteBackendRow(Base):
+    """A remote inference server a tenant's deployments may run versions on."""
+
+    __tablename__ = "remote_backends"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    name: Mapped[str] = mapped_column(String(63), unique=True)
+    tenant: Mapped[str] = mapped_column(String(64), index=True)
+    kind: Mapped[str] = mapped_column(String(16))
+    url: Mapped[str] = mapped_column(Text)
+    api_key: Mapped[str | None] = mapped_column(Text)
+    capabilities: Mapped[dict[str, Any]] = mapped_column(JSON)
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+    created_by: Mapped[str] = mapped_column(String(128), default="")
+
+
 class IdempotencyKeyRow(Base):
     """A prediction made under an ``Idempotency-Key``: repeats get its stored response."""
 

@@ -63,6 +63,12 @@ class VersionBody(_Body):
     model: str = Field(description="owner/name")
     version: str
     weight: int = Field(default=0, ge=0, le=100, description="Share of traffic (manual)")
+    backends: list[str] = Field(
+        default=["local"],
+        min_length=1,
+        max_length=8,
+        description="Where it runs, in the order to try: 'local' and/or declared backends",
+    )
 
 
 class ShadowBody(_Body):
@@ -109,7 +115,10 @@ class CreateDeployment(_Body):
                 latency_slack_ms=rollout.latency_slack_ms,
             )
         return DeploymentSpec(
-            versions=tuple(VersionWeight(v.model, v.version, v.weight) for v in self.versions),
+            versions=tuple(
+                VersionWeight(v.model, v.version, v.weight, tuple(v.backends))
+                for v in self.versions
+            ),
             shadow=None
             if self.shadow is None
             else VersionWeight(self.shadow.model, self.shadow.version),

@@ -101,6 +101,7 @@ def deployment_json(
             "role": "stable" if index == 0 else "candidate",
             "weight": deployment.weights[index] if index < len(deployment.weights) else 0,
             "requested_weight": item.weight,
+            "backends": list(item.backends),
             **_progress_json(by_ref.get(item.ref, VersionProgress(item.ref, "pending"))),
         }
         if traffic is not None:

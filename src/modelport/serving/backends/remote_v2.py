@@ -40,7 +40,13 @@ from modelport.errors import (
 )
 from modelport.runtime.types import Priority
 from modelport.serving.backends import v2_wire
-from modelport.serving.types import BackendRequest, BackendResponse, Capabilities, Health
+from modelport.serving.types import (
+    BackendRequest,
+    BackendResponse,
+    Capabilities,
+    Health,
+    VersionRef,
+)
 
 DEFAULT_CAPABILITIES = Capabilities(formats=frozenset({"onnx"}), max_batch_size=1 << 20)
 
@@ -85,6 +91,31 @@ class RemoteV2Backend:
         except httpx.HTTPError:
             return Health.UNHEALTHY
         return Health.HEALTHY if response.status_code == 200 else Health.UNHEALTHY
+
+    async def prepare(self, version: VersionRef, *, timeout: float = 60.0) -> str | None:
+        """Make ``version`` ready on the remote: ready already, or loaded through the
+        repository extension (``POST /v2/repository/models/{remote}/load``) and ready
+        then. Returns why not (None: ready). A deployment served by this backend alone
+        becomes ready this way instead of loading on the local host."""
+        remote = quote(self.models.get(version.model, version.model), safe="/")
+        ready = f"/v2/models/{remote}/versions/{quote(version.version, safe='')}/ready"
+        limit = httpx.Timeout(timeout)
+        try:
+            if (await self._client.get(ready, timeout=limit)).status_code == 200:
+                return None
+            loaded = await self._client.post(
+                f"/v2/repository/models/{remote}/load",
+                json={"parameters": {"version": version.version}},
+                timeout=limit,
+            )
+            if loaded.status_code != 200:
+                message = v2_wire.error_message(loaded.content)
+                return f"{self.name} could not load it ({loaded.status_code}): {message}"
+            if (await self._client.get(ready, timeout=limit)).status_code == 200:
+                return None
+        except httpx.HTTPError as exc:
+            return f"{self.name} ({self.url}) is unreachable: {type(exc).__name__}"
+        return f"{self.name} does not report it ready"
 
     async def infer(self, request: BackendRequest) -> BackendResponse:
         version = request.version

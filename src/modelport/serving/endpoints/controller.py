@@ -82,6 +82,11 @@ def progress_of(
     )
 
 
+def remote_only(deployment: Deployment) -> dict[str, tuple[str, ...]]:
+    """Backend names of the versions the local host does not load, by ref."""
+    return {v.ref: v.backends for v in deployment.spec.versions if v.remote_only}
+
+
 class Controller:
     def __init__(
         self,
@@ -181,7 +186,10 @@ class Controller:
         progress = {ref.ref: progress_of(ref, None) for ref in refs}
         loads: list[tuple[VersionRef, Future[VersionStatus]]] = []
         failure: str | None = None
+        remote = remote_only(deployment)
         for ref in refs:
+            if ref.ref in remote:
+                continue
             try:
                 done = self.host.start_load(key_of(ref), ref.manifest, self.blobs, pinned=True)
             except ModelportError as exc:
@@ -195,6 +203,10 @@ class Controller:
             outcomes = await asyncio.gather(
                 *(self._loaded(ref, done, name, ident, progress) for ref, done in loads)
             )
+            outcomes += await asyncio.gather(
+                *(self._remote_ready(ref, remote[ref.ref], progress) for ref in refs
+                  if ref.ref in remote)
+            )  # fmt: skip
             failure = next((f for f in outcomes if f is not None), None)
         if failure is not None:
             await self._call(self.service.fail, name, ident, failure, list(progress.values()))
@@ -233,9 +245,35 @@ class Controller:
         await self._call(self.service.record_progress, name, ident, list(progress.values()))
         return None
 
+    async def _remote_ready(
+        self, ref: VersionRef, names: tuple[str, ...], progress: dict[str, VersionProgress]
+    ) -> str | None:
+        """A version served by remote backends alone is ready once one of them has it
+        ready (a backend that cannot tell, e.g. an OpenAI-compatible one, counts as ready)."""
+        reasons = []
+        for name in names:
+            backend = self.router.remotes(name)
+            prepare = getattr(backend, "prepare", None)
+            if backend is None:
+                reasons.append(f"backend {name!r} is not declared")
+                continue
+            reason = None if prepare is None else await prepare(ref)
+            if reason is None:
+                progress[ref.ref] = VersionProgress(
+                    ref=ref.ref, state="ready", warm_up=f"ready on {name}"
+                )
+                return None
+            reasons.append(reason)
+        cause = "; ".join(reasons)
+        progress[ref.ref] = VersionProgress(ref=ref.ref, state="failed", cause=cause)
+        return f"{ref.ref}: {cause}"
+
     async def _warm(self, deployment: Deployment) -> None:
         """Load (pinned) the versions of a deployment that serves, after a restart."""
+        remote = remote_only(deployment)
         for ref in await self._call(self.service.version_refs, deployment):
+            if ref.ref in remote:
+                continue
             with contextlib.suppress(ModelportError):
                 done = self.host.start_load(key_of(ref), ref.manifest, self.blobs, pinned=True)
                 with contextlib.suppress(ModelportError):

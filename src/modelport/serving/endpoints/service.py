@@ -32,7 +32,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import timedelta
 
-from modelport.errors import Conflict, NotFound, Unprocessable
+from modelport.errors import Conflict, InvalidInput, NotFound, Unprocessable
 from modelport.observability.types import LogPolicy
 from modelport.registry.service import RegistryService
 from modelport.registry.types import LifecycleState, ModelVersion
@@ -49,6 +49,7 @@ from modelport.serving.endpoints.spec import (
     initial_weights,
 )
 from modelport.serving.endpoints.types import (
+    LOCAL_BACKEND,
     Deployment,
     DeploymentSpec,
     DeploymentState,
@@ -122,7 +123,10 @@ class EndpointService:
         grants_to: Callable[[str], GrantSet],
         clock: Clock,
         limits: ServingLimits = ServingLimits(),
+        backend_tenant: Callable[[str], str | None] = lambda name: None,
     ) -> None:
+        """``backend_tenant(name)``: the tenant owning a declared remote backend (None:
+        no such backend)."""
         self.database = database
         self.registry = registry
         self.blobs = blobs
@@ -130,6 +134,7 @@ class EndpointService:
         self.grants_to = grants_to
         self.clock = clock
         self.limits = limits
+        self.backend_tenant = backend_tenant
 
     # ---- endpoints
     def create_endpoint(
@@ -176,6 +181,7 @@ class EndpointService:
         """Validate ``spec`` for endpoint ``name`` and record it as pending."""
         endpoint = self.get_endpoint(name)
         check_spec(spec)
+        self._check_backends(endpoint, spec)
         resolved = self._check_versions(endpoint, spec)
         self._check_memory(endpoint, spec, resolved)
         progress = [VersionProgress(ref=r, state="pending") for r in resolved]
@@ -188,6 +194,18 @@ class EndpointService:
                 progress=progress,
                 actor=actor,
             )
+
+    def _check_backends(self, endpoint: Endpoint, spec: DeploymentSpec) -> None:
+        """400 ``unknown_backend`` for a name that is not one of the tenant's backends."""
+        for index, version in enumerate(spec.versions):
+            for name in version.backends:
+                if name != LOCAL_BACKEND and self.backend_tenant(name) != endpoint.tenant:
+                    raise InvalidInput(
+                        f"backend {name!r} not found",
+                        code="unknown_backend",
+                        field=f"versions.{index}.backends",
+                        backend=name,
+                    )
 
     def _resolve(self, tenant: str, wanted: VersionWeight) -> ModelVersion:
         owner, _, model = wanted.model.partition("/")
@@ -271,7 +289,11 @@ class EndpointService:
     def _check_memory(
         self, endpoint: Endpoint, spec: DeploymentSpec, resolved: dict[str, ModelVersion]
     ) -> None:
-        mine = {ref: self.memory_of(found, spec) for ref, found in resolved.items()}
+        # Versions served by remote backends alone take no memory here.
+        remote = {v.ref for v in spec.versions if v.remote_only}
+        mine = {
+            ref: self.memory_of(found, spec) for ref, found in resolved.items() if ref not in remote
+        }
         host_held: dict[str, int] = {}
         tenant_bytes = 0
         for other in self._live():
@@ -316,7 +338,10 @@ class EndpointService:
         Reservations, not measurements: what the host measures around a load (an RSS
         delta) is noise for small models, and admission by the host uses it anyway."""
         sizes: dict[str, int] = {}
+        remote = {v.ref for v in deployment.spec.versions if v.remote_only}
         for progress in deployment.progress:
+            if progress.ref in remote:
+                continue
             try:
                 sizes[progress.ref] = self.memory_of(self._version(progress.ref), deployment.spec)
             except NotFound:
@@ -520,6 +545,7 @@ class EndpointService:
             deployment=active.id,
             versions=tuple(refs[v.ref] for v in spec.versions),
             weights=active.weights,
+            backends={v.ref: v.backends for v in spec.versions},
             shadow=refs[spec.shadow.ref] if spec.shadow else None,
             fallbacks={v.ref: refs[v.ref] for v in fallback_versions(endpoint.fallback)},
         )

@@ -27,6 +27,7 @@ from modelport.serving.endpoints.types import (
 ENDPOINT_NAME_RE = re.compile(r"^[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?$")
 MAX_VERSIONS = 8
 MAX_DEADLINE_MS = 3_600_000
+MAX_BACKENDS = 8
 
 
 def check_endpoint_name(name: str) -> None:
@@ -68,6 +69,15 @@ def check_spec(spec: DeploymentSpec) -> None:
         _bad("replicas: 1 <= min_replicas <= max_replicas", "resources")
     if resources.memory_bytes is not None and resources.memory_bytes <= 0:
         _bad("resources.memory_bytes must be positive", "resources.memory_bytes")
+    for index, version in enumerate(versions):
+        names = version.backends
+        if not 1 <= len(names) <= MAX_BACKENDS or len(set(names)) != len(names):
+            _bad(
+                f"a version has 1 to {MAX_BACKENDS} distinct backends",
+                f"versions.{index}.backends",
+            )
+    if spec.shadow is not None and spec.shadow.remote_only:
+        _bad("the shadow runs on the local host", "shadow")
     if spec.rollout.kind is RolloutKind.CANARY:
         _check_canary(spec)
         return
@@ -119,7 +129,7 @@ def canary_weights(candidate: int) -> tuple[int, int]:
 # ---- JSON (stored in the database and shown on the API)
 def spec_to_json(spec: DeploymentSpec) -> dict[str, Any]:
     body: dict[str, Any] = {
-        "versions": [asdict(v) for v in spec.versions],
+        "versions": [{**asdict(v), "backends": list(v.backends)} for v in spec.versions],
         "shadow": None
         if spec.shadow is None
         else {"model": spec.shadow.model, "version": spec.shadow.version},
@@ -133,6 +143,12 @@ def spec_to_json(spec: DeploymentSpec) -> dict[str, Any]:
     return body
 
 
+def _version_from_json(data: Mapping[str, Any]) -> VersionWeight:
+    # Specs stored before backends existed ran on the local host.
+    backends = tuple(data.get("backends") or ("local",))
+    return VersionWeight(data["model"], data["version"], data.get("weight", 0), backends)
+
+
 def spec_from_json(data: Mapping[str, Any]) -> DeploymentSpec:
     rollout = dict(data.get("rollout") or {})
     kind = RolloutKind(rollout.pop("policy", RolloutKind.MANUAL.value))
@@ -143,7 +159,7 @@ def spec_from_json(data: Mapping[str, Any]) -> DeploymentSpec:
         canary = CanaryPolicy(**rollout)
     shadow = data.get("shadow")
     return DeploymentSpec(
-        versions=tuple(VersionWeight(**v) for v in data["versions"]),
+        versions=tuple(_version_from_json(v) for v in data["versions"]),
         shadow=None if shadow is None else VersionWeight(shadow["model"], shadow["version"]),
         resources=Resources(**(data.get("resources") or {})),
         rollout=RolloutPolicy(kind, canary),

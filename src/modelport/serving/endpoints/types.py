@@ -37,6 +37,10 @@ class Endpoint:
     created_by: str
 
 
+LOCAL_BACKEND = "local"
+"""The backend name of this process's model host in a deployment's ``backends``."""
+
+
 @dataclass(frozen=True)
 class VersionWeight:
     """One version of a deployment and its share of the traffic (0-100)."""
@@ -45,10 +49,18 @@ class VersionWeight:
     """``owner/name``"""
     version: str
     weight: int = 0
+    backends: tuple[str, ...] = ("local",)
+    """Where it runs, in the order to try: ``local`` (this process's model host) and/or
+    names of declared remote backends."""
 
     @property
     def ref(self) -> str:
         return f"{self.model}:{self.version}"
+
+    @property
+    def remote_only(self) -> bool:
+        """Not loaded on the local host: served by remote backends alone."""
+        return LOCAL_BACKEND not in self.backends
 
 
 @dataclass(frozen=True)

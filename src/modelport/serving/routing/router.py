@@ -13,7 +13,7 @@ import logging
 import random
 import time
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -22,6 +22,8 @@ import numpy as np
 from modelport.errors import InvalidInput, ModelportError
 from modelport.runtime.types import Priority
 from modelport.serving.answer_cache import AnswerCaches
+from modelport.serving.backends.base import Backend
+from modelport.serving.endpoints.types import LOCAL_BACKEND
 from modelport.serving.fallback import build_fallback
 from modelport.serving.routing.dispatch import Dispatcher, ReplicaProvider
 from modelport.serving.routing.shadow import ShadowRunner
@@ -88,9 +90,13 @@ class Router:
         stats: TrafficStats | None = None,
         shadow_max_in_flight: int = 4,
         rng: random.Random | None = None,
+        remotes: Callable[[str], Backend | None] | None = None,
     ) -> None:
+        """``replicas_for`` gives a version's local replicas; ``remotes`` finds a declared
+        remote backend by name (for versions a deployment runs on named backends)."""
         self.dispatcher = dispatcher
         self.replicas_for = replicas_for
+        self.remotes = remotes or (lambda name: None)
         self.caches = caches or AnswerCaches()
         self.stats = stats or TrafficStats()
         self.table = RoutingTable()
@@ -111,7 +117,7 @@ class Router:
         if route.deployment is None:
             return route
         versions = [*route.versions, *([route.shadow] if route.shadow else [])]
-        replicas = {v.ref: tuple(self.replicas_for(v)) for v in versions}
+        replicas = {v.ref: self._replicas(v, route.backends.get(v.ref)) for v in versions}
         chain = route.endpoint.fallback
         options: tuple[Any, ...] = ()
         if chain is not None and chain.steps:
@@ -130,6 +136,17 @@ class Router:
                 # Checked when the deployment was made; never let it stop routing.
                 log.exception("endpoint %s: fallback chain not usable", route.endpoint.name)
         return dataclasses.replace(route, replicas=replicas, fallback_options=options)
+
+    def _replicas(self, version: VersionRef, names: Sequence[str] | None) -> tuple[Backend, ...]:
+        """The version's backends in the deployment's order; a name no longer declared is
+        skipped (the others still serve)."""
+        found: list[Backend] = []
+        for name in names or (LOCAL_BACKEND,):
+            if name == LOCAL_BACKEND:
+                found.extend(self.replicas_for(version))
+            elif (remote := self.remotes(name)) is not None:
+                found.append(remote)
+        return tuple(found)
 
     def route(self, endpoint: str) -> Route:
         """The endpoint's route now (NotFound ``endpoint_not_found``)."""

@@ -33,6 +33,8 @@ class Route:
     versions: tuple[VersionRef, ...] = ()
     weights: tuple[int, ...] = ()
     shadow: VersionRef | None = None
+    backends: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    """Backend names of each traffic version, by ref, in order (absent: ``local``)."""
     fallbacks: Mapping[str, VersionRef] = field(default_factory=dict)
     """Versions the endpoint's fallback chain names, by ``owner/name:version``."""
     replicas: Mapping[str, tuple[Backend, ...]] = field(default_factory=dict)
