@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 import redis
+from asgi_calls import percentile, post
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import Response
@@ -74,46 +75,6 @@ def bench_app(services: Services, mode: str) -> ASGIApp:
     return app  # type: ignore[return-value]
 
 
-async def call(app: ASGIApp, path: str, headers: list[tuple[bytes, bytes]], body: bytes) -> int:
-    scope = {
-        "type": "http",
-        "asgi": {"version": "3.0"},
-        "http_version": "1.1",
-        "method": "POST",
-        "scheme": "http",
-        "path": path,
-        "raw_path": path.encode(),
-        "query_string": b"",
-        "root_path": "",
-        "headers": headers,
-        "client": ("127.0.0.1", 1),
-        "server": ("127.0.0.1", 80),
-        "state": {},
-    }
-    status = 0
-    sent = False
-
-    async def receive() -> dict[str, Any]:
-        nonlocal sent
-        if sent:
-            return {"type": "http.disconnect"}
-        sent = True
-        return {"type": "http.request", "body": body, "more_body": False}
-
-    async def send(message: dict[str, Any]) -> None:
-        nonlocal status
-        if message["type"] == "http.response.start":
-            status = message["status"]
-
-    await app(scope, receive, send)
-    return status
-
-
-def percentile(samples: list[int], q: float) -> float:
-    ordered = sorted(samples)
-    return ordered[min(len(ordered) - 1, int(q * len(ordered)))] / 1000
-
-
 async def measure(
     targets: dict[str, tuple[ASGIApp, str, bytes]],
     headers: list[tuple[bytes, bytes]],
@@ -123,14 +84,14 @@ async def measure(
     samples: dict[str, list[int]] = {name: [] for name in targets}
     for name, (app, path, body) in targets.items():  # warm up
         for _ in range(200):
-            assert await call(app, path, headers, body) == 200, name
+            assert await post(app, path, headers, body) == 200, name
     per_round = max(1, n // rounds)
     for _ in range(rounds):
         for name, (app, path, body) in targets.items():
             times = samples[name]
             for _ in range(per_round):
                 start = time.perf_counter_ns()
-                status = await call(app, path, headers, body)
+                status = await post(app, path, headers, body)
                 times.append(time.perf_counter_ns() - start)
                 if status != 200:
                     raise SystemExit(f"{name}: status {status}")

@@ -35,6 +35,7 @@ from typing import Any
 
 import numpy as np
 import orjson
+from asgi_calls import percentile, post
 from starlette.testclient import TestClient
 
 from modelport.api import create_app
@@ -51,42 +52,6 @@ MODEL = "acme/adder"
 ENDPOINT = "adder"
 ROW = [1.0, 2.0, 3.0, 4.0]
 Target = Callable[[], Awaitable[None]]
-
-
-async def call(app: Any, path: str, headers: list[tuple[bytes, bytes]], body: bytes) -> None:
-    scope = {
-        "type": "http",
-        "asgi": {"version": "3.0"},
-        "http_version": "1.1",
-        "method": "POST",
-        "scheme": "http",
-        "path": path,
-        "raw_path": path.encode(),
-        "query_string": b"",
-        "root_path": "",
-        "headers": headers,
-        "client": ("127.0.0.1", 1),
-        "server": ("127.0.0.1", 80),
-        "state": {},
-    }
-    status = 0
-    sent = False
-
-    async def receive() -> dict[str, Any]:
-        nonlocal sent
-        if sent:
-            return {"type": "http.disconnect"}
-        sent = True
-        return {"type": "http.request", "body": body, "more_body": False}
-
-    async def send(message: dict[str, Any]) -> None:
-        nonlocal status
-        if message["type"] == "http.response.start":
-            status = message["status"]
-
-    await app(scope, receive, send)
-    if status != 200:
-        raise SystemExit(f"{path}: status {status}")
 
 
 def setup(home: Path) -> tuple[Services, str]:
@@ -184,9 +149,10 @@ async def measure(modes: dict[str, Target], n: int, rounds: int) -> dict[str, li
     return samples
 
 
-def percentile(samples: list[int], q: float) -> float:
-    ordered = sorted(samples)
-    return ordered[min(len(ordered) - 1, int(q * len(ordered)))] / 1000
+async def call(app: Any, path: str, headers: list[tuple[bytes, bytes]], body: bytes) -> None:
+    status = await post(app, path, headers, body)
+    if status != 200:
+        raise SystemExit(f"{path}: status {status}")
 
 
 def main() -> None:

@@ -42,6 +42,7 @@ from pathlib import Path
 from typing import Any
 
 import psycopg
+from asgi_calls import post
 from sqlalchemy.engine import make_url
 from starlette.testclient import TestClient
 
@@ -137,41 +138,6 @@ class NoMetering:
         pass
 
 
-async def call(app: ASGIApp, path: str, headers: list[tuple[bytes, bytes]]) -> int:
-    scope = {
-        "type": "http",
-        "asgi": {"version": "3.0"},
-        "http_version": "1.1",
-        "method": "POST",
-        "scheme": "http",
-        "path": path,
-        "raw_path": path.encode(),
-        "query_string": b"",
-        "root_path": "",
-        "headers": headers,
-        "client": ("127.0.0.1", 1),
-        "server": ("127.0.0.1", 80),
-        "state": {},
-    }
-    status = 0
-    sent = False
-
-    async def receive() -> dict[str, Any]:
-        nonlocal sent
-        if sent:
-            return {"type": "http.disconnect"}
-        sent = True
-        return {"type": "http.request", "body": BODY, "more_body": False}
-
-    async def send(message: dict[str, Any]) -> None:
-        nonlocal status
-        if message["type"] == "http.response.start":
-            status = message["status"]
-
-    await app(scope, receive, send)
-    return status
-
-
 def publish(client: TestClient, services: Services, model: str) -> None:
     data = add_one().SerializeToString()
     digest = sha256_digest(data)
@@ -197,14 +163,14 @@ async def measure(
     samples: dict[str, list[int]] = {name: [] for name in targets}
     for name, (app, path) in targets.items():  # warm up
         for _ in range(100):
-            assert await call(app, path, headers) == 200, name
+            assert await post(app, path, headers, BODY) == 200, name
     per_round = max(1, n // rounds)
     for _ in range(rounds):
         for name, (app, path) in targets.items():
             times = samples[name]
             for _ in range(per_round):
                 start = time.perf_counter_ns()
-                status = await call(app, path, headers)
+                status = await post(app, path, headers, BODY)
                 times.append(time.perf_counter_ns() - start)
                 if status != 200:
                     raise SystemExit(f"{name}: status {status}")

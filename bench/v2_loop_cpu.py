@@ -28,6 +28,7 @@ from typing import Any
 
 import numpy as np
 import uvloop
+from asgi_calls import post
 
 from modelport.api import create_app
 from modelport.app import Services, build_services
@@ -78,36 +79,7 @@ def setup(home: Path, bench: Any, tenant_key: bool) -> tuple[Services, str, str]
 
 
 async def call(app: Any, path: str, headers: list[tuple[bytes, bytes]], body: bytes) -> None:
-    scope = {
-        "type": "http",
-        "asgi": {"version": "3.0"},
-        "http_version": "1.1",
-        "method": "POST",
-        "scheme": "http",
-        "path": path,
-        "raw_path": path.encode(),
-        "query_string": b"",
-        "root_path": "",
-        "headers": headers,
-        "client": ("127.0.0.1", 1),
-        "server": ("127.0.0.1", 80),
-    }
-    status = 0
-    sent = False
-
-    async def receive() -> dict[str, Any]:
-        nonlocal sent
-        if sent:
-            await asyncio.sleep(3600)
-        sent = True
-        return {"type": "http.request", "body": body, "more_body": False}
-
-    async def send(message: dict[str, Any]) -> None:
-        nonlocal status
-        if message["type"] == "http.response.start":
-            status = message["status"]
-
-    await app(scope, receive, send)
+    status = await post(app, path, headers, body)
     if status != 200:
         raise SystemExit(f"{path}: status {status}")
 
