@@ -36,9 +36,9 @@ from modelport.errors import (
     DeadlineExceeded,
     InvalidInput,
     ModelportError,
-    Overloaded,
     Unavailable,
 )
+from modelport.serving.backends.http_errors import remote_error
 from modelport.serving.types import BackendRequest, BackendResponse, Capabilities, Health
 
 TASKS = frozenset({"chat", "completions", "embeddings"})
@@ -176,28 +176,7 @@ class RemoteOpenAIBackend:
             ) from None
 
     def _error(self, response: httpx.Response, ref: str) -> ModelportError:
-        status = response.status_code
-        detail = f"{self.name}: {_message(response)}"
-        if status in (400, 413, 422):
-            return InvalidInput(detail, code="invalid_request", backend=self.name)
-        if status in (401, 403):
-            return Unavailable(
-                f"{self.name} refused our credentials ({status})",
-                code="backend_unauthorized",
-                backend=self.name,
-            )
-        if status == 404:
-            return Unavailable(
-                f"{self.name} does not serve {ref}: {detail}",
-                code="backend_model_not_found",
-                backend=self.name,
-                scope="version",
-            )
-        if status == 429:
-            return Overloaded(detail, code="backend_overloaded", backend=self.name, retry_after=1)
-        return Unavailable(
-            f"{detail} (status {status})", code="backend_unavailable", backend=self.name
-        )
+        return remote_error(self.name, response, ref, _message(response))
 
     async def close(self) -> None:
         await self._client.aclose()

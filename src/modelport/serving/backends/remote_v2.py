@@ -33,13 +33,12 @@ import httpx
 
 from modelport.errors import (
     DeadlineExceeded,
-    InvalidInput,
     ModelportError,
-    Overloaded,
     Unavailable,
 )
 from modelport.runtime.types import Priority
 from modelport.serving.backends import v2_wire
+from modelport.serving.backends.http_errors import remote_error
 from modelport.serving.types import (
     BackendRequest,
     BackendResponse,
@@ -162,36 +161,7 @@ class RemoteV2Backend:
         return BackendResponse(outputs=outputs, backend=self.name, timings={"remote": elapsed})
 
     def _error(self, response: httpx.Response, ref: str) -> ModelportError:
-        status = response.status_code
-        detail = f"{self.name}: {v2_wire.error_message(response.content)}"
-        if status in (400, 413, 422):
-            return InvalidInput(detail, code="invalid_request", backend=self.name)
-        if status in (401, 403):
-            return Unavailable(
-                f"{self.name} refused our credentials ({status})",
-                code="backend_unauthorized",
-                backend=self.name,
-            )
-        if status == 404:
-            return Unavailable(
-                f"{self.name} does not serve {ref}: {detail}",
-                code="backend_model_not_found",
-                backend=self.name,
-                scope="version",
-            )
-        if status == 429:
-            retry_after = response.headers.get("retry-after", "1")
-            return Overloaded(
-                detail,
-                code="backend_overloaded",
-                backend=self.name,
-                retry_after=float(retry_after) if retry_after.isdigit() else 1.0,
-            )
-        if status == 504:
-            return DeadlineExceeded(detail, code="deadline_exceeded", backend=self.name)
-        return Unavailable(
-            f"{detail} (status {status})", code="backend_unavailable", backend=self.name
-        )
+        return remote_error(self.name, response, ref, v2_wire.error_message(response.content))
 
     async def close(self) -> None:
         await self._client.aclose()
