@@ -113,3 +113,33 @@ def test_two_paths_with_the_same_content_share_one_blob(tmp_path: Path) -> None:
     got = ModelCache(tmp_path).materialize(manifest, sha256_digest(b"m"), source)
     assert got.files["a.bin"].read_bytes() == got.files["b.bin"].read_bytes() == data
     assert source.reads[digest] == 1
+
+
+def test_concurrent_loads_of_one_manifest_share_its_view(tmp_path: Path) -> None:
+    """Two versions with identical manifests (or two loads of one) may build the same
+    view at once; every one of them gets intact files."""
+    import threading
+
+    source = DictBlobSource()
+    manifest = two_file_manifest(source)
+    cache = ModelCache(tmp_path)
+    digest = manifest_digest(manifest)
+    errors: list[BaseException] = []
+    barrier = threading.Barrier(8)
+
+    def load() -> None:
+        barrier.wait()
+        try:
+            for _ in range(20):
+                got = cache.materialize(manifest, digest, source)
+                assert got.files["model.onnx"].read_bytes() == b"graph bytes"
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=load) for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert errors == []
+    assert not list(tmp_path.rglob(".link-*"))

@@ -18,7 +18,8 @@ def shadowed(serving: Serving, shadow_model: Any) -> dict[str, Any]:
     deployment = serving.deploy(
         "fraud", [(v1, 100)], shadow={"model": "acme/fraud", "version": "9"}
     )
-    assert deployment["shadow"]["state"] == "ready"
+    assert deployment["state"] == "active", deployment
+    assert deployment["shadow"]["state"] == "ready", deployment
     return deployment
 
 
@@ -61,7 +62,8 @@ def test_an_identical_shadow_agrees(serving: Serving) -> None:
 
     deployment = shadowed(serving, add_one())
     for _ in range(10):
-        assert serving.predict("fraud").status_code == 200
+        response = serving.predict("fraud")
+        assert response.status_code == 200, response.text
     seen = comparison(serving, deployment["id"], 10)
     assert seen["disagreements"] == 0 and seen["requests"] == 10
     assert all(r["agreed"] for r in seen["recent"])

@@ -24,6 +24,7 @@ from typing import Protocol
 
 from modelport.digests import hex_part
 from modelport.errors import Unavailable
+from modelport.ids import unique_id
 from modelport.manifest import FileEntry, Manifest
 
 _HASH_CHUNK = 1 << 20
@@ -134,13 +135,17 @@ class ModelCache:
             blob = blobs[entry.digest]
             if not _same_file(target, blob):
                 target.parent.mkdir(parents=True, exist_ok=True)
-                tmp = target.with_name(f".link-{os.getpid()}-{target.name}")
-                tmp.unlink(missing_ok=True)
+                # Unique per call: two loads of one manifest may build its view at once.
+                tmp = target.with_name(f".link-{unique_id()}-{target.name}")
                 try:
-                    os.link(blob, tmp)
-                except OSError:  # no hard links here (another filesystem): point at the blob
-                    tmp.symlink_to(blob)
-                os.replace(tmp, target)
+                    try:
+                        os.link(blob, tmp)
+                    except OSError:  # no hard links here (another filesystem): point at the blob
+                        tmp.symlink_to(blob)
+                    os.replace(tmp, target)
+                finally:
+                    # rename(2) leaves both names when they are links to one inode already
+                    tmp.unlink(missing_ok=True)
             files[entry.path] = target
         return files
 
