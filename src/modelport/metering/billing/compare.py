@@ -64,6 +64,16 @@ def _lines(
     return found
 
 
+def _totals(
+    document: str, status: str, totals: tuple[tuple[str, int, int], ...]
+) -> list[Difference]:
+    return [
+        Difference(DifferenceKind.CHANGED, document, status, item, str(was), str(now))
+        for item, was, now in totals
+        if was != now
+    ]
+
+
 def compare_invoices(
     stored: Mapping[str, Invoice], rebuilt: Mapping[str, InvoiceContent]
 ) -> list[Difference]:
@@ -74,16 +84,8 @@ def compare_invoices(
         invoice, content = stored.get(tenant), rebuilt.get(tenant)
         if invoice is None:
             assert content is not None
-            found.append(
-                Difference(
-                    DifferenceKind.MISSING,
-                    document,
-                    "",
-                    "invoice",
-                    "",
-                    f"total={content.total_micros} lines={len(content.lines)}",
-                )
-            )
+            summary = f"total={content.total_micros} lines={len(content.lines)}"
+            found.append(Difference(DifferenceKind.MISSING, document, "", "invoice", "", summary))
             continue
         status = invoice.status.value
         lines = content.lines if content is not None else ()
@@ -94,17 +96,7 @@ def compare_invoices(
             {invoice_line_key(x): _invoice_figures(x) for x in lines},
         )
         expected = sum(line.amount_micros for line in lines)
-        if invoice.total_micros != expected:
-            found.append(
-                Difference(
-                    DifferenceKind.CHANGED,
-                    document,
-                    status,
-                    "total",
-                    str(invoice.total_micros),
-                    str(expected),
-                )
-            )
+        found += _totals(document, status, (("total", invoice.total_micros, expected),))
     return found
 
 
@@ -118,16 +110,8 @@ def compare_statements(
         statement, content = stored.get(publisher), rebuilt.get(publisher)
         if statement is None:
             assert content is not None
-            found.append(
-                Difference(
-                    DifferenceKind.MISSING,
-                    document,
-                    "",
-                    "statement",
-                    "",
-                    f"revenue={content.revenue_micros} lines={len(content.lines)}",
-                )
-            )
+            summary = f"revenue={content.revenue_micros} lines={len(content.lines)}"
+            found.append(Difference(DifferenceKind.MISSING, document, "", "statement", "", summary))
             continue
         status = statement.status.value
         lines = content.lines if content is not None else ()
@@ -139,16 +123,15 @@ def compare_statements(
         )
         revenue = sum(line.revenue_micros for line in lines)
         share = sum(line.publisher_share_micros for line in lines)
-        totals = (
-            ("revenue", statement.revenue_micros, revenue),
-            ("publisher_share", statement.publisher_share_micros, share),
-            ("platform_take", statement.platform_take_micros, revenue - share),
+        found += _totals(
+            document,
+            status,
+            (
+                ("revenue", statement.revenue_micros, revenue),
+                ("publisher_share", statement.publisher_share_micros, share),
+                ("platform_take", statement.platform_take_micros, revenue - share),
+            ),
         )
-        found += [
-            Difference(DifferenceKind.CHANGED, document, status, item, str(was), str(now))
-            for item, was, now in totals
-            if was != now
-        ]
     return found
 
 
