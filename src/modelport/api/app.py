@@ -32,6 +32,7 @@ from modelport.api.routes import (
 from modelport.api.tenancy import install_tenancy
 from modelport.api.v2 import routes as v2
 from modelport.api.v2.dataplane import DataPlane
+from modelport.api.v2.lane import InferenceLane
 from modelport.blobs.sweeper import periodic_upload_sweep
 
 if TYPE_CHECKING:
@@ -85,6 +86,7 @@ def create_app(services: Services) -> FastAPI:
     app.include_router(metrics.router)
     install_tenancy(app)
     install_billing(app)
+    app.add_middleware(InferenceLane)  # last added, so outermost: infer calls skip the rest
     app.state.dataplane = DataPlane(
         services.registry,
         services.host,

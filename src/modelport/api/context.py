@@ -93,37 +93,40 @@ class RequestContextMiddleware:
             if message["type"] == "http.response.start":
                 started = True
                 MutableHeaders(scope=message)[REQUEST_ID_HEADER] = request_id
-                await self._audit(scope, state, message["status"])
+                await audit_outcome(scope, state, message["status"])
             await send(message)
 
         try:
             await self.app(scope, receive, send_with_context)
         except Exception:
             if not started:
-                await self._audit(scope, state, 500)
+                await audit_outcome(scope, state, 500)
             raise
 
-    async def _audit(self, scope: Scope, state: dict[str, Any], status: int) -> None:
-        principal = state.get("principal")
-        if not isinstance(principal, Principal):
-            return
-        method, path = scope["method"], scope["path"]
-        if not should_audit(method, path, status):
-            return
-        event = NewAuditEvent(
-            actor=principal.id,
-            actor_tenant=principal.tenant,
-            key_id=principal.key_id,
-            action=action_of(scope, state),
-            method=method,
-            target=path,
-            tenant=target_tenant(scope, state),
-            status=status,
-            reason=str(state.get("audit_reason") or ""),
-            request_id=state["request_id"],
-        )
-        services = scope["app"].state.services
-        try:
-            await anyio.to_thread.run_sync(services.tenancy.record, event)
-        except Exception:  # the action itself already happened; do not hide its outcome
-            _log.exception("could not write the audit event %s", event)
+
+async def audit_outcome(scope: Scope, state: dict[str, Any], status: int) -> None:
+    """Write the audit event of a request that ended with ``status``, where one is due
+    (see the module docstring); committed before it returns."""
+    principal = state.get("principal")
+    if not isinstance(principal, Principal):
+        return
+    method, path = scope["method"], scope["path"]
+    if not should_audit(method, path, status):
+        return
+    event = NewAuditEvent(
+        actor=principal.id,
+        actor_tenant=principal.tenant,
+        key_id=principal.key_id,
+        action=action_of(scope, state),
+        method=method,
+        target=path,
+        tenant=target_tenant(scope, state),
+        status=status,
+        reason=str(state.get("audit_reason") or ""),
+        request_id=state["request_id"],
+    )
+    services = scope["app"].state.services
+    try:
+        await anyio.to_thread.run_sync(services.tenancy.record, event)
+    except Exception:  # the action itself already happened; do not hide its outcome
+        _log.exception("could not write the audit event %s", event)

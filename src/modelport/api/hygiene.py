@@ -48,6 +48,12 @@ _OPENERS[list(b"[{")] = 1
 _OPENERS[list(b"]}")] = -1
 
 
+def has_control_characters(path: str) -> bool:
+    """No name in modelport contains control characters, and PostgreSQL refuses NUL in
+    text: such paths are refused before they reach a query."""
+    return _CONTROL.search(path) is not None
+
+
 def json_depth(raw: bytes) -> int:
     """The deepest nesting of arrays and objects in a JSON text (0 for a scalar).
 
@@ -132,9 +138,7 @@ class RequestHygiene:
         return next((r for r in self.rules if path.startswith(r.prefix)), None)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http" and _CONTROL.search(scope["path"]):
-            # No name in modelport contains control characters, and PostgreSQL refuses NUL
-            # in text: refuse such paths here rather than let them reach a query.
+        if scope["type"] == "http" and has_control_characters(scope["path"]):
             error = InvalidInput("the path contains control characters", code="invalid_path")
             await _refuse(scope, receive, send, error)
             return

@@ -95,12 +95,27 @@ def problem_response(
     )
 
 
-def install_error_handlers(app: FastAPI) -> None:
-    async def on_modelport_error(request: Request, exc: Exception) -> Response:
-        assert isinstance(exc, ModelportError)
+def error_response(request: Request, exc: Exception) -> Response:
+    """The response for an error that ended a request, in the surface's format."""
+    if isinstance(exc, ModelportError):
         return problem_response(
             request, status_of(exc), exc.code, exc.message, exc.extra, headers_of(exc)
         )
+    if isinstance(exc, StarletteHTTPException):
+        code = CODE_BY_STATUS.get(exc.status_code, "http_error")
+        return problem_response(
+            request, exc.status_code, code, str(exc.detail), headers=dict(exc.headers or {})
+        )
+    # A bug: the caller gets the surface's error format and the request id to quote,
+    # never the exception's text; the server still logs the traceback.
+    request_id = getattr(request.state, "request_id", None)
+    detail = "internal error" + (f" (request id {request_id})" if request_id else "")
+    return problem_response(request, 500, "internal_error", detail)
+
+
+def install_error_handlers(app: FastAPI) -> None:
+    async def on_error(request: Request, exc: Exception) -> Response:
+        return error_response(request, exc)
 
     async def on_validation_error(request: Request, exc: Exception) -> Response:
         assert isinstance(exc, RequestValidationError)
@@ -112,21 +127,7 @@ def install_error_handlers(app: FastAPI) -> None:
         detail = f"{first['field']}: {first['error']}" if first["field"] else first["error"]
         return problem_response(request, 400, "invalid_request", detail, {"errors": errors})
 
-    async def on_http_error(request: Request, exc: Exception) -> Response:
-        assert isinstance(exc, StarletteHTTPException)
-        code = CODE_BY_STATUS.get(exc.status_code, "http_error")
-        return problem_response(
-            request, exc.status_code, code, str(exc.detail), headers=dict(exc.headers or {})
-        )
-
-    async def on_unexpected(request: Request, exc: Exception) -> Response:
-        # A bug: the caller gets the surface's error format and the request id to quote,
-        # never the exception's text; the server still logs the traceback.
-        request_id = getattr(request.state, "request_id", None)
-        detail = "internal error" + (f" (request id {request_id})" if request_id else "")
-        return problem_response(request, 500, "internal_error", detail)
-
-    app.add_exception_handler(Exception, on_unexpected)
-    app.add_exception_handler(ModelportError, on_modelport_error)
+    app.add_exception_handler(Exception, on_error)
+    app.add_exception_handler(ModelportError, on_error)
     app.add_exception_handler(RequestValidationError, on_validation_error)
-    app.add_exception_handler(StarletteHTTPException, on_http_error)
+    app.add_exception_handler(StarletteHTTPException, on_error)

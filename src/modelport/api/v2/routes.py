@@ -196,7 +196,9 @@ async def _infer(request: Request) -> Response:
     if encoding is not None:
         unpacked = settings.max_decompressed_request_bytes or limit
         body = decode_content(body, encoding, max_bytes=unpacked)
-        check_inference_json(body, headers.get(INFERENCE_HEADER), settings.max_json_depth)
+    # Here rather than in the hygiene middleware: the inference lane skips it, and a
+    # compressed body can only be checked once decompressed.
+    check_inference_json(body, headers.get(INFERENCE_HEADER), settings.max_json_depth)
     parsed = parse_infer_request(
         body, headers.get(INFERENCE_HEADER), max_elements=settings.max_tensor_elements
     )
