@@ -62,6 +62,9 @@ def create_app(services: Services) -> FastAPI:
         openapi_url="/api/openapi.json",
         docs_url="/api/docs",
         redoc_url=None,
+        # Tracing is modelport's own to do; FastAPI's probe for a configured provider
+        # otherwise runs on every request.
+        telemetry={"tracing": False, "metrics": False, "logs": False},
     )
     app.state.services = services
     app.add_middleware(RateLimitHeaders)

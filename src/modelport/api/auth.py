@@ -32,9 +32,15 @@ def require_principal(request: Request) -> Principal:
     return principal
 
 
-async def require_principal_async(request: Request) -> Principal:
-    """``require_principal`` for async routes: without a thread hop when the key is cached."""
-    principal = get_services(request).authenticator.authenticate_cached(bearer_token(request))
+_FROM_HEADER = "from the Authorization header"
+
+
+async def require_principal_async(request: Request, token: str | None = _FROM_HEADER) -> Principal:
+    """``require_principal`` for async routes: without a thread hop when the key is cached.
+    ``token``: the bearer token when the caller has read it already."""
+    if token is _FROM_HEADER:
+        token = bearer_token(request)
+    principal = get_services(request).authenticator.authenticate_cached(token)
     if principal is None:
         return await anyio.to_thread.run_sync(require_principal, request)
     _remember(request, principal)

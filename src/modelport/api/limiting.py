@@ -48,10 +48,10 @@ def remember(request: Request, decision: RateDecision) -> None:
         request.state.ratelimit = decision
 
 
-@asynccontextmanager
-async def admitted(request: Request, principal: Principal, model: str) -> AsyncIterator[Admission]:
+async def admit(request: Request, principal: Principal, model: str) -> Admission:
     """Rate → concurrency → budget for one inference call of ``model`` (``owner/name``);
-    raises 429 ``rate_limited`` / ``concurrency_limited`` or 402 ``budget_exceeded``."""
+    raises 429 ``rate_limited`` / ``concurrency_limited`` or 402 ``budget_exceeded``.
+    The caller must ``release`` the admission, whatever happens next."""
     limits = get_services(request).limits
     subject = subject_of(principal, model)
     try:
@@ -63,6 +63,13 @@ async def admitted(request: Request, principal: Principal, model: str) -> AsyncI
         remember(request, exc.decision)
         raise
     remember(request, admission.decision)
+    return admission
+
+
+@asynccontextmanager
+async def admitted(request: Request, principal: Principal, model: str) -> AsyncIterator[Admission]:
+    """``admit`` for the length of a block."""
+    admission = await admit(request, principal, model)
     try:
         yield admission
     finally:

@@ -167,6 +167,9 @@ def _as_bytes(item: Any) -> bytes:
     return str(item).encode("utf-8")
 
 
+_FLOAT_MAX = {np.dtype(t): float(np.finfo(t).max) for t in (np.float16, np.float32, np.float64)}
+
+
 def _nesting(data: Any) -> int:
     """Depth of the first path through nested lists (numpy finds ragged ones)."""
     depth = 0
@@ -208,9 +211,14 @@ def _decode_json_numbers(name: str, datatype: str, dtype: np.dtype[Any], data: l
             raise InvalidInput(
                 f"input '{name}': value out of range for {datatype}", code="invalid_tensor_data"
             )
-    # Floats beyond the target's range become +-inf, as any IEEE cast would.
-    with np.errstate(over="ignore"):
-        return raw.astype(dtype, copy=False).reshape(-1)
+    if dtype.kind == "f" and raw.dtype.kind == "f" and raw.dtype.itemsize > dtype.itemsize:
+        # Floats beyond the target's range become +-inf, as any IEEE cast would; numpy
+        # would warn. ``errstate`` costs more than the cast, so only where it is needed.
+        limit = _FLOAT_MAX[dtype]
+        if not (-limit <= raw.min() and raw.max() <= limit):
+            with np.errstate(over="ignore", invalid="ignore"):
+                return raw.astype(dtype).reshape(-1)
+    return raw.astype(dtype, copy=False).reshape(-1)
 
 
 def _decode_json_big_ints(

@@ -8,6 +8,7 @@ exists: 404). It does no I/O; callers describe the resource with the facts it ne
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable
 from dataclasses import dataclass
 from enum import Enum, StrEnum
@@ -121,11 +122,17 @@ Resource = Platform | TenantScoped | Namespace | ModelResource
 
 def permissions_of(principal: Principal) -> frozenset[Permission]:
     """What the principal's roles allow, narrowed by its credential's scopes."""
+    return _permissions(principal.roles, principal.scopes)
+
+
+@functools.lru_cache(maxsize=1024)
+def _permissions(roles: frozenset[str], scopes: frozenset[str] | None) -> frozenset[Permission]:
+    # Pure and asked on every request by a handful of distinct role sets: remembered.
     granted: frozenset[Permission] = frozenset()
-    for role in principal.roles:
+    for role in roles:
         granted |= ROLE_PERMISSIONS.get(role, frozenset())
-    if principal.scopes is not None:
-        granted &= {p for p in ALL_PERMISSIONS if p.value in principal.scopes}
+    if scopes is not None:
+        granted &= {p for p in ALL_PERMISSIONS if p.value in scopes}
     return granted
 
 

@@ -91,18 +91,16 @@ class DataPlane:
             observer=self.observer.version(model, found.version),
         )
 
-    async def ready_target(self, owner: str, name: str, version: str | None) -> Target:
-        """Resolve and make sure the version is loaded (loading it on demand if allowed)."""
-        target = await self.target(owner, name, version)
+    async def ensure_ready(self, target: Target) -> None:
+        """Make sure a resolved version is loaded (loading it on demand if allowed)."""
         if self.host.is_ready(target.key):
-            return target
+            return
         if not self.load_on_demand and self.host.status(target.key) is None:
             raise Unavailable(
                 f"{target.key.ref} is not loaded (load it through the repository API)",
                 code="model_not_loaded",
             )
         await self.host.ensure_loaded(target.key, target.manifest, self.blobs)
-        return target
 
     # ---- inference
     async def infer(

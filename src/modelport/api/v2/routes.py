@@ -38,7 +38,7 @@ from modelport.api.access import (
 from modelport.api.auth import require_principal_async
 from modelport.api.deps import get_services
 from modelport.api.hygiene import check_inference_json
-from modelport.api.limiting import admitted
+from modelport.api.limiting import admit
 from modelport.api.metering import metered, record_inference
 from modelport.api.v2.codec import encode_infer_response, parse_infer_request
 from modelport.api.v2.compression import decode_content
@@ -170,62 +170,68 @@ async def model_ready(request: Request) -> Response:
 
 async def infer(request: Request) -> Response:
     """Authenticate and authorize, then rate limit, concurrency limit and budget
-    (``admitted``), then work: metered (``metered``: its cost reserved before, settled
+    (``admit``), then work: metered (``metered``: its cost reserved before, settled
     and its usage event written after). Other tenants may call only approved (or
-    deployed) versions."""
-    principal = await _authenticate(request)
-    owner, name, version = _model(request)
+    deployed) versions.
+
+    This is the hot path, answered through ``lane.InferenceLane``: one flat
+    coroutine, headers read once from the raw list, the version resolved once."""
+    services = get_services(request)
+    settings = services.settings
+    plane: DataPlane = request.app.state.dataplane
+    headers = dict(request.scope["headers"])  # names are lower-case bytes in ASGI
+    principal = await require_principal_async(request, _bearer(headers))
+    params = request.path_params
+    owner, name, version = params["owner"], params["name"], params.get("version")
     await require_model_async(request, principal, owner, name, Permission.MODEL_CALL)
-    resolved = await _dataplane(request).target(owner, name, version)
-    await require_callable_async(request, principal, owner, name, resolved.version)
-    async with admitted(request, principal, f"{owner}/{name}"):
-        return await _infer(request)
-
-
-async def _infer(request: Request) -> Response:
-    settings = get_services(request).settings
-    plane = _dataplane(request)
-    limit = settings.max_inference_request_bytes
-    headers = request.headers
+    target = await plane.target(owner, name, version)
+    await require_callable_async(request, principal, owner, name, target.version)
+    admission = await admit(request, principal, target.model)
     try:
-        body = await _body(request, limit)
-    except ClientDisconnect:
-        # The caller left mid-request: nobody will read an answer, and it is no error of ours.
-        return Response(status_code=499)
-    encoding = headers.get("content-encoding")
-    if encoding is not None:
-        unpacked = settings.max_decompressed_request_bytes or limit
-        body = decode_content(body, encoding, max_bytes=unpacked)
-    # Here rather than in the hygiene middleware: the inference lane skips it, and a
-    # compressed body can only be checked once decompressed.
-    check_inference_json(body, headers.get(INFERENCE_HEADER), settings.max_json_depth)
-    parsed = parse_infer_request(
-        body, headers.get(INFERENCE_HEADER), max_elements=settings.max_tensor_elements
-    )
-    parameters = parsed.parameters
-    timeout = timeout_seconds(
-        headers.get(TIMEOUT_HEADER), parameters, settings.runtime_infer_timeout_seconds
-    )
-    deadline = time.monotonic() + timeout
-    priority = priority_of(parameters)
-    target = await plane.ready_target(*_model(request))
-    manifest = target.manifest
-    try:
-        validate_request(parsed, manifest.inputs, manifest.outputs, max_input_bytes=limit)
-    except ModelportError:
-        target.observer.request_done("invalid", 0.0)
-        raise
-    inputs = parsed.arrays()
-    key = target.key
-    async with metered(request, key.model, key.version, key.manifest_digest, timeout) as call:
-        result = await plane.infer(
-            target,
-            inputs,
-            deadline=deadline,
-            priority=priority,
-            parameters=model_parameters(parameters),
+        limit = settings.max_inference_request_bytes
+        try:
+            body = await _body(request, limit)
+        except ClientDisconnect:
+            # The caller left mid-request: nobody will read an answer; no error of ours.
+            return Response(status_code=499)
+        header_length = _text(headers.get(_INFERENCE_HEADER))
+        encoding = headers.get(b"content-encoding")
+        if encoding is not None:
+            unpacked = settings.max_decompressed_request_bytes or limit
+            body = decode_content(body, encoding.decode("latin-1"), max_bytes=unpacked)
+        # Here rather than in the hygiene middleware: the inference lane skips it, and a
+        # compressed body can only be checked once decompressed.
+        check_inference_json(body, header_length, settings.max_json_depth)
+        parsed = parse_infer_request(body, header_length, max_elements=settings.max_tensor_elements)
+        parameters = parsed.parameters
+        timeout = timeout_seconds(
+            _text(headers.get(_TIMEOUT_HEADER)),
+            parameters,
+            settings.runtime_infer_timeout_seconds,
         )
-        record_inference(call, result.timings, inputs)
+        deadline = time.monotonic() + timeout
+        priority = priority_of(parameters)
+        await plane.ensure_ready(target)
+        manifest = target.manifest
+        try:
+            validate_request(parsed, manifest.inputs, manifest.outputs, max_input_bytes=limit)
+        except ModelportError:
+            target.observer.request_done("invalid", 0.0)
+            raise
+        inputs = parsed.arrays()
+        key = target.key
+        async with metered(request, key.model, key.version, key.manifest_digest, timeout) as call:
+            result = await plane.infer(
+                target,
+                inputs,
+                deadline=deadline,
+                priority=priority,
+                parameters=model_parameters(parameters),
+            )
+            record_inference(call, result.timings, inputs)
+    finally:
+        # Synchronous on purpose: it must run even when the request was cancelled.
+        admission.release()
     encoded = encode_infer_response(
         result.outputs,
         model_name=target.model,
@@ -234,9 +240,24 @@ async def _infer(request: Request) -> Response:
         requested=parsed.outputs,
         binary_data_output=parsed.binary_data_output,
     )
-    response_headers = dict(encoded.headers)
+    response_headers = encoded.headers
     response_headers["Server-Timing"] = _server_timing(result.timings)
     return Response(encoded.body, headers=response_headers)
+
+
+_INFERENCE_HEADER = INFERENCE_HEADER.lower().encode()
+_TIMEOUT_HEADER = TIMEOUT_HEADER.encode()
+
+
+def _text(value: bytes | None) -> str | None:
+    return None if value is None else value.decode("latin-1")
+
+
+def _bearer(headers: dict[bytes, bytes]) -> str | None:
+    scheme, _, token = headers.get(b"authorization", b"").decode("latin-1").partition(" ")
+    if scheme.lower() != "bearer":
+        return None
+    return token.strip() or None
 
 
 def _server_timing(timings: InferenceTimings) -> str:

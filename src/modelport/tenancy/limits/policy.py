@@ -34,9 +34,24 @@ class LimitPolicy:
         self._ttl = ttl_seconds
         self._clock = clock
         self._cache: dict[Scope, tuple[float, Limits | None]] = {}
+        self._plans: dict[Subject, tuple[float, list[RateItem], list[SlotItem]]] = {}
         self._lock = threading.Lock()
 
     # ---- the allowances of a call
+
+    def inference_items(self, subject: Subject) -> tuple[list[RateItem], list[SlotItem]]:
+        """``rate_items(subject, INFER)`` and ``slot_items(subject)``, remembered per
+        subject until the first of their rows goes stale: the hot path reads one dict."""
+        plan = self._plans.get(subject)
+        if plan is not None and plan[0] > self._clock():
+            return plan[1], plan[2]
+        rates, slots = self.rate_items(subject, INFER), self.slot_items(subject)
+        with self._lock:
+            expiry = [c[0] for s in _scopes(subject) if (c := self._cache.get(s)) is not None]
+            if len(self._plans) > 10_000:
+                self._plans.clear()  # bounded: subjects come and go
+            self._plans[subject] = (min(expiry, default=0.0), rates, slots)
+        return rates, slots
 
     def rate_items(self, subject: Subject, surface: str = INFER) -> list[RateItem]:
         """Requests-per-minute allowances; ``surface`` keeps /api and inference apart."""
@@ -105,18 +120,29 @@ class LimitPolicy:
     def is_warm(self, subject: Subject) -> bool:
         """True when every row ``subject`` needs is cached and fresh (no database read)."""
         now = self._clock()
-        scopes: list[Scope] = [(ScopeType.TENANT, subject.tenant)]
-        if subject.key:
-            scopes.append((ScopeType.KEY, subject.key))
-        if subject.model:
-            scopes.append((ScopeType.MODEL, subject.model))
+        plan = self._plans.get(subject)
+        if plan is not None and plan[0] > now:
+            return True
         with self._lock:
-            return all((c := self._cache.get(s)) is not None and c[0] > now for s in scopes)
+            return all(
+                (c := self._cache.get(s)) is not None and c[0] > now for s in _scopes(subject)
+            )
 
     def invalidate(self, scope: Scope | None = None) -> None:
         """Forget a cached row (after this process changed it) or all of them."""
         with self._lock:
+            self._plans.clear()
             if scope is None:
                 self._cache.clear()
             else:
                 self._cache.pop(scope, None)
+
+
+def _scopes(subject: Subject) -> list[Scope]:
+    """The rows a call by ``subject`` is limited by."""
+    scopes: list[Scope] = [(ScopeType.TENANT, subject.tenant)]
+    if subject.key:
+        scopes.append((ScopeType.KEY, subject.key))
+    if subject.model:
+        scopes.append((ScopeType.MODEL, subject.model))
+    return scopes

@@ -17,7 +17,7 @@ from collections.abc import Callable, Sequence
 from modelport.errors import InvalidInput, NotFound, Overloaded
 from modelport.tenancy.limits.budgets import BudgetGuard, BudgetRepository, DatabaseBudgetGuard
 from modelport.tenancy.limits.interface import ConcurrencyLimiter, Gate, RateLimiter
-from modelport.tenancy.limits.policy import API, INFER, LimitPolicy
+from modelport.tenancy.limits.policy import API, LimitPolicy
 from modelport.tenancy.limits.repository import LimitRepository
 from modelport.tenancy.limits.types import (
     UNLIMITED,
@@ -99,8 +99,7 @@ class LimitService:
         """Let one inference call in, or raise: ``RateLimited`` (429 ``rate_limited``),
         ``Overloaded`` (429 ``concurrency_limited``, at once), ``PaymentRequired``
         (402 ``budget_exceeded``). The caller must ``release`` what it gets."""
-        rate_items = self.policy.rate_items(subject, INFER)
-        slot_items = self.policy.slot_items(subject)
+        rate_items, slot_items = self.policy.inference_items(subject)
         if self.gate is not None and (rate_items or slot_items):
             decision, maybe_slot = self.gate.admit(rate_items, 1, slot_items)
             self._raise_if_refused(decision, "requests")
