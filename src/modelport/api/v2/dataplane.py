@@ -4,7 +4,8 @@ The routes only translate between HTTP and these calls. A model is addressed as
 ``owner/name`` with an optional version (a version string or an alias); without
 one, the registry's ``resolve(owner, name, None)`` picks the default. Registry
 answers are cached for ``resolve_ttl`` seconds so the hot path rarely touches the
-database: an alias moved to another version takes effect within that time.
+database: an alias moved to another version takes effect within that time (and
+the one refresh it takes).
 """
 
 from __future__ import annotations
@@ -65,20 +66,46 @@ class DataPlane:
         self.load_on_demand = load_on_demand
         self.resolve_ttl = resolve_ttl
         self._targets: dict[tuple[str, str, str | None], tuple[float, Target]] = {}
+        self._lookups: dict[tuple[str, str, str | None], asyncio.Future[Target]] = {}
 
     # ---- resolution
     async def target(self, owner: str, name: str, version: str | None) -> Target:
-        """The version ``owner/name`` [``version``] names (NotFound when there is none)."""
+        """The version ``owner/name`` [``version``] names (NotFound when there is none).
+
+        An answer older than ``resolve_ttl`` is still returned while one refresh runs
+        for every caller (a busy model would otherwise send each of its concurrent
+        callers to the database at every expiry); with no answer yet, callers share
+        one lookup."""
         cache_key = (owner, name, version)
         cached = self._targets.get(cache_key)
-        now = time.monotonic()
-        if cached is not None and cached[0] > now:
+        if cached is not None:
+            if cached[0] <= time.monotonic():
+                self._lookup(cache_key)
             return cached[1]
-        found = await asyncio.to_thread(self.registry.resolve, owner, name, version)
+        return await asyncio.shield(self._lookup(cache_key))
+
+    def _lookup(self, cache_key: tuple[str, str, str | None]) -> asyncio.Future[Target]:
+        loop = asyncio.get_running_loop()
+        pending = self._lookups.get(cache_key)
+        if pending is not None and pending.get_loop() is loop:
+            return pending
+        lookup = loop.create_task(self._resolve(cache_key))
+        lookup.add_done_callback(_retrieve)  # a refresh nobody awaits may fail quietly
+        self._lookups[cache_key] = lookup
+        return lookup
+
+    async def _resolve(self, cache_key: tuple[str, str, str | None]) -> Target:
+        try:
+            found = await asyncio.to_thread(self.registry.resolve, *cache_key)
+        except BaseException:
+            self._targets.pop(cache_key, None)  # gone or failing: the next call asks again
+            raise
+        finally:
+            self._lookups.pop(cache_key, None)
         target = self._target(found)
         if len(self._targets) > 4096:  # many distinct names: start over rather than grow
             self._targets.clear()
-        self._targets[cache_key] = (now + self.resolve_ttl, target)
+        self._targets[cache_key] = (time.monotonic() + self.resolve_ttl, target)
         return target
 
     def _target(self, found: ModelVersion) -> Target:
@@ -162,3 +189,8 @@ class DataPlane:
                 }
             )
         return rows
+
+
+def _retrieve(task: asyncio.Future[Target]) -> None:
+    if not task.cancelled():
+        task.exception()

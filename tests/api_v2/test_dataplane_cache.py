@@ -1,0 +1,82 @@
+"""The data plane's resolution cache: one lookup per model however many callers, and
+a stale answer served while one refresh runs."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from modelport.errors import NotFound
+
+
+def _counting(plane, monkeypatch) -> list[tuple]:  # type: ignore[no-untyped-def]
+    calls: list[tuple] = []
+    resolve = plane.registry.resolve
+
+    def counted(*args):  # type: ignore[no-untyped-def]
+        calls.append(args)
+        return resolve(*args)
+
+    monkeypatch.setattr(plane.registry, "resolve", counted)
+    return calls
+
+
+def test_concurrent_first_calls_share_one_lookup(v2, monkeypatch) -> None:
+    client, _, publisher = v2
+    publisher.adder()
+    plane = client.app.state.dataplane
+    calls = _counting(plane, monkeypatch)
+
+    async def many() -> set[str]:
+        targets = await asyncio.gather(*(plane.target("acme", "adder", None) for _ in range(50)))
+        return {t.version for t in targets}
+
+    assert asyncio.run(many()) == {"1"}
+    assert calls == [("acme", "adder", None)]
+
+
+def test_a_stale_answer_is_served_while_one_refresh_runs(v2, monkeypatch) -> None:
+    client, _, publisher = v2
+    publisher.adder()
+    publisher.adder(version="2")
+    plane = client.app.state.dataplane
+    alias = "/api/models/acme/adder/aliases/latest"
+    assert client.put(alias, json={"version": "1"}).status_code == 200
+
+    async def scenario() -> tuple[str, list[str], str]:
+        plane.resolve_ttl = 0.0  # every answer is stale at once
+        first = (await plane.target("acme", "adder", "latest")).version
+        await asyncio.sleep(0.2)
+        assert client.put(alias, json={"version": "2"}).status_code == 200
+        calls = _counting(plane, monkeypatch)
+        served = [(await plane.target("acme", "adder", "latest")).version for _ in range(20)]
+        await asyncio.sleep(0.5)  # the one refresh lands
+        assert len(calls) == 1
+        return first, served, (await plane.target("acme", "adder", "latest")).version
+
+    first, served, later = asyncio.run(scenario())
+    assert first == "1"
+    assert set(served) == {"1"}  # stale, while the refresh ran
+    assert later == "2"
+
+
+def test_a_version_that_disappears_is_not_served_from_cache(v2, monkeypatch) -> None:
+    client, _, publisher = v2
+    publisher.adder()
+    plane = client.app.state.dataplane
+
+    async def scenario() -> None:
+        plane.resolve_ttl = 0.0
+        await plane.target("acme", "adder", "1")
+
+        def gone(*args):  # type: ignore[no-untyped-def]
+            raise NotFound("no such version")
+
+        monkeypatch.setattr(plane.registry, "resolve", gone)
+        await plane.target("acme", "adder", "1")  # stale, starts the refresh
+        await asyncio.sleep(0.2)
+        with pytest.raises(NotFound):
+            await plane.target("acme", "adder", "1")
+
+    asyncio.run(scenario())
