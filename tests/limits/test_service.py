@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Iterator
 from datetime import UTC, datetime
 
@@ -234,3 +235,39 @@ def test_spending_starts_again_in_a_new_period(database: Database) -> None:
     guard.check("acme")  # December has spent nothing yet
     assert repository.add_spent("acme", 30).spent_micros == 30
     assert repository.get("acme").period == "2026-12"  # type: ignore[union-attr]
+
+
+def test_stale_rows_serve_calls_while_one_refresh_reads_them_again(
+    database: Database, tmp_path
+) -> None:
+    service = build_limits(Settings(home=tmp_path, limits_cache_ttl_seconds=0.2), database)
+    try:
+        service.admit(ACME).release()  # rows and budget cached: no limits
+        assert service.is_warm(ACME)
+        # Another gateway sets a limit: this process learns it only by reading again.
+        service.repository.put(
+            ScopeType.TENANT, "acme", tenant=None, rpm=1, concurrency=None, tpm=None, actor="t"
+        )
+        deadline = time.monotonic() + 5
+        while service.policy.staleness(ACME) <= 0:  # type: ignore[operator]
+            time.sleep(0.02)
+        assert service.is_warm(ACME)  # stale, but usable: the refresh runs in a thread
+        while service.policy.staleness(ACME) > 0 and time.monotonic() < deadline:  # type: ignore[operator]
+            time.sleep(0.02)
+        service.admit(ACME, stale_ok=True).release()
+        with pytest.raises(RateLimited):
+            service.admit(ACME, stale_ok=True)
+    finally:
+        service.close()
+
+
+def test_rows_far_past_their_time_are_read_again_before_a_call(
+    database: Database, tmp_path
+) -> None:
+    service = build_limits(Settings(home=tmp_path, limits_cache_ttl_seconds=0.01), database)
+    try:
+        service.admit(ACME).release()
+        time.sleep(0.2)  # more than STALE_LIMIT TTLs
+        assert not service.is_warm(ACME)
+    finally:
+        service.close()

@@ -56,7 +56,7 @@ async def admit(request: Request, principal: Principal, model: str) -> Admission
     subject = subject_of(principal, model)
     try:
         if limits.is_warm(subject):
-            admission = limits.admit(subject)
+            admission = limits.admit(subject, stale_ok=True)
         else:
             admission = await run_in_threadpool(limits.admit, subject)
     except RateLimited as exc:

@@ -188,8 +188,8 @@ class DatabaseBudgetGuard:
         self._alerted: set[tuple[str, str]] = set()
         self._lock = threading.Lock()
 
-    def check(self, tenant: str) -> None:
-        budget = self._budget(tenant)
+    def check(self, tenant: str, *, stale_ok: bool = False) -> None:
+        budget = self._budget(tenant, stale_ok=stale_ok)
         if budget is None:
             return
         period = period_of(self._now())
@@ -208,11 +208,23 @@ class DatabaseBudgetGuard:
             with self._lock:
                 self._alerted.add((tenant, period))
 
-    def is_warm(self, tenant: str) -> bool:
+    def staleness(self, tenant: str) -> float | None:
+        """Seconds since the cached budget of ``tenant`` went stale (negative while fresh),
+        or None when none is cached."""
+        cached = self._cache.get(tenant)
+        return None if cached is None else self._clock() - cached[0]
+
+    def refresh(self, tenant: str) -> None:
+        """Read the tenant's budget again. Blocking."""
+        budget = self._repository.get(tenant)
+        with self._lock:
+            self._cache[tenant] = (self._clock() + self._ttl, budget)
+
+    def is_warm(self, tenant: str, *, stale_ok: bool = False) -> bool:
         """True when ``check(tenant)`` needs no database access (cached, no alert due)."""
         with self._lock:
             cached = self._cache.get(tenant)
-        if cached is None or cached[0] <= self._clock():
+        if cached is None or (not stale_ok and cached[0] <= self._clock()):
             return False
         budget = cached[1]
         if budget is None or budget.soft_cap_micros is None:
@@ -220,16 +232,14 @@ class DatabaseBudgetGuard:
         period = period_of(self._now())
         return budget.spent_micros < budget.soft_cap_micros or (tenant, period) in self._alerted
 
-    def _budget(self, tenant: str) -> Budget | None:
+    def _budget(self, tenant: str, *, stale_ok: bool = False) -> Budget | None:
         now = self._clock()
         with self._lock:
             cached = self._cache.get(tenant)
-        if cached is not None and cached[0] > now:
+        if cached is not None and (stale_ok or cached[0] > now):
             return cached[1]
-        budget = self._repository.get(tenant)
-        with self._lock:
-            self._cache[tenant] = (self._clock() + self._ttl, budget)
-        return budget
+        self.refresh(tenant)
+        return self._cache[tenant][1]
 
     def invalidate(self, tenant: str | None = None) -> None:
         with self._lock:

@@ -39,12 +39,18 @@ class LimitPolicy:
 
     # ---- the allowances of a call
 
-    def inference_items(self, subject: Subject) -> tuple[list[RateItem], list[SlotItem]]:
+    def inference_items(
+        self, subject: Subject, *, stale_ok: bool = False
+    ) -> tuple[list[RateItem], list[SlotItem]]:
         """``rate_items(subject, INFER)`` and ``slot_items(subject)``, remembered per
-        subject until the first of their rows goes stale: the hot path reads one dict."""
+        subject until the first of their rows goes stale: the hot path reads one dict.
+        ``stale_ok``: a remembered answer past its time will do (a refresh is under way)."""
         plan = self._plans.get(subject)
-        if plan is not None and plan[0] > self._clock():
+        if plan is not None and (stale_ok or plan[0] > self._clock()):
             return plan[1], plan[2]
+        return self._plan(subject)
+
+    def _plan(self, subject: Subject) -> tuple[list[RateItem], list[SlotItem]]:
         rates, slots = self.rate_items(subject, INFER), self.slot_items(subject)
         with self._lock:
             expiry = [c[0] for s in _scopes(subject) if (c := self._cache.get(s)) is not None]
@@ -116,6 +122,23 @@ class LimitPolicy:
                     found[scope] = loaded.get(scope)
                     self._cache[scope] = (expires, found[scope])
         return found
+
+    def staleness(self, subject: Subject) -> float | None:
+        """Seconds since the remembered plan of ``subject`` went stale (negative while
+        fresh), or None when there is none."""
+        plan = self._plans.get(subject)
+        return None if plan is None else self._clock() - plan[0]
+
+    def refresh(self, subject: Subject) -> None:
+        """Read the rows of ``subject`` again and remember its plan anew (the old one
+        serves until then). Blocking."""
+        scopes = _scopes(subject)
+        loaded = self._repository.get_many(scopes)
+        expires = self._clock() + self._ttl
+        with self._lock:
+            for scope in scopes:
+                self._cache[scope] = (expires, loaded.get(scope))
+        self._plan(subject)
 
     def is_warm(self, subject: Subject) -> bool:
         """True when every row ``subject`` needs is cached and fresh (no database read)."""

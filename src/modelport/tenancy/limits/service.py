@@ -11,6 +11,7 @@ Typical use by a surface, after authentication::
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Callable, Sequence
 
@@ -31,6 +32,10 @@ from modelport.tenancy.limits.types import (
     ScopeType,
     Subject,
 )
+
+STALE_LIMIT = 10
+"""Cached rows past their TTL serve calls for at most this many TTLs while refreshing."""
+_log = logging.getLogger(__name__)
 
 
 class Admission:
@@ -84,22 +89,53 @@ class LimitService:
         self.gate = gate
         self.blocking = blocking
         self._closers = closers
+        self._stale_limit = STALE_LIMIT * cache_ttl_seconds
+        self._refreshing: set[Subject] = set()
+        self._refresh_lock = threading.Lock()
 
     def is_warm(self, subject: Subject) -> bool:
-        """True when ``admit(subject)`` will not wait on I/O (an in-process limiter and
-        fresh cached rows), so an event loop may call it directly."""
-        return (
-            not self.blocking
-            and self.guard is self._guard
-            and self.policy.is_warm(subject)
-            and self._guard.is_warm(subject.tenant)
-        )
+        """True when ``admit(subject, stale_ok=True)`` will not wait on I/O (an in-process
+        limiter and cached rows), so an event loop may call it directly.
 
-    def admit(self, subject: Subject) -> Admission:
+        Rows past their TTL still count, up to ``STALE_LIMIT`` TTLs, while one refresh
+        per subject runs in a thread: a busy subject would otherwise send all its
+        concurrent calls to the database at every expiry. A changed limit or budget
+        therefore reaches this process within the TTL and one refresh."""
+        if self.blocking or self.guard is not self._guard:
+            return False
+        rows = self.policy.staleness(subject)
+        budget = self._guard.staleness(subject.tenant)
+        if rows is None or budget is None:
+            return False
+        if max(rows, budget) > self._stale_limit:
+            return False
+        if rows > 0 or budget > 0:
+            self._refresh_soon(subject)
+        return self._guard.is_warm(subject.tenant, stale_ok=True)
+
+    def _refresh_soon(self, subject: Subject) -> None:
+        with self._refresh_lock:
+            if subject in self._refreshing:
+                return
+            self._refreshing.add(subject)
+        threading.Thread(target=self._refresh, args=(subject,), daemon=True).start()
+
+    def _refresh(self, subject: Subject) -> None:
+        try:
+            self.policy.refresh(subject)
+            self._guard.refresh(subject.tenant)
+        except Exception:  # the next call past the stale limit reads them itself
+            _log.exception("refreshing the limits of %s failed", subject)
+        finally:
+            with self._refresh_lock:
+                self._refreshing.discard(subject)
+
+    def admit(self, subject: Subject, *, stale_ok: bool = False) -> Admission:
         """Let one inference call in, or raise: ``RateLimited`` (429 ``rate_limited``),
         ``Overloaded`` (429 ``concurrency_limited``, at once), ``PaymentRequired``
-        (402 ``budget_exceeded``). The caller must ``release`` what it gets."""
-        rate_items, slot_items = self.policy.inference_items(subject)
+        (402 ``budget_exceeded``). The caller must ``release`` what it gets.
+        ``stale_ok``: cached rows past their TTL will do (see ``is_warm``)."""
+        rate_items, slot_items = self.policy.inference_items(subject, stale_ok=stale_ok)
         if self.gate is not None and (rate_items or slot_items):
             decision, maybe_slot = self.gate.admit(rate_items, 1, slot_items)
             self._raise_if_refused(decision, "requests")
@@ -119,7 +155,10 @@ class LimitService:
             )
         admission = Admission(decision, slot.lease, self.slots)
         try:
-            self.guard.check(subject.tenant)
+            if stale_ok and self.guard is self._guard:
+                self._guard.check(subject.tenant, stale_ok=True)
+            else:
+                self.guard.check(subject.tenant)
         except BaseException:
             admission.release()
             raise
