@@ -12,6 +12,9 @@ stream in the distributed shape):
 A drainer that dies between 2 and 3 leaves its rows claimed; the claim lapses and
 another drainer delivers them again. The ledger deduplicates by ``event_id``, so a
 redelivery never bills twice.
+
+Events may come as ``UsageEvent``s or already encoded (``EncodedEvent``: the usage
+journal holds each event's document as JSON and hands it over as it is).
 """
 
 from __future__ import annotations
@@ -21,16 +24,33 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Protocol
 
-from sqlalchemy import delete, func, or_, select, update
+from sqlalchemy import bindparam, delete, func, or_, select, text, update
 from sqlalchemy.orm import Session
 
 from modelport.metering.events import event_from_doc, event_to_doc
 from modelport.metering.types import IngestResult, UsageEvent
 from modelport.store import Database
-from modelport.store.base import utcnow
+from modelport.store.base import UTCDateTime, utcnow
 from modelport.store.tables import UsageOutboxRow
 
 _INSERT = UsageOutboxRow.__table__.insert()
+_INSERT_ENCODED = {
+    dialect: text(
+        "INSERT INTO usage_outbox (event_id, payload, created_at, attempts) "
+        f"VALUES (:event_id, {payload}, :created_at, 0)"
+    ).bindparams(bindparam("created_at", type_=UTCDateTime()))
+    for dialect, payload in (("sqlite", ":payload"), ("postgresql", "CAST(:payload AS JSON)"))
+}
+
+
+@dataclass(frozen=True, slots=True)
+class EncodedEvent:
+    """A usage event as its outbox payload: the JSON text of its document
+    (``event_to_doc``), with what settling reads of it."""
+
+    event_id: str
+    amount_micros: int
+    payload: str
 
 
 class UsageSink(Protocol):
@@ -62,16 +82,26 @@ class Outbox:
         self._lease = timedelta(seconds=lease_seconds)
         self._now = now
 
-    def add(self, session: Session, events: Sequence[UsageEvent]) -> None:
+    def add(self, session: Session, events: Sequence[UsageEvent | EncodedEvent]) -> None:
         """Write events in the caller's transaction (committed with it)."""
         if not events:
             return
         now = self._now()
+        connection = session.connection()
         rows = [
             {"event_id": e.event_id, "payload": event_to_doc(e), "created_at": now, "attempts": 0}
             for e in events
+            if isinstance(e, UsageEvent)
         ]
-        session.connection().execute(_INSERT, rows)
+        if rows:
+            connection.execute(_INSERT, rows)
+        if len(rows) < len(events):
+            encoded = [
+                {"event_id": e.event_id, "payload": e.payload, "created_at": now}
+                for e in events
+                if isinstance(e, EncodedEvent)
+            ]
+            connection.execute(_INSERT_ENCODED[self._db.dialect], encoded)
 
     def put(self, events: Sequence[UsageEvent]) -> None:
         """Write events in a transaction of their own."""
