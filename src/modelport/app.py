@@ -189,7 +189,8 @@ def build_limits(settings: Settings, database: Database) -> LimitService:
 def build_metering(
     settings: Settings, database: Database, registry: RegistryService
 ) -> MeteringService:
-    """Metering, its outbox delivered in process, or through a Redis stream when set."""
+    """Metering, its outbox delivered in process, or through a Redis stream when set;
+    settlements made durable in the usage journal or the database (``uses_usage_journal``)."""
     import socket
     import uuid
 
@@ -218,6 +219,15 @@ def build_metering(
     ledger = Ledger(database)
     outbox = Outbox(database, lease_seconds=lease)
     reservations = Reservations(database, outbox)
+    journal = None
+    if settings.uses_usage_journal:
+        from modelport.metering.journal import UsageJournal
+
+        journal = UsageJournal(
+            settings.resolved_metering_journal_dir,
+            reservations,
+            interval_seconds=settings.metering_journal_interval_seconds,
+        )
     sink: UsageSink = LedgerSink(ledger)
     consumer = None
     closers = []
@@ -246,10 +256,14 @@ def build_metering(
         balances=BalanceRepository(database),
         reservations=reservations,
         meter=InferenceMeter(
-            prices, reservations, grace_seconds=settings.metering_reservation_grace_seconds
+            prices,
+            reservations,
+            grace_seconds=settings.metering_reservation_grace_seconds,
+            journal=journal,
         ),
         sink=sink,
         consumer=consumer,
+        journal=journal,
         digest_of=digest_of,
         drain_interval_seconds=settings.metering_drain_interval_seconds,
         sweep_interval_seconds=settings.metering_sweep_interval_seconds,

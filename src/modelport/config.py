@@ -7,6 +7,7 @@ the values it needs from ``modelport.app``.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Literal
 
 import platformdirs
 from pydantic import Field, field_validator
@@ -153,6 +154,20 @@ class Settings(BaseSettings):
     """With Redis: the stream usage events travel through to the ledger (consumer group
     ``ledger``)."""
 
+    metering_durability: Literal["auto", "journal", "database"] = "auto"
+    """Where a call's settlement is made durable before its answer: ``journal``, a file of
+    this process's own (one write, applied to the database moments later; survives a
+    crash of the process, not a power loss before its next fsync, like SQLite's own
+    commits); ``database``, a committed transaction (group commit); ``auto``: the
+    journal on SQLite, the database on PostgreSQL (where local disk may not outlive the
+    process's machine)."""
+
+    metering_journal_dir: Path | None = None
+    """Folder of the usage journals; default ``home/journal``."""
+
+    metering_journal_interval_seconds: float = Field(default=0.02, gt=0)
+    """How often the usage journal is applied to the database."""
+
     # ---- endpoints and deployments
     serving_rollback_window_seconds: float = Field(default=3600.0, ge=0)
     """How long a replaced deployment stays warm, ready to be restored by a rollback."""
@@ -229,6 +244,17 @@ class Settings(BaseSettings):
     @property
     def should_auto_migrate(self) -> bool:
         return self.is_embedded_database if self.auto_migrate is None else self.auto_migrate
+
+    @property
+    def uses_usage_journal(self) -> bool:
+        """Whether settlements are made durable in the usage journal."""
+        if self.metering_durability == "auto":
+            return self.is_embedded_database
+        return self.metering_durability == "journal"
+
+    @property
+    def resolved_metering_journal_dir(self) -> Path:
+        return self.metering_journal_dir or self.home / "journal"
 
     @property
     def resolved_signing_key_path(self) -> Path:

@@ -21,7 +21,10 @@ def test_an_inference_is_metered_with_its_artifact_and_price(platform: Platform)
     response = platform.infer(headers={"X-Request-Id": "req-42"})
     assert response.status_code == 200, response.text
     assert response.json()["outputs"][0]["data"] == [2, 3, 4, 5]
-    # Settled before the response: the balance is debited and the event is durable.
+    # Durable before the response (in the usage journal on SQLite, committed on
+    # PostgreSQL); once applied, the balance is debited.
+    if metering.journal is not None:
+        assert metering.journal.flush()
     balance = metering.balances.get(TENANT, "beta")
     assert balance.balance_micros == 7_500 and balance.reserved_micros == 0
     [entry] = platform.entries()

@@ -12,6 +12,9 @@ and at concurrency 1 a call waits for nothing but its own commit.
 If a batch fails, its calls are committed one by one, so one bad call fails
 only its own request. The thread starts on the first settlement and stops after
 ``idle_seconds`` without work (and starts again when needed).
+
+This is the ``database`` durability of metering (the default on PostgreSQL); with a
+usage journal (``.journal``) the request path does not wait for a commit at all.
 """
 
 from __future__ import annotations

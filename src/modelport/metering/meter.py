@@ -7,11 +7,14 @@ A surface wraps the backend call::
         call.record(compute_seconds=...)
 
 Entering prices the call at its start (the version's rules effective then) and
-reserves its upper-bound cost; leaving settles by what was done and writes the
-usage events to the outbox, before the surface answers. A call that succeeded
-settles through the ``SettlementCommitter``: one transaction for all the calls
-that settled meanwhile, each call answered only once its own is committed. How the block ends sets
-the status:
+reserves its upper-bound cost; leaving settles by what was done, durably, before
+the surface answers. With a ``UsageJournal`` (the embedded default) the settlement
+is appended to this process's journal file, synchronously and without touching the
+database; the journal's applier settles it in the database moments later. Without
+one, a call that succeeded settles through the ``SettlementCommitter`` (one
+transaction for all the calls that settled meanwhile, each call answered only once
+its own is committed), and a call that raised in a transaction of its own. How the
+block ends sets the status:
 
 - normally: ``succeeded``;
 - ``DeadlineExceeded``: ``timeout``; any other error: ``failed`` (both charged by the
@@ -44,6 +47,7 @@ from modelport.errors import ModelportError
 from modelport.ids import unique_id
 from modelport.metering.commit import SettlementCommitter
 from modelport.metering.events import priced_event
+from modelport.metering.journal import UsageJournal
 from modelport.metering.prices import PriceBook
 from modelport.metering.reservations import Reservations
 from modelport.metering.types import (
@@ -165,12 +169,15 @@ class InferenceMeter:
         grace_seconds: float = 60.0,
         now: Callable[[], datetime] = utcnow,
         committer: SettlementCommitter | None = None,
+        journal: UsageJournal | None = None,
     ) -> None:
         self.prices = prices
         self.reservations = reservations
         self.grace_seconds = grace_seconds
         self._now = now
         self.committer = committer or SettlementCommitter(reservations)
+        self.journal = journal
+        """Where settlements become durable; None: straight into the database."""
 
     def begin(self, call: CallInfo) -> MeteredCall:
         """Price the call and hold its upper-bound cost (``PaymentRequired`` if it does not
@@ -202,9 +209,13 @@ class InferenceMeter:
         return metered.events(status, prices, self._now())
 
     def finish(self, metered: MeteredCall, status: UsageStatus) -> list[UsageEvent]:
-        """Settle the call and write its events to the outbox. Blocking."""
+        """Settle the call: into the journal, or (without one) the database, events into
+        the outbox. Blocking without a journal."""
         events = self.settlement(metered, status)
-        self.reservations.settle(metered.reservation, events)
+        if self.journal is not None:
+            self.journal.append(metered.reservation, events)
+        else:
+            self.reservations.settle(metered.reservation, events)
         return events
 
     def abandon(self, metered: MeteredCall) -> None:
@@ -221,15 +232,32 @@ class InferenceMeter:
         try:
             yield metered
         except BaseException as exc:
-            await _shielded(self._ended_by, metered, exc)
+            if self.journal is not None and self._ends_without_io(metered, exc):
+                try:  # an append: no thread, no await (a cancelled task cannot skip it)
+                    self._ended_by(metered, exc)
+                except Exception:
+                    _log.exception("settling a metered call failed")
+            else:
+                await _shielded(self._ended_by, metered, exc)
             raise
-        # Committed (with the settlements of concurrent calls) before the caller
-        # answers; the commit stands even if this task is cancelled meanwhile.
         if metered.ran is not None and not self.prices.is_cached(*metered.ran[:2]):
             events = await asyncio.to_thread(self.settlement, metered, UsageStatus.SUCCEEDED)
         else:
             events = self.settlement(metered, UsageStatus.SUCCEEDED)
-        await self.committer.settle(metered.reservation, events)
+        if self.journal is not None:
+            # Durable in the journal before the caller answers; applied moments later.
+            self.journal.append(metered.reservation, events)
+        else:
+            # Committed (with the settlements of concurrent calls) before the caller
+            # answers; the commit stands even if this task is cancelled meanwhile.
+            await self.committer.settle(metered.reservation, events)
+
+    def _ends_without_io(self, metered: MeteredCall, exc: BaseException) -> bool:
+        """True when settling a block that raised ``exc`` needs no database: it is not
+        given back whole (a release), and the prices of the version that ran are known."""
+        if isinstance(exc, ModelportError) and exc.kind in _NOT_RUN:
+            return False
+        return metered.ran is None or self.prices.is_cached(*metered.ran[:2])
 
     def _ended_by(self, metered: MeteredCall, exc: BaseException) -> None:
         if isinstance(exc, ModelportError) and exc.kind in _NOT_RUN:

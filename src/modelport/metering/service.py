@@ -4,6 +4,9 @@ and the delivery of usage events from the outbox to the ledger.
 Embedded, the outbox drains straight into the ledger in this process. With Redis
 (the distributed shape) it drains into a Redis stream, and every serving process
 also runs a ledger consumer of the stream's consumer group (see ``.stream``).
+
+With a usage journal (``.journal``), settlements reach the database (and the outbox)
+through it: its applier runs with the other background loops.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from typing import Any
 from modelport.metering.background import BackgroundLoop
 from modelport.metering.balances import BalanceRepository
 from modelport.metering.ingest import DigestOf, parse_batch
+from modelport.metering.journal import UsageJournal
 from modelport.metering.ledger import Ledger
 from modelport.metering.meter import InferenceMeter
 from modelport.metering.outbox import Outbox, UsageSink
@@ -42,6 +46,7 @@ class MeteringService:
         sink: UsageSink,
         digest_of: DigestOf,
         consumer: RedisLedgerConsumer | None = None,
+        journal: UsageJournal | None = None,
         drain_interval_seconds: float = 0.25,
         sweep_interval_seconds: float = 30.0,
         now: Callable[[], datetime] = utcnow,
@@ -55,6 +60,7 @@ class MeteringService:
         self.meter = meter
         self.sink = sink
         self.consumer = consumer
+        self.journal = journal
         self._digest_of = digest_of
         self._now = now
         self._closers = closers
@@ -77,12 +83,19 @@ class MeteringService:
         """Deliver every outbox event to the sink; how many."""
         return self.outbox.drain(self.sink)
 
+    @property
+    def pending_settlements(self) -> int:
+        """Settlements durable in the journal and not yet applied to the database."""
+        return self.journal.pending if self.journal is not None else 0
+
     def deliver(self, timeout: float = 10.0) -> int:
-        """Bring every pending event into the ledger now (tests, shutdown): drain the
-        outbox and, with a stream, consume it until it is empty. Rows a background
-        drainer holds are waited for, up to ``timeout`` seconds. How many this call
-        delivered."""
+        """Bring every pending event into the ledger now (tests, shutdown): apply the
+        journal, drain the outbox and, with a stream, consume it until it is empty. Rows
+        a background drainer holds are waited for, up to ``timeout`` seconds. How many
+        events this call delivered."""
         deadline = time.monotonic() + timeout
+        if self.journal is not None:
+            self.journal.flush(timeout)
         total = 0
         while True:
             total += self.drain_outbox()
@@ -105,20 +118,30 @@ class MeteringService:
         with self._lock:
             self._running += 1
             if self._running == 1:
+                if self.journal is not None:
+                    self.journal.start()
                 for loop in self._loops:
                     loop.start()
 
     def stop(self) -> None:
+        """Stop the background loops once the last ``start`` is matched; what the journal
+        holds is applied first."""
         with self._lock:
             self._running = max(0, self._running - 1)
             if self._running:
                 return
+        if self.journal is not None:
+            self.journal.stop()
+            self.journal.flush()
         for loop in self._loops:
             loop.stop()
 
     def close(self) -> None:
+        """Stop everything, apply and close the journal, and close the clients."""
         with self._lock:
             self._running = 0
+        if self.journal is not None:
+            self.journal.close()
         for loop in self._loops:
             loop.stop()
         for close in self._closers:
