@@ -17,6 +17,7 @@ from pathlib import Path
 import orjson
 import pytest
 
+from modelport.metering import journal as journal_module
 from modelport.metering.journal import REJECTED, UsageJournal
 from modelport.metering.meter import InferenceMeter
 from modelport.metering.outbox import Outbox
@@ -118,6 +119,37 @@ def test_a_metered_call_is_appended_then_applied_and_the_file_emptied(
     assert len(lines(journal.path)) == 1
     assert journal.flush() and journal.path.stat().st_size == 0
     assert balance(priced) == (98 * PRICE, 0)
+
+
+@pytest.mark.parametrize("writer", ["write_line", "os.write"])
+def test_each_append_is_one_whole_line(
+    priced: Metering, journal: UsageJournal, writer: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The GIL-holding ``write(2)`` and ``os.write`` (its fallback) write alike."""
+    if writer == "os.write":
+        monkeypatch.setattr(journal_module, "write_line", os.write)
+    calls = [settlement(priced, n) for n in range(3)]
+    for held, events in calls:
+        journal.append(held, events)
+    written = lines(journal.path)
+    assert [orjson.loads(line)["r"]["id"] for line in written] == [r.id for r, _ in calls]
+    assert journal.flush()
+    assert balance(priced) == (97 * PRICE, 0)
+
+
+def test_a_failed_write_leaves_no_torn_line(
+    priced: Metering, journal: UsageJournal, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    journal.append(*settlement(priced, 0))
+    # The disk fills up halfway through the next line.
+    monkeypatch.setattr(journal_module, "write_line", lambda fd, data: os.write(fd, data[:100]))
+    with pytest.raises(OSError):
+        journal.append(*settlement(priced, 1))
+    monkeypatch.undo()
+    journal.append(*settlement(priced, 2))
+    assert len(lines(journal.path)) == 2
+    assert journal.flush() and journal.rejected == 0
+    assert balance(priced) == (98 * PRICE, PRICE)  # the call whose write failed holds on
 
 
 def test_a_failed_call_is_appended_without_a_thread(

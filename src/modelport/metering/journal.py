@@ -4,7 +4,7 @@ Committing each settlement to the database before answering costs a commit wait 
 call (and, under load, the committer's database work competes with the event loop
 for the GIL). With a journal, the request path instead appends the settlement (its
 reservation and usage events) as one JSON line to a file of this process's own, in
-one ``os.write``: a few microseconds, no fsync, no database, no thread hand-off. A
+one ``write(2)``: a few microseconds, no fsync, no database, no thread hand-off. A
 write the kernel took survives the process (a crash, ``kill -9``); it does not
 survive a power loss before the next fsync, which is what SQLite's
 ``synchronous=NORMAL`` promises for its own commits too.
@@ -45,7 +45,7 @@ import os
 import secrets
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -74,6 +74,41 @@ _STALE_NEW = 60.0
 """A ``.new`` file nobody locks and older than this was left by a crash: removed."""
 _BACKOFF = 1.0
 """Longest wait between tries while the database is unreachable."""
+
+
+def _gil_held_write() -> Callable[[int, bytes], int] | None:
+    """The C library's ``write(2)``, called without letting go of the GIL (``ctypes.PyDLL``).
+
+    ``os.write`` releases the GIL around the system call. On the busy event loop
+    that hands the GIL to whichever thread waits for it (the applier, executor
+    callbacks), and the loop then waits to get it back: measured on two cores at 64
+    concurrent calls, about 40 µs of loop time per call, for a write of a few µs. A
+    write of one line to the page cache does not block for long, so holding the GIL
+    through it is the cheaper choice. None where the C library cannot be reached
+    this way (``os.write`` is used then)."""
+    try:
+        import ctypes
+
+        libc_write = ctypes.PyDLL(None, use_errno=True).write
+    except (ImportError, OSError, AttributeError):
+        return None
+    libc_write.argtypes = (ctypes.c_int, ctypes.c_char_p, ctypes.c_size_t)
+    libc_write.restype = ctypes.c_ssize_t
+
+    def write(fd: int, data: bytes) -> int:
+        while True:
+            written = int(libc_write(fd, data, len(data)))
+            if written >= 0:
+                return written
+            code = ctypes.get_errno()
+            if code != errno.EINTR:
+                raise OSError(code, os.strerror(code))
+
+    return write
+
+
+write_line: Callable[[int, bytes], int] = _gil_held_write() or os.write
+"""How ``append`` writes its line: one ``write(2)``."""
 
 Settlement = tuple[Reservation | None, Sequence[UsageEvent | EncodedEvent]]
 _EVENT_FIELDS = frozenset(
@@ -203,13 +238,14 @@ class UsageJournal:
 
     def append(self, reservation: Reservation | None, events: Sequence[UsageEvent]) -> None:
         """Make one settlement durable (against a crash of this process): one line, one
-        ``os.write``. Cheap and non-blocking enough for the event loop; thread-safe.
-        Raises ``OSError`` when the write fails (nothing of it is left in the file)."""
+        ``write(2)`` (``write_line``). Cheap and non-blocking enough for the event loop;
+        thread-safe. Raises ``OSError`` when the write fails (nothing of it is left in
+        the file)."""
         line = encode(reservation, events)
         with self._write_lock:
             fd = self._fd if self._fd is not None else self._open()
             try:
-                written = os.write(fd, line)
+                written = write_line(fd, line)
                 if written != len(line):
                     raise OSError(errno.ENOSPC, f"short write to {self.path}")
             except OSError:
