@@ -71,7 +71,8 @@ class Settings(BaseSettings):
     """Device (accelerator) memory budget; default not limited."""
 
     runtime_intra_op_threads: int = Field(default=0, ge=0)
-    """Threads one model execution may use (onnxruntime); 0 lets the runtime decide."""
+    """Threads one model execution may use (onnxruntime); 0: one fewer than the CPUs the
+    process may use, at least one (the event loop keeps a core)."""
 
     runtime_graph_optimization: str = Field(default="all", pattern="^(disable|basic|extended|all)$")
     """onnxruntime graph optimisation level: disable, basic, extended or all."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +28,12 @@ class OnnxModel:
 
     def unload(self) -> None:
         del self.session
+
+
+def default_intra_op_threads() -> int:
+    """One fewer than the CPUs this process may run on, at least one: the event loop,
+    which parses, validates and answers every request, keeps a core of its own."""
+    return max(1, len(os.sched_getaffinity(0)) - 1)
 
 
 class OnnxFormat:
@@ -74,7 +81,7 @@ class OnnxFormat:
 
     def load(self, files: dict[str, Path], manifest: Manifest) -> OnnxModel:
         opts = ort.SessionOptions()
-        opts.intra_op_num_threads = self.intra_op_threads
+        opts.intra_op_num_threads = self.intra_op_threads or default_intra_op_threads()
         opts.inter_op_num_threads = self.inter_op_threads
         # Idle pool threads sleep instead of spinning: a spinning pool takes the CPU the
         # event loop (and the next batch's caller) needs between runs.
