@@ -219,15 +219,6 @@ def build_metering(
     ledger = Ledger(database)
     outbox = Outbox(database, lease_seconds=lease)
     reservations = Reservations(database, outbox)
-    journal = None
-    if settings.uses_usage_journal:
-        from modelport.metering.journal import UsageJournal
-
-        journal = UsageJournal(
-            settings.resolved_metering_journal_dir,
-            reservations,
-            interval_seconds=settings.metering_journal_interval_seconds,
-        )
     sink: UsageSink = LedgerSink(ledger)
     consumer = None
     closers = []
@@ -249,6 +240,16 @@ def build_metering(
             claim_idle_ms=int(lease * 1000),
         )
         closers.append(client.close)
+    journal = None
+    if settings.uses_usage_journal:
+        from modelport.metering.journal import UsageJournal
+
+        journal = UsageJournal(
+            settings.resolved_metering_journal_dir,
+            reservations,
+            sink=sink,  # the journal is the events' outbox: no outbox table in between
+            interval_seconds=settings.metering_journal_interval_seconds,
+        )
     return MeteringService(
         prices=prices,
         ledger=ledger,

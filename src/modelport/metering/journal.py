@@ -15,7 +15,9 @@ An applier thread then, every ``interval`` seconds:
    a torn write of a crash, belongs to a call that was never answered);
 2. fsyncs the file once;
 3. settles them in groups of up to ``max_batch`` with ``Reservations.settle_many`` (one
-   transaction a group: reservations, money levels, events into the outbox);
+   transaction a group: reservations and money levels) and hands their events to the
+   sink (the ledger, or the Redis stream): the journal is their outbox already.
+   Without a sink, the events go into the outbox table in the settling transaction;
 4. when everything written has been applied, truncates the file to nothing.
 
 There is no checkpoint: after a crash the whole file is applied again, which
@@ -53,8 +55,8 @@ import orjson
 from sqlalchemy import exc as sa_exc
 
 from modelport.metering.background import BackgroundLoop
-from modelport.metering.events import event_to_doc
-from modelport.metering.outbox import EncodedEvent
+from modelport.metering.events import event_from_doc, event_to_doc
+from modelport.metering.outbox import EncodedEvent, UsageSink
 from modelport.metering.reservations import (
     Reservations,
     reservation_from_doc,
@@ -162,7 +164,7 @@ def _encoded(doc: dict[str, Any]) -> EncodedEvent:
     event_id, amount = doc["event_id"], doc["amount_micros"]
     if not isinstance(event_id, str) or not event_id or type(amount) is not int:
         raise ValueError("a usage event needs an event_id and an integer amount_micros")
-    return EncodedEvent(event_id, amount, orjson.dumps(doc).decode())
+    return EncodedEvent(event_id, amount, doc)
 
 
 def transient(exc: BaseException) -> bool:
@@ -202,12 +204,14 @@ class UsageJournal:
         directory: Path,
         reservations: Reservations,
         *,
+        sink: UsageSink | None = None,
         interval_seconds: float = 0.02,
         max_batch: int = 512,
         recover_seconds: float = 5.0,
     ) -> None:
         self.directory = Path(directory)
         self._reservations = reservations
+        self._sink = sink
         self._max_batch = max_batch
         self._recover_seconds = recover_seconds
         self._new_writer()
@@ -383,7 +387,7 @@ class UsageJournal:
         start, are settled or rejected (fewer than all: the database is unreachable)."""
         good = [r for r in group if r.error is None]
         try:
-            self._reservations.settle_many([r.settlement for r in good])  # type: ignore[misc]
+            self._commit([r.settlement for r in good])  # type: ignore[misc]
         except Exception as exc:
             if transient(exc):
                 return self._unreachable(group, exc)
@@ -399,6 +403,23 @@ class UsageJournal:
             done += 1
         return done
 
+    def _commit(self, settlements: list[Settlement]) -> None:
+        """Settle, then hand the events to the sink (straight to the ledger or stream: the
+        journal is their outbox already), or without a sink write them to the outbox in
+        the settling transaction. A failure keeps the records; applying them again
+        settles nothing twice, and the ledger keeps each event once."""
+        if self._sink is None:
+            self._reservations.settle_many(settlements)
+            return
+        self._reservations.settle_many(settlements, outbox=False)
+        events = [
+            event_from_doc(e.doc) if isinstance(e, EncodedEvent) else e
+            for _, encoded in settlements
+            for e in encoded
+        ]
+        if events:
+            self._sink.deliver(events)
+
     def _one_by_one(self, records: list[_Record]) -> None:
         """Settle each record alone; mark those that fail (``error``). A record failing
         alone is only rejected (see ``_settle``) when the database takes writes (another
@@ -407,7 +428,7 @@ class UsageJournal:
         settled = False
         for index, record in enumerate(records):
             try:
-                self._reservations.settle_many([record.settlement])  # type: ignore[list-item]
+                self._commit([record.settlement])  # type: ignore[list-item]
             except Exception as exc:
                 record.error = exc
                 if transient(exc):  # the database went away: keep the rest untried

@@ -22,8 +22,9 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Protocol
+from typing import Any, Protocol
 
+import orjson
 from sqlalchemy import bindparam, delete, func, or_, select, text, update
 from sqlalchemy.orm import Session
 
@@ -45,12 +46,16 @@ _INSERT_ENCODED = {
 
 @dataclass(frozen=True, slots=True)
 class EncodedEvent:
-    """A usage event as its outbox payload: the JSON text of its document
-    (``event_to_doc``), with what settling reads of it."""
+    """A usage event as its document (``event_to_doc``), with what settling reads of it;
+    ``payload`` is the document's JSON text, for the outbox."""
 
     event_id: str
     amount_micros: int
-    payload: str
+    doc: dict[str, Any]
+
+    @property
+    def payload(self) -> str:
+        return orjson.dumps(self.doc).decode()
 
 
 class UsageSink(Protocol):

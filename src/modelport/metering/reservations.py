@@ -182,12 +182,18 @@ class Reservations:
         self.settle_many([(reservation, events)])
 
     def settle_many(
-        self, calls: Sequence[tuple[Reservation | None, Sequence[UsageEvent | EncodedEvent]]]
+        self,
+        calls: Sequence[tuple[Reservation | None, Sequence[UsageEvent | EncodedEvent]]],
+        *,
+        outbox: bool = True,
     ) -> None:
         """``settle`` for several calls in one transaction (group commit): all of them
         are durable when it returns, or none is. Each level is updated once, by the
         sum of what the calls give back and cost, in lock order (tenant, then the
-        levels' own order), so concurrent batches and holds cannot deadlock."""
+        levels' own order), so concurrent batches and holds cannot deadlock.
+        ``outbox=False``: the caller delivers the events itself (the usage journal)."""
+        if not outbox and all(reservation is None for reservation, _ in calls):
+            return  # nothing held, nothing to write: no transaction
         now = self._now()
         # level -> [sort key, held, actual]
         levels: dict[str, list[Any]] = {}
@@ -210,7 +216,8 @@ class Reservations:
                     entry[2] += actual
             for level, (_, held, actual) in sorted(levels.items(), key=lambda item: item[1][0]):
                 settle_level(session, level, held, actual, now)
-            self._outbox.add(session, [e for _, events in calls for e in events])
+            if outbox:
+                self._outbox.add(session, [e for _, events in calls for e in events])
 
     def _unsettled(
         self, session: Session, reservation: Reservation, params: dict[str, Any]
