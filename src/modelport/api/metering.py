@@ -32,18 +32,32 @@ def metered(
     endpoint: str | None = None,
 ) -> AbstractAsyncContextManager[MeteredCall]:
     """Reserve before the block (402 ``budget_exceeded``), settle after it."""
-    principal = request.state.principal
-    call = CallInfo(
+    call = call_info(request, model, version, manifest_digest, timeout_seconds, endpoint=endpoint)
+    return get_services(request).metering.meter.metered(call)
+
+
+def call_info(
+    request: Request,
+    model: str,
+    version: str,
+    manifest_digest: str,
+    timeout_seconds: float,
+    *,
+    endpoint: str | None = None,
+) -> CallInfo:
+    """What the meter needs to know of this call (``InferenceMeter.open``)."""
+    state = request.scope["state"]
+    principal = state["principal"]
+    return CallInfo(
         tenant=principal.tenant or principal.id,
         key_id=principal.key_id,
         model=model,
         version=version,
         manifest_digest=manifest_digest,
         endpoint=endpoint,
-        request_id=getattr(request.state, "request_id", ""),
+        request_id=state.get("request_id", ""),
         timeout_seconds=timeout_seconds,
     )
-    return get_services(request).metering.meter.metered(call)
 
 
 def record_inference(

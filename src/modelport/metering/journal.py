@@ -142,10 +142,12 @@ _EVENT_FIELDS = frozenset(
 
 def encode(reservation: Reservation | None, events: Sequence[UsageEvent]) -> bytes:
     """One settlement as one journal line (ends with a newline)."""
-    doc = {
-        "r": None if reservation is None else reservation_to_doc(reservation),
-        "e": [event_to_doc(e) for e in events],
-    }
+    return encode_docs(reservation, [event_to_doc(e) for e in events])
+
+
+def encode_docs(reservation: Reservation | None, docs: Sequence[dict[str, Any]]) -> bytes:
+    """``encode`` for events already as their documents (``event_to_doc``)."""
+    doc = {"r": None if reservation is None else reservation_to_doc(reservation), "e": docs}
     return orjson.dumps(doc, option=orjson.OPT_APPEND_NEWLINE)
 
 
@@ -245,7 +247,13 @@ class UsageJournal:
         ``write(2)`` (``write_line``). Cheap and non-blocking enough for the event loop;
         thread-safe. Raises ``OSError`` when the write fails (nothing of it is left in
         the file)."""
-        line = encode(reservation, events)
+        self._write(encode(reservation, events))
+
+    def append_docs(self, reservation: Reservation | None, docs: Sequence[dict[str, Any]]) -> None:
+        """``append`` for events already as their documents (``event_to_doc``)."""
+        self._write(encode_docs(reservation, docs))
+
+    def _write(self, line: bytes) -> None:
         with self._write_lock:
             fd = self._fd if self._fd is not None else self._open()
             try:

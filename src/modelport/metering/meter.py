@@ -42,6 +42,7 @@ import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from datetime import datetime
+from typing import Any
 
 from modelport.errors import ModelportError
 from modelport.ids import unique_id
@@ -157,6 +158,58 @@ class MeteredCall:
             for unit, price in sorted(units.items())
         ]
 
+    def event_docs(
+        self, status: UsageStatus, prices: dict[Unit, PriceSnapshot], finished_at: datetime
+    ) -> list[dict[str, Any]]:
+        """``[event_to_doc(e) for e in self.events(...)]``, without building the events:
+        what the journal writes on the request path, where every microsecond is the
+        event loop's."""
+        wall_ms = (time.monotonic() - self.started) * 1000
+        call = self.call
+        model, version, digest = self.ran or (call.model, call.version, call.manifest_digest)
+        started_at, finished = self.started_at.isoformat(), finished_at.isoformat()
+        reservation_id = self.reservation.id if self.reservation else None
+        prediction_id = self.prediction_id
+        docs = []
+        for unit, price in sorted((prices or _FREE_ONLY).items()):
+            quantity = self.quantity(unit, status, wall_ms)
+            amount = price.amount(quantity, status)
+            docs.append(
+                {
+                    "event_id": f"{prediction_id}:{unit.value}",
+                    "tenant": call.tenant,
+                    "key_id": call.key_id,
+                    "model": model,
+                    "version": version,
+                    "manifest_digest": digest,
+                    "unit": unit.value,
+                    "quantity": quantity,
+                    "status": status.value,
+                    "started_at": started_at,
+                    "finished_at": finished,
+                    "price_rule_id": price.rule_id,
+                    "price_unit_price_micros": price.unit_price_micros,
+                    "price_per_units": price.per_units,
+                    "price_failure_rule": price.failure_rule.value,
+                    "price_failure_bps": price.failure_bps,
+                    "price_revenue_share_bps": price.revenue_share_bps,
+                    "amount_micros": amount,
+                    "publisher_micros": price.publisher_share(amount),
+                    "endpoint": call.endpoint,
+                    "task": call.task,
+                    "compute_ms": self.compute_ms,
+                    "wall_ms": wall_ms,
+                    "request_id": call.request_id,
+                    "prediction_id": prediction_id,
+                    "source": EVENT_SOURCE_INFERENCE,
+                    "reservation_id": reservation_id,
+                }
+            )
+        return docs
+
+
+_FREE_ONLY = {Unit.PREDICTION: FREE}
+
 
 class InferenceMeter:
     """Prices, reserves and settles inference calls (see the module docstring)."""
@@ -225,32 +278,57 @@ class InferenceMeter:
     @asynccontextmanager
     async def metered(self, call: CallInfo) -> AsyncIterator[MeteredCall]:
         """Reserve before the block, settle after it (see the module docstring)."""
-        if self.is_free(call):
-            metered = self.begin(call)  # no price: nothing to reserve, no I/O
-        else:
-            metered = await asyncio.to_thread(self.begin, call)
+        metered = await self.open(call)
         try:
             yield metered
         except BaseException as exc:
-            if self.journal is not None and self._ends_without_io(metered, exc):
-                try:  # an append: no thread, no await (a cancelled task cannot skip it)
-                    self._ended_by(metered, exc)
-                except Exception:
-                    _log.exception("settling a metered call failed")
-            else:
-                await _shielded(self._ended_by, metered, exc)
+            await self.failed(metered, exc)
             raise
+        await self.succeeded(metered)
+
+    async def open(self, call: CallInfo) -> MeteredCall:
+        """``metered``'s entry, for a caller that cannot use a block: price and reserve
+        (402 ``budget_exceeded``). End with ``succeeded`` or ``failed``."""
+        now = self._now()
+        prices = self.prices.cached(call.model, call.version, now)
+        if prices is not None and not prices:
+            return MeteredCall(call, prices, None, now, time.monotonic())  # free: no I/O
+        return await asyncio.to_thread(self.begin, call)
+
+    async def succeeded(self, metered: MeteredCall) -> None:
+        """Settle a call whose work succeeded: durable when this returns (journal or
+        database), and the commit stands even if the caller is cancelled meanwhile."""
         if metered.ran is not None and not self.prices.is_cached(*metered.ran[:2]):
             events = await asyncio.to_thread(self.settlement, metered, UsageStatus.SUCCEEDED)
+        elif self.journal is not None:
+            # Durable in the journal before the caller answers; applied moments later.
+            docs = metered.event_docs(UsageStatus.SUCCEEDED, self._prices_of(metered), self._now())
+            self.journal.append_docs(metered.reservation, docs)
+            return
         else:
             events = self.settlement(metered, UsageStatus.SUCCEEDED)
         if self.journal is not None:
-            # Durable in the journal before the caller answers; applied moments later.
             self.journal.append(metered.reservation, events)
         else:
             # Committed (with the settlements of concurrent calls) before the caller
             # answers; the commit stands even if this task is cancelled meanwhile.
             await self.committer.settle(metered.reservation, events)
+
+    async def failed(self, metered: MeteredCall, exc: BaseException) -> None:
+        """Settle (or release) a call whose work raised ``exc``; never raises itself."""
+        if self.journal is not None and self._ends_without_io(metered, exc):
+            try:  # an append: no thread, no await (a cancelled task cannot skip it)
+                self._ended_by(metered, exc)
+            except Exception:
+                _log.exception("settling a metered call failed")
+        else:
+            await _shielded(self._ended_by, metered, exc)
+
+    def _prices_of(self, metered: MeteredCall) -> dict[Unit, PriceSnapshot]:
+        if metered.ran is None:
+            return metered.prices
+        model, version, _ = metered.ran
+        return self.prices.prices(model, version, metered.started_at)
 
     def _ends_without_io(self, metered: MeteredCall, exc: BaseException) -> bool:
         """True when settling a block that raised ``exc`` needs no database: it is not

@@ -165,6 +165,10 @@ class PriceBook:
             cached = self._cache.get((model, version))
         return cached is not None and cached[0] > self._clock()
 
+    def cached(self, model: str, version: str, at: datetime) -> dict[Unit, PriceSnapshot] | None:
+        """``prices(model, version, at)`` when the rules are cached, else None (no I/O)."""
+        return self.prices(model, version, at) if self.is_cached(model, version) else None
+
     def price(self, model: str, version: str, unit: Unit, at: datetime) -> PriceSnapshot:
         """The snapshot of the rule pricing ``unit`` of the version at ``at``; FREE if none."""
         rule = select_rule(self.rules_for(model, version), version, unit, at)

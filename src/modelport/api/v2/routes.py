@@ -39,7 +39,7 @@ from modelport.api.auth import require_principal_async
 from modelport.api.deps import get_services
 from modelport.api.hygiene import check_inference_json
 from modelport.api.limiting import admit
-from modelport.api.metering import metered, record_inference
+from modelport.api.metering import call_info, record_inference
 from modelport.api.v2.codec import encode_infer_response, parse_infer_request
 from modelport.api.v2.compression import decode_content
 from modelport.api.v2.dataplane import DataPlane
@@ -220,7 +220,10 @@ async def infer(request: Request) -> Response:
             raise
         inputs = parsed.arrays()
         key = target.key
-        async with metered(request, key.model, key.version, key.manifest_digest, timeout) as call:
+        meter = services.metering.meter
+        info = call_info(request, key.model, key.version, key.manifest_digest, timeout)
+        call = await meter.open(info)  # its cost reserved (402 budget_exceeded)
+        try:
             result = await plane.infer(
                 target,
                 inputs,
@@ -229,6 +232,10 @@ async def infer(request: Request) -> Response:
                 parameters=model_parameters(parameters),
             )
             record_inference(call, result.timings, inputs)
+        except BaseException as exc:
+            await meter.failed(call, exc)
+            raise
+        await meter.succeeded(call)  # durable before the answer
     finally:
         # Synchronous on purpose: it must run even when the request was cancelled.
         admission.release()
