@@ -100,6 +100,7 @@ def build_host(settings: Settings, metrics: RuntimeMetrics) -> ModelHost:
     host_budget = settings.runtime_memory_budget_bytes or int(psutil.virtual_memory().total * 0.7)
     onnx = {
         "intra_op_threads": settings.runtime_intra_op_threads,
+        "intra_op_spinning": settings.runtime_intra_op_spinning,
         "graph_optimization": settings.runtime_graph_optimization,
     }
     return ModelHost(

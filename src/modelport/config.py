@@ -74,6 +74,10 @@ class Settings(BaseSettings):
     """Threads one model execution may use (onnxruntime); 0: one fewer than the CPUs the
     process may use, at least one (the event loop keeps a core)."""
 
+    runtime_intra_op_spinning: bool = False
+    """Let onnxruntime's idle threads spin between runs: lower latency for small batches
+    on a host of its own, at the cost of CPU the event loop may need."""
+
     runtime_graph_optimization: str = Field(default="all", pattern="^(disable|basic|extended|all)$")
     """onnxruntime graph optimisation level: disable, basic, extended or all."""
 

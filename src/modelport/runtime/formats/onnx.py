@@ -45,11 +45,13 @@ class OnnxFormat:
         self,
         *,
         intra_op_threads: int = 0,
+        intra_op_spinning: bool = False,
         inter_op_threads: int = 0,
         graph_optimization: str = "all",
         providers: list[str] | None = None,
     ) -> None:
         self.intra_op_threads = intra_op_threads
+        self.intra_op_spinning = intra_op_spinning
         self.inter_op_threads = inter_op_threads
         self.graph_optimization = graph_optimization
         available = ort.get_available_providers()
@@ -83,9 +85,11 @@ class OnnxFormat:
         opts = ort.SessionOptions()
         opts.intra_op_num_threads = self.intra_op_threads or default_intra_op_threads()
         opts.inter_op_num_threads = self.inter_op_threads
-        # Idle pool threads sleep instead of spinning: a spinning pool takes the CPU the
-        # event loop (and the next batch's caller) needs between runs.
-        opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
+        # By default idle pool threads sleep instead of spinning: a spinning pool takes the
+        # CPU the event loop (and the next batch's caller) needs between runs. On a host
+        # of its own, spinning saves each small batch the threads' wake-up.
+        spinning = "1" if self.intra_op_spinning else "0"
+        opts.add_session_config_entry("session.intra_op.allow_spinning", spinning)
         levels: dict[str, Any] = {
             "disable": ort.GraphOptimizationLevel.ORT_DISABLE_ALL,
             "basic": ort.GraphOptimizationLevel.ORT_ENABLE_BASIC,
