@@ -250,7 +250,9 @@ def test_a_full_queue_is_429_with_retry_after(make_v2: V2Factory) -> None:
     _, services, publisher = make_v2(
         lifespan=False, runtime_max_queue_size=1, runtime_max_batch_size=1
     )
-    publisher.slow()
+    # Slow enough (about half a second a call) that the queue is still full when the
+    # third request arrives, even on a loaded machine.
+    publisher.slow(n=1536)
     server = LiveServer(services).start()
     try:
         headers = {"Authorization": publisher.client.headers["Authorization"]}
@@ -263,7 +265,7 @@ def test_a_full_queue_is_429_with_retry_after(make_v2: V2Factory) -> None:
             with httpx.Client(base_url=server.url, headers=headers, timeout=30) as http:
                 statuses.append(http.post("/v2/models/acme/slow/infer", json=body).status_code)
 
-        # The first request executes (~150 ms); the second waits in the queue of one.
+        # The first request executes; the second waits in the queue of one.
         threads = [threading.Thread(target=call) for _ in range(2)]
         threads[0].start()
         threads[1].start()
