@@ -167,6 +167,7 @@ def _as_bytes(item: Any) -> bytes:
     return str(item).encode("utf-8")
 
 
+_MIN, _MAX = np.minimum.reduce, np.maximum.reduce
 _FLOAT_MAX = {np.dtype(t): float(np.finfo(t).max) for t in (np.float16, np.float32, np.float64)}
 
 
@@ -215,7 +216,8 @@ def _decode_json_numbers(name: str, datatype: str, dtype: np.dtype[Any], data: l
         # Floats beyond the target's range become +-inf, as any IEEE cast would; numpy
         # would warn. ``errstate`` costs more than the cast, so only where it is needed.
         limit = _FLOAT_MAX[dtype]
-        if not (-limit <= raw.min() and raw.max() <= limit):
+        # The ufuncs' own reductions: ndarray.min/max go through a Python wrapper first.
+        if not (-limit <= _MIN(raw, axis=None) and _MAX(raw, axis=None) <= limit):
             with np.errstate(over="ignore", invalid="ignore"):
                 return raw.astype(dtype).reshape(-1)
     return raw.astype(dtype, copy=False).reshape(-1)
