@@ -49,3 +49,18 @@ def test_settings_default_to_embedded_sqlite(tmp_path) -> None:
     settings = Settings(home=tmp_path)
     assert settings.resolved_database_url.startswith("sqlite:///")
     assert settings.should_auto_migrate
+
+
+def test_a_serving_process_keeps_its_startup_objects_out_of_full_collections(tmp_path) -> None:
+    import gc
+
+    from modelport.app import build_app
+
+    gc.unfreeze()
+    app = build_app(Settings(home=tmp_path, admin_key="smoke-admin-key-" + "s" * 24))
+    try:
+        assert gc.get_freeze_count() > 0  # what build_app found alive is frozen
+        assert TestClient(app).get("/healthz").status_code == 200
+    finally:
+        gc.unfreeze()
+        app.state.services.close()
