@@ -57,10 +57,12 @@ def test_a_serving_process_keeps_its_startup_objects_out_of_full_collections(tmp
     from modelport.app import build_app
 
     gc.unfreeze()
+    thresholds = gc.get_threshold()
     app = build_app(Settings(home=tmp_path, admin_key="smoke-admin-key-" + "s" * 24))
     try:
         assert gc.get_freeze_count() > 0  # what build_app found alive is frozen
         assert TestClient(app).get("/healthz").status_code == 200
     finally:
         gc.unfreeze()
+        gc.set_threshold(*thresholds)
         app.state.services.close()

@@ -463,7 +463,10 @@ def build_app(settings: Settings) -> FastAPI:
     app = create_app(build_services(settings))
     # What is alive now (modules, tables, schemas, services) lives as long as the
     # process: keep it out of the collector's full passes, whose pauses would otherwise
-    # show in the tail latency of every call.
+    # show in the tail latency of every call. A call allocates hundreds of objects and
+    # frees nearly all of them by reference counting: collect the youngest generation
+    # every 20,000 allocations rather than every 700.
     gc.collect()
     gc.freeze()
+    gc.set_threshold(20_000, 10, 10)
     return app
