@@ -132,9 +132,11 @@ class Ledger:
         self._insert = (
             _postgres_insert()
             if database.dialect == "postgresql"
-            else sqlite.insert(UsageEventRow)
+            # The table, not the mapped class: Core's executemany, without the ORM's
+            # bulk-insert layer (this runs for every batch of calls, holding the GIL).
+            else sqlite.insert(UsageEventRow.__table__)
             .on_conflict_do_nothing(index_elements=["event_id"])
-            .returning(UsageEventRow.event_id)
+            .returning(UsageEventRow.__table__.c.event_id)
         )
         self._postgres = database.dialect == "postgresql"
 
@@ -151,7 +153,7 @@ class Ledger:
             if self._postgres:
                 found = session.scalars(self._insert, {"rows": orjson.dumps(rows).decode()})
             else:
-                found = session.scalars(self._insert, rows)
+                found = session.connection().execute(self._insert, rows).scalars()
             inserted = set(found.all())
             self._charge(session, [e for e in ordered if e.event_id in inserted], now)
         new, duplicates, seen = [], [], set()
