@@ -3,11 +3,7 @@ global limit: N clients spread over both never get more than the limit through."
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -18,34 +14,7 @@ from modelport.app import Services
 from modelport.tenancy.limits import ScopeType
 from tests.conftest import ADMIN_KEY, free_port
 from tests.limits.conftest import ADDER_BODY, Platform, PlatformFactory, bearer
-
-
-def serve(home: Path, redis_url: str, port: int) -> subprocess.Popen[bytes]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("MODELPORT_")}
-    env |= {
-        "MODELPORT_HOME": str(home),
-        "MODELPORT_ADMIN_KEY": ADMIN_KEY,
-        "MODELPORT_REDIS_URL": redis_url,
-        "MODELPORT_RUNTIME_INTRA_OP_THREADS": "1",
-    }
-    return subprocess.Popen(
-        [sys.executable, "-m", "modelport.cli", "serve", "--port", str(port)],
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-
-
-def wait_healthy(url: str, proc: subprocess.Popen[bytes]) -> None:
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        assert proc.poll() is None, "gateway exited"
-        try:
-            if httpx.get(f"{url}/healthz", timeout=1).status_code == 200:
-                return
-        except httpx.TransportError:
-            time.sleep(0.1)
-    raise AssertionError(f"{url} did not start")
+from tests.serve_process import serve, wait_healthy
 
 
 @pytest.fixture
@@ -61,7 +30,7 @@ def gateways(
     try:
         for _ in range(2):
             port = free_port()
-            procs.append(serve(home, redis_url, port))
+            procs.append(serve(home, port, MODELPORT_REDIS_URL=redis_url))
             urls.append(f"http://127.0.0.1:{port}")
         for url, proc in zip(urls, procs, strict=True):
             wait_healthy(url, proc)

@@ -4,9 +4,6 @@ process on the same home applies it."""
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -19,41 +16,12 @@ from modelport.metering.ledger import Ledger
 from modelport.metering.types import BalanceScope, ReservationState
 from modelport.store import Database, create_database
 from modelport.store.tables import ReservationRow
-from tests.conftest import ADMIN_KEY, free_port
+from tests.conftest import free_port
 from tests.metering.conftest import ADDER_BODY, make_platform
+from tests.serve_process import serve, wait_healthy
 
 TENANT = BalanceScope.TENANT
 PRICE = 2_500
-
-
-def serve(home: Path, database_url: str, port: int, **extra: str) -> subprocess.Popen[bytes]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("MODELPORT_")}
-    env |= {
-        "MODELPORT_HOME": str(home),
-        "MODELPORT_DATABASE_URL": database_url,
-        "MODELPORT_ADMIN_KEY": ADMIN_KEY,
-        "MODELPORT_RUNTIME_INTRA_OP_THREADS": "1",
-        "MODELPORT_METERING_DURABILITY": "journal",  # PostgreSQL too: this is its test
-        **extra,
-    }
-    return subprocess.Popen(
-        [sys.executable, "-m", "modelport.cli", "serve", "--port", str(port)],
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-
-
-def wait_healthy(url: str, proc: subprocess.Popen[bytes]) -> None:
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        assert proc.poll() is None, "the server exited"
-        try:
-            if httpx.get(f"{url}/healthz", timeout=1).status_code == 200:
-                return
-        except httpx.TransportError:
-            time.sleep(0.05)
-    raise AssertionError(f"{url} did not start")
 
 
 def wait_for(check: Callable[[], bool], seconds: float = 30) -> None:
@@ -83,11 +51,15 @@ def test_a_settlement_survives_kill_9_and_is_charged_once(
     balances, ledger = BalanceRepository(database), Ledger(database)
     journals = home / "journal"
 
+    settings = {
+        "MODELPORT_DATABASE_URL": database_url,
+        "MODELPORT_METERING_DURABILITY": "journal",  # PostgreSQL too: this is its test
+    }
     # The first process answers, then dies before its applier runs (it would only
     # after an hour): the settlement exists only in its journal.
     port = free_port()
     url = f"http://127.0.0.1:{port}"
-    first = serve(home, database_url, port, MODELPORT_METERING_JOURNAL_INTERVAL_SECONDS="3600")
+    first = serve(home, port, **settings, MODELPORT_METERING_JOURNAL_INTERVAL_SECONDS="3600")
     try:
         wait_healthy(url, first)
         answer = httpx.post(
@@ -109,7 +81,7 @@ def test_a_settlement_survives_kill_9_and_is_charged_once(
     # The next process on the same home applies the dead process's journal.
     port = free_port()
     url = f"http://127.0.0.1:{port}"
-    second = serve(home, database_url, port)
+    second = serve(home, port, **settings)
     try:
         wait_healthy(url, second)
         wait_for(lambda: not journal.exists())

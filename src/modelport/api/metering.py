@@ -3,37 +3,24 @@
 Use around the backend call, after validation (a request refused before it reaches
 a backend is not metered)::
 
-    async with metered(request, target.model, target.version, digest, timeout) as call:
+    meter = services.metering.meter
+    async with meter.metered(call_info(request, model, version, digest, timeout)) as call:
         result = await backend(...)
         record_inference(call, result.timings, inputs)
+
+(or ``meter.open`` / ``succeeded`` / ``failed`` where a block does not fit).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from contextlib import AbstractAsyncContextManager
 
 import numpy as np
 from starlette.requests import Request
 
-from modelport.api.deps import get_services
 from modelport.metering.meter import MeteredCall
 from modelport.metering.types import CallInfo
 from modelport.runtime.types import InferenceTimings
-
-
-def metered(
-    request: Request,
-    model: str,
-    version: str,
-    manifest_digest: str,
-    timeout_seconds: float,
-    *,
-    endpoint: str | None = None,
-) -> AbstractAsyncContextManager[MeteredCall]:
-    """Reserve before the block (402 ``budget_exceeded``), settle after it."""
-    call = call_info(request, model, version, manifest_digest, timeout_seconds, endpoint=endpoint)
-    return get_services(request).metering.meter.metered(call)
 
 
 def call_info(

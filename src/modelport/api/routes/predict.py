@@ -36,7 +36,7 @@ from starlette.routing import Route as HttpRoute
 from modelport.api.auth import require_principal_async
 from modelport.api.deps import get_services
 from modelport.api.limiting import admitted
-from modelport.api.metering import metered
+from modelport.api.metering import call_info
 from modelport.api.prediction_records import log_prediction
 from modelport.api.routes.endpoints import require_endpoint
 from modelport.api.routes.predict_codec import PredictRequest, encode_outputs, parse_predict
@@ -165,13 +165,15 @@ async def _run(
     started = time.perf_counter()
     async with (
         admitted(request, principal, chosen.model),
-        metered(
-            request,
-            chosen.model,
-            chosen.version,
-            chosen.manifest_digest,
-            timeout,
-            endpoint=route.endpoint.name,
+        get_services(request).metering.meter.metered(
+            call_info(
+                request,
+                chosen.model,
+                chosen.version,
+                chosen.manifest_digest,
+                timeout,
+                endpoint=route.endpoint.name,
+            )
         ) as call,
     ):
         try:
