@@ -76,6 +76,8 @@ _STALE_NEW = 60.0
 """A ``.new`` file nobody locks and older than this was left by a crash: removed."""
 _BACKOFF = 1.0
 """Longest wait between tries while the database is unreachable."""
+_CATCH_UP_ROUNDS = 4
+"""Rounds a cycle may go to apply what arrived while it applied, to empty the file."""
 
 
 def _gil_held_write() -> Callable[[int, bytes], int] | None:
@@ -346,18 +348,29 @@ class UsageJournal:
             self._apply_lock.release()
 
     def _apply_own(self) -> None:
-        """Apply this writer's new lines; truncate the file when all are applied."""
-        with self._write_lock:
-            fd, end = self._fd, self._written
-        if fd is None:
-            return
-        if end > self._applied:
-            self._applied, count, _ = self._apply(fd, self._applied, end)
-            self._resolved += count
-        with self._write_lock:
-            if self._fd == fd and self._written and self._applied == self._written:
-                os.ftruncate(fd, 0)
-                self._written = self._applied = 0
+        """Apply this writer's new lines; truncate the file when all are applied.
+
+        Calls keep appending while a group is applied, so the file is only ever empty
+        again if the applier catches up: it goes round again for what arrived
+        meanwhile (a short tail each time), a few times, before giving up until the
+        next cycle."""
+        for _ in range(_CATCH_UP_ROUNDS):
+            with self._write_lock:
+                fd, end = self._fd, self._written
+            if fd is None:
+                return
+            if end > self._applied:
+                self._applied, count, reachable = self._apply(fd, self._applied, end)
+                self._resolved += count
+                if not reachable:
+                    return
+            with self._write_lock:
+                if self._fd != fd or self._applied != self._written:
+                    continue
+                if self._written:
+                    os.ftruncate(fd, 0)
+                    self._written = self._applied = 0
+                return
 
     def _apply(self, fd: int, start: int, end: int) -> tuple[int, int, bool]:
         """Apply the complete lines of ``fd`` between ``start`` and ``end``: the offset up
