@@ -170,9 +170,9 @@ async def model_ready(request: Request) -> Response:
 
 async def infer(request: Request) -> Response:
     """Authenticate and authorize, then rate limit, concurrency limit and budget
-    (``admit``), then work: metered (``metered``: its cost reserved before, settled
-    and its usage event written after). Other tenants may call only approved (or
-    deployed) versions.
+    (``admit``), then work: metered (``InferenceMeter.open``: its cost reserved
+    before; ``succeeded``/``failed``: settled, its usage events durable, before the
+    answer). Other tenants may call only approved (or deployed) versions.
 
     This is the hot path, answered through ``lane.InferenceLane``: one flat
     coroutine, headers read once from the raw list, the version resolved once."""
