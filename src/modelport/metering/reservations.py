@@ -51,7 +51,8 @@ _EXISTS = text("SELECT 1 FROM reservations WHERE id = :id")
 _PROBE = text("UPDATE reservations SET state = state WHERE id = ''")
 
 
-def _reservation(row: ReservationRow) -> Reservation:
+def reservation_of(row: ReservationRow) -> Reservation:
+    """A ``reservations`` row as a ``Reservation``."""
     return Reservation(
         id=row.id,
         tenant=row.tenant,
@@ -301,7 +302,7 @@ class Reservations:
     def get(self, reservation_id: str) -> Reservation | None:
         with self._db.transaction() as session:
             row = session.get(ReservationRow, reservation_id)
-            return _reservation(row) if row else None
+            return reservation_of(row) if row else None
 
     def held(self, tenant: str) -> list[Reservation]:
         """The tenant's reservations still held."""
@@ -309,4 +310,4 @@ class Reservations:
             ReservationRow.tenant == tenant, ReservationRow.state == ReservationState.HELD.value
         )
         with self._db.transaction() as session:
-            return [_reservation(r) for r in session.scalars(query)]
+            return [reservation_of(r) for r in session.scalars(query)]

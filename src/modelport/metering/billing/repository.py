@@ -27,7 +27,8 @@ from modelport.metering.billing.types import (
     UsageQuery,
 )
 from modelport.metering.ledger import entry_of
-from modelport.metering.types import LedgerEntry, Reservation, ReservationState, UsageEvent
+from modelport.metering.reservations import reservation_of
+from modelport.metering.types import LedgerEntry, Reservation, UsageEvent
 from modelport.store.tables import (
     CreditNoteLineRow,
     CreditNoteRow,
@@ -407,21 +408,6 @@ def write_statement(
 # ---- reservations ----------------------------------------------------------------
 
 
-def _reservation(row: ReservationRow) -> Reservation:
-    return Reservation(
-        id=row.id,
-        tenant=row.tenant,
-        key_id=row.key_id,
-        amount_micros=row.amount_micros,
-        levels=tuple(row.levels),
-        state=ReservationState(row.state),
-        created_at=row.created_at,
-        expires_at=row.expires_at,
-        settled_micros=row.settled_micros,
-        settled_at=row.settled_at,
-    )
-
-
 def reservations_with_charges(
     session: Session, period: Period
 ) -> Iterator[tuple[Reservation, int]]:
@@ -447,4 +433,4 @@ def reservations_with_charges(
         .execution_options(yield_per=STREAM_BATCH)
     )
     for row, micros in session.execute(query):
-        yield _reservation(row), int(micros)
+        yield reservation_of(row), int(micros)

@@ -1,4 +1,5 @@
-"""Map a remote server's HTTP error answer to modelport's errors, at the backend's edge."""
+"""At a remote backend's edge: its HTTP error answers as modelport's errors, and its
+health probe."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from modelport.errors import (
     Overloaded,
     Unavailable,
 )
+from modelport.serving.types import Health
 
 
 def remote_error(backend: str, response: httpx.Response, ref: str, message: str) -> ModelportError:
@@ -45,3 +47,12 @@ def remote_error(backend: str, response: httpx.Response, ref: str, message: str)
     if status == 504:
         return DeadlineExceeded(detail, code="deadline_exceeded", backend=backend)
     return Unavailable(f"{detail} (status {status})", code="backend_unavailable", backend=backend)
+
+
+async def probe_health(client: httpx.AsyncClient, path: str, timeout: float) -> Health:
+    """Healthy when ``GET path`` answers 200 within ``timeout`` seconds."""
+    try:
+        response = await client.get(path, timeout=httpx.Timeout(timeout))
+    except httpx.HTTPError:
+        return Health.UNHEALTHY
+    return Health.HEALTHY if response.status_code == 200 else Health.UNHEALTHY

@@ -38,7 +38,7 @@ from modelport.errors import (
     ModelportError,
     Unavailable,
 )
-from modelport.serving.backends.http_errors import remote_error
+from modelport.serving.backends.http_errors import probe_health, remote_error
 from modelport.serving.types import BackendRequest, BackendResponse, Capabilities, Health
 
 TASKS = frozenset({"chat", "completions", "embeddings"})
@@ -85,13 +85,7 @@ class RemoteOpenAIBackend:
         return self._capabilities
 
     async def health(self) -> Health:
-        try:
-            response = await self._client.get(
-                "/v1/models", timeout=httpx.Timeout(self._health_timeout)
-            )
-        except httpx.HTTPError:
-            return Health.UNHEALTHY
-        return Health.HEALTHY if response.status_code == 200 else Health.UNHEALTHY
+        return await probe_health(self._client, "/v1/models", self._health_timeout)
 
     async def infer(self, request: BackendRequest) -> BackendResponse:
         manifest = request.version.manifest

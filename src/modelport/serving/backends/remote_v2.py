@@ -38,7 +38,7 @@ from modelport.errors import (
 )
 from modelport.runtime.types import Priority
 from modelport.serving.backends import v2_wire
-from modelport.serving.backends.http_errors import remote_error
+from modelport.serving.backends.http_errors import probe_health, remote_error
 from modelport.serving.types import (
     BackendRequest,
     BackendResponse,
@@ -83,13 +83,7 @@ class RemoteV2Backend:
         return self._capabilities
 
     async def health(self) -> Health:
-        try:
-            response = await self._client.get(
-                "/v2/health/ready", timeout=httpx.Timeout(self._health_timeout)
-            )
-        except httpx.HTTPError:
-            return Health.UNHEALTHY
-        return Health.HEALTHY if response.status_code == 200 else Health.UNHEALTHY
+        return await probe_health(self._client, "/v2/health/ready", self._health_timeout)
 
     async def prepare(self, version: VersionRef, *, timeout: float = 60.0) -> str | None:
         """Make ``version`` ready on the remote: ready already, or loaded through the
