@@ -6,6 +6,11 @@ everything. It implements ``modelport.runtime.observer.RuntimeObserver``:
 ``version(model, version)`` returns an observer with every labelled child
 resolved once, so recording on the hot path is a few additions.
 
+With several worker processes (``multiprocess``), values live in shared files and
+``render`` shows their sum over the workers; gauges say how they combine
+(``multiprocess_mode``, ignored in one process). Two instances in one such process share
+the series of equal name and labels.
+
 Series (``model`` is ``owner/name``):
 
 - ``modelport_inference_requests_total{model,version,outcome}``
@@ -23,6 +28,8 @@ from __future__ import annotations
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
+
+from modelport.observability.multiprocess import exposed
 
 OUTCOMES = ("success", "invalid", "queue_full", "deadline_exceeded", "cancelled", "error")
 LATENCY_BUCKETS = (
@@ -120,8 +127,13 @@ class RuntimeMetrics:
             buckets=BATCH_BUCKETS,
             registry=r,
         )
+        # Levels of the live workers add up: each has its own queues and loaded copies.
         self.queue_depth = Gauge(
-            "modelport_inference_queue_depth", "Requests queued.", labels, registry=r
+            "modelport_inference_queue_depth",
+            "Requests queued.",
+            labels,
+            registry=r,
+            multiprocess_mode="livesum",
         )
         self.load_phase_seconds = Histogram(
             "modelport_model_load_phase_duration_seconds",
@@ -141,6 +153,7 @@ class RuntimeMetrics:
             "Memory accounted to a loaded version.",
             (*labels, "memory"),
             registry=r,
+            multiprocess_mode="livesum",
         )
         self._versions: dict[tuple[str, str], VersionMetrics] = {}
 
@@ -154,5 +167,6 @@ class RuntimeMetrics:
 
 
 def render(registry: CollectorRegistry) -> bytes:
-    """The Prometheus text exposition of ``registry``."""
-    return generate_latest(registry)
+    """The Prometheus text exposition of ``registry``, or in multiprocess mode of every
+    worker's metrics summed (``multiprocess.exposed``)."""
+    return generate_latest(exposed(registry))

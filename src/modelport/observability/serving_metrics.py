@@ -19,6 +19,9 @@ Series:
   outputs were left out under buffer pressure (their audit fields were kept)
 - ``modelport_prediction_log_buffer_depth``
 - ``modelport_prediction_log_write_errors_total``
+
+With several worker processes each has its own breakers, prober and log buffer; the
+gauges' ``multiprocess_mode`` says how ``/metrics`` combines them (see ``multiprocess``).
 """
 
 from __future__ import annotations
@@ -49,6 +52,8 @@ class ServingMetrics:
             "Circuit breaker state: 0 closed, 1 half-open, 2 open.",
             ("backend",),
             registry=r,
+            # The worst live worker: a breaker open in any of them fails some requests.
+            multiprocess_mode="livemax",
         )
         self.breaker_transitions = Counter(
             "modelport_serving_breaker_transitions",
@@ -61,6 +66,8 @@ class ServingMetrics:
             "1 when the backend's last health probe passed.",
             ("backend",),
             registry=r,
+            # Every worker probes the same backend: the newest probe is the freshest answer.
+            multiprocess_mode="livemostrecent",
         )
         self.log_records = Counter(
             "modelport_prediction_log_records",
@@ -77,6 +84,7 @@ class ServingMetrics:
             "modelport_prediction_log_buffer_depth",
             "Prediction log records waiting to be written.",
             registry=r,
+            multiprocess_mode="livesum",  # one buffer per worker
         )
         self.log_write_errors = Counter(
             "modelport_prediction_log_write_errors",
