@@ -271,3 +271,23 @@ def test_rows_far_past_their_time_are_read_again_before_a_call(
         assert not service.is_warm(ACME)
     finally:
         service.close()
+
+
+def test_with_redis_only_an_unlimited_subject_is_admitted_without_a_thread(
+    database: Database, tmp_path, redis_url: str
+) -> None:
+    """A Redis limiter is network I/O: the event loop may admit a subject itself
+    (``is_warm``) only when admitting it asks Redis nothing, i.e. it has no limits."""
+    settings = Settings(home=tmp_path, limits_cache_ttl_seconds=60, redis_url=redis_url)
+    service = build_limits(settings, database)
+    try:
+        service.admit(ACME).release()  # rows and budget cached: no limits
+        assert service.blocking and service.is_warm(ACME)
+        put(service, ScopeType.TENANT, "acme", rpm=1)
+        service.policy.refresh(ACME)
+        assert not service.is_warm(ACME)  # a rate limit to charge in Redis
+        service.admit(ACME).release()
+        with pytest.raises(RateLimited):
+            service.admit(ACME)
+    finally:
+        service.close()

@@ -100,14 +100,19 @@ class LimitService:
         Rows past their TTL still count, up to ``STALE_LIMIT`` TTLs, while one refresh
         per subject runs in a thread: a busy subject would otherwise send all its
         concurrent calls to the database at every expiry. A changed limit or budget
-        therefore reaches this process within the TTL and one refresh."""
-        if self.blocking or self.guard is not self._guard:
+        therefore reaches this process within the TTL and one refresh.
+
+        With a limiter over the network (Redis), only a subject with no rate or
+        concurrency limit is warm: its admission asks the limiter nothing."""
+        if self.guard is not self._guard:
             return False
         rows = self.policy.staleness(subject)
         budget = self._guard.staleness(subject.tenant)
         if rows is None or budget is None:
             return False
         if max(rows, budget) > self._stale_limit:
+            return False
+        if self.blocking and any(self.policy.inference_items(subject, stale_ok=True)):
             return False
         if rows > 0 or budget > 0:
             self._refresh_soon(subject)

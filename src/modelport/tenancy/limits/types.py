@@ -118,6 +118,11 @@ class SlotDecision:
     refused: SlotItem | None = None
 
 
+NOTHING_HELD = SlotDecision(Lease("", ()))
+"""The admission of a call with no concurrency limit: a lease that holds no slot
+(releasing it does nothing)."""
+
+
 @dataclass(frozen=True)
 class Budget:
     """A tenant's spending caps for the current period (integers in micro-units)."""
