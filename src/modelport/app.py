@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     from modelport.serving.health import HealthBoard, HealthProber
     from modelport.serving.outcomes import OutcomeService
     from modelport.serving.plane import ServingPlane
+    from modelport.serving.repository_sync import RepositorySync
     from modelport.tenancy.limits import LimitService
 
 
@@ -56,8 +57,10 @@ class Services:
     prediction_log: PredictionLog
     outcomes: OutcomeService
     billing: BillingService
+    repository_sync: RepositorySync
 
     def close(self) -> None:
+        self.repository_sync.close()
         self.metering.close()
         self.limits.close()
         self.host.close()
@@ -134,6 +137,15 @@ def build_tenancy(settings: Settings, database: Database) -> tuple[TenancyServic
     return TenancyService(database, invalidation), Authenticator(
         admin, database, cache, invalidation
     )
+
+
+def build_repository_sync(settings: Settings) -> RepositorySync:
+    """How repository loads and unloads reach the other processes sharing the Redis."""
+    from modelport.serving.repository_sync import LocalRepositorySync, RedisRepositorySync
+
+    if settings.redis_url:
+        return RedisRepositorySync(settings.redis_url)
+    return LocalRepositorySync()
 
 
 def build_limits(settings: Settings, database: Database) -> LimitService:
@@ -453,6 +465,7 @@ def build_services(settings: Settings) -> Services:
         prediction_log=prediction_log,
         outcomes=outcomes,
         billing=build_billing(database),
+        repository_sync=build_repository_sync(settings),
     )
 
 

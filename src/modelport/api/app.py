@@ -50,6 +50,7 @@ def create_app(services: Services) -> FastAPI:
                     services.prediction_log.running(),  # writer; flushes after serving stops
                     services.health.running(),  # backend health probes
                     services.serving.running(),  # deployment controller, routes
+                    app.state.dataplane.syncing(),  # other processes' loads and unloads
                 ):
                     yield
             finally:
@@ -96,6 +97,7 @@ def create_app(services: Services) -> FastAPI:
         services.blob_store,
         services.metrics,
         load_on_demand=services.settings.load_on_demand,
+        sync=services.repository_sync,
     )
     # First: the hot inference path should not be matched against every /api route.
     app.router.routes[:0] = [*v2.routes, *predict.routes]

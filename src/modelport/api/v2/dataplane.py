@@ -6,15 +6,23 @@ one, the registry's ``resolve(owner, name, None)`` picks the default. Registry
 answers are cached for ``resolve_ttl`` seconds so the hot path rarely touches the
 database: an alias moved to another version takes effect within that time (and
 the one refresh it takes).
+
+Repository loads and unloads reach every process that serves the platform: after a
+local one succeeds it is published on the ``RepositorySync``, and the changes other
+processes publish are applied here (see ``syncing``).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import logging
 import time
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Coroutine, Mapping
+from concurrent.futures import Future
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -26,6 +34,15 @@ from modelport.runtime.cache import BlobSource
 from modelport.runtime.host import ModelHost
 from modelport.runtime.observer import RuntimeObserver, VersionObserver
 from modelport.runtime.types import InferenceResult, LoadState, Priority, VersionKey, VersionStatus
+from modelport.serving.repository_sync import (
+    Action,
+    LocalRepositorySync,
+    RepositoryChange,
+    RepositorySync,
+)
+
+_log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 _INDEX_STATE = {
     LoadState.LOADING: "LOADING",
@@ -58,6 +75,7 @@ class DataPlane:
         *,
         load_on_demand: bool = True,
         resolve_ttl: float = 1.0,
+        sync: RepositorySync | None = None,
     ) -> None:
         self.registry = registry
         self.host = host
@@ -65,6 +83,7 @@ class DataPlane:
         self.observer = observer
         self.load_on_demand = load_on_demand
         self.resolve_ttl = resolve_ttl
+        self.sync: RepositorySync = sync or LocalRepositorySync()
         self._targets: dict[tuple[str, str, str | None], tuple[float, Target]] = {}
         self._lookups: dict[tuple[str, str, str | None], asyncio.Future[Target]] = {}
 
@@ -158,7 +177,14 @@ class DataPlane:
     ) -> VersionStatus:
         target = await self.target(owner, name, version)
         done = self.host.start_load(target.key, target.manifest, self.blobs, pinned=pinned)
-        return await asyncio.shield(asyncio.wrap_future(done))
+        return await _shielded(self._loaded(done, target.key, pinned))
+
+    async def _loaded(
+        self, done: Future[VersionStatus], key: VersionKey, pinned: bool
+    ) -> VersionStatus:
+        status = await asyncio.wrap_future(done)
+        await self._publish("load", key, pinned=pinned)
+        return status
 
     async def unload(self, owner: str, name: str, version: str | None) -> list[VersionKey]:
         """Unload one version, or without ``version`` every hosted version of the model."""
@@ -170,9 +196,72 @@ class DataPlane:
         keys = [k for k in keys if self.host.status(k) is not None]
         if not keys:
             raise NotFound(f"{model} has no loaded version", code="model_not_loaded")
+        await _shielded(self._unloaded(keys))
+        return keys
+
+    async def _unloaded(self, keys: list[VersionKey]) -> None:
         for key in keys:
             await asyncio.to_thread(self.host.unload, key)
-        return keys
+            await self._publish("unload", key)
+
+    async def _publish(self, action: Action, key: VersionKey, *, pinned: bool = False) -> None:
+        change = RepositoryChange(
+            action, key.model, key.version, pinned=pinned, origin=self.sync.origin
+        )
+        await asyncio.to_thread(self.sync.publish, change)  # a network round trip
+
+    # ---- other processes' repository changes
+    @asynccontextmanager
+    async def syncing(self) -> AsyncIterator[None]:
+        """Apply other processes' changes on this event loop while the block runs.
+
+        The subscriber's thread only queues a change; one task applies them in the order
+        received, so a quick load-then-unload elsewhere ends unloaded here too."""
+        loop = asyncio.get_running_loop()
+        changes: asyncio.Queue[RepositoryChange] = asyncio.Queue()
+
+        def receive(change: RepositoryChange) -> None:  # on the subscriber's thread
+            loop.call_soon_threadsafe(changes.put_nowait, change)
+
+        self.sync.start(receive)
+        applier = loop.create_task(self._apply_all(changes), name="repository-sync")
+        try:
+            yield
+        finally:
+            await asyncio.to_thread(self.sync.close)  # joins the subscriber's thread
+            applier.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await applier
+
+    async def _apply_all(self, changes: asyncio.Queue[RepositoryChange]) -> None:
+        while True:
+            change = await changes.get()
+            try:
+                await self.apply(change)
+            except Exception:  # a bug for one change must not stop the next ones
+                _log.exception("could not apply %s", change)
+
+    async def apply(self, change: RepositoryChange) -> None:
+        """Apply another process's change here: start its load (without waiting for it),
+        or unload the version if it is hosted. Failures are logged, never raised."""
+        ref = f"{change.model}:{change.version}"
+        if change.action == "unload":
+            key = self.host.find(change.model, change.version)
+            if key is None:
+                return  # not hosted here: nothing to do
+            with contextlib.suppress(NotFound):  # unloaded meanwhile
+                await asyncio.to_thread(self.host.unload, key)
+            return
+        owner, _, name = change.model.partition("/")
+        try:
+            target = await self.target(owner, name, change.version)
+            done = self.host.start_load(
+                target.key, target.manifest, self.blobs, pinned=change.pinned
+            )
+        except Exception as exc:
+            _log.warning("could not load %s as process %s did: %s", ref, change.origin, _cause(exc))
+            return
+        done.add_done_callback(lambda future: _log_failed_load(future, ref, change.origin))
 
     def index(self, *, ready_only: bool = False) -> list[dict[str, Any]]:
         """Hosted versions with their state and, for a failed one, the reason."""
@@ -191,6 +280,23 @@ class DataPlane:
         return rows
 
 
-def _retrieve(task: asyncio.Future[Target]) -> None:
+def _cause(exc: BaseException) -> str:
+    return str(getattr(exc, "message", None) or exc) or type(exc).__name__
+
+
+def _log_failed_load(done: Future[VersionStatus], ref: str, origin: str) -> None:
+    if not done.cancelled() and (exc := done.exception()) is not None:
+        _log.warning("could not load %s as process %s did: %s", ref, origin, _cause(exc))
+
+
+async def _shielded(work: Coroutine[Any, Any, T]) -> T:
+    """Run ``work`` to the end even if the caller goes away: the other processes hear of
+    a load or unload that happened here, whether or not its caller waited for it."""
+    task = asyncio.ensure_future(work)
+    task.add_done_callback(_retrieve)
+    return await asyncio.shield(task)
+
+
+def _retrieve(task: asyncio.Future[Any]) -> None:
     if not task.cancelled():
         task.exception()

@@ -1,0 +1,200 @@
+"""Telling every process that serves the platform about a repository load or unload.
+
+Call order: ``start(apply)`` once the process can apply others' changes; ``publish``
+after a local load or unload succeeded; ``close`` at shutdown. ``apply`` is called on
+the subscriber's thread, must not block, and is never called with this process's own
+changes.
+
+- ``LocalRepositorySync`` (one process): there is nobody to tell.
+- ``RedisRepositorySync`` (several processes sharing one Redis): publishes each change
+  on a Redis channel every process subscribes to. Delivery is at most once: a process
+  that is not subscribed when a change is published (disconnected, restarting) never
+  sees it and keeps the state it has; loading on demand still works there.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import threading
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Literal, Protocol
+
+import orjson
+
+CHANNEL = "modelport:repository"
+_log = logging.getLogger(__name__)
+
+Action = Literal["load", "unload"]
+_ACTIONS = ("load", "unload")
+
+
+@dataclass(frozen=True)
+class RepositoryChange:
+    """One load or unload of an explicit version, by the process ``origin``."""
+
+    action: Action
+    model: str  # owner/name
+    version: str  # the resolved version string, never an alias
+    pinned: bool = False
+    origin: str = ""
+
+
+def process_id() -> str:
+    """An id for this process's sync, unique even among syncs in one process."""
+    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+
+
+class RepositorySync(Protocol):
+    @property
+    def origin(self) -> str:
+        """This process's id, to put in the changes it publishes."""
+        ...
+
+    def publish(self, change: RepositoryChange) -> None:
+        """Tell the other processes (never raises: the local change already happened)."""
+        ...
+
+    def start(self, apply: Callable[[RepositoryChange], None]) -> None:
+        """Call ``apply`` with every other process's change from now on."""
+        ...
+
+    def close(self) -> None: ...
+
+
+class LocalRepositorySync:
+    def __init__(self) -> None:
+        self.origin = process_id()
+
+    def publish(self, change: RepositoryChange) -> None:
+        pass
+
+    def start(self, apply: Callable[[RepositoryChange], None]) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
+class RedisRepositorySync:
+    """Publishes changes on ``channel``; a daemon thread hands the others' to ``apply``."""
+
+    def __init__(self, url: str, *, channel: str = CHANNEL) -> None:
+        import redis
+
+        self.origin = process_id()
+        self.channel = channel
+        self.client_name = f"modelport-repository-{uuid.uuid4().hex[:12]}"
+        # The health check pings an idle subscription, so a silently dropped connection
+        # is noticed and resubscribed within seconds rather than never.
+        self._client: Any = redis.Redis.from_url(
+            url,
+            socket_timeout=5,
+            socket_connect_timeout=5,
+            health_check_interval=5,
+            client_name=self.client_name,
+        )
+        self._subscribed = threading.Event()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._apply: Callable[[RepositoryChange], None] | None = None
+
+    def publish(self, change: RepositoryChange) -> None:
+        try:
+            self._client.publish(self.channel, encode(change))
+        except Exception:  # the change happened here; the others keep their state
+            _log.exception(
+                "could not tell the other processes: %s %s:%s",
+                change.action,
+                change.model,
+                change.version,
+            )
+
+    def start(self, apply: Callable[[RepositoryChange], None]) -> None:
+        self._apply = apply  # a second start (another app on these services) takes over
+        if self._thread is not None and self._thread.is_alive():
+            return
+        self._stop.clear()
+        self._thread = threading.Thread(
+            target=self._run, name="modelport-repository-sync", daemon=True
+        )
+        self._thread.start()
+
+    def wait_subscribed(self, timeout: float) -> bool:
+        return self._subscribed.wait(timeout)
+
+    def close(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+        self._client.close()
+
+    def _run(self) -> None:
+        backoff = 0.1
+        while not self._stop.is_set():
+            pubsub = self._client.pubsub(ignore_subscribe_messages=False)
+            try:
+                pubsub.subscribe(self.channel)
+                while not self._stop.is_set():
+                    message = pubsub.get_message(timeout=0.5)
+                    if message is not None:
+                        self._handle(message)
+                        backoff = 0.1
+            except Exception:
+                _log.warning("repository sync subscription lost; retrying", exc_info=True)
+            finally:
+                self._subscribed.clear()
+                pubsub.close()
+            self._stop.wait(backoff)
+            backoff = min(backoff * 2, 5.0)
+
+    def _handle(self, message: dict[str, Any]) -> None:
+        if message["type"] == "subscribe":
+            self._subscribed.set()
+            return
+        if message["type"] != "message":
+            return
+        try:
+            change = decode(message["data"])
+        except ValueError as exc:
+            _log.warning("ignoring a malformed repository change: %s", exc)
+            return
+        if change.origin == self.origin or self._apply is None:
+            return
+        try:
+            self._apply(change)
+        except Exception:  # one bad change must not end the subscription
+            _log.exception("could not apply %s", change)
+
+
+def encode(change: RepositoryChange) -> bytes:
+    return orjson.dumps(
+        {
+            "action": change.action,
+            "model": change.model,
+            "version": change.version,
+            "pinned": change.pinned,
+            "origin": change.origin,
+        }
+    )
+
+
+def decode(data: bytes | str) -> RepositoryChange:
+    """The change in ``data``; ValueError when it is not one."""
+    doc = orjson.loads(data)  # JSONDecodeError is a ValueError
+    if not isinstance(doc, dict):
+        raise ValueError(f"not an object: {data!r}")
+    action, model, version = doc.get("action"), doc.get("model"), doc.get("version")
+    pinned, origin = doc.get("pinned", False), doc.get("origin", "")
+    if action not in _ACTIONS:
+        raise ValueError(f"unknown action {action!r}")
+    if not isinstance(model, str) or model.count("/") != 1:
+        raise ValueError(f"model must be 'owner/name', not {model!r}")
+    if not isinstance(version, str) or not version:
+        raise ValueError(f"version must be a string, not {version!r}")
+    if not isinstance(pinned, bool) or not isinstance(origin, str):
+        raise ValueError(f"bad 'pinned' or 'origin' in {data!r}")
+    return RepositoryChange(action, model, version, pinned, origin)
