@@ -5,12 +5,16 @@ answers the same single-row Open Inference Protocol JSON request: orjson in, one
 ``session.run`` per request straight on the event loop (the fastest naive server:
 no thread hop, no auth, no registry, no queue, no batching), orjson out.
 
-    .venv/bin/python bench/minimal_server.py --port 8001 --model mlp.onnx
+    .venv/bin/python bench/minimal_server.py --port 8001 --model mlp.onnx [--workers 2]
+
+With ``--workers N``, N uvicorn worker processes share the socket, each with its own
+session: the reference for a platform served by N workers.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 
 import numpy as np
 import onnxruntime as ort
@@ -52,19 +56,31 @@ def build_app(model_path: str) -> Starlette:
     )
 
 
+def app_from_environment() -> Starlette:
+    """uvicorn's factory in each worker process: the model from ``MINIMAL_SERVER_MODEL``."""
+    return build_app(os.environ["MINIMAL_SERVER_MODEL"])
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--model", required=True)
+    parser.add_argument("--workers", type=int, default=1)
     args = parser.parse_args()
+    options = {
+        "host": "127.0.0.1",
+        "port": args.port,
+        "loop": "uvloop",
+        "http": "httptools",
+        "access_log": False,
+        "log_level": "warning",
+    }
+    if args.workers == 1:
+        uvicorn.run(build_app(args.model), **options)
+        return
+    os.environ["MINIMAL_SERVER_MODEL"] = args.model
     uvicorn.run(
-        build_app(args.model),
-        host="127.0.0.1",
-        port=args.port,
-        loop="uvloop",
-        http="httptools",
-        access_log=False,
-        log_level="warning",
+        "minimal_server:app_from_environment", factory=True, workers=args.workers, **options
     )
 
 

@@ -2,6 +2,7 @@
 
     .venv/bin/python bench/serving_bench.py                       # 10 s per point
     .venv/bin/python bench/serving_bench.py --duration 5 --concurrency 1,64
+    .venv/bin/python bench/serving_bench.py --workers 2 --redis-url redis://127.0.0.1:6379/0
 
 The model is an MLP, 64 float features -> two 1024-wide ReLU layers -> 4-class
 softmax, built here with fixed weights. Load comes from ``wrk`` (one thread, the
@@ -15,7 +16,10 @@ for a fixed time, over loopback only. For each concurrency it measures:
   size from the server's ``/metrics``.
 
 Both servers run as separate processes under the same uvicorn settings (uvloop,
-httptools, no access log). The model is published through the platform's own
+httptools, no access log); the platform through ``modelport serve``. With
+``--workers N`` the platform runs N worker processes (sharing the given Redis, as
+``serve --workers`` requires), and a minimal server with N worker processes joins
+the run as a second reference. The model is published through the platform's own
 API (upload, model, version) and loaded through ``/v2/repository`` before the
 clock starts, so no point includes a cold start. Two in-process references
 close the report: raw ``session.run`` predictions per second at batch 1, and at
@@ -35,6 +39,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import uuid
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
@@ -132,24 +137,6 @@ def process(command: list[str], env: dict[str, str], url: str) -> Iterator[None]
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
-
-
-def serve_platform(port: int) -> None:
-    """Run in the server subprocess: the platform from MODELPORT_* settings."""
-    import uvicorn
-
-    from modelport.app import build_app
-    from modelport.config import Settings
-
-    uvicorn.run(
-        build_app(Settings()),
-        host="127.0.0.1",
-        port=port,
-        loop="uvloop",
-        http="httptools",
-        access_log=False,
-        log_level="warning",
-    )
 
 
 def publish(url: str, data: bytes) -> None:
@@ -263,11 +250,11 @@ def main() -> None:
         metavar="MODELPORT_X=VALUE",
         help="extra setting for both platform servers (repeatable)",
     )
-    parser.add_argument("--serve-platform", type=int, help=argparse.SUPPRESS)
+    parser.add_argument("--workers", type=int, default=1, help="platform worker processes")
+    parser.add_argument("--redis-url", help="Redis for the platform's workers (--workers > 1)")
     args = parser.parse_args()
-    if args.serve_platform:
-        serve_platform(args.serve_platform)
-        return
+    if args.workers > 1 and not args.redis_url:
+        sys.exit("--workers above 1 needs --redis-url (modelport serve --workers requires Redis)")
     if shutil.which("wrk") is None:
         sys.exit("wrk is not installed: install it (apt-get install wrk) and run again")
     levels = [int(c) for c in args.concurrency.split(",")]
@@ -293,11 +280,23 @@ def main() -> None:
         # All three servers stay up; each concurrency level runs them back to back, so
         # drift in the machine's load affects them alike.
         servers: dict[str, tuple[str, str, Path]] = {}
+        streams: list[str] = []
         port = free_port()
         url = f"http://127.0.0.1:{port}"
-        command = [sys.executable, str(HERE / "minimal_server.py"), "--port", str(port)]
-        stack.enter_context(process([*command, "--model", str(work / "mlp.onnx")], base_env, url))
+        minimal = [
+            sys.executable,
+            str(HERE / "minimal_server.py"),
+            "--model",
+            str(work / "mlp.onnx"),
+        ]
+        stack.enter_context(process([*minimal, "--port", str(port)], base_env, url))
         servers["minimal"] = (url, "/v2/models/mlp/infer", scripts["plain"])
+        if args.workers > 1:
+            port = free_port()
+            url = f"http://127.0.0.1:{port}"
+            command = [*minimal, "--port", str(port), "--workers", str(args.workers)]
+            stack.enter_context(process(command, base_env, url))
+            servers[f"minimal x{args.workers}"] = (url, "/v2/models/mlp/infer", scripts["plain"])
         for label, max_batch in (("batching off", 1), ("batching on", 64)):
             port = free_port()
             url = f"http://127.0.0.1:{port}"
@@ -306,9 +305,17 @@ def main() -> None:
                 "MODELPORT_HOME": str(work / label.replace(" ", "-")),
                 "MODELPORT_ADMIN_KEY": ADMIN_KEY,
                 "MODELPORT_RUNTIME_MAX_BATCH_SIZE": str(max_batch),
+                "MODELPORT_WORKERS": str(args.workers),
                 **extra_env,
             }
-            command = [sys.executable, __file__, "--serve-platform", str(port)]
+            if args.redis_url:
+                streams.append(f"modelport:bench:{uuid.uuid4().hex}")
+                env["MODELPORT_REDIS_URL"] = args.redis_url
+                env["MODELPORT_METERING_STREAM"] = streams[-1]
+            command = [
+                *(sys.executable, "-m", "modelport.cli", "serve"),
+                *("--port", str(port), "--log-level", "warning"),
+            ]
             stack.enter_context(process(command, env, url))
             publish(url, model)
             servers[label] = (url, f"/v2/models/{MODEL}/versions/1/infer", scripts["auth"])
@@ -325,18 +332,30 @@ def main() -> None:
                     mean_batch[c] = (after[0] - before[0]) / batches if batches else 0.0
                 print(f"{label:<14} c={c:<3} {results[(label, c)]}", flush=True)
 
+    if streams:
+        import redis
+
+        client = redis.Redis.from_url(args.redis_url)
+        client.delete(*streams)
+        client.close()
     at_one, best, best_size = raw_onnxruntime(model, min(args.duration, 5))
     print()
-    print("| server | concurrency | req/s | p50 ms | p99 ms | errors | mean batch | vs minimal |")
-    print("|---|---:|---:|---:|---:|---:|---:|---:|")
+    many = f"minimal x{args.workers}"
+    extra = f" vs {many} |" if many in servers else ""
+    print(
+        "| server | concurrency | req/s | p50 ms | p99 ms | errors | mean batch | vs minimal |"
+        + extra
+    )
+    print("|---|---:|---:|---:|---:|---:|---:|---:|" + ("---:|" if extra else ""))
     for c in levels:
         reference = results[("minimal", c)].rps
-        for label in ("minimal", "batching off", "batching on"):
+        for label in servers:
             point = results[(label, c)]
             batch = f"{mean_batch[c]:.1f}" if label == "batching on" else "1"
+            ratio = f" {point.rps / results[(many, c)].rps:.2f}x |" if extra else ""
             print(
                 f"| {label} | {c} | {point.rps:.0f} | {point.p50_ms:.2f} | {point.p99_ms:.2f} "
-                f"| {point.errors} | {batch} | {point.rps / reference:.2f}x |"
+                f"| {point.errors} | {batch} | {point.rps / reference:.2f}x |" + ratio
             )
     print()
     print(

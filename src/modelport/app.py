@@ -102,6 +102,11 @@ def build_host(settings: Settings, metrics: RuntimeMetrics) -> ModelHost:
     from modelport.runtime.types import BatchingConfig
 
     host_budget = settings.runtime_memory_budget_bytes or int(psutil.virtual_memory().total * 0.7)
+    device_budget = settings.runtime_device_memory_budget_bytes
+    # Every worker process hosts its own copies: each gets its share of the budgets.
+    host_budget //= settings.workers
+    if device_budget is not None:
+        device_budget //= settings.workers
     onnx = {
         "intra_op_threads": settings.runtime_intra_op_threads,
         "intra_op_spinning": settings.runtime_intra_op_spinning,
@@ -110,7 +115,7 @@ def build_host(settings: Settings, metrics: RuntimeMetrics) -> ModelHost:
     return ModelHost(
         cache=ModelCache(settings.home / "cache"),
         formats=FormatRegistry({"onnx": onnx}),
-        budget=MemoryBudget(host_budget, settings.runtime_device_memory_budget_bytes),
+        budget=MemoryBudget(host_budget, device_budget),
         batching=BatchingConfig(
             max_batch_size=settings.runtime_max_batch_size,
             max_queue_delay_us=settings.runtime_max_queue_delay_us,
@@ -203,8 +208,9 @@ def build_limits(settings: Settings, database: Database) -> LimitService:
 def build_metering(
     settings: Settings, database: Database, registry: RegistryService
 ) -> MeteringService:
-    """Metering, its outbox delivered in process, or through a Redis stream when set;
-    settlements made durable in the usage journal or the database (``uses_usage_journal``)."""
+    """Metering, its outbox delivered in process, or through a Redis stream
+    (``uses_usage_stream``); settlements made durable in the usage journal or the
+    database (``uses_usage_journal``)."""
     import socket
     import uuid
 
@@ -236,10 +242,17 @@ def build_metering(
     sink: UsageSink = LedgerSink(ledger)
     consumer = None
     closers = []
-    if settings.redis_url:
+    if settings.uses_usage_stream:
         import redis
 
+        from modelport.errors import InvalidInput
         from modelport.metering.stream import RedisLedgerConsumer, RedisStreamSink
+
+        if not settings.redis_url:
+            raise InvalidInput(
+                "MODELPORT_METERING_DELIVERY=stream needs MODELPORT_REDIS_URL",
+                code="redis_required",
+            )
 
         # Blocking stream reads wait 1 s; the socket must outlast them.
         client = redis.Redis.from_url(
@@ -483,3 +496,13 @@ def build_app(settings: Settings) -> FastAPI:
     gc.freeze()
     gc.set_threshold(20_000, 10, 10)
     return app
+
+
+def serve_app() -> FastAPI:
+    """The application of one worker process of ``modelport serve --workers N``
+    (uvicorn's factory, called in each worker): settings from the environment, which
+    the serve command prepared before starting the workers."""
+    from modelport.observability.multiprocess import prepare_worker
+
+    prepare_worker()
+    return build_app(Settings())

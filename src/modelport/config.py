@@ -63,12 +63,20 @@ class Settings(BaseSettings):
     auto_migrate: bool | None = None
     """Apply migrations at start; default on for SQLite (embedded), off otherwise."""
 
+    workers: int = Field(default=1, ge=1)
+    """Serving processes sharing the listening socket (``modelport serve --workers``).
+    Above one, each process hosts its own copy of a loaded version, so the memory
+    budgets below are split evenly between them, and ``redis_url`` is required: limits,
+    key revocations and repository load/unload must be shared between processes."""
+
     # ---- runtime (model host, batching)
     runtime_memory_budget_bytes: int | None = Field(default=None, gt=0)
-    """Host memory all loaded versions may take together; default 70% of physical memory."""
+    """Host memory all loaded versions may take together (all worker processes
+    together); default 70% of physical memory."""
 
     runtime_device_memory_budget_bytes: int | None = Field(default=None, gt=0)
-    """Device (accelerator) memory budget; default not limited."""
+    """Device (accelerator) memory budget (all worker processes together); default not
+    limited."""
 
     runtime_intra_op_threads: int = Field(default=0, ge=0)
     """Threads one model execution may use (onnxruntime); 0: one fewer than the CPUs the
@@ -158,6 +166,14 @@ class Settings(BaseSettings):
     metering_stream: str = "modelport:usage"
     """With Redis: the stream usage events travel through to the ledger (consumer group
     ``ledger``)."""
+
+    metering_delivery: Literal["auto", "ledger", "stream"] = "auto"
+    """How usage events reach the ledger: ``ledger``, written by the process that
+    settled them (idempotent by ``event_id``, so any number of processes may); ``stream``,
+    through ``metering_stream`` in Redis to the consumer group; ``auto``: the stream in
+    the distributed shape (Redis and PostgreSQL), the ledger otherwise (a SQLite home,
+    also with ``--workers`` sharing Redis on one machine, where the stream would only
+    add a hop)."""
 
     metering_durability: Literal["auto", "journal", "database"] = "auto"
     """Where a call's settlement is made durable before its answer: ``journal``, a file of
@@ -249,6 +265,13 @@ class Settings(BaseSettings):
     @property
     def should_auto_migrate(self) -> bool:
         return self.is_embedded_database if self.auto_migrate is None else self.auto_migrate
+
+    @property
+    def uses_usage_stream(self) -> bool:
+        """Whether usage events travel to the ledger through the Redis stream."""
+        if self.metering_delivery == "auto":
+            return bool(self.redis_url) and not self.is_embedded_database
+        return self.metering_delivery == "stream"
 
     @property
     def uses_usage_journal(self) -> bool:

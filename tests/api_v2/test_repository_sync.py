@@ -145,6 +145,29 @@ def test_the_default_version_reaches_the_other_gateway_by_its_number(gateways) -
     assert eventually(lambda: not b.hosts("3"))
 
 
+def test_an_unload_reaches_a_version_loaded_on_demand_by_the_other_gateway(gateways) -> None:
+    """Only B ran (and so loaded) version 2: unloading it through A, which hosts
+    nothing, still answers 200 and unloads it on B; so does unloading every version."""
+    a, b, _ = gateways
+    body = {"inputs": [{"name": "x", "datatype": "FP32", "shape": [1, 4], "data": [1, 2, 3, 4]}]}
+    for version in ("2", "3"):
+        answer = b.client.post(f"/v2/models/acme/adder/versions/{version}/infer", json=body)
+        assert answer.status_code == 200, answer.text
+    assert not a.hosts("2") and not a.hosts("3")
+
+    one = a.client.post(
+        "/v2/repository/models/acme/adder/unload", json={"parameters": {"version": "2"}}
+    )
+    assert one.status_code == 200, one.text
+    assert one.json() == {"unloaded": []}  # nothing here; B's copy goes too
+    assert eventually(lambda: not b.hosts("2"))
+    assert b.hosts("3")
+
+    every = a.client.post("/v2/repository/models/acme/adder/unload")
+    assert every.status_code == 200, every.text
+    assert eventually(lambda: not b.hosts("3"))
+
+
 def test_a_gateway_ignores_its_own_changes(gateways, outsider) -> None:
     a, b, _ = gateways
     a.sync.publish(change("load", "2", origin=a.sync.origin))
@@ -216,8 +239,11 @@ def test_an_unreachable_redis_does_not_fail_the_local_change() -> None:
 def test_changes_round_trip_and_garbage_is_refused() -> None:
     sent = RepositoryChange("load", "acme/adder", "7", pinned=True, origin="h:1:ab")
     assert decode(encode(sent)) == sent
+    every = RepositoryChange("unload", "acme/adder", None, origin="h:1:ab")
+    assert decode(encode(every)) == every
     for bad in (
         b"[]",
+        b'{"action": "load", "model": "acme/adder", "version": null}',  # unloads only
         b"{}",
         b'{"action": "delete", "model": "acme/adder", "version": "1"}',
         b'{"action": "load", "model": "adder", "version": "1"}',

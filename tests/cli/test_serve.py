@@ -93,3 +93,11 @@ def test_serve_access_log_on_request(tmp_path: Path) -> None:
         proc.terminate()
         out, _ = proc.communicate(timeout=30)
     assert re.search(r'"GET /api/models HTTP/1.1" 401', out), out
+
+
+def test_serve_with_workers_refuses_to_start_without_redis(tmp_path: Path) -> None:
+    proc = _serve(tmp_path, free_port(), "--workers", "2", "--dev")
+    out, _ = proc.communicate(timeout=60)
+    assert proc.returncode != 0
+    assert "--workers 2 needs MODELPORT_REDIS_URL" in out
+    assert not (tmp_path / "run").exists() or not any((tmp_path / "run").iterdir())

@@ -96,7 +96,12 @@ def test_two_gateways_meter_through_the_stream_into_one_ledger(
 
     _, name = stream
     blobs = f"file://{tmp_path / 'blobs'}"
-    shared = {"redis_url": redis_url, "metering_stream": name, "blob_url": blobs}
+    shared = {
+        "redis_url": redis_url,
+        "metering_stream": name,
+        "metering_delivery": "stream",  # auto would write the ledger directly on SQLite
+        "blob_url": blobs,
+    }
     first = make_platform(tmp_path / "one", database_url, **shared)
     second = make_platform(tmp_path / "two", database_url, seed=False, **shared)
     try:
@@ -109,6 +114,7 @@ def test_two_gateways_meter_through_the_stream_into_one_ledger(
         second.services.metering.deliver()
         events = [e.event for e in metering.ledger.entries()]
         assert len(events) == 3 and {e.amount_micros for e in events} == {1_000}
+        assert stream[0].xlen(name) == 3  # they came through the stream
         assert all(e.reservation_id for e in events)
         balance = metering.balances.get(BalanceScope.TENANT, "beta")
         assert (balance.balance_micros, balance.reserved_micros) == (0, 0)
@@ -116,3 +122,40 @@ def test_two_gateways_meter_through_the_stream_into_one_ledger(
         for gateway in (first, second):
             gateway.close_client()
             gateway.services.close()
+
+
+@pytest.mark.parametrize(
+    ("database", "delivery", "redis", "through_stream"),
+    [
+        ("sqlite", "auto", True, False),  # one machine (--workers): the ledger directly
+        ("postgresql", "auto", True, True),  # the distributed shape
+        ("postgresql", "auto", False, False),
+        ("sqlite", "stream", True, True),
+        ("postgresql", "ledger", True, False),
+    ],
+)
+def test_where_usage_events_travel(
+    tmp_path, database: str, delivery: str, redis: bool, through_stream: bool
+) -> None:
+    from modelport.config import Settings
+
+    url = None if database == "sqlite" else "postgresql+psycopg://db/modelport"
+    settings = Settings(
+        home=tmp_path,
+        database_url=url,
+        redis_url="redis://cache:6379/0" if redis else None,
+        metering_delivery=delivery,
+    )
+    assert settings.uses_usage_stream is through_stream
+
+
+def test_stream_delivery_without_redis_is_refused(tmp_path) -> None:
+    from modelport.app import build_services
+    from modelport.config import Settings
+    from modelport.errors import InvalidInput
+    from tests.conftest import ADMIN_KEY
+
+    settings = Settings(home=tmp_path, admin_key=ADMIN_KEY, metering_delivery="stream")
+    with pytest.raises(InvalidInput, match="needs MODELPORT_REDIS_URL") as caught:
+        build_services(settings)
+    assert caught.value.code == "redis_required"

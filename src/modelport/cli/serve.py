@@ -1,13 +1,30 @@
-"""``modelport serve``: run the platform (embedded shape)."""
+"""``modelport serve``: run the platform (embedded shape, or several worker processes)."""
 
 from __future__ import annotations
 
+import os
+import shutil
+import tempfile
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
 import click
+
+if TYPE_CHECKING:
+    from modelport.cli.application import Application
+    from modelport.config import Settings
 
 
 @click.command()
 @click.option("--host", default="127.0.0.1", show_default=True)
 @click.option("--port", default=8080, show_default=True, type=int)
+@click.option(
+    "--workers",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Worker processes sharing the socket (default MODELPORT_WORKERS, else 1). "
+    "Above one, MODELPORT_REDIS_URL is required.",
+)
 @click.option("--dev", is_flag=True, help="Generate and print an admin key if none is set.")
 @click.option("--log-level", default="info", show_default=True)
 @click.option(
@@ -17,7 +34,15 @@ import click
     help="Log every request (costs CPU on the serving loop).",
 )
 @click.pass_obj
-def serve(app: object, host: str, port: int, dev: bool, log_level: str, access_log: bool) -> None:
+def serve(
+    app: object,
+    host: str,
+    port: int,
+    workers: int | None,
+    dev: bool,
+    log_level: str,
+    access_log: bool,
+) -> None:
     """Start the platform: HTTP API on HOST:PORT (uvloop, httptools)."""
     import uvicorn
 
@@ -30,20 +55,73 @@ def serve(app: object, host: str, port: int, dev: bool, log_level: str, access_l
     assert isinstance(app, Application)
     settings = Settings()
     if dev and not settings.admin_key:
-        settings = Settings(admin_key=generate_admin_key())
+        settings = settings.model_copy(update={"admin_key": generate_admin_key()})
         app.terminal.warn(f"--dev: generated admin key: {settings.admin_key}")
+    if workers is not None:
+        settings = settings.model_copy(update={"workers": workers})
+    options: dict[str, Any] = {
+        "host": host,
+        "port": port,
+        "log_level": log_level,
+        "access_log": access_log,
+        "loop": "uvloop",
+        "http": "httptools",
+    }
     try:
         check_admin_key(settings.admin_key)
+        if settings.workers > 1:
+            _serve_workers(app, settings, options)
+            return
         asgi = build_app(settings)
     except ModelportError as exc:
         app.terminal.abort(exc.message)
     app.terminal.info(f"modelport serving on http://{host}:{port} (home: {settings.home})")
-    uvicorn.run(
-        asgi,
-        host=host,
-        port=port,
-        log_level=log_level,
-        access_log=access_log,
-        loop="uvloop",
-        http="httptools",
+    uvicorn.run(asgi, **options)
+
+
+def _serve_workers(app: Application, settings: Settings, options: dict[str, Any]) -> None:
+    """Run ``settings.workers`` uvicorn worker processes on one socket.
+
+    Each worker builds its own application from the environment (``app.serve_app``),
+    so what the command decided is handed over there: the admin key (``--dev``), the
+    worker count (which splits the memory budgets) and the folder where the workers'
+    Prometheus metrics meet, so a scrape of any worker answers for all of them."""
+    import uvicorn
+
+    from modelport.errors import InvalidInput
+    from modelport.store import upgrade
+
+    if not settings.redis_url:
+        raise InvalidInput(
+            f"--workers {settings.workers} needs MODELPORT_REDIS_URL: rate and concurrency "
+            "limits, key revocations and model loads are shared between the worker "
+            "processes through Redis",
+            code="redis_required",
+        )
+    settings.home.mkdir(parents=True, exist_ok=True)
+    if settings.should_auto_migrate:
+        upgrade(settings.resolved_database_url)  # once, before the workers start
+    run_dir = settings.home / "run"
+    run_dir.mkdir(exist_ok=True)
+    metrics_dir = Path(tempfile.mkdtemp(prefix="metrics-", dir=run_dir))
+    os.environ.update(
+        {
+            "MODELPORT_WORKERS": str(settings.workers),
+            "MODELPORT_ADMIN_KEY": settings.admin_key,
+            "MODELPORT_HOME": str(settings.home),
+            "PROMETHEUS_MULTIPROC_DIR": str(metrics_dir),
+        }
     )
+    app.terminal.info(
+        f"modelport serving on http://{options['host']}:{options['port']} "
+        f"with {settings.workers} workers (home: {settings.home})"
+    )
+    try:
+        uvicorn.run(
+            "modelport.app:serve_app",
+            factory=True,
+            workers=settings.workers,
+            **options,
+        )
+    finally:
+        shutil.rmtree(metrics_dir, ignore_errors=True)

@@ -38,7 +38,8 @@ class RepositoryChange:
 
     action: Action
     model: str  # owner/name
-    version: str  # the resolved version string, never an alias
+    version: str | None  # the resolved version string, never an alias; None: every
+    # hosted version of the model (an unload only)
     pinned: bool = False
     origin: str = ""
 
@@ -54,6 +55,12 @@ class RepositorySync(Protocol):
         """This process's id, to put in the changes it publishes."""
         ...
 
+    @property
+    def shared(self) -> bool:
+        """Whether other processes may host versions too (then a version not hosted
+        here may still be hosted elsewhere)."""
+        ...
+
     def publish(self, change: RepositoryChange) -> None:
         """Tell the other processes (never raises: the local change already happened)."""
         ...
@@ -66,6 +73,8 @@ class RepositorySync(Protocol):
 
 
 class LocalRepositorySync:
+    shared = False
+
     def __init__(self) -> None:
         self.origin = process_id()
 
@@ -81,6 +90,8 @@ class LocalRepositorySync:
 
 class RedisRepositorySync:
     """Publishes changes on ``channel``; a daemon thread hands the others' to ``apply``."""
+
+    shared = True
 
     def __init__(self, url: str, *, channel: str = CHANNEL) -> None:
         import redis
@@ -193,7 +204,7 @@ def decode(data: bytes | str) -> RepositoryChange:
         raise ValueError(f"unknown action {action!r}")
     if not isinstance(model, str) or model.count("/") != 1:
         raise ValueError(f"model must be 'owner/name', not {model!r}")
-    if not isinstance(version, str) or not version:
+    if not (isinstance(version, str) and version) and not (version is None and action == "unload"):
         raise ValueError(f"version must be a string, not {version!r}")
     if not isinstance(pinned, bool) or not isinstance(origin, str):
         raise ValueError(f"bad 'pinned' or 'origin' in {data!r}")

@@ -183,31 +183,41 @@ class DataPlane:
         self, done: Future[VersionStatus], key: VersionKey, pinned: bool
     ) -> VersionStatus:
         status = await asyncio.wrap_future(done)
-        await self._publish("load", key, pinned=pinned)
+        await self._publish("load", key.model, key.version, pinned=pinned)
         return status
 
     async def unload(self, owner: str, name: str, version: str | None) -> list[VersionKey]:
-        """Unload one version, or without ``version`` every hosted version of the model."""
+        """Unload one version, or without ``version`` every hosted version of the model,
+        here and in every process sharing the sync. Answers the versions unloaded here;
+        404 when there is none and no other process could host one."""
         model = f"{owner}/{name}"
-        if version is not None:
-            keys = [(await self.target(owner, name, version)).key]
+        wanted = None if version is None else (await self.target(owner, name, version)).key
+        if wanted is not None:
+            keys = [wanted]
         else:
             keys = [s.key for s in self.host.statuses() if s.key.model == model]
         keys = [k for k in keys if self.host.status(k) is not None]
-        if not keys:
+        if not keys and not self.sync.shared:
             raise NotFound(f"{model} has no loaded version", code="model_not_loaded")
-        await _shielded(self._unloaded(keys))
+        # Told to the others even when nothing is hosted here: a version loaded on
+        # demand by another process is theirs to unload.
+        await _shielded(self._unloaded(model, keys, wanted))
         return keys
 
-    async def _unloaded(self, keys: list[VersionKey]) -> None:
+    async def _unloaded(
+        self, model: str, keys: list[VersionKey], wanted: VersionKey | None
+    ) -> None:
         for key in keys:
             await asyncio.to_thread(self.host.unload, key)
-            await self._publish("unload", key)
+        if wanted is not None:
+            await self._publish("unload", model, wanted.version)
+        elif self.sync.shared:
+            await self._publish("unload", model, None)
 
-    async def _publish(self, action: Action, key: VersionKey, *, pinned: bool = False) -> None:
-        change = RepositoryChange(
-            action, key.model, key.version, pinned=pinned, origin=self.sync.origin
-        )
+    async def _publish(
+        self, action: Action, model: str, version: str | None, *, pinned: bool = False
+    ) -> None:
+        change = RepositoryChange(action, model, version, pinned=pinned, origin=self.sync.origin)
         await asyncio.to_thread(self.sync.publish, change)  # a network round trip
 
     # ---- other processes' repository changes
@@ -244,14 +254,17 @@ class DataPlane:
     async def apply(self, change: RepositoryChange) -> None:
         """Apply another process's change here: start its load (without waiting for it),
         or unload the version if it is hosted. Failures are logged, never raised."""
-        ref = f"{change.model}:{change.version}"
         if change.action == "unload":
-            key = self.host.find(change.model, change.version)
-            if key is None:
-                return  # not hosted here: nothing to do
-            with contextlib.suppress(NotFound):  # unloaded meanwhile
-                await asyncio.to_thread(self.host.unload, key)
+            if change.version is None:
+                keys = [s.key for s in self.host.statuses() if s.key.model == change.model]
+            else:
+                found = self.host.find(change.model, change.version)
+                keys = [] if found is None else [found]  # not hosted here: nothing to do
+            for key in keys:
+                with contextlib.suppress(NotFound):  # unloaded meanwhile
+                    await asyncio.to_thread(self.host.unload, key)
             return
+        ref = f"{change.model}:{change.version}"
         owner, _, name = change.model.partition("/")
         try:
             target = await self.target(owner, name, change.version)
