@@ -127,6 +127,8 @@ def test_two_workers_serve_meter_once_and_report_together(
     finally:
         server.terminate()
         server.wait(timeout=30)
+    assert server.returncode == 0
+    assert not list((home / "run").glob("metrics-*")), "the workers' metrics folder is removed"
     assert sorted(e.event.request_id for e in entries) == sorted(f"w-{n}" for n in range(calls))
     after = balances.get(BalanceScope.TENANT, "beta")
     assert (after.balance_micros, after.reserved_micros) == (CREDIT - calls * PRICE, 0)
