@@ -9,6 +9,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+import uvloop
 
 from modelport.errors import DeadlineExceeded, Internal, Overloaded, Unavailable
 from modelport.runtime.batching.batcher import Batcher
@@ -50,6 +51,20 @@ def row(value: float, rows: int = 1) -> dict[str, np.ndarray]:
     return {"x": np.full((rows, 4), value, dtype=np.float32)}
 
 
+_LOOPS: dict[str, Callable[[Any], Any]] = {"asyncio": asyncio.run, "uvloop": uvloop.run}
+_run_loop = asyncio.run
+
+
+@pytest.fixture(autouse=True, params=sorted(_LOOPS))
+def event_loop_kind(request: pytest.FixtureRequest) -> Any:
+    """Every scenario runs on asyncio's loop and on uvloop, which serving uses: their
+    timers differ (uvloop turns a delay under a millisecond into a ``call_soon``)."""
+    global _run_loop
+    _run_loop = _LOOPS[request.param]
+    yield request.param
+    _run_loop = asyncio.run
+
+
 def run(
     scenario: Callable[[Batcher, CountingModel, RecordingObserver], Awaitable[Any]],
     model: CountingModel | None = None,
@@ -67,7 +82,7 @@ def run(
             await batcher.drain()
 
     try:
-        return asyncio.run(main())
+        return _run_loop(main())
     finally:
         executor.close()
 
@@ -131,6 +146,21 @@ def test_max_queue_delay_waits_for_company() -> None:
     assert b.timings.batch_requests == 2
     assert model.executions == [2]
     assert a.timings.queue_seconds >= 0.15
+
+
+def test_a_queue_delay_under_a_millisecond_merges_requests_arriving_together() -> None:
+    """Requests queued in the same loop iteration, with a wait for company shorter than
+    a millisecond (a ``call_soon`` on uvloop), are merged and all answered."""
+
+    async def scenario(batcher: Batcher, model: CountingModel, obs: RecordingObserver):
+        futures = [asyncio.ensure_future(batcher.submit(row(i), deadline=soon())) for i in range(3)]
+        return await asyncio.gather(*futures)
+
+    model = CountingModel()
+    results = run(scenario, model, max_batch_size=8, max_queue_delay_us=300)
+    assert sum(model.executions) == 3
+    for i, result in enumerate(results):
+        np.testing.assert_array_equal(result.outputs["y"], np.full((1, 4), i + 1, np.float32))
 
 
 def test_expired_requests_are_dropped_before_execution_and_never_run() -> None:

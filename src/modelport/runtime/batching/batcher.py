@@ -61,7 +61,8 @@ class Batcher:
         self._queue = RequestQueue()
         self._free = max(1, executor.instances)
         self._running = 0
-        self._timer: asyncio.TimerHandle | None = None
+        self._timer: asyncio.Handle | None = None
+        self._timer_at = 0.0
         self._idle: asyncio.Future[None] | None = None
         self._closing = False
         self._max_delay = config.max_queue_delay_us / 1e6
@@ -175,11 +176,16 @@ class Batcher:
             idle.set_result(None)
 
     def _wake_at(self, when: float, now: float) -> None:
+        delay = max(0.0, when - now)
+        at = self.loop.time() + delay
         if self._timer is not None:
-            if self._timer.when() <= self.loop.time() + (when - now):
+            if self._timer_at <= at:
                 return  # an earlier wake-up is already set
             self._timer.cancel()
-        self._timer = self.loop.call_later(max(0.0, when - now), self._on_timer)
+        # The time is kept here: uvloop answers a delay under a millisecond with a plain
+        # ``Handle`` (a ``call_soon``), which has no ``when()``.
+        self._timer = self.loop.call_later(delay, self._on_timer)
+        self._timer_at = at
 
     def _on_timer(self) -> None:
         self._timer = None
