@@ -6,6 +6,7 @@ import os
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import httpx
@@ -42,3 +43,11 @@ def wait_healthy(url: str, proc: subprocess.Popen[bytes], seconds: float = 60) -
         except httpx.TransportError:
             time.sleep(0.05)
     raise AssertionError(f"{url} did not start")
+
+
+def wait_for(check: Callable[[], bool], seconds: float = 60) -> None:
+    """Poll ``check`` until it holds; fail after ``seconds``."""
+    deadline = time.monotonic() + seconds
+    while not check():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.05)

@@ -220,7 +220,7 @@ def test_the_subscriber_comes_back_after_losing_its_connection(gateways, outside
     for client in b.sync._client.client_list(_type="pubsub"):
         if client["name"] == b.sync.client_name:
             b.sync._client.client_kill_filter(_id=client["id"])
-    assert eventually(lambda: not b.sync._subscribed.is_set(), timeout=10)
+    assert eventually(lambda: not b.sync.subscribed, timeout=10)
     assert b.sync.wait_subscribed(10)  # it resubscribes by itself
     a.client.post("/v2/repository/models/acme/adder/load", json={"parameters": {"version": "2"}})
     assert eventually(lambda: b.ready("2"))

@@ -5,37 +5,21 @@ process on the same home applies it."""
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import httpx
-import pytest
 
 from modelport.metering.balances import BalanceRepository
 from modelport.metering.ledger import Ledger
 from modelport.metering.types import BalanceScope, ReservationState
-from modelport.store import Database, create_database
+from modelport.store import Database
 from modelport.store.tables import ReservationRow
 from tests.conftest import free_port
 from tests.metering.conftest import ADDER_BODY, make_platform
-from tests.serve_process import serve, wait_healthy
+from tests.serve_process import serve, wait_for, wait_healthy
 
 TENANT = BalanceScope.TENANT
 PRICE = 2_500
-
-
-def wait_for(check: Callable[[], bool], seconds: float = 30) -> None:
-    deadline = time.monotonic() + seconds
-    while not check():
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.05)
-
-
-@pytest.fixture
-def database(database_url: str) -> Iterator[Database]:
-    db = create_database(database_url)
-    yield db
-    db.dispose()
 
 
 def test_a_settlement_survives_kill_9_and_is_charged_once(

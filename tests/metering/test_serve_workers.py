@@ -4,40 +4,24 @@ each exactly once, and report their metrics together."""
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import httpx
 import psutil
-import pytest
 import redis
 from prometheus_client.parser import text_string_to_metric_families
 
 from modelport.metering.balances import BalanceRepository
 from modelport.metering.ledger import Ledger
 from modelport.metering.types import BalanceScope
-from modelport.store import Database, create_database
+from modelport.store import Database
 from tests.conftest import ADMIN_KEY, free_port
 from tests.metering.conftest import ADDER_BODY, make_platform
-from tests.serve_process import serve, wait_healthy
+from tests.serve_process import serve, wait_for, wait_healthy
 
 PRICE = 1_000
 CREDIT = 10_000_000
-
-
-def wait_for(check: Callable[[], bool], seconds: float = 60) -> None:
-    deadline = time.monotonic() + seconds
-    while not check():
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.05)
-
-
-@pytest.fixture
-def database(database_url: str) -> Iterator[Database]:
-    db = create_database(database_url)
-    yield db
-    db.dispose()
 
 
 def _sample(url: str, name: str, **labels: str) -> float:

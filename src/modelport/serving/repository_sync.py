@@ -17,13 +17,14 @@ from __future__ import annotations
 import logging
 import os
 import socket
-import threading
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Literal, Protocol
+from typing import Literal, Protocol
 
 import orjson
+
+from modelport.pubsub import Subscription, redis_client
 
 CHANNEL = "modelport:repository"
 _log = logging.getLogger(__name__)
@@ -94,23 +95,13 @@ class RedisRepositorySync:
     shared = True
 
     def __init__(self, url: str, *, channel: str = CHANNEL) -> None:
-        import redis
-
         self.origin = process_id()
         self.channel = channel
         self.client_name = f"modelport-repository-{uuid.uuid4().hex[:12]}"
-        # The health check pings an idle subscription, so a silently dropped connection
-        # is noticed and resubscribed within seconds rather than never.
-        self._client: Any = redis.Redis.from_url(
-            url,
-            socket_timeout=5,
-            socket_connect_timeout=5,
-            health_check_interval=5,
-            client_name=self.client_name,
+        self._client = redis_client(url, self.client_name)
+        self._subscription = Subscription(
+            self._client, channel, self._receive, name="modelport-repository-sync"
         )
-        self._subscribed = threading.Event()
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
         self._apply: Callable[[RepositoryChange], None] | None = None
 
     def publish(self, change: RepositoryChange) -> None:
@@ -126,59 +117,27 @@ class RedisRepositorySync:
 
     def start(self, apply: Callable[[RepositoryChange], None]) -> None:
         self._apply = apply  # a second start (another app on these services) takes over
-        if self._thread is not None and self._thread.is_alive():
-            return
-        self._stop.clear()
-        self._thread = threading.Thread(
-            target=self._run, name="modelport-repository-sync", daemon=True
-        )
-        self._thread.start()
+        self._subscription.start()
+
+    @property
+    def subscribed(self) -> bool:
+        return self._subscription.subscribed.is_set()
 
     def wait_subscribed(self, timeout: float) -> bool:
-        return self._subscribed.wait(timeout)
+        return self._subscription.subscribed.wait(timeout)
 
     def close(self) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout=5)
+        self._subscription.stop()
         self._client.close()
 
-    def _run(self) -> None:
-        backoff = 0.1
-        while not self._stop.is_set():
-            pubsub = self._client.pubsub(ignore_subscribe_messages=False)
-            try:
-                pubsub.subscribe(self.channel)
-                while not self._stop.is_set():
-                    message = pubsub.get_message(timeout=0.5)
-                    if message is not None:
-                        self._handle(message)
-                        backoff = 0.1
-            except Exception:
-                _log.warning("repository sync subscription lost; retrying", exc_info=True)
-            finally:
-                self._subscribed.clear()
-                pubsub.close()
-            self._stop.wait(backoff)
-            backoff = min(backoff * 2, 5.0)
-
-    def _handle(self, message: dict[str, Any]) -> None:
-        if message["type"] == "subscribe":
-            self._subscribed.set()
-            return
-        if message["type"] != "message":
-            return
+    def _receive(self, data: bytes) -> None:
         try:
-            change = decode(message["data"])
+            change = decode(data)
         except ValueError as exc:
             _log.warning("ignoring a malformed repository change: %s", exc)
             return
-        if change.origin == self.origin or self._apply is None:
-            return
-        try:
+        if change.origin != self.origin and self._apply is not None:
             self._apply(change)
-        except Exception:  # one bad change must not end the subscription
-            _log.exception("could not apply %s", change)
 
 
 def encode(change: RepositoryChange) -> bytes:

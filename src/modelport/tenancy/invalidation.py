@@ -14,13 +14,13 @@ Call order: ``publish`` after the change is committed; the authenticator asks
 from __future__ import annotations
 
 import logging
-import threading
 import uuid
 from collections.abc import Iterable
-from typing import Any, Protocol
+from typing import Protocol
 
 import orjson
 
+from modelport.pubsub import Subscription, redis_client
 from modelport.tenancy.keycache import KeyCache
 
 CHANNEL = "modelport:keys:invalidate"
@@ -57,24 +57,21 @@ class RedisInvalidation:
     """Publishes evictions on ``CHANNEL``; a daemon thread applies everyone's evictions."""
 
     def __init__(self, cache: KeyCache, url: str, *, channel: str = CHANNEL) -> None:
-        import redis
-
         self.cache = cache
         self.channel = channel
         self.client_name = f"modelport-keys-{uuid.uuid4().hex[:12]}"
-        # The health check pings an idle subscription, so a silently dropped connection
-        # is noticed (and the cache cleared) within seconds rather than never.
-        self._client: Any = redis.Redis.from_url(
-            url,
-            socket_timeout=5,
-            socket_connect_timeout=5,
-            health_check_interval=5,
-            client_name=self.client_name,
+        self._client = redis_client(url, self.client_name)
+        # Whatever happened while not listening is unknown: forget everything, both when
+        # a subscription starts and when it is lost.
+        self._subscription = Subscription(
+            self._client,
+            channel,
+            self._evict,
+            name="modelport-key-invalidation",
+            on_subscribed=cache.clear,
+            on_lost=cache.clear,
         )
-        self._subscribed = threading.Event()
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
-        self._start_lock = threading.Lock()
+        self._started = False
 
     def publish(self, key_ids: Iterable[str]) -> None:
         ids = list(key_ids)
@@ -88,57 +85,27 @@ class RedisInvalidation:
 
     def can_cache(self) -> bool:
         self._ensure_started()
-        return self._subscribed.is_set()
+        return self._subscription.subscribed.is_set()
 
     def wait_subscribed(self, timeout: float) -> bool:
         self._ensure_started()
-        return self._subscribed.wait(timeout)
+        return self._subscription.subscribed.wait(timeout)
 
     def close(self) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout=5)
+        self._subscription.stop()
         self._client.close()
 
     def _ensure_started(self) -> None:
-        if self._thread is not None:
-            return
-        with self._start_lock:
-            if self._thread is None:
-                self._thread = threading.Thread(
-                    target=self._run, name="modelport-key-invalidation", daemon=True
-                )
-                self._thread.start()
+        if not self._started:  # on every authentication: a flag, not the lock
+            self._started = True
+            self._subscription.start()
 
-    def _run(self) -> None:
-        backoff = 0.1
-        while not self._stop.is_set():
-            pubsub = self._client.pubsub(ignore_subscribe_messages=False)
-            try:
-                pubsub.subscribe(self.channel)
-                while not self._stop.is_set():
-                    message = pubsub.get_message(timeout=0.5)
-                    if message is not None:
-                        self._handle(message)
-                        backoff = 0.1
-            except Exception:
-                _log.warning("key invalidation subscription lost; retrying", exc_info=True)
-            finally:
-                # Whatever happened while not listening is unknown: forget everything.
-                self._subscribed.clear()
-                self.cache.clear()
-                pubsub.close()
-            self._stop.wait(backoff)
-            backoff = min(backoff * 2, 5.0)
-
-    def _handle(self, message: dict[str, Any]) -> None:
-        if message["type"] == "subscribe":
+    def _evict(self, data: bytes) -> None:
+        try:
+            ids = orjson.loads(data)
+        except orjson.JSONDecodeError:
+            ids = None
+        if not isinstance(ids, list):  # not ours to read: forget everything to be safe
             self.cache.clear()
-            self._subscribed.set()
-        elif message["type"] == "message":
-            try:
-                ids = orjson.loads(message["data"])
-            except orjson.JSONDecodeError:
-                self.cache.clear()
-                return
-            self.cache.evict(str(i) for i in ids)
+            return
+        self.cache.evict(str(i) for i in ids)
