@@ -101,3 +101,18 @@ def test_serve_with_workers_refuses_to_start_without_redis(tmp_path: Path) -> No
     assert proc.returncode != 0
     assert "--workers 2 needs MODELPORT_REDIS_URL" in out
     assert not (tmp_path / "run").exists() or not any((tmp_path / "run").iterdir())
+
+
+def test_serve_with_workers_refuses_a_setting_that_cannot_work(tmp_path: Path) -> None:
+    proc = _serve(
+        tmp_path,
+        free_port(),
+        "--workers",
+        "2",
+        "--dev",
+        MODELPORT_REDIS_URL="redis://127.0.0.1:6379/0",
+        MODELPORT_BLOB_URL="ftp://example.com/blobs",
+    )
+    out, _ = proc.communicate(timeout=60)
+    assert proc.returncode != 0
+    assert "ftp" in out, out

@@ -88,8 +88,8 @@ def _serve_workers(app: Application, settings: Settings, options: dict[str, Any]
     Prometheus metrics meet, so a scrape of any worker answers for all of them."""
     import uvicorn
 
+    from modelport.app import build_services
     from modelport.errors import InvalidInput
-    from modelport.store import upgrade
 
     if not settings.redis_url:
         raise InvalidInput(
@@ -98,9 +98,10 @@ def _serve_workers(app: Application, settings: Settings, options: dict[str, Any]
             "processes through Redis",
             code="redis_required",
         )
-    settings.home.mkdir(parents=True, exist_ok=True)
-    if settings.should_auto_migrate:
-        upgrade(settings.resolved_database_url)  # once, before the workers start
+    # Build the services once here (migrating, when that is on): a setting that cannot
+    # work stops the command with its message, instead of failing in every worker,
+    # which uvicorn would start again and again.
+    build_services(settings).close()
     run_dir = settings.home / "run"
     run_dir.mkdir(exist_ok=True)
     metrics_dir = Path(tempfile.mkdtemp(prefix="metrics-", dir=run_dir))
