@@ -88,3 +88,13 @@ def test_concurrent_overlapping_batches_record_each_event_once(metering: Meterin
     assert not errors
     assert metering.ledger.count() == 200
     assert metering.balances.get(BalanceScope.TENANT, "beta").balance_micros == 1_000_000 - 200_000
+
+
+def test_a_batch_larger_than_one_id_lookup_is_deduplicated_whole(metering: Metering) -> None:
+    """SQLite looks the batch's ids up in chunks of 500: every chunk counts."""
+    events = [usage_event(f"big{i:05d}") for i in range(1_500)]
+    assert len(metering.ledger.record(events[:1_200]).inserted) == 1_200
+    again = metering.ledger.record(list(reversed(events)))
+    assert sorted(again.inserted) == [f"big{i:05d}" for i in range(1_200, 1_500)]
+    assert len(again.duplicates) == 1_200
+    assert metering.ledger.count() == 1_500

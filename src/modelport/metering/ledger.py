@@ -1,8 +1,13 @@
 """The usage ledger: every usage event exactly once, however often it was delivered.
 
-``record`` inserts a batch with ``INSERT ... ON CONFLICT (event_id) DO NOTHING
-RETURNING event_id`` (SQLite and PostgreSQL alike), so a redelivered or duplicated
-event is ignored and the caller learns which ones were new. Events that were not
+``record`` inserts a batch so that a redelivered or duplicated event is ignored and the
+caller learns which ones were new. On PostgreSQL that is one ``INSERT ... SELECT FROM
+jsonb_to_recordset ... ON CONFLICT (event_id) DO NOTHING RETURNING event_id``. On SQLite
+it reads which of the batch's ids are there already, then inserts the others with one
+prepared single-row statement (``executemany``): a multi-row ``VALUES ... RETURNING``
+is a new statement for SQLite to compile at every batch size, and that compile cost
+more than the insert. The transaction began with ``BEGIN IMMEDIATE``, so no other
+writer comes between the read and the insert. Events that were not
 settled against a reservation (usage reported by external backends) are charged to
 the caller's balances and budget in the same transaction, for the new ones only.
 
@@ -19,7 +24,7 @@ from typing import Any
 
 import orjson
 from sqlalchemy import TextClause, func, select, text
-from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.dialects import postgresql
 from sqlalchemy.orm import Session
 
 from modelport.metering.balances import debit, existing_levels
@@ -123,22 +128,26 @@ def _postgres_insert() -> TextClause:
     )
 
 
+_COLUMNS = [c for c in UsageEventRow.__table__.columns if c.name != "seq"]
+_SQLITE_INSERT = (
+    f"INSERT INTO usage_events ({', '.join(c.name for c in _COLUMNS)}) "
+    f"VALUES ({', '.join('?' * len(_COLUMNS))}) ON CONFLICT (event_id) DO NOTHING"
+)
+_SQLITE_MAX_IDS = 500
+"""Ids per ``IN (...)`` lookup, under SQLite's bound-parameter limit."""
+
+
 class Ledger:
     """Appends usage events, deduplicated by ``event_id``; reads them back."""
 
     def __init__(self, database: Database, *, now: Callable[[], datetime] = utcnow) -> None:
         self._db = database
         self._now = now
-        self._insert = (
-            _postgres_insert()
-            if database.dialect == "postgresql"
-            # The table, not the mapped class: Core's executemany, without the ORM's
-            # bulk-insert layer (this runs for every batch of calls, holding the GIL).
-            else sqlite.insert(UsageEventRow.__table__)
-            .on_conflict_do_nothing(index_elements=["event_id"])
-            .returning(UsageEventRow.__table__.c.event_id)
-        )
-        self._postgres = database.dialect == "postgresql"
+        self._insert = _postgres_insert() if database.dialect == "postgresql" else None
+        # How each column's value is stored (UTC datetimes as SQLite's text), worked out
+        # once: the rows then go to the driver without SQLAlchemy's per-row work.
+        dialect = database.engine.dialect
+        self._binds = [(c.name, c.type.bind_processor(dialect)) for c in _COLUMNS]
 
     def record(self, events: Sequence[UsageEvent]) -> IngestResult:
         """Insert the events not yet in the ledger (one transaction) and charge those of
@@ -149,12 +158,12 @@ class Ledger:
         ordered = sorted({e.event_id: e for e in events}.values(), key=lambda e: e.event_id)
         now = self._now()
         with self._db.transaction() as session:
-            rows = [event_row(e, now) for e in ordered]
-            if self._postgres:
+            if self._insert is not None:  # PostgreSQL
+                rows = [event_row(e, now) for e in ordered]
                 found = session.scalars(self._insert, {"rows": orjson.dumps(rows).decode()})
+                inserted = set(found.all())
             else:
-                found = session.connection().execute(self._insert, rows).scalars()
-            inserted = set(found.all())
+                inserted = self._insert_sqlite(session, ordered, now)
             self._charge(session, [e for e in ordered if e.event_id in inserted], now)
         new, duplicates, seen = [], [], set()
         for event in events:  # a second copy in the same batch is a duplicate too
@@ -162,6 +171,32 @@ class Ledger:
             (new if fresh else duplicates).append(event.event_id)
             seen.add(event.event_id)
         return IngestResult(inserted=tuple(new), duplicates=tuple(duplicates))
+
+    def _insert_sqlite(
+        self, session: Session, ordered: list[UsageEvent], now: datetime
+    ) -> set[str]:
+        """Insert the events whose ids are not in the ledger yet; their ids."""
+        connection = session.connection()
+        ids = [e.event_id for e in ordered]
+        present: set[str] = set()
+        for start in range(0, len(ids), _SQLITE_MAX_IDS):
+            chunk = tuple(ids[start : start + _SQLITE_MAX_IDS])
+            marks = ", ".join("?" * len(chunk))
+            query = f"SELECT event_id FROM usage_events WHERE event_id IN ({marks})"
+            present.update(row[0] for row in connection.exec_driver_sql(query, chunk))
+        fresh = [e for e in ordered if e.event_id not in present]
+        if fresh:
+            binds = self._binds
+            rows = []
+            for event in fresh:
+                values = event_row(event, now)
+                rows.append(
+                    tuple(
+                        values[name] if bind is None else bind(values[name]) for name, bind in binds
+                    )
+                )
+            connection.exec_driver_sql(_SQLITE_INSERT, rows)
+        return {e.event_id for e in fresh}
 
     def _charge(self, session: Session, events: list[UsageEvent], now: datetime) -> None:
         owed: dict[str, int] = defaultdict(int)
