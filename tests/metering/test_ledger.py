@@ -5,8 +5,21 @@ from __future__ import annotations
 
 import random
 import threading
+from datetime import UTC, datetime, timedelta, timezone
 
-from modelport.metering.types import BalanceScope, PriceSnapshot
+import pytest
+
+from modelport.metering.events import event_to_doc
+from modelport.metering.ledger import event_row, event_row_from_doc
+from modelport.metering.outbox import EncodedEvent
+from modelport.metering.types import (
+    BalanceScope,
+    FailureRule,
+    PriceSnapshot,
+    Unit,
+    UsageEvent,
+    UsageStatus,
+)
 from tests.metering.conftest import Metering, usage_event
 
 PRICE = PriceSnapshot(rule_id=None, unit_price_micros=1_000, revenue_share_bps=7000)
@@ -98,3 +111,55 @@ def test_a_batch_larger_than_one_id_lookup_is_deduplicated_whole(metering: Meter
     assert sorted(again.inserted) == [f"big{i:05d}" for i in range(1_200, 1_500)]
     assert len(again.duplicates) == 1_200
     assert metering.ledger.count() == 1_500
+
+
+def _varied_events() -> list[UsageEvent]:
+    fraction = PriceSnapshot(
+        rule_id=7,
+        unit_price_micros=1_500,
+        per_units=1_000,
+        failure_rule=FailureRule.FRACTION,
+        failure_bps=2_500,
+        revenue_share_bps=8_000,
+    )
+    later = datetime(2026, 11, 30, 23, 59, 59, 999_999, tzinfo=timezone(timedelta(hours=-5)))
+    return [
+        usage_event("free"),
+        usage_event("priced", price=PRICE, quantity=3, key_id="k1", endpoint="fraud"),
+        usage_event(
+            "failed",
+            price=fraction,
+            quantity=1_234,
+            status=UsageStatus.FAILED,
+            unit=Unit.INPUT_TOKEN,
+            at=later,
+            reservation_id="res-1",
+            task="chat",
+            compute_ms=1.25,
+            wall_ms=3.5,
+            request_id="req",
+            prediction_id="pred",
+        ),
+    ]
+
+
+def test_a_row_built_from_an_events_document_equals_the_one_built_from_the_event() -> None:
+    """The usage journal hands the ledger documents; their rows must be the same."""
+    now = datetime(2026, 12, 1, tzinfo=UTC)
+    for event in _varied_events():
+        assert event_row_from_doc(event_to_doc(event), now) == event_row(event, now)
+    with pytest.raises((KeyError, ValueError)):
+        event_row_from_doc({**event_to_doc(usage_event("bad")), "unit": "parsec"}, now)
+
+
+def test_documents_and_events_are_recorded_alike_and_deduplicated_together(
+    metering: Metering,
+) -> None:
+    events = _varied_events()
+    docs = [EncodedEvent(e.event_id, e.amount_micros, event_to_doc(e)) for e in events]
+    first = metering.ledger.record(docs[:2])
+    assert first.inserted == ("free", "priced")
+    second = metering.ledger.record([events[0], docs[2]])
+    assert second.inserted == ("failed",) and second.duplicates == ("free",)
+    stored = {e.event.event_id: e.event for e in metering.ledger.entries()}
+    assert stored == {e.event_id: e for e in events}  # every field round-trips

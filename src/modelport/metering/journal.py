@@ -55,7 +55,7 @@ import orjson
 from sqlalchemy import exc as sa_exc
 
 from modelport.metering.background import BackgroundLoop
-from modelport.metering.events import event_from_doc, event_to_doc
+from modelport.metering.events import event_to_doc
 from modelport.metering.outbox import EncodedEvent, UsageSink
 from modelport.metering.reservations import (
     Reservations,
@@ -433,11 +433,8 @@ class UsageJournal:
             self._reservations.settle_many(settlements)
             return
         self._reservations.settle_many(settlements, outbox=False)
-        events = [
-            event_from_doc(e.doc) if isinstance(e, EncodedEvent) else e
-            for _, encoded in settlements
-            for e in encoded
-        ]
+        # As documents: the sinks read them without building events.
+        events = [e for _, encoded in settlements for e in encoded]
         if events:
             self._sink.deliver(events)
 

@@ -28,6 +28,7 @@ from sqlalchemy.dialects import postgresql
 from sqlalchemy.orm import Session
 
 from modelport.metering.balances import debit, existing_levels
+from modelport.metering.outbox import EncodedEvent
 from modelport.metering.types import (
     FailureRule,
     IngestResult,
@@ -73,6 +74,49 @@ def event_row(event: UsageEvent, recorded_at: datetime) -> dict[str, Any]:
         "publisher_micros": event.publisher_micros,
         "source": event.source,
         "reservation_id": event.reservation_id,
+        "recorded_at": recorded_at,
+    }
+
+
+_UNITS = {u.value: u.value for u in Unit}
+_STATUSES = {s.value: s.value for s in UsageStatus}
+_FAILURE_RULES = {r.value: r.value for r in FailureRule}
+
+
+def event_row_from_doc(doc: dict[str, Any], recorded_at: datetime) -> dict[str, Any]:
+    """``event_row(event_from_doc(doc), recorded_at)`` without building the event: the
+    usage journal hands the ledger documents. Raises KeyError or ValueError on a
+    malformed document, as ``event_from_doc`` does."""
+    model = doc["model"]
+    return {
+        "event_id": doc["event_id"],
+        "tenant": doc["tenant"],
+        "key_id": doc["key_id"],
+        "model": model,
+        "version": doc["version"],
+        "manifest_digest": doc["manifest_digest"],
+        "endpoint": doc.get("endpoint"),
+        "task": doc.get("task", ""),
+        "unit": _UNITS[doc["unit"]],
+        "quantity": int(doc["quantity"]),
+        "compute_ms": float(doc.get("compute_ms", 0.0)),
+        "wall_ms": float(doc.get("wall_ms", 0.0)),
+        "status": _STATUSES[doc["status"]],
+        "started_at": datetime.fromisoformat(doc["started_at"]),
+        "finished_at": datetime.fromisoformat(doc["finished_at"]),
+        "request_id": doc.get("request_id", ""),
+        "prediction_id": doc.get("prediction_id", ""),
+        "price_rule_id": doc["price_rule_id"],
+        "unit_price_micros": int(doc["price_unit_price_micros"]),
+        "per_units": int(doc["price_per_units"]),
+        "failure_rule": _FAILURE_RULES[doc["price_failure_rule"]],
+        "failure_bps": int(doc["price_failure_bps"]),
+        "revenue_share_bps": int(doc["price_revenue_share_bps"]),
+        "amount_micros": int(doc["amount_micros"]),
+        "publisher": model.split("/", 1)[0],
+        "publisher_micros": int(doc["publisher_micros"]),
+        "source": doc["source"],
+        "reservation_id": doc.get("reservation_id"),
         "recorded_at": recorded_at,
     }
 
@@ -149,22 +193,28 @@ class Ledger:
         dialect = database.engine.dialect
         self._binds = [(c.name, c.type.bind_processor(dialect)) for c in _COLUMNS]
 
-    def record(self, events: Sequence[UsageEvent]) -> IngestResult:
+    def record(self, events: Sequence[UsageEvent | EncodedEvent]) -> IngestResult:
         """Insert the events not yet in the ledger (one transaction) and charge those of
-        them that no reservation settled."""
+        them that no reservation settled. Events may come as their documents
+        (``EncodedEvent``, what the usage journal holds)."""
         if not events:
             return IngestResult()
-        # One order for every writer: concurrent batches never wait on each other in a cycle.
-        ordered = sorted({e.event_id: e for e in events}.values(), key=lambda e: e.event_id)
         now = self._now()
+        rows = {
+            e.event_id: event_row_from_doc(e.doc, now)
+            if isinstance(e, EncodedEvent)
+            else event_row(e, now)
+            for e in events
+        }
+        # One order for every writer: concurrent batches never wait on each other in a cycle.
+        ordered = [rows[event_id] for event_id in sorted(rows)]
         with self._db.transaction() as session:
             if self._insert is not None:  # PostgreSQL
-                rows = [event_row(e, now) for e in ordered]
-                found = session.scalars(self._insert, {"rows": orjson.dumps(rows).decode()})
+                found = session.scalars(self._insert, {"rows": orjson.dumps(ordered).decode()})
                 inserted = set(found.all())
             else:
-                inserted = self._insert_sqlite(session, ordered, now)
-            self._charge(session, [e for e in ordered if e.event_id in inserted], now)
+                inserted = self._insert_sqlite(session, ordered)
+            self._charge(session, [r for r in ordered if r["event_id"] in inserted], now)
         new, duplicates, seen = [], [], set()
         for event in events:  # a second copy in the same batch is a duplicate too
             fresh = event.event_id in inserted and event.event_id not in seen
@@ -172,38 +222,34 @@ class Ledger:
             seen.add(event.event_id)
         return IngestResult(inserted=tuple(new), duplicates=tuple(duplicates))
 
-    def _insert_sqlite(
-        self, session: Session, ordered: list[UsageEvent], now: datetime
-    ) -> set[str]:
-        """Insert the events whose ids are not in the ledger yet; their ids."""
+    def _insert_sqlite(self, session: Session, ordered: list[dict[str, Any]]) -> set[str]:
+        """Insert the rows whose ids are not in the ledger yet; their ids."""
         connection = session.connection()
-        ids = [e.event_id for e in ordered]
+        ids = [r["event_id"] for r in ordered]
         present: set[str] = set()
         for start in range(0, len(ids), _SQLITE_MAX_IDS):
             chunk = tuple(ids[start : start + _SQLITE_MAX_IDS])
             marks = ", ".join("?" * len(chunk))
             query = f"SELECT event_id FROM usage_events WHERE event_id IN ({marks})"
             present.update(row[0] for row in connection.exec_driver_sql(query, chunk))
-        fresh = [e for e in ordered if e.event_id not in present]
+        fresh = [r for r in ordered if r["event_id"] not in present]
         if fresh:
             binds = self._binds
-            rows = []
-            for event in fresh:
-                values = event_row(event, now)
-                rows.append(
-                    tuple(
-                        values[name] if bind is None else bind(values[name]) for name, bind in binds
-                    )
-                )
-            connection.exec_driver_sql(_SQLITE_INSERT, rows)
-        return {e.event_id for e in fresh}
+            connection.exec_driver_sql(
+                _SQLITE_INSERT,
+                [
+                    tuple(row[name] if bind is None else bind(row[name]) for name, bind in binds)
+                    for row in fresh
+                ],
+            )
+        return {r["event_id"] for r in fresh}
 
-    def _charge(self, session: Session, events: list[UsageEvent], now: datetime) -> None:
+    def _charge(self, session: Session, rows: list[dict[str, Any]], now: datetime) -> None:
         owed: dict[str, int] = defaultdict(int)
-        for event in events:
-            if event.reservation_id is None and event.amount_micros:
-                for level in existing_levels(session, event.tenant, event.key_id):
-                    owed[level] += event.amount_micros
+        for row in rows:
+            if row["reservation_id"] is None and row["amount_micros"]:
+                for level in existing_levels(session, row["tenant"], row["key_id"]):
+                    owed[level] += row["amount_micros"]
         for level in sorted(owed):  # the lock order of modelport.metering.balances
             debit(session, level, owed[level], now)
 

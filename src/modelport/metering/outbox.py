@@ -62,7 +62,7 @@ class UsageSink(Protocol):
     """Where the outbox delivers events. ``deliver`` returns once the events are durable
     there (or raises, and they are delivered again later); it may see an event twice."""
 
-    def deliver(self, events: Sequence[UsageEvent]) -> IngestResult | None: ...
+    def deliver(self, events: Sequence[UsageEvent | EncodedEvent]) -> IngestResult | None: ...
 
 
 @dataclass(frozen=True)
@@ -170,7 +170,7 @@ class Outbox:
 class Recorder(Protocol):
     """What records delivered events for good (the ledger)."""
 
-    def record(self, events: Sequence[UsageEvent]) -> IngestResult: ...
+    def record(self, events: Sequence[UsageEvent | EncodedEvent]) -> IngestResult: ...
 
 
 class LedgerSink:
@@ -179,5 +179,5 @@ class LedgerSink:
     def __init__(self, ledger: Recorder) -> None:
         self._ledger = ledger
 
-    def deliver(self, events: Sequence[UsageEvent]) -> IngestResult:
+    def deliver(self, events: Sequence[UsageEvent | EncodedEvent]) -> IngestResult:
         return self._ledger.record(events)

@@ -18,7 +18,7 @@ import orjson
 import redis
 
 from modelport.metering.events import event_from_doc, event_to_doc
-from modelport.metering.outbox import Recorder
+from modelport.metering.outbox import EncodedEvent, Recorder
 from modelport.metering.types import UsageEvent
 
 STREAM = "modelport:usage"
@@ -37,12 +37,13 @@ class RedisStreamSink:
         self._stream = stream
         self._max_len = max_len
 
-    def deliver(self, events: Sequence[UsageEvent]) -> None:
+    def deliver(self, events: Sequence[UsageEvent | EncodedEvent]) -> None:
         pipe = self._client.pipeline(transaction=False)
         for event in events:
+            doc = event.doc if isinstance(event, EncodedEvent) else event_to_doc(event)
             pipe.xadd(
                 self._stream,
-                {FIELD: orjson.dumps(event_to_doc(event))},
+                {FIELD: orjson.dumps(doc)},
                 maxlen=self._max_len,
                 approximate=True,
             )
