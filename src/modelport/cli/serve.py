@@ -80,7 +80,7 @@ def serve(
 
 
 def _serve_workers(app: Application, settings: Settings, options: dict[str, Any]) -> None:
-    """Run ``settings.workers`` uvicorn worker processes on one socket.
+    """Run ``settings.workers`` uvicorn worker processes on one port (``cli.workers``).
 
     Each worker builds its own application from the environment (``app.serve_app``),
     so what the command decided is handed over there: the admin key (``--dev``), the
@@ -89,6 +89,7 @@ def _serve_workers(app: Application, settings: Settings, options: dict[str, Any]
     import uvicorn
 
     from modelport.app import build_services
+    from modelport.cli.workers import APP, Supervisor, listening_socket, reuse_port_supported
     from modelport.errors import InvalidInput
 
     if not settings.redis_url:
@@ -118,11 +119,10 @@ def _serve_workers(app: Application, settings: Settings, options: dict[str, Any]
         f"with {settings.workers} workers (home: {settings.home})"
     )
     try:
-        uvicorn.run(
-            "modelport.app:serve_app",
-            factory=True,
-            workers=settings.workers,
-            **options,
-        )
+        if reuse_port_supported():
+            listening_socket(options["host"], options["port"]).close()  # in use: fail here
+            Supervisor(settings.workers, options).run()
+        else:  # one shared socket: uvicorn's own workers
+            uvicorn.run(APP, factory=True, workers=settings.workers, **options)
     finally:
         shutil.rmtree(metrics_dir, ignore_errors=True)
