@@ -64,7 +64,7 @@ class Settings(BaseSettings):
     """Apply migrations at start; default on for SQLite (embedded), off otherwise."""
 
     workers: int = Field(default=1, ge=1)
-    """Serving processes sharing the listening socket (``modelport serve --workers``).
+    """Serving processes on the listening port (``modelport serve --workers``).
     Above one, each process hosts its own copy of a loaded version, so the memory
     budgets below are split evenly between them, and ``redis_url`` is required: limits,
     key revocations and repository load/unload must be shared between processes."""

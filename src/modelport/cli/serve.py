@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     "--workers",
     type=click.IntRange(min=1),
     default=None,
-    help="Worker processes sharing the socket (default MODELPORT_WORKERS, else 1). "
+    help="Worker processes serving the port (default MODELPORT_WORKERS, else 1). "
     "Above one, MODELPORT_REDIS_URL is required.",
 )
 @click.option("--dev", is_flag=True, help="Generate and print an admin key if none is set.")
