@@ -64,18 +64,19 @@ def test_workers_listen_on_one_port_each_with_its_own_socket() -> None:
     first = listening_socket("127.0.0.1", port)
     second = listening_socket("127.0.0.1", port)
     try:
-        accepted = 0
+        accepted = [0, 0]
         for sock in (first, second):
             sock.settimeout(0.05)
         clients = [socket.create_connection(("127.0.0.1", port)) for _ in range(40)]
-        for sock in (first, second):
+        for index, sock in enumerate((first, second)):
             while True:
                 try:
                     sock.accept()[0].close()
                 except TimeoutError:
                     break
-                accepted += 1
-        assert accepted == 40
+                accepted[index] += 1
+        assert sum(accepted) == 40
+        assert min(accepted) > 0  # the kernel spreads connections over both sockets
         for client in clients:
             client.close()
     finally:

@@ -291,3 +291,25 @@ def test_with_redis_only_an_unlimited_subject_is_admitted_without_a_thread(
             service.admit(ACME)
     finally:
         service.close()
+
+
+def test_a_call_without_a_concurrency_limit_asks_the_limiter_nothing(
+    limits: LimitService,
+) -> None:
+    """Every unlimited inference call would otherwise take a lease (a random id, and
+    with Redis a round trip) only to give it back."""
+    asked: list[object] = []
+    acquire = limits.slots.acquire
+    limits.slots.acquire = lambda items: asked.append(items) or acquire(items)  # type: ignore[method-assign]
+    if limits.gate is not None:  # Redis: rate and slots in one script
+        admit = limits.gate.admit
+        limits.gate.admit = lambda *a: asked.append(a) or admit(*a)  # type: ignore[method-assign]
+    limits.admit(ACME).release()
+    assert asked == []
+    put(limits, ScopeType.TENANT, "acme", concurrency=1)
+    limits.policy.refresh(ACME)
+    held = limits.admit(ACME)
+    with pytest.raises(Overloaded):
+        limits.admit(ACME)
+    held.release()
+    assert len(asked) == 2

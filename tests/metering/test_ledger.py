@@ -5,12 +5,11 @@ from __future__ import annotations
 
 import random
 import threading
-from datetime import UTC, datetime, timedelta, timezone
+from datetime import datetime, timedelta, timezone
 
 import pytest
 
 from modelport.metering.events import event_to_doc
-from modelport.metering.ledger import event_row, event_row_from_doc
 from modelport.metering.outbox import EncodedEvent
 from modelport.metering.types import (
     BalanceScope,
@@ -143,13 +142,17 @@ def _varied_events() -> list[UsageEvent]:
     ]
 
 
-def test_a_row_built_from_an_events_document_equals_the_one_built_from_the_event() -> None:
-    """The usage journal hands the ledger documents; their rows must be the same."""
-    now = datetime(2026, 12, 1, tzinfo=UTC)
-    for event in _varied_events():
-        assert event_row_from_doc(event_to_doc(event), now) == event_row(event, now)
+def test_a_malformed_document_is_refused_and_nothing_of_its_batch_is_stored(
+    metering: Metering,
+) -> None:
+    good, bad = usage_event("good"), usage_event("bad")
+    docs = [
+        EncodedEvent(good.event_id, good.amount_micros, event_to_doc(good)),
+        EncodedEvent(bad.event_id, bad.amount_micros, {**event_to_doc(bad), "unit": "parsec"}),
+    ]
     with pytest.raises((KeyError, ValueError)):
-        event_row_from_doc({**event_to_doc(usage_event("bad")), "unit": "parsec"}, now)
+        metering.ledger.record(docs)
+    assert metering.ledger.count() == 0
 
 
 def test_documents_and_events_are_recorded_alike_and_deduplicated_together(

@@ -12,6 +12,18 @@ from typing import Any
 from modelport.metering.types import FailureRule, PriceSnapshot, Unit, UsageEvent, UsageStatus
 
 
+def price_doc(price: PriceSnapshot) -> dict[str, Any]:
+    """The ``price_*`` fields of an event's document."""
+    return {
+        "price_rule_id": price.rule_id,
+        "price_unit_price_micros": price.unit_price_micros,
+        "price_per_units": price.per_units,
+        "price_failure_rule": price.failure_rule.value,
+        "price_failure_bps": price.failure_bps,
+        "price_revenue_share_bps": price.revenue_share_bps,
+    }
+
+
 def event_to_doc(event: UsageEvent) -> dict[str, Any]:
     price = event.price
     return {
@@ -26,12 +38,7 @@ def event_to_doc(event: UsageEvent) -> dict[str, Any]:
         "status": event.status.value,
         "started_at": event.started_at.isoformat(),
         "finished_at": event.finished_at.isoformat(),
-        "price_rule_id": price.rule_id,
-        "price_unit_price_micros": price.unit_price_micros,
-        "price_per_units": price.per_units,
-        "price_failure_rule": price.failure_rule.value,
-        "price_failure_bps": price.failure_bps,
-        "price_revenue_share_bps": price.revenue_share_bps,
+        **price_doc(price),
         "amount_micros": event.amount_micros,
         "publisher_micros": event.publisher_micros,
         "endpoint": event.endpoint,

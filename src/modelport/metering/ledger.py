@@ -28,6 +28,7 @@ from sqlalchemy.dialects import postgresql
 from sqlalchemy.orm import Session
 
 from modelport.metering.balances import debit, existing_levels
+from modelport.metering.events import event_to_doc
 from modelport.metering.outbox import EncodedEvent
 from modelport.metering.types import (
     FailureRule,
@@ -42,51 +43,15 @@ from modelport.store import Database
 from modelport.store.base import utcnow
 from modelport.store.tables import UsageEventRow
 
-
-def event_row(event: UsageEvent, recorded_at: datetime) -> dict[str, Any]:
-    price = event.price
-    return {
-        "event_id": event.event_id,
-        "tenant": event.tenant,
-        "key_id": event.key_id,
-        "model": event.model,
-        "version": event.version,
-        "manifest_digest": event.manifest_digest,
-        "endpoint": event.endpoint,
-        "task": event.task,
-        "unit": event.unit.value,
-        "quantity": event.quantity,
-        "compute_ms": event.compute_ms,
-        "wall_ms": event.wall_ms,
-        "status": event.status.value,
-        "started_at": event.started_at,
-        "finished_at": event.finished_at,
-        "request_id": event.request_id,
-        "prediction_id": event.prediction_id,
-        "price_rule_id": price.rule_id,
-        "unit_price_micros": price.unit_price_micros,
-        "per_units": price.per_units,
-        "failure_rule": price.failure_rule.value,
-        "failure_bps": price.failure_bps,
-        "revenue_share_bps": price.revenue_share_bps,
-        "amount_micros": event.amount_micros,
-        "publisher": event.publisher,
-        "publisher_micros": event.publisher_micros,
-        "source": event.source,
-        "reservation_id": event.reservation_id,
-        "recorded_at": recorded_at,
-    }
-
-
 _UNITS = {u.value: u.value for u in Unit}
 _STATUSES = {s.value: s.value for s in UsageStatus}
 _FAILURE_RULES = {r.value: r.value for r in FailureRule}
 
 
-def event_row_from_doc(doc: dict[str, Any], recorded_at: datetime) -> dict[str, Any]:
-    """``event_row(event_from_doc(doc), recorded_at)`` without building the event: the
-    usage journal hands the ledger documents. Raises KeyError or ValueError on a
-    malformed document, as ``event_from_doc`` does."""
+def event_row(doc: dict[str, Any], recorded_at: datetime) -> dict[str, Any]:
+    """The ledger row of an event's document (``event_to_doc``): the usage journal hands
+    the ledger documents, so rows are built from them, not from events. Raises KeyError
+    or ValueError on a malformed document, as ``event_from_doc`` does."""
     model = doc["model"]
     return {
         "event_id": doc["event_id"],
@@ -201,9 +166,7 @@ class Ledger:
             return IngestResult()
         now = self._now()
         rows = {
-            e.event_id: event_row_from_doc(e.doc, now)
-            if isinstance(e, EncodedEvent)
-            else event_row(e, now)
+            e.event_id: event_row(e.doc if isinstance(e, EncodedEvent) else event_to_doc(e), now)
             for e in events
         }
         # One order for every writer: concurrent batches never wait on each other in a cycle.

@@ -47,7 +47,7 @@ from typing import Any
 from modelport.errors import ModelportError
 from modelport.ids import unique_id
 from modelport.metering.commit import SettlementCommitter
-from modelport.metering.events import priced_event
+from modelport.metering.events import price_doc, priced_event
 from modelport.metering.journal import UsageJournal
 from modelport.metering.prices import PriceBook
 from modelport.metering.reservations import Reservations
@@ -187,12 +187,7 @@ class MeteredCall:
                     "status": status.value,
                     "started_at": started_at,
                     "finished_at": finished,
-                    "price_rule_id": price.rule_id,
-                    "price_unit_price_micros": price.unit_price_micros,
-                    "price_per_units": price.per_units,
-                    "price_failure_rule": price.failure_rule.value,
-                    "price_failure_bps": price.failure_bps,
-                    "price_revenue_share_bps": price.revenue_share_bps,
+                    **price_doc(price),
                     "amount_micros": amount,
                     "publisher_micros": price.publisher_share(amount),
                     "endpoint": call.endpoint,
@@ -245,12 +240,6 @@ class InferenceMeter:
             ttl_seconds=call.timeout_seconds + self.grace_seconds,
         )
         return MeteredCall(call, prices, reservation, started_at, time.monotonic())
-
-    def is_free(self, call: CallInfo) -> bool:
-        """True when the call's version has no price and ``begin`` needs no I/O."""
-        return self.prices.is_cached(call.model, call.version) and not self.prices.prices(
-            call.model, call.version, self._now()
-        )
 
     def settlement(self, metered: MeteredCall, status: UsageStatus) -> list[UsageEvent]:
         """The call's usage events, ended with ``status``. Touches the database only

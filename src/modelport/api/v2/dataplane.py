@@ -209,14 +209,13 @@ class DataPlane:
     ) -> None:
         for key in keys:
             await asyncio.to_thread(self.host.unload, key)
-        if wanted is not None:
-            await self._publish("unload", model, wanted.version)
-        elif self.sync.shared:
-            await self._publish("unload", model, None)
+        await self._publish("unload", model, None if wanted is None else wanted.version)
 
     async def _publish(
         self, action: Action, model: str, version: str | None, *, pinned: bool = False
     ) -> None:
+        if not self.sync.shared:
+            return  # one process: nobody to tell
         change = RepositoryChange(action, model, version, pinned=pinned, origin=self.sync.origin)
         await asyncio.to_thread(self.sync.publish, change)  # a network round trip
 

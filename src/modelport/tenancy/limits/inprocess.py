@@ -13,7 +13,6 @@ from collections.abc import Callable, Sequence
 
 from modelport.ids import unique_id
 from modelport.tenancy.limits.types import (
-    NOTHING_HELD,
     UNLIMITED,
     Lease,
     RateDecision,
@@ -109,8 +108,6 @@ class InProcessConcurrencyLimiter:
         self._lock = threading.Lock()
 
     def acquire(self, items: Sequence[SlotItem]) -> SlotDecision:
-        if not items:
-            return NOTHING_HELD
         with self._lock:
             for item in items:
                 if self._held.get(item.bucket, 0) >= item.limit:
@@ -123,8 +120,6 @@ class InProcessConcurrencyLimiter:
             return SlotDecision(lease)
 
     def release(self, lease: Lease) -> None:
-        if not lease.buckets:
-            return
         with self._lock:
             # Releasing twice must not free someone else's slot.
             if self._leases.pop(lease.id, None) is None:

@@ -25,7 +25,6 @@ import redis
 from modelport.errors import Unavailable
 from modelport.tenancy.limits.concurrency import LeaseKeeper
 from modelport.tenancy.limits.types import (
-    NOTHING_HELD,
     UNLIMITED,
     Lease,
     RateDecision,
@@ -226,9 +225,9 @@ class RedisConcurrencyLimiter:
         self._keeper = LeaseKeeper(self._renew_all, lease_seconds / 3) if keep_alive else None
 
     def acquire(self, items: Sequence[SlotItem]) -> SlotDecision:
-        if not items:
-            return NOTHING_HELD  # the common unlimited call: no random id, no Redis
         lease = Lease(secrets.token_hex(12), tuple(item.bucket for item in items))
+        if not items:
+            return SlotDecision(lease)
         keys = [self._prefix + bucket for bucket in lease.buckets]
         args: list[str | int] = [lease.id, self._ttl_ms, *(item.limit for item in items)]
         with _redis_errors():

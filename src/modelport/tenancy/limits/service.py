@@ -21,6 +21,7 @@ from modelport.tenancy.limits.interface import ConcurrencyLimiter, Gate, RateLim
 from modelport.tenancy.limits.policy import API, LimitPolicy
 from modelport.tenancy.limits.repository import LimitRepository
 from modelport.tenancy.limits.types import (
+    NOTHING_HELD,
     UNLIMITED,
     Budget,
     BudgetAlert,
@@ -148,7 +149,9 @@ class LimitService:
             slot = maybe_slot
         else:
             decision = self._charge(rate_items, 1, "requests")
-            slot = self.slots.acquire(slot_items)
+            # No concurrency limit: nothing to hold, so the limiter is not asked (a
+            # random lease id, and with Redis a round trip, for every unlimited call).
+            slot = self.slots.acquire(slot_items) if slot_items else NOTHING_HELD
         if slot.lease is None:
             assert slot.refused is not None
             raise Overloaded(
