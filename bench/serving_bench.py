@@ -11,6 +11,9 @@ for a fixed time, over loopback only. For each concurrency it measures:
 
 - the minimal server (``bench/minimal_server.py``: same uvicorn + Starlette +
   onnxruntime stack, no platform, no batching);
+- the minimal server with ``--hop``: the same, with ``session.run`` handed to one
+  worker thread and back, the least that serving with no model code on the event
+  loop costs;
 - modelport with batching off (``MODELPORT_RUNTIME_MAX_BATCH_SIZE=1``);
 - modelport with batching on (up to 64 rows), reporting the mean executed batch
   size from the server's ``/metrics``.
@@ -291,6 +294,10 @@ def main() -> None:
         ]
         stack.enter_context(process([*minimal, "--port", str(port)], base_env, url))
         servers["minimal"] = (url, "/v2/models/mlp/infer", scripts["plain"])
+        port = free_port()
+        url = f"http://127.0.0.1:{port}"
+        stack.enter_context(process([*minimal, "--port", str(port), "--hop"], base_env, url))
+        servers["minimal, hop"] = (url, "/v2/models/mlp/infer", scripts["plain"])
         if args.workers > 1:
             port = free_port()
             url = f"http://127.0.0.1:{port}"
