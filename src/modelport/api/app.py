@@ -7,6 +7,7 @@ from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING
 
 from fastapi import FastAPI
+from starlette.types import ASGIApp
 
 from modelport import __version__
 from modelport.api.billing import install_billing
@@ -39,6 +40,18 @@ if TYPE_CHECKING:
     from modelport.app import Services
 
 
+class ModelportAPI(FastAPI):
+    """FastAPI with the inference lane in front of its whole middleware stack.
+
+    ``add_middleware`` would put the lane inside the middlewares FastAPI itself
+    installs around the user's (server errors, exception telemetry, the body
+    limit): layers every infer call would cross for nothing, since the lane renders
+    its own errors and checks its own body limit."""
+
+    def build_middleware_stack(self) -> ASGIApp:
+        return InferenceLane(super().build_middleware_stack())
+
+
 def create_app(services: Services) -> FastAPI:
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
@@ -56,7 +69,7 @@ def create_app(services: Services) -> FastAPI:
             finally:
                 services.metering.stop()
 
-    app = FastAPI(
+    app = ModelportAPI(
         title="modelport",
         lifespan=lifespan,
         version=__version__,
@@ -90,7 +103,6 @@ def create_app(services: Services) -> FastAPI:
     app.include_router(metrics.router)
     install_tenancy(app)
     install_billing(app)
-    app.add_middleware(InferenceLane)  # last added, so outermost: infer calls skip the rest
     app.state.dataplane = DataPlane(
         services.registry,
         services.host,
