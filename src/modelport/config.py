@@ -186,8 +186,11 @@ class Settings(BaseSettings):
     metering_journal_dir: Path | None = None
     """Folder of the usage journals; default ``home/journal``."""
 
-    metering_journal_interval_seconds: float = Field(default=0.02, gt=0)
-    """How often the usage journal is applied to the database."""
+    metering_journal_interval_seconds: float = Field(default=0.1, gt=0)
+    """How often the usage journal is applied to the database. Each application costs
+    an fsync and a transaction whatever it carries: shorter intervals update the
+    ledger sooner and cost more CPU per call at low rates (a call's hold stays on its
+    levels until then, so budgets stay safe)."""
 
     # ---- endpoints and deployments
     serving_rollback_window_seconds: float = Field(default=3600.0, ge=0)

@@ -209,7 +209,7 @@ class UsageJournal:
         reservations: Reservations,
         *,
         sink: UsageSink | None = None,
-        interval_seconds: float = 0.02,
+        interval_seconds: float = 0.1,
         max_batch: int = 512,
         recover_seconds: float = 5.0,
     ) -> None:
