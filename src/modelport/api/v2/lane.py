@@ -3,8 +3,8 @@
 Every other request goes through FastAPI's middleware and router: request ids,
 request hygiene, rate-limit headers, exception handlers, then route matching
 against every route. For an inference call those layers cost more event-loop
-time than the rest of the platform together, so this outermost middleware
-answers it directly: it matches the two infer paths, then does what those layers
+time than the rest of the platform together, so this middleware, in front of
+the whole stack (``api.app.ModelportAPI``), answers it directly: it matches the two infer paths, then does what those layers
 would have done for it, once and inline:
 
 - the request id (honoured from ``X-Request-Id`` or made), returned on the answer;
