@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from starlette.middleware.errors import ServerErrorMiddleware
 
 from modelport.api.hygiene import RequestHygiene
 from modelport.api.v2.lane import infer_path_params
@@ -31,23 +32,23 @@ def test_only_the_two_infer_paths_take_the_lane(path: str, params: dict | None) 
     assert infer_path_params(path) == params
 
 
-def _count_hygiene_calls(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+def _count_calls(monkeypatch: pytest.MonkeyPatch, middleware: type = RequestHygiene) -> list[str]:
     seen: list[str] = []
-    original = RequestHygiene.__call__
+    original = middleware.__call__
 
     async def counting(self, scope, receive, send):  # type: ignore[no-untyped-def]
         if scope["type"] == "http":
             seen.append(scope["path"])
         await original(self, scope, receive, send)
 
-    monkeypatch.setattr(RequestHygiene, "__call__", counting)
+    monkeypatch.setattr(middleware, "__call__", counting)
     return seen
 
 
 def test_infer_calls_skip_the_stack_and_keep_the_request_id(v2, monkeypatch) -> None:
     client, _, publisher = v2
     publisher.adder()
-    seen = _count_hygiene_calls(monkeypatch)
+    seen = _count_calls(monkeypatch)
     body = infer_body("x", np.ones((1, 4), np.float32))
     answered = client.post(
         "/v2/models/acme/adder/infer", json=body, headers={"X-Request-Id": "trace-42"}
@@ -60,6 +61,19 @@ def test_infer_calls_skip_the_stack_and_keep_the_request_id(v2, monkeypatch) -> 
     assert seen == []  # the lane answered both
     assert client.get("/v2/models/acme/adder").status_code == 200
     assert seen == ["/v2/models/acme/adder"]  # everything else still goes through the stack
+
+
+def test_infer_calls_skip_the_middlewares_fastapi_installs_itself(v2, monkeypatch) -> None:
+    # The lane sits in front of the whole stack, Starlette's error middleware included,
+    # not merely in front of the user's middlewares.
+    client, _, publisher = v2
+    publisher.adder()
+    seen = _count_calls(monkeypatch, ServerErrorMiddleware)
+    body = infer_body("x", np.ones((1, 4), np.float32))
+    assert client.post("/v2/models/acme/adder/infer", json=body).status_code == 200
+    assert seen == []
+    assert client.get("/v2/models/acme/adder").status_code == 200
+    assert seen == ["/v2/models/acme/adder"]
 
 
 def test_refusals_in_the_lane_use_the_v2_error_format(v2) -> None:

@@ -4,8 +4,9 @@ Every other request goes through FastAPI's middleware and router: request ids,
 request hygiene, rate-limit headers, exception handlers, then route matching
 against every route. For an inference call those layers cost more event-loop
 time than the rest of the platform together, so this middleware, in front of
-the whole stack (``api.app.ModelportAPI``), answers it directly: it matches the two infer paths, then does what those layers
-would have done for it, once and inline:
+the whole stack (``api.app.ModelportAPI``), answers it directly: it matches the
+two infer paths, then does what those layers would have done for it, once and
+inline:
 
 - the request id (honoured from ``X-Request-Id`` or made), returned on the answer;
 - the path and body hygiene (control characters, the body limit before reading,
