@@ -3,11 +3,12 @@ of the events themselves (``event_to_doc``), for every way a call can end."""
 
 from __future__ import annotations
 
-import time
 from datetime import UTC, datetime, timedelta
+from types import SimpleNamespace
 
 import pytest
 
+from modelport.metering import meter
 from modelport.metering.events import event_from_doc, event_to_doc
 from modelport.metering.meter import MeteredCall
 from modelport.metering.types import (
@@ -21,6 +22,8 @@ from modelport.metering.types import (
 )
 
 STARTED = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
+NOW = 1_000.0
+"""The meter's monotonic clock, frozen: both encodings read the same wall time."""
 PRICES = {
     Unit.PREDICTION: PriceSnapshot(7, 2_500, revenue_share_bps=7_000),
     Unit.COMPUTE_MS: PriceSnapshot(8, 30, per_units=10, failure_rule=FailureRule.FULL),
@@ -55,7 +58,7 @@ def _call(*, reserved: bool, ran: bool) -> MeteredCall:
         if reserved
         else None
     )
-    call = MeteredCall(info, PRICES, reservation, STARTED, time.monotonic() - 1.25)
+    call = MeteredCall(info, PRICES, reservation, STARTED, NOW - 1.25)
     call.record(compute_seconds=0.0123)
     if ran:
         call.ran_version("acme/mlp", "1", "sha256:" + "b" * 64)
@@ -66,15 +69,16 @@ def _call(*, reserved: bool, ran: bool) -> MeteredCall:
 @pytest.mark.parametrize("prices", [PRICES, {}], ids=["priced", "free"])
 @pytest.mark.parametrize("reserved", [True, False])
 @pytest.mark.parametrize("ran", [False, True])
-def test_event_docs_are_the_documents_of_the_events(status, prices, reserved, ran) -> None:
+def test_event_docs_are_the_documents_of_the_events(
+    status, prices, reserved, ran, monkeypatch
+) -> None:
+    monkeypatch.setattr(meter, "time", SimpleNamespace(monotonic=lambda: NOW))
     call = _call(reserved=reserved, ran=ran)
     finished = STARTED + timedelta(seconds=1.25)
     docs = call.event_docs(status, prices, finished)
     events = call.events(status, prices, finished)
     expected = [event_to_doc(e) for e in events]
-    # wall_ms is read from the clock by each: the same to well under a millisecond
-    for doc, want in zip(docs, expected, strict=True):
-        assert doc.pop("wall_ms") == pytest.approx(want.pop("wall_ms"), abs=5.0)
+    assert all(doc["wall_ms"] == pytest.approx(1250.0) for doc in docs)
     assert docs == expected
     assert [event_to_doc(event_from_doc({**d, "wall_ms": 0.0})) for d in docs] == [
         {**d, "wall_ms": 0.0} for d in docs

@@ -103,10 +103,10 @@ class Supervisor:
         worker = self._workers[slot]
         if worker is not None and worker.is_alive():
             return
+        if time.monotonic() - self._started_at[slot] < _RESTART_PAUSE:
+            return  # logged when it is started again
         if worker is not None:
             _log.warning("worker %s exited with %s; starting it again", worker.pid, worker.exitcode)
-        if time.monotonic() - self._started_at[slot] < _RESTART_PAUSE:
-            return
         process = self._context.Process(
             target=self.target, args=(self.options,), name=f"modelport-worker-{slot}"
         )

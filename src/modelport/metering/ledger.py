@@ -28,8 +28,7 @@ from sqlalchemy.dialects import postgresql
 from sqlalchemy.orm import Session
 
 from modelport.metering.balances import debit, existing_levels
-from modelport.metering.events import event_to_doc
-from modelport.metering.outbox import EncodedEvent
+from modelport.metering.outbox import EncodedEvent, event_doc
 from modelport.metering.types import (
     FailureRule,
     IngestResult,
@@ -165,10 +164,7 @@ class Ledger:
         if not events:
             return IngestResult()
         now = self._now()
-        rows = {
-            e.event_id: event_row(e.doc if isinstance(e, EncodedEvent) else event_to_doc(e), now)
-            for e in events
-        }
+        rows = {e.event_id: event_row(event_doc(e), now) for e in events}
         # One order for every writer: concurrent batches never wait on each other in a cycle.
         ordered = [rows[event_id] for event_id in sorted(rows)]
         with self._db.transaction() as session:

@@ -58,6 +58,11 @@ class EncodedEvent:
         return orjson.dumps(self.doc).decode()
 
 
+def event_doc(event: UsageEvent | EncodedEvent) -> dict[str, Any]:
+    """An event's document (``event_to_doc``), taken as it is from an encoded one."""
+    return event.doc if isinstance(event, EncodedEvent) else event_to_doc(event)
+
+
 class UsageSink(Protocol):
     """Where the outbox delivers events. ``deliver`` returns once the events are durable
     there (or raises, and they are delivered again later); it may see an event twice."""

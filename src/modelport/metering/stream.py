@@ -17,8 +17,8 @@ from collections.abc import Sequence
 import orjson
 import redis
 
-from modelport.metering.events import event_from_doc, event_to_doc
-from modelport.metering.outbox import EncodedEvent, Recorder
+from modelport.metering.events import event_from_doc
+from modelport.metering.outbox import EncodedEvent, Recorder, event_doc
 from modelport.metering.types import UsageEvent
 
 STREAM = "modelport:usage"
@@ -40,10 +40,9 @@ class RedisStreamSink:
     def deliver(self, events: Sequence[UsageEvent | EncodedEvent]) -> None:
         pipe = self._client.pipeline(transaction=False)
         for event in events:
-            doc = event.doc if isinstance(event, EncodedEvent) else event_to_doc(event)
             pipe.xadd(
                 self._stream,
-                {FIELD: orjson.dumps(doc)},
+                {FIELD: orjson.dumps(event_doc(event))},
                 maxlen=self._max_len,
                 approximate=True,
             )
