@@ -72,6 +72,11 @@ def split(outputs: Mapping[str, np.ndarray], sizes: Sequence[int]) -> list[Tenso
                 f"batch's {total} rows; the model cannot be batched (set max_batch_size 1)",
                 code="unbatchable_output",
             )
-    bounds = np.cumsum(sizes)[:-1].tolist()
-    pieces = {name: np.split(array, bounds, axis=0) for name, array in outputs.items()}
-    return [{name: pieces[name][i] for name in outputs} for i in range(len(sizes))]
+    # Plain slices (views, as np.split gives) cost a third of np.split's bookkeeping.
+    items = list(outputs.items())
+    pieces, start = [], 0
+    for size in sizes:
+        end = start + size
+        pieces.append({name: array[start:end] for name, array in items})
+        start = end
+    return pieces
