@@ -8,6 +8,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -177,3 +178,46 @@ def test_render_is_the_registry_itself_outside_multiprocess_mode(
         assert prepare_worker() == []
         assert render(metrics.registry) == generate_latest(metrics.registry)
         assert render(CollectorRegistry()) == b""
+
+
+def scrape_until(env: dict[str, str], done: Any, timeout: float = 30.0) -> Samples:
+    """Scrape until ``done(samples)`` holds (a liveness wait, not a timing check)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        _, s = scrape(env)
+        if done(s) or time.monotonic() > deadline:
+            return s
+        time.sleep(0.1)
+
+
+def test_a_running_worker_folds_its_tallies_for_the_other_workers(
+    metrics_env: dict[str, str], workers: list[subprocess.Popen[str]]
+) -> None:
+    # Recorded on a running event loop, then nothing more: no further recording call, no
+    # memory report and no scrape in that worker. Only its fold timer (FOLD_INTERVAL)
+    # brings the tallies to the shared files.
+    start_worker(metrics_env, workers, requests=4, seconds=0.02, depth=3, loop=True)
+    total = "modelport_inference_requests_total"
+    s = scrape_until(metrics_env, lambda s: value(s, total, outcome="success", **LABELS) == 4)
+    assert value(s, total, outcome="success", **LABELS) == 4
+    latency = "modelport_inference_request_duration_seconds"
+    assert value(s, f"{latency}_bucket", le="0.025", **LABELS) == 4
+    assert value(s, f"{latency}_sum", **LABELS) == pytest.approx(4 * 0.02)
+    assert value(s, "modelport_inference_queue_duration_seconds_count", **LABELS) == 4
+    assert value(s, "modelport_inference_queue_depth", **LABELS) == 3
+
+
+def test_a_worker_folds_what_is_left_as_it_exits(
+    metrics_env: dict[str, str], workers: list[subprocess.Popen[str]]
+) -> None:
+    # Off any event loop the first call folds at once and the rest waits for the interval,
+    # which an exiting worker does not wait for.
+    proc = start_worker(metrics_env, workers, requests=5, seconds=0.02, depth=2, memory=False)
+    total = "modelport_inference_requests_total"
+    _, s = scrape(metrics_env)
+    assert 1 <= (value(s, total, outcome="success", **LABELS) or 0) <= 5
+    stop_worker(proc)
+    _, s = scrape(metrics_env)
+    assert value(s, total, outcome="success", **LABELS) == 5
+    assert value(s, "modelport_inference_queue_duration_seconds_count", **LABELS) == 5
+    assert value(s, "modelport_inference_queue_depth", **LABELS) == 2  # not marked dead yet

@@ -12,7 +12,13 @@ from typing import Protocol
 
 
 class VersionObserver(Protocol):
-    """Events of one hosted version. Called from the event loop and from worker threads."""
+    """Events of one hosted version. Called from the event loop and from worker threads.
+
+    The per-request events (``request_done``, ``queued``, ``batch_executed``,
+    ``queue_depth``) sit on the hot path: an implementation must keep them to a few
+    plain operations and must not block (``RuntimeMetrics`` tallies them and hands them
+    to Prometheus later, see ``modelport.observability.metrics``).
+    """
 
     def request_done(self, outcome: str, seconds: float) -> None:
         """A request left the runtime: ``success``, ``deadline_exceeded``, ``queue_full``,
