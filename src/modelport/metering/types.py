@@ -256,9 +256,11 @@ class Reservation:
     settled_at: datetime | None = None
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class CallInfo:
-    """What metering needs to know about a call before it runs."""
+    """What metering needs to know about a call before it runs. Treat as immutable: it
+    is not ``frozen`` because a frozen dataclass's ``__init__`` (``object.__setattr__``
+    for each field) costs about 3 µs more, once per call on the event loop."""
 
     tenant: str
     key_id: str | None

@@ -91,9 +91,11 @@ class VersionStatus:
     batching: BatchingConfig = field(default_factory=BatchingConfig)
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class InferenceTimings:
-    """Where one request's time went inside the runtime."""
+    """Where one request's time went inside the runtime. Treat as immutable: it is not
+    ``frozen`` because a frozen dataclass's ``__init__`` costs several times more, once
+    per request on the event loop."""
 
     queue_seconds: float
     """From queueing to the start of its batch's execution."""
@@ -105,7 +107,10 @@ class InferenceTimings:
     """Requests merged into that batch."""
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class InferenceResult:
+    """One request's outputs and timings. Treat as immutable (not ``frozen``, as
+    ``InferenceTimings``)."""
+
     outputs: dict[str, np.ndarray]
     timings: InferenceTimings
