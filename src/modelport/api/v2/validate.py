@@ -25,34 +25,36 @@ def validate_request(
     together (BYTES counted by element lengths) give ``inputs_too_large``.
     """
     specs = {spec.name: spec for spec in inputs}
-    given = {tensor.name for tensor in request.inputs}
+    given: set[str] = set()
     for tensor in request.inputs:
-        spec = specs.get(tensor.name)
+        name = tensor.name
+        spec = specs.get(name)
         if spec is None:
             raise InvalidInput(
-                f"unknown input '{tensor.name}'; the model takes {_names(specs)}",
+                f"unknown input '{name}'; the model takes {_names(specs)}",
                 code="invalid_input",
-                input=tensor.name,
+                input=name,
             )
         if tensor.datatype != spec.datatype:
             raise InvalidInput(
-                f"input '{tensor.name}': expected datatype {spec.datatype}, got {tensor.datatype}",
+                f"input '{name}': expected datatype {spec.datatype}, got {tensor.datatype}",
                 code="invalid_input",
-                input=tensor.name,
+                input=name,
             )
         if not _shape_matches(spec.shape, tensor.shape):
             raise InvalidInput(
-                f"input '{tensor.name}': expected shape {list(spec.shape)}, "
-                f"got {list(tensor.shape)}",
+                f"input '{name}': expected shape {list(spec.shape)}, got {list(tensor.shape)}",
                 code="invalid_input",
-                input=tensor.name,
+                input=name,
             )
-    missing = [name for name in specs if name not in given]
-    if missing:
+        given.add(name)
+    # Every given name is declared, so one is missing exactly when fewer are given.
+    if len(given) != len(specs):
+        missing = next(name for name in specs if name not in given)
         raise InvalidInput(
-            f"missing input '{missing[0]}'; the model takes {_names(specs)}",
+            f"missing input '{missing}'; the model takes {_names(specs)}",
             code="invalid_input",
-            input=missing[0],
+            input=missing,
         )
     if request.outputs:
         declared = {spec.name for spec in outputs}
@@ -65,7 +67,9 @@ def validate_request(
                     output=output.name,
                 )
     if max_input_bytes is not None:
-        total = sum(tensor.nbytes for tensor in request.inputs)
+        total = 0
+        for tensor in request.inputs:
+            total += tensor.nbytes
         if total > max_input_bytes:
             raise InvalidInput(
                 f"inputs hold {total} bytes, above the limit of {max_input_bytes}",
@@ -76,7 +80,11 @@ def validate_request(
 def _shape_matches(declared: Sequence[int], actual: Sequence[int]) -> bool:
     if len(declared) != len(actual):
         return False
-    return all(want == -1 or want == got for want, got in zip(declared, actual, strict=True))
+    # A plain loop: all() over a generator costs more for a few dimensions.
+    for want, got in zip(declared, actual, strict=True):  # noqa: SIM110
+        if want != -1 and want != got:
+            return False
+    return True
 
 
 def _names(specs: dict[str, TensorSpec]) -> str:
