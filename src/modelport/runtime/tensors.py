@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 import struct
 import sys
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -62,6 +63,63 @@ def decode_json_tensor(name: str, datatype: str, shape: list[int], data: Any) ->
     booleans for BOOL, strings for BYTES (returned as UTF-8 ``bytes`` objects).
     """
     dtype = numpy_dtype(name, datatype)
+    if isinstance(data, list) and datatype != "BYTES":
+        array = decode_json_numbers_fast(dtype, shape, math.prod(shape), data)
+        if array is not None:
+            return array
+    return _decode_json(name, datatype, dtype, shape, data)
+
+
+def decode_json_tensor_general(name: str, datatype: str, shape: list[int], data: Any) -> np.ndarray:
+    """:func:`decode_json_tensor` without its fast path: for a caller that has
+    already tried :func:`decode_json_numbers_fast` and got None."""
+    return _decode_json(name, datatype, numpy_dtype(name, datatype), shape, data)
+
+
+def decode_json_numbers_fast(
+    dtype: np.dtype[Any], shape: Sequence[int], count: int, data: list[Any]
+) -> np.ndarray | None:
+    """The common case of :func:`decode_json_tensor`, or None to take the general path.
+
+    Handles a regular, non-empty list of plain numbers whose values fit ``dtype``
+    without a cast warning. It returns an array only where the general path would
+    return the same one and raise nothing; anything unusual (wrong element count,
+    strings, None, big or out-of-range values) gets None, and the general path
+    then answers, or raises, exactly as it always has.
+    """
+    if not count:
+        return None
+    try:
+        raw = np.asarray(data)
+    except Exception:  # ragged, too deep: the general path names the problem
+        return None
+    if raw.size != count or raw.ndim > max(len(shape), 1):
+        return None
+    kind = raw.dtype.kind
+    if kind == "f":
+        # The general path's range check, minus the branch that casts under errstate.
+        if dtype.kind != "f":
+            return None
+        if raw.dtype.itemsize > dtype.itemsize and not (
+            _MAX(np.abs(raw), axis=None) <= _FLOAT_MAX.get(dtype, -1.0)
+        ):
+            return None
+    elif kind == "i":
+        bounds = _FAST_INT_BOUNDS.get(dtype)
+        if bounds is None:
+            return None
+        if bounds and (
+            int(_MIN(raw, axis=None)) < bounds[0] or int(_MAX(raw, axis=None)) > bounds[1]
+        ):
+            return None
+    elif kind != "b" or dtype.kind != "b":
+        return None
+    return raw.astype(dtype, copy=False).reshape(shape)
+
+
+def _decode_json(
+    name: str, datatype: str, dtype: np.dtype[Any], shape: list[int], data: Any
+) -> np.ndarray:
     if not isinstance(data, list):
         raise InvalidInput(f"input '{name}': data must be an array", code="invalid_tensor_data")
     expected = math.prod(shape)
@@ -169,6 +227,13 @@ def _as_bytes(item: Any) -> bytes:
 
 _MIN, _MAX = np.minimum.reduce, np.maximum.reduce
 _FLOAT_MAX = {np.dtype(t): float(np.finfo(t).max) for t in (np.float16, np.float32, np.float64)}
+# The fast path's integer targets: (low, high) to check, or () when every value of
+# an integer array fits. FP16 is left out: a big integer overflows it, with a warning.
+_FAST_INT_BOUNDS: dict[np.dtype[Any], tuple[int, ...]] = {
+    np.dtype(t): (int(np.iinfo(t).min), int(np.iinfo(t).max))
+    for t in (np.int8, np.int16, np.int32, np.uint8, np.uint16, np.uint32, np.uint64)
+}
+_FAST_INT_BOUNDS.update(dict.fromkeys(map(np.dtype, (np.int64, np.float32, np.float64)), ()))
 
 
 def _nesting(data: Any) -> int:

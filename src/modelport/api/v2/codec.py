@@ -38,7 +38,8 @@ from modelport.runtime.tensors import (
     NUMPY_TO_OIP,
     bytes_as_text,
     decode_binary_tensor,
-    decode_json_tensor,
+    decode_json_numbers_fast,
+    decode_json_tensor_general,
     encode_binary_tensor,
     numpy_dtype,
 )
@@ -55,6 +56,7 @@ BINARY_CONTENT_TYPE = "application/octet-stream"
 _HEADER_RE = re.compile(r"[0-9]{1,19}")
 _SHARED_MEMORY = ("shared_memory_region", "shared_memory_byte_size", "shared_memory_offset")
 _UNSUPPORTED_OUTPUT_PARAMETERS = (*_SHARED_MEMORY, "classification")
+_NO_BINARY = memoryview(b"")
 
 
 def parse_infer_request(
@@ -74,9 +76,15 @@ def parse_infer_request(
     ``invalid_binary_data``, ``duplicate_input``, ``duplicate_output`` or
     ``unsupported_parameter``.
     """
-    view = memoryview(body)
-    json_end = _json_length(header_length, len(view))
-    doc = _load_json(view[:json_end])
+    if header_length is None and type(body) is bytes:
+        # All JSON (the common case): no views to cut.
+        doc = _load_json(body)
+        binary = _NO_BINARY
+    else:
+        view = memoryview(body)
+        json_end = _json_length(header_length, len(view))
+        doc = _load_json(view[:json_end])
+        binary = view[json_end:]
     if not isinstance(doc, dict):
         raise InvalidInput("request body must be a JSON object", code="invalid_request")
 
@@ -90,7 +98,7 @@ def parse_infer_request(
     if request_id is not None and not isinstance(request_id, str):
         raise InvalidInput("'id' must be a string", code="invalid_request")
 
-    inputs = _parse_inputs(doc.get("inputs"), view[json_end:], max_elements)
+    inputs = _parse_inputs(doc.get("inputs"), binary, max_elements)
     return InferenceRequest(
         inputs=inputs,
         outputs=_parse_outputs(doc.get("outputs")),
@@ -186,7 +194,7 @@ def _json_length(header_length: str | int | None, body_size: int) -> int:
     return header_length
 
 
-def _load_json(raw: memoryview) -> Any:
+def _load_json(raw: bytes | memoryview) -> Any:
     try:
         return orjson.loads(raw)
     except orjson.JSONDecodeError as exc:
@@ -231,7 +239,7 @@ def _parse_inputs(items: Any, binary: memoryview, max_elements: int) -> tuple[Re
             raise InvalidInput(
                 f"input '{name}': needs a 'datatype' string", code="invalid_datatype"
             )
-        numpy_dtype(name, datatype)
+        dtype = numpy_dtype(name, datatype)
         shape = _shape(name, item.get("shape"), max_elements)
         count = math.prod(shape)
         total += count
@@ -241,19 +249,23 @@ def _parse_inputs(items: Any, binary: memoryview, max_elements: int) -> tuple[Re
                 f"above the limit of {max_elements}",
                 code="tensor_too_large",
             )
-        parameters = _parameters(item.get("parameters"), f"input '{name}'")
-        if any(key in parameters for key in _SHARED_MEMORY):
-            raise InvalidInput(
-                f"input '{name}': shared memory is not supported", code="unsupported_parameter"
-            )
-        size = parameters.pop("binary_data_size", None)
+        given = item.get("parameters")
+        # Most inputs have no parameters: skip the copy and the lookups.
+        parameters = {} if given is None else _input_parameters(name, given)
+        size = parameters.pop("binary_data_size", None) if parameters else None
         if size is None:
             if "data" not in item:
                 raise InvalidInput(
                     f"input '{name}': needs 'data' or parameters.binary_data_size",
                     code="invalid_tensor_data",
                 )
-            array = decode_json_tensor(name, datatype, list(shape), item["data"])
+            data = item["data"]
+            array = None
+            if datatype != "BYTES" and type(data) is list:
+                # What decode_json_tensor does first, without redoing dtype and count.
+                array = decode_json_numbers_fast(dtype, shape, count, data)
+            if array is None:
+                array = decode_json_tensor_general(name, datatype, list(shape), data)
         else:
             if isinstance(size, bool) or not isinstance(size, int) or size < 0:
                 raise InvalidInput(
@@ -293,6 +305,15 @@ def _parse_inputs(items: Any, binary: memoryview, max_elements: int) -> tuple[Re
     return tuple(parsed)
 
 
+def _input_parameters(name: str, value: Any) -> dict[str, Any]:
+    parameters = _parameters(value, f"input '{name}'")
+    if any(key in parameters for key in _SHARED_MEMORY):
+        raise InvalidInput(
+            f"input '{name}': shared memory is not supported", code="unsupported_parameter"
+        )
+    return parameters
+
+
 def _shape(name: str, value: Any, max_elements: int) -> tuple[int, ...]:
     if not isinstance(value, list):
         raise InvalidInput(
@@ -322,7 +343,7 @@ def _shape(name: str, value: Any, max_elements: int) -> tuple[int, ...]:
 
 
 def _payload_bytes(array: np.ndarray) -> int:
-    if array.dtype == np.object_:
+    if array.dtype.kind == "O":
         return sum(len(item) for item in array.reshape(-1).tolist())
     return int(array.nbytes)
 
@@ -364,7 +385,8 @@ def _parse_outputs(items: Any) -> tuple[RequestOutput, ...]:
 def _output_datatype(name: str, array: np.ndarray) -> str:
     if array.dtype.kind in ("O", "S", "U"):
         return "BYTES"
-    datatype = NUMPY_TO_OIP.get(array.dtype.newbyteorder("="))
+    # A native dtype is found as it is; only others need their native twin.
+    datatype = NUMPY_TO_OIP.get(array.dtype) or NUMPY_TO_OIP.get(array.dtype.newbyteorder("="))
     if datatype is None:
         raise Internal(
             f"output '{name}' has dtype {array.dtype}, which the protocol cannot carry",
@@ -378,4 +400,8 @@ def _json_data(array: np.ndarray, datatype: str) -> Any:
     for BYTES that are not valid UTF-8."""
     if datatype == "BYTES":
         return bytes_as_text(array)
+    if array.dtype.isnative:
+        # The same flat C-order array (a copy where not contiguous), without the
+        # cost of ascontiguousarray's dtype handling.
+        return array.reshape(-1)
     return np.ascontiguousarray(array, dtype=array.dtype.newbyteorder("=")).reshape(-1)
