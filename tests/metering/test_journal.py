@@ -18,6 +18,7 @@ import orjson
 import pytest
 
 from modelport.metering import journal as journal_module
+from modelport.metering.events import event_to_doc
 from modelport.metering.journal import REJECTED, UsageJournal
 from modelport.metering.meter import InferenceMeter
 from modelport.metering.outbox import Outbox
@@ -223,6 +224,39 @@ def test_a_bad_record_alone_is_set_aside_when_the_database_takes_writes(
     assert journal.flush()
     assert journal.rejected == 1 and len(lines(folder / REJECTED)) == 1
     assert journal.path.stat().st_size == 0
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        ("finished_at", "2026-02-31T12:00:00+00:00"),  # the meter's form, an impossible day
+        ("started_at", "2026-12-01T12:00:00"),  # no offset: the ledger refuses naive times
+        ("unit", "parsec"),
+    ],
+)
+def test_an_event_the_ledger_refuses_is_set_aside_with_the_ledgers_error(
+    priced: Metering, folder: Path, field: str, value: str
+) -> None:
+    """Straight to the ledger (the journal as the outbox): the settlement whose event
+    document the ledger cannot store is rejected with the ledger's error, the rest
+    applied."""
+    if field == "started_at" and priced.database.dialect == "postgresql":
+        pytest.skip("PostgreSQL reads a naive time in the session's zone")
+    journal = UsageJournal(folder, priced.reservations, sink=priced.sink)
+    try:
+        good, (reservation, events) = settlement(priced, 0), settlement(priced, 1)
+        bad = [{**event_to_doc(e), field: value} for e in events]
+        journal.append(*good)
+        journal.append_docs(reservation, bad)
+        assert journal.flush()
+        assert journal.rejected == 1
+        [rejected] = [orjson.loads(line) for line in lines(folder / REJECTED)]
+        with pytest.raises((KeyError, ValueError)) as refused:
+            priced.ledger.general_row(bad[0], priced.clock())
+        assert rejected["error"] == f"{refused.type.__name__}: {refused.value}"
+        assert [e.event.event_id for e in priced.ledger.entries()] == [e.event_id for e in good[1]]
+    finally:
+        journal.close()
 
 
 def test_a_database_outage_keeps_every_record(priced: Metering, folder: Path) -> None:

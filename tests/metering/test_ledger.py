@@ -102,14 +102,41 @@ def test_concurrent_overlapping_batches_record_each_event_once(metering: Meterin
     assert metering.balances.get(BalanceScope.TENANT, "beta").balance_micros == 1_000_000 - 200_000
 
 
-def test_a_batch_larger_than_one_id_lookup_is_deduplicated_whole(metering: Metering) -> None:
-    """SQLite looks the batch's ids up in chunks of 500: every chunk counts."""
+def test_a_large_batch_of_mostly_known_events_is_deduplicated_whole(metering: Metering) -> None:
+    """1,200 of 1,500 ids known, in reverse order: only the other 300 are new."""
     events = [usage_event(f"big{i:05d}") for i in range(1_500)]
     assert len(metering.ledger.record(events[:1_200]).inserted) == 1_200
     again = metering.ledger.record(list(reversed(events)))
     assert sorted(again.inserted) == [f"big{i:05d}" for i in range(1_200, 1_500)]
     assert len(again.duplicates) == 1_200
     assert metering.ledger.count() == 1_500
+
+
+def test_new_events_among_known_ones_are_told_apart_and_charged_once(
+    metering: Metering,
+) -> None:
+    """New ids sorting before, between and after known ones, in one batch: the ledger
+    reports and charges exactly the new ones, and stores them in id order."""
+    metering.balances.credit(BalanceScope.TENANT, "beta", 100_000, tenant="beta")
+    events = {name: usage_event(name, price=PRICE) for name in "abcdefg"}
+    assert metering.ledger.record([events[n] for n in "fdb"]).inserted == ("f", "d", "b")
+    batch = [events[n] for n in "gfedcba"]
+    result = metering.ledger.record(batch)
+    assert result.inserted == ("g", "e", "c", "a")
+    assert result.duplicates == ("f", "d", "b")
+    assert [e.event.event_id for e in metering.ledger.entries()] == list("bdfaceg")
+    assert metering.balances.get(BalanceScope.TENANT, "beta").balance_micros == 100_000 - 7_000
+
+
+def test_a_batch_of_known_events_only_inserts_and_charges_nothing(metering: Metering) -> None:
+    metering.balances.credit(BalanceScope.TENANT, "beta", 100_000, tenant="beta")
+    events = [usage_event(f"k{i}", price=PRICE) for i in range(5)]
+    metering.ledger.record(events)
+    again = metering.ledger.record([*events, events[0]])
+    assert again.inserted == ()
+    assert again.duplicates == (*(e.event_id for e in events), "k0")
+    assert metering.ledger.count() == 5
+    assert metering.balances.get(BalanceScope.TENANT, "beta").balance_micros == 100_000 - 5_000
 
 
 def _varied_events() -> list[UsageEvent]:

@@ -3,11 +3,15 @@
 ``record`` inserts a batch so that a redelivered or duplicated event is ignored and the
 caller learns which ones were new. On PostgreSQL that is one ``INSERT ... SELECT FROM
 jsonb_to_recordset ... ON CONFLICT (event_id) DO NOTHING RETURNING event_id``. On SQLite
-it reads which of the batch's ids are there already, then inserts the others with one
-prepared single-row statement (``executemany``): a multi-row ``VALUES ... RETURNING``
-is a new statement for SQLite to compile at every batch size, and that compile cost
-more than the insert. The transaction began with ``BEGIN IMMEDIATE``, so no other
-writer comes between the read and the insert. Events that were not
+it is one prepared single-row ``INSERT ... ON CONFLICT (event_id) DO NOTHING``
+(``executemany``): a multi-row ``VALUES ... RETURNING`` is a new statement for SQLite
+to compile at every batch size, and that compile cost more than the insert. Its row
+count says how many rows were new: all of them is the usual case; otherwise the new
+ones are the newest that many by ``seq`` (the transaction began with ``BEGIN
+IMMEDIATE``, so no other writer comes between). SQLite rows are built straight from
+the documents (``sqlite_row``: a timestamp in the meter's form becomes SQLite's
+stored text by slicing); only a document in another form goes through ``event_row``
+and SQLAlchemy's bind processors. Events that were not
 settled against a reservation (usage reported by external backends) are charged to
 the caller's balances and budget in the same transaction, for the new ones only.
 
@@ -17,9 +21,10 @@ for consumers such as billing.
 
 from __future__ import annotations
 
+import re
 from collections import defaultdict
 from collections.abc import Callable, Sequence
-from datetime import datetime
+from datetime import date, datetime
 from typing import Any
 
 import orjson
@@ -85,6 +90,82 @@ def event_row(doc: dict[str, Any], recorded_at: datetime) -> dict[str, Any]:
     }
 
 
+_TIMESTAMP = re.compile(
+    r"((?!0000)[0-9]{4}-(?:0[1-9]|1[0-2])-(?:0[1-9]|[12][0-9]|3[01]))"
+    r"T((?:[01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9])(\.[0-9]{6})?\+00:00"
+)
+"""A timestamp as the meter writes it: ``isoformat()`` of an aware UTC datetime."""
+
+
+def sqlite_time(value: Any) -> str | None:
+    """The text SQLAlchemy stores on SQLite for a timestamp in the meter's form
+    (``YYYY-MM-DD HH:MM:SS.ffffff``), by slicing instead of parsing and formatting; None
+    for any other form (another offset, no offset, an impossible date), which the
+    general path parses or refuses."""
+    if type(value) is not str:
+        return None
+    match = _TIMESTAMP.fullmatch(value)
+    if match is None:
+        return None
+    day, clock, fraction = match.groups()
+    if day[8:] > "28" and not _real_day(day):  # the pattern lets 31 February through
+        return None
+    return f"{day} {clock}{fraction or '.000000'}"
+
+
+def _real_day(day: str) -> bool:
+    try:
+        date.fromisoformat(day)
+    except ValueError:
+        return False
+    return True
+
+
+def sqlite_row(doc: dict[str, Any], recorded_at: str) -> tuple[Any, ...] | None:
+    """The SQLite bind values of an event's document, in ``_COLUMNS`` order: the values
+    ``event_row`` and the columns' bind processors give, without the dict and the
+    datetime round trip. None when a timestamp is not in the meter's form; raises on a
+    malformed document (the caller then takes the general path, which raises as before).
+    ``recorded_at`` is already SQLite's text."""
+    started_at = sqlite_time(doc["started_at"])
+    finished_at = sqlite_time(doc["finished_at"])
+    if started_at is None or finished_at is None:
+        return None
+    model = doc["model"]
+    get = doc.get
+    return (
+        doc["event_id"],
+        doc["tenant"],
+        doc["key_id"],
+        model,
+        doc["version"],
+        doc["manifest_digest"],
+        get("endpoint"),
+        get("task", ""),
+        _UNITS[doc["unit"]],
+        int(doc["quantity"]),
+        float(get("compute_ms", 0.0)),
+        float(get("wall_ms", 0.0)),
+        _STATUSES[doc["status"]],
+        started_at,
+        finished_at,
+        get("request_id", ""),
+        get("prediction_id", ""),
+        doc["price_rule_id"],
+        int(doc["price_unit_price_micros"]),
+        int(doc["price_per_units"]),
+        _FAILURE_RULES[doc["price_failure_rule"]],
+        int(doc["price_failure_bps"]),
+        int(doc["price_revenue_share_bps"]),
+        int(doc["amount_micros"]),
+        model.split("/", 1)[0],
+        int(doc["publisher_micros"]),
+        doc["source"],
+        get("reservation_id"),
+        recorded_at,
+    )
+
+
 def entry_of(row: UsageEventRow) -> LedgerEntry:
     """A ledger row as a plain record."""
     event = UsageEvent(
@@ -137,12 +218,19 @@ def _postgres_insert() -> TextClause:
 
 
 _COLUMNS = [c for c in UsageEventRow.__table__.columns if c.name != "seq"]
+_NAMES = [c.name for c in _COLUMNS]
 _SQLITE_INSERT = (
-    f"INSERT INTO usage_events ({', '.join(c.name for c in _COLUMNS)}) "
+    f"INSERT INTO usage_events ({', '.join(_NAMES)}) "
     f"VALUES ({', '.join('?' * len(_COLUMNS))}) ON CONFLICT (event_id) DO NOTHING"
 )
-_SQLITE_MAX_IDS = 500
-"""Ids per ``IN (...)`` lookup, under SQLite's bound-parameter limit."""
+_SQLITE_LATEST = "SELECT event_id FROM usage_events ORDER BY seq DESC LIMIT ?"
+_EVENT_ID, _TENANT, _KEY_ID, _AMOUNT, _RESERVATION = (
+    _NAMES.index(name)
+    for name in ("event_id", "tenant", "key_id", "amount_micros", "reservation_id")
+)
+
+Charge = tuple[str, str | None, int]
+"""What a new event owes: its tenant, key and amount."""
 
 
 class Ledger:
@@ -153,9 +241,14 @@ class Ledger:
         self._now = now
         self._insert = _postgres_insert() if database.dialect == "postgresql" else None
         # How each column's value is stored (UTC datetimes as SQLite's text), worked out
-        # once: the rows then go to the driver without SQLAlchemy's per-row work.
+        # once for the general path: the rows then go to the driver without SQLAlchemy's
+        # per-row work. The dialect's own type, so a datetime is formatted as SQLAlchemy
+        # stores it everywhere else, not left to the driver's adapter.
         dialect = database.engine.dialect
-        self._binds = [(c.name, c.type.bind_processor(dialect)) for c in _COLUMNS]
+        self._binds = [
+            (c.name, c.type.dialect_impl(dialect).bind_processor(dialect)) for c in _COLUMNS
+        ]
+        self._stamp = dict(self._binds)["recorded_at"]
 
     def record(self, events: Sequence[UsageEvent | EncodedEvent]) -> IngestResult:
         """Insert the events not yet in the ledger (one transaction) and charge those of
@@ -164,53 +257,89 @@ class Ledger:
         if not events:
             return IngestResult()
         now = self._now()
-        rows = {e.event_id: event_row(event_doc(e), now) for e in events}
+        postgres = self._insert is not None
+        rows = self._postgres_rows(events, now) if postgres else self._sqlite_rows(events, now)
         # One order for every writer: concurrent batches never wait on each other in a cycle.
         ordered = [rows[event_id] for event_id in sorted(rows)]
         with self._db.transaction() as session:
-            if self._insert is not None:  # PostgreSQL
+            if postgres:
                 found = session.scalars(self._insert, {"rows": orjson.dumps(ordered).decode()})
                 inserted = set(found.all())
+                owed = [
+                    (r["tenant"], r["key_id"], r["amount_micros"])
+                    for r in ordered
+                    if r["event_id"] in inserted and r["reservation_id"] is None
+                ]
             else:
-                inserted = self._insert_sqlite(session, ordered)
-            self._charge(session, [r for r in ordered if r["event_id"] in inserted], now)
+                fresh = self._insert_sqlite(session, ordered)
+                inserted = {r[_EVENT_ID] for r in fresh}
+                owed = [
+                    (r[_TENANT], r[_KEY_ID], r[_AMOUNT]) for r in fresh if r[_RESERVATION] is None
+                ]
+            self._charge(session, owed, now)
         new, duplicates, seen = [], [], set()
         for event in events:  # a second copy in the same batch is a duplicate too
-            fresh = event.event_id in inserted and event.event_id not in seen
-            (new if fresh else duplicates).append(event.event_id)
+            fresh_copy = event.event_id in inserted and event.event_id not in seen
+            (new if fresh_copy else duplicates).append(event.event_id)
             seen.add(event.event_id)
         return IngestResult(inserted=tuple(new), duplicates=tuple(duplicates))
 
-    def _insert_sqlite(self, session: Session, ordered: list[dict[str, Any]]) -> set[str]:
-        """Insert the rows whose ids are not in the ledger yet; their ids."""
-        connection = session.connection()
-        ids = [r["event_id"] for r in ordered]
-        present: set[str] = set()
-        for start in range(0, len(ids), _SQLITE_MAX_IDS):
-            chunk = tuple(ids[start : start + _SQLITE_MAX_IDS])
-            marks = ", ".join("?" * len(chunk))
-            query = f"SELECT event_id FROM usage_events WHERE event_id IN ({marks})"
-            present.update(row[0] for row in connection.exec_driver_sql(query, chunk))
-        fresh = [r for r in ordered if r["event_id"] not in present]
-        if fresh:
-            binds = self._binds
-            connection.exec_driver_sql(
-                _SQLITE_INSERT,
-                [
-                    tuple(row[name] if bind is None else bind(row[name]) for name, bind in binds)
-                    for row in fresh
-                ],
-            )
-        return {r["event_id"] for r in fresh}
+    def _postgres_rows(
+        self, events: Sequence[UsageEvent | EncodedEvent], now: datetime
+    ) -> dict[str, dict[str, Any]]:
+        return {e.event_id: event_row(event_doc(e), now) for e in events}
 
-    def _charge(self, session: Session, rows: list[dict[str, Any]], now: datetime) -> None:
-        owed: dict[str, int] = defaultdict(int)
-        for row in rows:
-            if row["reservation_id"] is None and row["amount_micros"]:
-                for level in existing_levels(session, row["tenant"], row["key_id"]):
-                    owed[level] += row["amount_micros"]
-        for level in sorted(owed):  # the lock order of modelport.metering.balances
-            debit(session, level, owed[level], now)
+    def _sqlite_rows(
+        self, events: Sequence[UsageEvent | EncodedEvent], now: datetime
+    ) -> dict[str, tuple[Any, ...]]:
+        """Each event's SQLite bind values by id (the last copy of an id wins, as on
+        PostgreSQL); raises KeyError or ValueError on a malformed document."""
+        recorded_at = self._stamp(now)
+        rows = {}
+        for event in events:
+            doc = event_doc(event)
+            try:
+                row = sqlite_row(doc, recorded_at)
+            except Exception:
+                row = None  # malformed: the general path raises what it always raised
+            rows[event.event_id] = row if row is not None else self.general_row(doc, now)
+        return rows
+
+    def general_row(self, doc: dict[str, Any], now: datetime) -> tuple[Any, ...]:
+        """``sqlite_row`` the general way: ``event_row``, then each column's bind
+        processor. For documents in any form, and as the reference for the fast one."""
+        row = event_row(doc, now)
+        return tuple(row[name] if bind is None else bind(row[name]) for name, bind in self._binds)
+
+    def _insert_sqlite(
+        self, session: Session, ordered: list[tuple[Any, ...]]
+    ) -> list[tuple[Any, ...]]:
+        """Insert the rows whose ids are not in the ledger yet; those rows.
+
+        ``ON CONFLICT DO NOTHING`` skips the ids already there, and the statement's
+        row count says how many it inserted. All of them is the usual case, and then
+        nothing is read. Otherwise the rows it inserted are the last that many by
+        ``seq``: SQLite gives a new row a rowid above every row in the table, and
+        under ``BEGIN IMMEDIATE`` no other writer comes between."""
+        connection = session.connection()
+        inserted = connection.exec_driver_sql(_SQLITE_INSERT, ordered).rowcount
+        if inserted == len(ordered):
+            return ordered
+        if not inserted:
+            return []
+        latest = connection.exec_driver_sql(_SQLITE_LATEST, (inserted,))
+        ids = {row[0] for row in latest}
+        return [r for r in ordered if r[_EVENT_ID] in ids]
+
+    def _charge(self, session: Session, owed: list[Charge], now: datetime) -> None:
+        """Charge new events that no reservation settled to their caller's levels."""
+        totals: dict[str, int] = defaultdict(int)
+        for tenant, key_id, amount in owed:
+            if amount:
+                for level in existing_levels(session, tenant, key_id):
+                    totals[level] += amount
+        for level in sorted(totals):  # the lock order of modelport.metering.balances
+            debit(session, level, totals[level], now)
 
     def get(self, event_id: str) -> LedgerEntry | None:
         with self._db.transaction() as session:
