@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 
@@ -181,9 +182,17 @@ def test_a_body_over_the_limit_is_413(make_v2: V2Factory) -> None:
     client, _, publisher = make_v2(max_inference_request_bytes=1000)
     publisher.adder()
     x = np.zeros((100, 4), np.float32)
-    response = client.post("/v2/models/acme/adder/infer", json=infer_body("x", x))
+    body = json.dumps(infer_body("x", x)).encode()
+    response = client.post(
+        "/v2/models/acme/adder/infer",
+        content=body,
+        headers={"Content-Type": "application/json"},
+    )
     assert response.status_code == 413
-    assert "limit" in response.json()["error"]
+    # Refused on the declared length, before the body is read.
+    assert response.json()["error"] == (
+        f"request body of {len(body)} bytes is above the limit of 1000"
+    )
 
 
 @pytest.mark.parametrize(

@@ -76,11 +76,14 @@ def _model(request: Request) -> tuple[str, str, str | None]:
     return params["owner"], params["name"], params.get("version")
 
 
-async def _body(request: Request, limit: int) -> bytes:
-    length = request.headers.get("content-length")
+async def _body(request: Request, limit: int, length: bytes | None = None) -> bytes:
+    """The whole body, refused (413) above ``limit`` bytes. ``length``: the raw
+    Content-Length header when the caller has read the headers already."""
+    if length is None:
+        length = request.headers.get("content-length", "").encode("latin-1") or None
     if length is not None and length.isdigit() and int(length) > limit:
         raise PayloadTooLarge(
-            f"request body of {length} bytes is above the limit of {limit}",
+            f"request body of {length.decode('latin-1')} bytes is above the limit of {limit}",
             code="payload_too_large",
         )
     # Straight from ``receive``: Request.stream()'s generator costs more than the
@@ -190,7 +193,7 @@ async def infer(request: Request) -> Response:
     try:
         limit = settings.max_inference_request_bytes
         try:
-            body = await _body(request, limit)
+            body = await _body(request, limit, headers.get(b"content-length"))
         except ClientDisconnect:
             # The caller left mid-request: nobody will read an answer; no error of ours.
             return Response(status_code=499)
