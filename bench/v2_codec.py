@@ -20,7 +20,6 @@ the machine's state. Two baselines, in the same run:
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import subprocess
 import sys
 import time
@@ -31,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import serving_bench  # beside this script
 
 from modelport.api.v2 import codec, validate
 from modelport.manifest import TensorSpec
@@ -45,15 +45,6 @@ SPECS_IN = [TensorSpec(name="features", datatype="FP32", shape=[-1, 64])]
 SPECS_OUT = [TensorSpec(name="probabilities", datatype="FP32", shape=[-1, 4])]
 MAX_ELEMENTS = 1 << 26
 MAX_BYTES = 64 << 20
-
-
-def _serving_bench() -> Any:
-    spec = importlib.util.spec_from_file_location("serving_bench", HERE / "serving_bench.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["serving_bench"] = module  # its dataclasses look their module up
-    spec.loader.exec_module(module)
-    return module
 
 
 def _module_at(rev: str, path: str, name: str) -> types.ModuleType:
@@ -84,17 +75,11 @@ def load_revision(rev: str) -> tuple[types.ModuleType, types.ModuleType]:
 def general_path() -> Iterator[None]:
     """The decode fast path off, as when it declines a request."""
     saved = tensors.decode_json_numbers_fast
-    tensors.decode_json_numbers_fast = _decline
-    codec.decode_json_numbers_fast = _decline  # type: ignore[attr-defined]
+    tensors.decode_json_numbers_fast = lambda *args: None
     try:
         yield
     finally:
         tensors.decode_json_numbers_fast = saved
-        codec.decode_json_numbers_fast = saved  # type: ignore[attr-defined]
-
-
-def _decline(*args: Any) -> None:
-    return None
 
 
 GENERAL = "general"
@@ -116,9 +101,8 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=5)
     args = parser.parse_args()
 
-    bench = _serving_bench()
-    row = np.random.default_rng(0).standard_normal(bench.FEATURES).astype(np.float32)
-    body = bench.request_body(row)
+    row = np.random.default_rng(0).standard_normal(serving_bench.FEATURES).astype(np.float32)
+    body = serving_bench.request_body(row)
     as_view = bytearray(body)
     outputs = {"probabilities": np.random.default_rng(1).random((1, 4)).astype(np.float32)}
 

@@ -18,8 +18,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import cProfile
-import importlib.util
-import sys
 import tempfile
 import time
 import uuid
@@ -27,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import serving_bench  # beside this script
 import uvloop
 from asgi_calls import post
 
@@ -36,23 +35,13 @@ from modelport.config import Settings
 from modelport.digests import sha256_digest
 
 ADMIN_KEY = "bench-admin-key-" + "c" * 24
-HERE = Path(__file__).resolve().parent
 
 
-def _serving_bench() -> Any:
-    spec = importlib.util.spec_from_file_location("serving_bench", HERE / "serving_bench.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["serving_bench"] = module  # its dataclasses look their module up
-    spec.loader.exec_module(module)
-    return module
-
-
-def setup(home: Path, bench: Any, tenant_key: bool) -> tuple[Services, str, str]:
+def setup(home: Path, tenant_key: bool) -> tuple[Services, str, str]:
     """Services with the MLP published (as acme/mlp), and the key to call it with."""
     settings = Settings(home=home, admin_key=ADMIN_KEY)
     services = build_services(settings)
-    data = bench.build_mlp().SerializeToString()
+    data = serving_bench.build_mlp().SerializeToString()
     digest = sha256_digest(data)
     upload = uuid.uuid4().hex
     writer = services.blob_store.open_staging(upload, 0)
@@ -69,7 +58,7 @@ def setup(home: Path, bench: Any, tenant_key: bool) -> tuple[Services, str, str]
     manifest = {
         "format": "onnx",
         "files": [{"path": "model.onnx", "digest": digest, "size": len(data)}],
-        "inputs": [{"name": "features", "datatype": "FP32", "shape": [-1, bench.FEATURES]}],
+        "inputs": [{"name": "features", "datatype": "FP32", "shape": [-1, serving_bench.FEATURES]}],
         "outputs": [{"name": "probabilities", "datatype": "FP32", "shape": [-1, 4]}],
         "license": "MIT",
         "resources": {"max_batch_size": 64},
@@ -105,10 +94,9 @@ async def measure(
 
 
 async def run(args: argparse.Namespace, services: Services, key: str, path: str) -> None:
-    bench = _serving_bench()
     app = create_app(services)
-    row = np.random.default_rng(0).standard_normal(bench.FEATURES).astype(np.float32)
-    body = bench.request_body(row)
+    row = np.random.default_rng(0).standard_normal(serving_bench.FEATURES).astype(np.float32)
+    body = serving_bench.request_body(row)
     headers = [(b"authorization", f"Bearer {key}".encode()), (b"content-type", b"application/json")]
     async with app.router.lifespan_context(app):
         await measure(app, path, headers, body, 4, 1.0)  # load, warm caches
@@ -133,7 +121,7 @@ def main() -> None:
     parser.add_argument("--profile", help="write cProfile stats to PROFILE.c<concurrency>")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="modelport-bench-") as tmp:
-        services, key, path = setup(Path(tmp), _serving_bench(), args.tenant_key)
+        services, key, path = setup(Path(tmp), args.tenant_key)
         try:
             uvloop.run(run(args, services, key, path))
         finally:

@@ -49,7 +49,7 @@ import asyncio
 import atexit
 import threading
 import weakref
-from asyncio import AbstractEventLoop, _get_running_loop
+from asyncio import AbstractEventLoop
 from bisect import bisect_left
 from collections.abc import Iterable
 from time import monotonic
@@ -234,8 +234,9 @@ class VersionMetrics:
         """The fold interval passed (multiprocess mode): have the values folded soon."""
         now = monotonic()
         self._due = now + FOLD_INTERVAL
-        loop = _get_running_loop()
-        if loop is None:  # a worker thread: no timer to set, fold now
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:  # a worker thread: no timer to set, fold now
             self.fold()
             return
         with self._timer_lock:

@@ -70,12 +70,6 @@ def decode_json_tensor(name: str, datatype: str, shape: list[int], data: Any) ->
     return _decode_json(name, datatype, dtype, shape, data)
 
 
-def decode_json_tensor_general(name: str, datatype: str, shape: list[int], data: Any) -> np.ndarray:
-    """:func:`decode_json_tensor` without its fast path: for a caller that has
-    already tried :func:`decode_json_numbers_fast` and got None."""
-    return _decode_json(name, datatype, numpy_dtype(name, datatype), shape, data)
-
-
 def decode_json_numbers_fast(
     dtype: np.dtype[Any], shape: Sequence[int], count: int, data: list[Any]
 ) -> np.ndarray | None:

@@ -38,8 +38,7 @@ from modelport.runtime.tensors import (
     NUMPY_TO_OIP,
     bytes_as_text,
     decode_binary_tensor,
-    decode_json_numbers_fast,
-    decode_json_tensor_general,
+    decode_json_tensor,
     encode_binary_tensor,
     numpy_dtype,
 )
@@ -239,7 +238,7 @@ def _parse_inputs(items: Any, binary: memoryview, max_elements: int) -> tuple[Re
             raise InvalidInput(
                 f"input '{name}': needs a 'datatype' string", code="invalid_datatype"
             )
-        dtype = numpy_dtype(name, datatype)
+        numpy_dtype(name, datatype)  # refuses an unknown datatype before the shape
         shape = _shape(name, item.get("shape"), max_elements)
         count = math.prod(shape)
         total += count
@@ -259,13 +258,7 @@ def _parse_inputs(items: Any, binary: memoryview, max_elements: int) -> tuple[Re
                     f"input '{name}': needs 'data' or parameters.binary_data_size",
                     code="invalid_tensor_data",
                 )
-            data = item["data"]
-            array = None
-            if datatype != "BYTES" and type(data) is list:
-                # What decode_json_tensor does first, without redoing dtype and count.
-                array = decode_json_numbers_fast(dtype, shape, count, data)
-            if array is None:
-                array = decode_json_tensor_general(name, datatype, list(shape), data)
+            array = decode_json_tensor(name, datatype, list(shape), item["data"])
         else:
             if isinstance(size, bool) or not isinstance(size, int) or size < 0:
                 raise InvalidInput(
