@@ -2,6 +2,7 @@
 
     .venv/bin/python bench/v2_loop_cpu.py                  # admin key, as serving_bench
     .venv/bin/python bench/v2_loop_cpu.py --tenant-key     # a tenant's consumer key
+    .venv/bin/python bench/v2_loop_cpu.py --consumer       # another tenant's public model
     .venv/bin/python bench/v2_loop_cpu.py --profile out.prof --concurrency 64
 
 The serving benchmark's MLP is published into a fresh SQLite home and called
@@ -25,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import onnxruntime as ort
 import serving_bench  # beside this script
 import uvloop
 from asgi_calls import post
@@ -37,8 +39,10 @@ from modelport.digests import sha256_digest
 ADMIN_KEY = "bench-admin-key-" + "c" * 24
 
 
-def setup(home: Path, tenant_key: bool) -> tuple[Services, str, str]:
-    """Services with the MLP published (as acme/mlp), and the key to call it with."""
+def setup(home: Path, tenant_key: bool, consumer: bool = False) -> tuple[Services, str, str]:
+    """Services with the MLP published (as acme/mlp), and the key to call it with.
+    ``consumer``: public and approved instead, called with a key of tenant globex (the
+    marketplace's call across tenants)."""
     settings = Settings(home=home, admin_key=ADMIN_KEY)
     services = build_services(settings)
     data = serving_bench.build_mlp().SerializeToString()
@@ -50,11 +54,17 @@ def setup(home: Path, tenant_key: bool) -> tuple[Services, str, str]:
     services.blob_store.commit_staging(upload, digest, len(data))
     services.blob_store.discard_staging(upload)
     key = ADMIN_KEY
-    if tenant_key:
+    if tenant_key or consumer:
+        caller = "globex" if consumer else "acme"
         services.tenancy.create_tenant("acme", actor="bench")
-        services.tenancy.add_member("acme", "app", roles=["owner"], actor="bench")
-        key = services.tenancy.create_key("acme", "app", name="bench", actor="bench").secret
-    services.registry.create_model("acme", "mlp", actor="bench", license="MIT")
+        if consumer:
+            services.tenancy.create_tenant("globex", actor="bench")
+        services.tenancy.add_member(caller, "app", roles=["owner"], actor="bench")
+        key = services.tenancy.create_key(caller, "app", name="bench", actor="bench").secret
+    visibility = "public" if consumer else "private"
+    services.registry.create_model(
+        "acme", "mlp", actor="bench", license="MIT", visibility=visibility
+    )
     manifest = {
         "format": "onnx",
         "files": [{"path": "model.onnx", "digest": digest, "size": len(data)}],
@@ -62,9 +72,26 @@ def setup(home: Path, tenant_key: bool) -> tuple[Services, str, str]:
         "outputs": [{"name": "probabilities", "datatype": "FP32", "shape": [-1, 4]}],
         "license": "MIT",
         "resources": {"max_batch_size": 64},
+        "examples": [example(data)],
     }
     services.registry.publish("acme", "mlp", "1", manifest, actor="bench")
+    if consumer:  # other tenants may call approved versions only
+        for state in ("validated", "approved"):
+            services.registry.transition("acme", "mlp", "1", state, actor="bench")
     return services, key, "/v2/models/acme/mlp/versions/1/infer"
+
+
+def example(model: bytes) -> dict[str, Any]:
+    """One row and the model's answer to it, as a manifest example."""
+    session = ort.InferenceSession(model, providers=["CPUExecutionProvider"])
+    row = np.ones((1, serving_bench.FEATURES), np.float32)
+    (out,) = session.run(None, {"features": row})
+
+    def tensor(name: str, array: np.ndarray) -> dict[str, Any]:
+        shape = list(array.shape)
+        return {"name": name, "datatype": "FP32", "shape": shape, "data": array.ravel().tolist()}
+
+    return {"inputs": [tensor("features", row)], "outputs": [tensor("probabilities", out)]}
 
 
 async def call(app: Any, path: str, headers: list[tuple[bytes, bytes]], body: bytes) -> None:
@@ -118,10 +145,13 @@ def main() -> None:
     parser.add_argument("--concurrency", default="1,64")
     parser.add_argument("--seconds", type=float, default=3.0)
     parser.add_argument("--tenant-key", action="store_true", help="call with a tenant's key")
+    parser.add_argument(
+        "--consumer", action="store_true", help="call another tenant's public model"
+    )
     parser.add_argument("--profile", help="write cProfile stats to PROFILE.c<concurrency>")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="modelport-bench-") as tmp:
-        services, key, path = setup(Path(tmp), args.tenant_key)
+        services, key, path = setup(Path(tmp), args.tenant_key, args.consumer)
         try:
             uvloop.run(run(args, services, key, path))
         finally:

@@ -1,5 +1,6 @@
-"""The data plane's resolution cache: one lookup per model however many callers, and
-a stale answer served while one refresh runs."""
+"""The data plane's resolution cache: one lookup per model however many callers, a
+stale answer served while one refresh runs (for one more TTL at most), and changes
+made through this process seen at once."""
 
 from __future__ import annotations
 
@@ -41,17 +42,18 @@ def test_a_stale_answer_is_served_while_one_refresh_runs(v2, monkeypatch) -> Non
     publisher.adder()
     publisher.adder(version="2")
     plane = client.app.state.dataplane
-    alias = "/api/models/acme/adder/aliases/latest"
-    assert client.put(alias, json={"version": "1"}).status_code == 200
+    registry = plane.registry
+    registry.set_alias("acme", "adder", "latest", "1", actor="test")
 
     async def scenario() -> tuple[str, list[str], str]:
-        plane.resolve_ttl = 0.0  # every answer is stale at once
+        plane.resolve_ttl = 0.5
         first = (await plane.target("acme", "adder", "latest")).version
-        await asyncio.sleep(0.2)
-        assert client.put(alias, json={"version": "2"}).status_code == 200
+        # Moved behind this process's back, as another process would.
+        registry.set_alias("acme", "adder", "latest", "2", actor="test")
+        await asyncio.sleep(0.6)  # expired, but within one more TTL
         calls = _counting(plane, monkeypatch)
         served = [(await plane.target("acme", "adder", "latest")).version for _ in range(20)]
-        await asyncio.sleep(0.5)  # the one refresh lands
+        await asyncio.sleep(0.2)  # the one refresh lands
         assert len(calls) == 1
         return first, served, (await plane.target("acme", "adder", "latest")).version
 
@@ -61,21 +63,63 @@ def test_a_stale_answer_is_served_while_one_refresh_runs(v2, monkeypatch) -> Non
     assert later == "2"
 
 
+def test_an_answer_expired_for_longer_than_the_ttl_is_never_served(v2) -> None:
+    client, _, publisher = v2
+    publisher.adder()
+    publisher.adder(version="2")
+    plane = client.app.state.dataplane
+    registry = plane.registry
+    registry.set_alias("acme", "adder", "latest", "1", actor="test")
+
+    async def scenario() -> tuple[str, str]:
+        plane.resolve_ttl = 0.1
+        first = (await plane.target("acme", "adder", "latest")).version
+        registry.set_alias("acme", "adder", "latest", "2", actor="test")
+        await asyncio.sleep(0.25)  # past twice the TTL: the call waits for a fresh answer
+        return first, (await plane.target("acme", "adder", "latest")).version
+
+    assert asyncio.run(scenario()) == ("1", "2")
+
+
+def test_changes_through_this_process_take_effect_at_once(v2) -> None:
+    client, _, publisher = v2
+    publisher.adder()
+    publisher.adder(version="2")
+    plane = client.app.state.dataplane
+    alias = "/api/models/acme/adder/aliases/latest"
+    assert client.put(alias, json={"version": "1"}).status_code == 200
+
+    async def resolved() -> tuple[str, str]:
+        target = await plane.target("acme", "adder", "latest")
+        return target.version, target.state.value
+
+    assert asyncio.run(resolved()) == ("1", "candidate")  # cached for a second from here
+    assert client.put(alias, json={"version": "2"}).status_code == 200
+    assert asyncio.run(resolved()) == ("2", "candidate")
+    moved = client.post("/api/models/acme/adder/versions/2/transitions", json={"to": "rejected"})
+    assert moved.status_code == 201, moved.text
+    assert asyncio.run(resolved()) == ("2", "rejected")
+    assert client.delete(alias).status_code == 204
+    with pytest.raises(NotFound):
+        asyncio.run(resolved())
+
+
 def test_a_version_that_disappears_is_not_served_from_cache(v2, monkeypatch) -> None:
     client, _, publisher = v2
     publisher.adder()
     plane = client.app.state.dataplane
 
     async def scenario() -> None:
-        plane.resolve_ttl = 0.0
+        plane.resolve_ttl = 0.3
         await plane.target("acme", "adder", "1")
+        await asyncio.sleep(0.35)
 
         def gone(*args):  # type: ignore[no-untyped-def]
             raise NotFound("no such version")
 
         monkeypatch.setattr(plane.registry, "resolve", gone)
         await plane.target("acme", "adder", "1")  # stale, starts the refresh
-        await asyncio.sleep(0.2)
+        await asyncio.sleep(0.1)
         with pytest.raises(NotFound):
             await plane.target("acme", "adder", "1")
 

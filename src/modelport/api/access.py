@@ -12,17 +12,18 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Annotated
 
-import anyio.to_thread
 from fastapi import Depends
 from starlette.requests import Request
 
+from modelport.api.access_facts import AccessFacts
 from modelport.api.auth import CurrentPrincipal
 from modelport.api.deps import get_services
 from modelport.blobs._common import blob_not_found
 from modelport.digests import check_digest
 from modelport.errors import Forbidden, NotFound
 from modelport.registry.repository import model_not_found
-from modelport.registry.types import CatalogViewer, Lineage, Model, ModelVersion
+from modelport.registry.types import CatalogViewer, LifecycleState, Lineage, Model
+from modelport.runtime.types import VersionKey
 from modelport.tenancy.policy import (
     Decision,
     ModelResource,
@@ -147,18 +148,6 @@ def require_model(
     return model
 
 
-def require_callable(request: Request, principal: Principal, version: ModelVersion) -> None:
-    """Other tenants may call a version only once it is approved (or deployed)."""
-    if principal.is_admin or principal.tenant == version.owner:
-        return
-    if version.state.value not in SERVABLE_ACROSS_TENANTS:
-        raise Forbidden(
-            f"{version.ref} is {version.state.value}; other tenants may call it once approved",
-            code="version_not_approved",
-            state=version.state.value,
-        )
-
-
 def catalog_viewer(request: Request, principal: Principal) -> CatalogViewer | None:
     """What the caller may see in the catalog, as plain filter data (None: everything)."""
     if Permission.PLATFORM_MANAGE in permissions_of(principal):
@@ -254,34 +243,44 @@ Uploader = Annotated[Principal, Depends(_uploader)]
 async def require_model_async(
     request: Request, principal: Principal, owner: str, name: str, permission: Permission
 ) -> None:
-    """``require_model`` for async routes: no database query for the admin, or for a
-    caller in the model's own namespace (its roles decide; a missing model is the
-    route's own 404)."""
+    """``require_model`` for async routes, from ``AccessFacts``: no query for the admin or
+    for a caller in the model's own namespace (its roles decide; a missing model is the
+    route's own 404), and across tenants only when a fact is not cached."""
     held = permissions_of(principal)
+    note_tenant(request, owner)
     if Permission.PLATFORM_MANAGE in held:
-        note_tenant(request, owner)
         return
+    hidden = lambda: model_not_found(owner, name)  # noqa: E731
     if principal.tenant == owner:
-        note_tenant(request, owner)
-        enforce(
-            principal,
-            permission,
-            ModelResource(owner, "private"),
-            hidden=lambda: model_not_found(owner, name),
-        )
+        enforce(principal, permission, ModelResource(owner, "private"), hidden=hidden)
         return
-    await anyio.to_thread.run_sync(require_model, request, principal, owner, name, permission)
+    facts = access_facts(request)
+    visibility = await facts.visibility(owner, name)
+    shared = False
+    if visibility != "public" and principal.tenant is not None and not principal.is_admin:
+        grants = await facts.grants(principal.tenant)
+        request.state.grants = grants
+        shared = grants.covers(owner, name)
+    enforce(principal, permission, ModelResource(owner, visibility, shared), hidden=hidden)
 
 
-async def require_callable_async(
-    request: Request, principal: Principal, owner: str, name: str, version: str
+def require_callable_state(
+    principal: Principal, owner: str, key: VersionKey, state: LifecycleState
 ) -> None:
-    """``require_callable`` for the resolved ``version`` (a query only across tenants)."""
-    if Permission.PLATFORM_MANAGE in permissions_of(principal) or principal.tenant == owner:
+    """Other tenants may call a version (``key``, now in lifecycle ``state``) only once it
+    is approved (or deployed)."""
+    if principal.is_admin or principal.tenant == owner:
         return
-    registry = get_services(request).registry
-    found = await anyio.to_thread.run_sync(registry.get_version, owner, name, version)
-    require_callable(request, principal, found)
+    if state.value not in SERVABLE_ACROSS_TENANTS:
+        raise Forbidden(
+            f"{key.ref} is {state.value}; other tenants may call it once approved",
+            code="version_not_approved",
+            state=state.value,
+        )
+
+
+def access_facts(request: Request) -> AccessFacts:
+    return request.app.state.access_facts  # type: ignore[no-any-return]
 
 
 def visible_model_refs(request: Request, principal: Principal, refs: list[str]) -> set[str]:

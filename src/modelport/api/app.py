@@ -10,6 +10,7 @@ from fastapi import FastAPI
 from starlette.types import ASGIApp
 
 from modelport import __version__
+from modelport.api.access_facts import AccessFacts
 from modelport.api.billing import install_billing
 from modelport.api.hygiene import RequestHygiene
 from modelport.api.limiting import RateLimitHeaders
@@ -103,6 +104,7 @@ def create_app(services: Services) -> FastAPI:
     app.include_router(metrics.router)
     install_tenancy(app)
     install_billing(app)
+    app.state.access_facts = AccessFacts(services.registry, services.tenancy)
     app.state.dataplane = DataPlane(
         services.registry,
         services.host,

@@ -4,8 +4,11 @@ The routes only translate between HTTP and these calls. A model is addressed as
 ``owner/name`` with an optional version (a version string or an alias); without
 one, the registry's ``resolve(owner, name, None)`` picks the default. Registry
 answers are cached for ``resolve_ttl`` seconds so the hot path rarely touches the
-database: an alias moved to another version takes effect within that time (and
-the one refresh it takes).
+database. For one more ``resolve_ttl`` an expired answer is still served while one
+refresh runs; an older one never is. So an alias moved, or a version's lifecycle
+state changed (which decides whether other tenants may call it), takes effect
+within twice ``resolve_ttl`` everywhere, and at once in a process that is told
+(``forget``).
 
 Repository loads and unloads reach every process that serves the platform: after a
 local one succeeds it is published on the ``RepositorySync``, and the changes other
@@ -29,7 +32,7 @@ import numpy as np
 from modelport.errors import NotFound, Unavailable
 from modelport.manifest import Manifest
 from modelport.registry.service import RegistryService
-from modelport.registry.types import ModelVersion
+from modelport.registry.types import LifecycleState, ModelVersion
 from modelport.runtime.cache import BlobSource
 from modelport.runtime.host import ModelHost
 from modelport.runtime.observer import RuntimeObserver, VersionObserver
@@ -61,6 +64,8 @@ class Target:
     manifest: Manifest
     key: VersionKey
     observer: VersionObserver
+    state: LifecycleState
+    """The version's lifecycle state when it was resolved."""
 
 
 class DataPlane:
@@ -86,22 +91,35 @@ class DataPlane:
         self.sync: RepositorySync = sync or LocalRepositorySync()
         self._targets: dict[tuple[str, str, str | None], tuple[float, Target]] = {}
         self._lookups: dict[tuple[str, str, str | None], asyncio.Future[Target]] = {}
+        self._generation = 0  # bumped by ``forget``: a lookup begun before is not kept
 
     # ---- resolution
     async def target(self, owner: str, name: str, version: str | None) -> Target:
         """The version ``owner/name`` [``version``] names (NotFound when there is none).
 
-        An answer older than ``resolve_ttl`` is still returned while one refresh runs
-        for every caller (a busy model would otherwise send each of its concurrent
-        callers to the database at every expiry); with no answer yet, callers share
-        one lookup."""
+        An answer expired less than ``resolve_ttl`` ago is still returned while one
+        refresh runs for every caller (a busy model would otherwise send each of its
+        concurrent callers to the database at every expiry); an older one is not. With
+        no answer to serve, callers share one lookup."""
         cache_key = (owner, name, version)
         cached = self._targets.get(cache_key)
         if cached is not None:
-            if cached[0] <= time.monotonic():
+            expires = cached[0]
+            now = time.monotonic()
+            if now < expires:
+                return cached[1]
+            if now < expires + self.resolve_ttl:
                 self._lookup(cache_key)
-            return cached[1]
+                return cached[1]
         return await asyncio.shield(self._lookup(cache_key))
+
+    def forget(self, owner: str, name: str) -> None:
+        """Drop what is cached of ``owner/name`` (its aliases, versions or lifecycle states
+        changed): the next call resolves it afresh. Safe from any thread."""
+        self._generation += 1
+        for cache_key in list(self._targets):
+            if cache_key[0] == owner and cache_key[1] == name:
+                self._targets.pop(cache_key, None)
 
     def _lookup(self, cache_key: tuple[str, str, str | None]) -> asyncio.Future[Target]:
         loop = asyncio.get_running_loop()
@@ -114,6 +132,7 @@ class DataPlane:
         return lookup
 
     async def _resolve(self, cache_key: tuple[str, str, str | None]) -> Target:
+        generation = self._generation
         try:
             found = await asyncio.to_thread(self.registry.resolve, *cache_key)
         except BaseException:
@@ -122,6 +141,8 @@ class DataPlane:
         finally:
             self._lookups.pop(cache_key, None)
         target = self._target(found)
+        if generation != self._generation:
+            return target  # forgotten meanwhile: answer this caller, keep nothing
         if len(self._targets) > 4096:  # many distinct names: start over rather than grow
             self._targets.clear()
         self._targets[cache_key] = (time.monotonic() + self.resolve_ttl, target)
@@ -135,6 +156,7 @@ class DataPlane:
             manifest=found.manifest,
             key=VersionKey(model, found.version, found.manifest_digest),
             observer=self.observer.version(model, found.version),
+            state=found.state,
         )
 
     async def ensure_ready(self, target: Target) -> None:

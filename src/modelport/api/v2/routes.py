@@ -31,7 +31,7 @@ from starlette.routing import BaseRoute, Route
 
 from modelport import __version__
 from modelport.api.access import (
-    require_callable_async,
+    require_callable_state,
     require_model_async,
     visible_model_refs,
 )
@@ -188,7 +188,7 @@ async def infer(request: Request) -> Response:
     owner, name, version = params["owner"], params["name"], params.get("version")
     await require_model_async(request, principal, owner, name, Permission.MODEL_CALL)
     target = await plane.target(owner, name, version)
-    await require_callable_async(request, principal, owner, name, target.version)
+    require_callable_state(principal, owner, target.key, target.state)
     admission = await admit(request, principal, target.model)
     try:
         limit = settings.max_inference_request_bytes

@@ -1,0 +1,118 @@
+"""What authorizing a call across tenants needs to know, cached in this process.
+
+A consumer calling another tenant's model is the marketplace's main path. Deciding it
+takes the model's visibility and, for a private model, the grants the caller's tenant
+holds; reading them from the database on every call cost two thread hand-offs and
+their queries per inference. Here:
+
+- **visibility** is fixed when a model is created (nothing changes it, and models are
+  not deleted), so it is kept for the life of the process (at most ``max_entries``
+  models; a model that does not exist is not remembered);
+- **grants** are kept ``ttl`` seconds and never used older: past that, the call waits
+  for a fresh read. Grants given or withdrawn through this process are forgotten at
+  once (``forget_grants``); elsewhere they take effect within ``ttl``.
+
+Concurrent callers missing the same fact share one read. The version's lifecycle
+state, the third fact, comes with the resolved version (``DataPlane.target``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from collections.abc import Callable, Hashable
+from typing import Any, TypeVar
+
+from modelport.registry.service import RegistryService
+from modelport.tenancy.service import TenancyService
+from modelport.tenancy.types import GrantSet
+
+T = TypeVar("T")
+
+
+class AccessFacts:
+    """Model visibilities and tenants' grants, for the hot authorization path."""
+
+    def __init__(
+        self,
+        registry: RegistryService,
+        tenancy: TenancyService,
+        *,
+        ttl: float = 1.0,
+        max_entries: int = 4096,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.registry = registry
+        self.tenancy = tenancy
+        self.ttl = ttl
+        self.max_entries = max_entries
+        self._clock = clock
+        self._visibility: dict[tuple[str, str], str] = {}
+        self._grants: dict[str, tuple[float, GrantSet]] = {}
+        self._reads: dict[Hashable, asyncio.Future[Any]] = {}
+        self._generation = 0  # bumped by ``forget_grants``: a read begun before is not kept
+        self._lock = threading.Lock()  # a forget and a read's store, from any threads
+
+    async def visibility(self, owner: str, name: str) -> str:
+        """``public`` or ``private`` (``NotFound`` for a model that does not exist)."""
+        found = self._visibility.get((owner, name))
+        if found is not None:
+            return found
+        visibility: str = await self._read(("model", owner, name), self._read_visibility)
+        return visibility
+
+    async def grants(self, tenant: str) -> GrantSet:
+        """What other tenants shared with ``tenant``, read at most ``ttl`` seconds ago."""
+        cached = self._grants.get(tenant)
+        if cached is not None and self._clock() < cached[0]:
+            return cached[1]
+        grants: GrantSet = await self._read(("grants", tenant), self._read_grants)
+        return grants
+
+    def forget_grants(self, tenant: str) -> None:
+        """``tenant`` was given or lost a grant. Safe from any thread."""
+        with self._lock:
+            self._generation += 1
+            self._grants.pop(tenant, None)
+
+    # ---- reads, one at a time per fact
+    async def _read(self, fact: tuple[str, ...], read: Callable[..., T]) -> T:
+        loop = asyncio.get_running_loop()
+        pending = self._reads.get(fact)
+        if pending is None or pending.get_loop() is not loop:
+            pending = loop.create_task(self._run(fact, read))
+            pending.add_done_callback(_retrieve)  # every caller may have gone meanwhile
+            self._reads[fact] = pending
+        result: T = await asyncio.shield(pending)
+        return result
+
+    async def _run(self, fact: tuple[str, ...], read: Callable[..., T]) -> T:
+        try:
+            return await asyncio.to_thread(read, *fact[1:])
+        finally:
+            if self._reads.get(fact) is asyncio.current_task():
+                del self._reads[fact]
+
+    def _read_visibility(self, owner: str, name: str) -> str:
+        visibility = self.registry.get_model(owner, name).visibility.value
+        if len(self._visibility) >= self.max_entries:
+            self._visibility.clear()  # many distinct models: start over rather than grow
+        self._visibility[owner, name] = visibility
+        return visibility
+
+    def _read_grants(self, tenant: str) -> GrantSet:
+        generation = self._generation
+        expires = self._clock() + self.ttl  # from before the read: never kept longer
+        grants = self.tenancy.grants_to(tenant)
+        with self._lock:
+            if generation == self._generation:
+                if len(self._grants) >= self.max_entries:
+                    self._grants.clear()
+                self._grants[tenant] = (expires, grants)
+        return grants
+
+
+def _retrieve(task: asyncio.Future[Any]) -> None:
+    if not task.cancelled():
+        task.exception()
