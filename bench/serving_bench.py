@@ -3,6 +3,7 @@
     .venv/bin/python bench/serving_bench.py                       # 10 s per point
     .venv/bin/python bench/serving_bench.py --duration 5 --concurrency 1,64
     .venv/bin/python bench/serving_bench.py --workers 2 --redis-url redis://127.0.0.1:6379/0
+    .venv/bin/python bench/serving_bench.py --caller consumer   # across tenants
 
 The model is an MLP, 64 float features -> two 1024-wide ReLU layers -> 4-class
 softmax, built here with fixed weights. Load comes from ``wrk`` (one thread, the
@@ -24,7 +25,10 @@ httptools, no access log); the platform through ``modelport serve``. With
 ``serve --workers`` requires), and a minimal server with N worker processes joins
 the run as a second reference. The model is published through the platform's own
 API (upload, model, version) and loaded through ``/v2/repository`` before the
-clock starts, so no point includes a cold start. Two in-process references
+clock starts, so no point includes a cold start. The platform is called with the
+operator's admin key, or with ``--caller consumer`` as the marketplace's consumers
+call it: with the key of another tenant than the model's, the model public and its
+version approved (validated against a manifest example first). Two in-process references
 close the report: raw ``session.run`` predictions per second at batch 1, and at
 the best of a few batch sizes.
 
@@ -142,14 +146,18 @@ def process(command: list[str], env: dict[str, str], url: str) -> Iterator[None]
             proc.wait()
 
 
-def publish(url: str, data: bytes) -> None:
-    """Upload the model, create it, publish version 1 and load it, all through the API."""
+def publish(url: str, data: bytes, *, consumer: bool = False) -> str:
+    """Upload the model, create it, publish version 1 and load it, all through the API.
+    Answers the key to call it with: the admin key, or with ``consumer`` a key of another
+    tenant, the model public and version 1 approved."""
     auth = {"Authorization": f"Bearer {ADMIN_KEY}"}
     digest = sha256_digest(data)
     with httpx.Client(base_url=url, headers=auth, timeout=120) as http:
         http.post("/api/uploads", params={"digest": digest}, content=data).raise_for_status()
         owner, name = MODEL.split("/")
-        http.post("/api/models", json={"owner": owner, "name": name, "license": "MIT"})
+        visibility = "public" if consumer else "private"
+        model = {"owner": owner, "name": name, "license": "MIT", "visibility": visibility}
+        http.post("/api/models", json=model)
         manifest = {
             "format": "onnx",
             "files": [{"path": "model.onnx", "digest": digest, "size": len(data)}],
@@ -157,6 +165,7 @@ def publish(url: str, data: bytes) -> None:
             "outputs": [{"name": "probabilities", "datatype": "FP32", "shape": [-1, 4]}],
             "license": "MIT",
             "resources": {"max_batch_size": 64},
+            "examples": [example(data)],
         }
         response = http.post(
             f"/api/models/{MODEL}/versions", json={"version": "1", "manifest": manifest}
@@ -164,6 +173,28 @@ def publish(url: str, data: bytes) -> None:
         if response.status_code not in (200, 201):
             raise RuntimeError(f"publish failed: {response.status_code} {response.text}")
         http.post(f"/v2/repository/models/{MODEL}/load").raise_for_status()
+        if not consumer:
+            return ADMIN_KEY
+        for state in ("validated", "approved"):  # other tenants call approved versions only
+            path = f"/api/models/{MODEL}/versions/1/transitions"
+            http.post(path, json={"to": state}).raise_for_status()
+        http.post("/api/tenants", json={"slug": "globex", "owner": "app"}).raise_for_status()
+        issued = http.post("/api/keys", json={"tenant": "globex", "member": "app", "name": "b"})
+        issued.raise_for_status()
+        return str(issued.json()["key"])
+
+
+def example(model: bytes) -> dict[str, object]:
+    """One row and the model's answer to it, as a manifest example."""
+    session = ort.InferenceSession(model, providers=["CPUExecutionProvider"])
+    row = np.ones((1, FEATURES), np.float32)
+    (out,) = session.run(None, {"features": row})
+
+    def tensor(name: str, array: np.ndarray) -> dict[str, object]:
+        shape = list(array.shape)
+        return {"name": name, "datatype": "FP32", "shape": shape, "data": array.ravel().tolist()}
+
+    return {"inputs": [tensor("features", row)], "outputs": [tensor("probabilities", out)]}
 
 
 def batch_stats(url: str) -> tuple[float, float]:
@@ -255,6 +286,12 @@ def main() -> None:
     )
     parser.add_argument("--workers", type=int, default=1, help="platform worker processes")
     parser.add_argument("--redis-url", help="Redis for the platform's workers (--workers > 1)")
+    parser.add_argument(
+        "--caller",
+        choices=("admin", "consumer"),
+        default="admin",
+        help="call the platform with the admin key, or as another tenant's consumer",
+    )
     args = parser.parse_args()
     if args.workers > 1 and not args.redis_url:
         sys.exit("--workers above 1 needs --redis-url (modelport serve --workers requires Redis)")
@@ -271,13 +308,8 @@ def main() -> None:
         work = Path(tmp)
         (work / "mlp.onnx").write_bytes(model)
         (work / "body.json").write_bytes(request_body(row))
-        scripts = {}
-        for name, auth in (
-            ("plain", ""),
-            ("auth", f'wrk.headers["Authorization"] = "Bearer {ADMIN_KEY}"'),
-        ):
-            scripts[name] = work / f"{name}.lua"
-            scripts[name].write_text(LUA.format(body=work / "body.json", auth=auth))
+        plain = work / "plain.lua"
+        plain.write_text(LUA.format(body=work / "body.json", auth=""))
         base_env = {k: v for k, v in os.environ.items() if not k.startswith("MODELPORT_")}
 
         # All three servers stay up; each concurrency level runs them back to back, so
@@ -293,17 +325,17 @@ def main() -> None:
             str(work / "mlp.onnx"),
         ]
         stack.enter_context(process([*minimal, "--port", str(port)], base_env, url))
-        servers["minimal"] = (url, "/v2/models/mlp/infer", scripts["plain"])
+        servers["minimal"] = (url, "/v2/models/mlp/infer", plain)
         port = free_port()
         url = f"http://127.0.0.1:{port}"
         stack.enter_context(process([*minimal, "--port", str(port), "--hop"], base_env, url))
-        servers["minimal, hop"] = (url, "/v2/models/mlp/infer", scripts["plain"])
+        servers["minimal, hop"] = (url, "/v2/models/mlp/infer", plain)
         if args.workers > 1:
             port = free_port()
             url = f"http://127.0.0.1:{port}"
             command = [*minimal, "--port", str(port), "--workers", str(args.workers)]
             stack.enter_context(process(command, base_env, url))
-            servers[f"minimal x{args.workers}"] = (url, "/v2/models/mlp/infer", scripts["plain"])
+            servers[f"minimal x{args.workers}"] = (url, "/v2/models/mlp/infer", plain)
         for label, max_batch in (("batching off", 1), ("batching on", 64)):
             port = free_port()
             url = f"http://127.0.0.1:{port}"
@@ -324,8 +356,11 @@ def main() -> None:
                 *("--port", str(port), "--log-level", "warning"),
             ]
             stack.enter_context(process(command, env, url))
-            publish(url, model)
-            servers[label] = (url, f"/v2/models/{MODEL}/versions/1/infer", scripts["auth"])
+            key = publish(url, model, consumer=args.caller == "consumer")
+            script = work / f"{label.replace(' ', '-')}.lua"
+            auth = f'wrk.headers["Authorization"] = "Bearer {key}"'
+            script.write_text(LUA.format(body=work / "body.json", auth=auth))
+            servers[label] = (url, f"/v2/models/{MODEL}/versions/1/infer", script)
         for url, path, script in servers.values():
             run_wrk(url, path, 4, 2, script)  # warm up
 
