@@ -75,6 +75,7 @@ class AccessFacts:
         with self._lock:
             self._generation += 1
             self._grants.pop(tenant, None)
+            self._reads.pop(("grants", tenant), None)  # later calls do not join it
 
     # ---- reads, one at a time per fact
     async def _read(self, fact: tuple[str, ...], read: Callable[..., T]) -> T:
@@ -92,7 +93,7 @@ class AccessFacts:
             return await asyncio.to_thread(read, *fact[1:])
         finally:
             if self._reads.get(fact) is asyncio.current_task():
-                del self._reads[fact]
+                self._reads.pop(fact, None)  # (``forget_grants`` may have dropped it)
 
     def _read_visibility(self, owner: str, name: str) -> str:
         visibility = self.registry.get_model(owner, name).visibility.value

@@ -115,11 +115,13 @@ class DataPlane:
 
     def forget(self, owner: str, name: str) -> None:
         """Drop what is cached of ``owner/name`` (its aliases, versions or lifecycle states
-        changed): the next call resolves it afresh. Safe from any thread."""
+        changed): the next call resolves it afresh, not joining a lookup begun before.
+        Safe from any thread."""
         self._generation += 1
-        for cache_key in list(self._targets):
-            if cache_key[0] == owner and cache_key[1] == name:
-                self._targets.pop(cache_key, None)
+        for cached in (self._targets, self._lookups):
+            for cache_key in list(cached):
+                if cache_key[0] == owner and cache_key[1] == name:
+                    cached.pop(cache_key, None)
 
     def _lookup(self, cache_key: tuple[str, str, str | None]) -> asyncio.Future[Target]:
         loop = asyncio.get_running_loop()
@@ -139,7 +141,8 @@ class DataPlane:
             self._targets.pop(cache_key, None)  # gone or failing: the next call asks again
             raise
         finally:
-            self._lookups.pop(cache_key, None)
+            if self._lookups.get(cache_key) is asyncio.current_task():
+                self._lookups.pop(cache_key, None)  # (``forget`` may have dropped it)
         target = self._target(found)
         if generation != self._generation:
             return target  # forgotten meanwhile: answer this caller, keep nothing
