@@ -3,6 +3,8 @@
     .venv/bin/python bench/v2_loop_cpu.py                  # admin key, as serving_bench
     .venv/bin/python bench/v2_loop_cpu.py --tenant-key     # a tenant's consumer key
     .venv/bin/python bench/v2_loop_cpu.py --consumer       # another tenant's public model
+    .venv/bin/python bench/v2_loop_cpu.py --consumer --priced    # priced, nothing to hold on
+    .venv/bin/python bench/v2_loop_cpu.py --consumer --balance   # priced, held on a balance
     .venv/bin/python bench/v2_loop_cpu.py --profile out.prof --concurrency 64
 
 The serving benchmark's MLP is published into a fresh SQLite home and called
@@ -35,14 +37,25 @@ from modelport.api import create_app
 from modelport.app import Services, build_services
 from modelport.config import Settings
 from modelport.digests import sha256_digest
+from modelport.metering.types import BalanceScope, NewPriceRule, Unit
 
 ADMIN_KEY = "bench-admin-key-" + "c" * 24
 
 
-def setup(home: Path, tenant_key: bool, consumer: bool = False) -> tuple[Services, str, str]:
+def setup(
+    home: Path,
+    tenant_key: bool,
+    consumer: bool = False,
+    *,
+    priced: bool = False,
+    balance: bool = False,
+) -> tuple[Services, str, str]:
     """Services with the MLP published (as acme/mlp), and the key to call it with.
     ``consumer``: public and approved instead, called with a key of tenant globex (the
-    marketplace's call across tenants)."""
+    marketplace's call across tenants). ``priced``: each prediction costs 1,000
+    micro-units, so every call is reserved before it runs (with no balance nor budget
+    the reservation finds nothing to hold); ``balance`` (priced too): the caller's
+    tenant has a prepaid balance, so every call holds money on it."""
     settings = Settings(home=home, admin_key=ADMIN_KEY)
     services = build_services(settings)
     data = serving_bench.build_mlp().SerializeToString()
@@ -78,6 +91,12 @@ def setup(home: Path, tenant_key: bool, consumer: bool = False) -> tuple[Service
     if consumer:  # other tenants may call approved versions only
         for state in ("validated", "approved"):
             services.registry.transition("acme", "mlp", "1", state, actor="bench")
+    if priced or balance:
+        rule = NewPriceRule(model="acme/mlp", unit=Unit.PREDICTION, unit_price_micros=1_000)
+        services.metering.prices.add(rule, actor="bench")
+    if balance:  # ample: no call is refused
+        caller = "globex" if consumer else "acme"
+        services.metering.balances.credit(BalanceScope.TENANT, caller, 10**15, tenant=caller)
     return services, key, "/v2/models/acme/mlp/versions/1/infer"
 
 
@@ -148,10 +167,22 @@ def main() -> None:
     parser.add_argument(
         "--consumer", action="store_true", help="call another tenant's public model"
     )
+    parser.add_argument(
+        "--priced", action="store_true", help="price the version: every call is reserved"
+    )
+    parser.add_argument(
+        "--balance",
+        action="store_true",
+        help="priced, and the caller's tenant has a prepaid balance every call holds on",
+    )
     parser.add_argument("--profile", help="write cProfile stats to PROFILE.c<concurrency>")
     args = parser.parse_args()
+    if args.balance and not (args.tenant_key or args.consumer):
+        parser.error("--balance needs a tenant's key: --tenant-key or --consumer")
     with tempfile.TemporaryDirectory(prefix="modelport-bench-") as tmp:
-        services, key, path = setup(Path(tmp), args.tenant_key, args.consumer)
+        services, key, path = setup(
+            Path(tmp), args.tenant_key, args.consumer, priced=args.priced, balance=args.balance
+        )
         try:
             uvloop.run(run(args, services, key, path))
         finally:

@@ -221,6 +221,7 @@ def build_metering(
     from modelport.metering.outbox import LedgerSink, Outbox, UsageSink
     from modelport.metering.prices import PriceBook
     from modelport.metering.reservations import Reservations
+    from modelport.metering.reserve_group import GroupReserver
     from modelport.metering.service import MeteringService
 
     def digest_of(model: str, version: str) -> str | None:
@@ -287,6 +288,7 @@ def build_metering(
             prices,
             reservations,
             grace_seconds=settings.metering_reservation_grace_seconds,
+            reserver=GroupReserver(reservations),  # one transaction for concurrent holds
             journal=journal,
         ),
         sink=sink,

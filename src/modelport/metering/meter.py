@@ -7,8 +7,10 @@ A surface wraps the backend call::
         call.record(compute_seconds=...)
 
 Entering prices the call at its start (the version's rules effective then) and
-reserves its upper-bound cost; leaving settles by what was done, durably, before
-the surface answers. With a ``UsageJournal`` (the embedded default) the settlement
+reserves its upper-bound cost (through the ``GroupReserver``: one transaction for
+the calls that reserve meanwhile; a free call holds nothing and, its prices
+cached, does no I/O); leaving settles by what was done, durably, before the
+surface answers. With a ``UsageJournal`` (the embedded default) the settlement
 is appended to this process's journal file, synchronously and without touching the
 database; the journal's applier settles it in the database moments later. Without
 one, a call that succeeded settles through the ``SettlementCommitter`` (one
@@ -51,6 +53,7 @@ from modelport.metering.events import price_doc, priced_event
 from modelport.metering.journal import UsageJournal
 from modelport.metering.prices import PriceBook
 from modelport.metering.reservations import Reservations
+from modelport.metering.reserve_group import GroupReserver
 from modelport.metering.types import (
     EVENT_SOURCE_INFERENCE,
     FREE,
@@ -77,6 +80,11 @@ def upper_bound(call: CallInfo, unit: Unit) -> int:
     if unit is Unit.SECOND:
         return math.ceil(call.timeout_seconds)
     return call.quantities.get(unit, 0)
+
+
+def _upper_cost(call: CallInfo, prices: dict[Unit, PriceSnapshot]) -> int:
+    """What the call costs at most: what ``reserve`` holds for it."""
+    return sum(price.amount(upper_bound(call, unit)) for unit, price in prices.items())
 
 
 class MeteredCall:
@@ -217,6 +225,7 @@ class InferenceMeter:
         grace_seconds: float = 60.0,
         now: Callable[[], datetime] = utcnow,
         committer: SettlementCommitter | None = None,
+        reserver: GroupReserver | None = None,
         journal: UsageJournal | None = None,
     ) -> None:
         self.prices = prices
@@ -224,6 +233,7 @@ class InferenceMeter:
         self.grace_seconds = grace_seconds
         self._now = now
         self.committer = committer or SettlementCommitter(reservations)
+        self.reserver = reserver or GroupReserver(reservations)
         self.journal = journal
         """Where settlements become durable; None: straight into the database."""
 
@@ -232,11 +242,10 @@ class InferenceMeter:
         fit). Blocking: may touch the database."""
         started_at = self._now()
         prices = self.prices.prices(call.model, call.version, started_at)
-        bound = sum(p.amount(upper_bound(call, u)) for u, p in prices.items())
         reservation = self.reservations.reserve(
             call.tenant,
             call.key_id,
-            bound,
+            _upper_cost(call, prices),
             ttl_seconds=call.timeout_seconds + self.grace_seconds,
         )
         return MeteredCall(call, prices, reservation, started_at, time.monotonic())
@@ -277,12 +286,21 @@ class InferenceMeter:
 
     async def open(self, call: CallInfo) -> MeteredCall:
         """``metered``'s entry, for a caller that cannot use a block: price and reserve
-        (402 ``budget_exceeded``). End with ``succeeded`` or ``failed``."""
+        (402 ``budget_exceeded``). End with ``succeeded`` or ``failed``. A caller
+        cancelled while it waits leaves no hold behind."""
         now = self._now()
         prices = self.prices.cached(call.model, call.version, now)
-        if prices is not None and not prices:
-            return MeteredCall(call, prices, None, now, time.monotonic())  # free: no I/O
-        return await asyncio.to_thread(self.begin, call)
+        if prices is None:
+            prices = await asyncio.to_thread(self.prices.prices, call.model, call.version, now)
+        if not prices:
+            return MeteredCall(call, prices, None, now, time.monotonic())  # free: no hold
+        reservation = await self.reserver.reserve(
+            call.tenant,
+            call.key_id,
+            _upper_cost(call, prices),
+            ttl_seconds=call.timeout_seconds + self.grace_seconds,
+        )
+        return MeteredCall(call, prices, reservation, now, time.monotonic())
 
     async def succeeded(self, metered: MeteredCall) -> None:
         """Settle a call whose work succeeded: durable when this returns (journal or

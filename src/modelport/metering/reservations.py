@@ -2,9 +2,11 @@
 
 ``reserve`` holds the call's upper-bound cost on every level that exists for the
 caller (see ``modelport.metering.balances``) in one transaction: each level's
-conditional UPDATE must succeed, or the transaction rolls back and the call is
-refused with 402 ``budget_exceeded`` before any work. ``settle`` then, again in
-one transaction, marks the reservation settled, gives back what each level held,
+conditional UPDATE must succeed, or the call is refused with 402
+``budget_exceeded`` before any work and holds nothing. ``reserve_many`` does that
+for many calls in one transaction (group reservation, ``reserve_group``): each call
+is held on all its levels or refused alone. ``settle`` then, again in one
+transaction, marks the reservation settled, gives back what each level held,
 charges the actual amount, and writes the call's usage events to the outbox.
 ``release`` gives a hold back whole when the work never ran.
 
@@ -23,7 +25,7 @@ from __future__ import annotations
 import secrets
 from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, NamedTuple
 
 from sqlalchemy import bindparam, select, text, update
 from sqlalchemy.orm import Session
@@ -115,6 +117,25 @@ def _lock_order(tenant: str, level: str) -> tuple[str, int, str]:
     return tenant, rank, level
 
 
+class HoldRequest(NamedTuple):
+    """One call's reservation request: hold ``amount`` on the levels of ``tenant`` and
+    ``key_id``, expiring ``ttl_seconds`` after it is taken."""
+
+    tenant: str
+    key_id: str | None
+    amount: int
+    ttl_seconds: float
+
+
+HoldOutcome = Reservation | PaymentRequired | None
+"""What ``reserve_many`` answers a request: its reservation, its refusal, or None (nothing
+to hold)."""
+
+
+class _NothingHeld(Exception):
+    """Rolls back a batch that holds nothing: its refusals leave no trace."""
+
+
 class Reservations:
     """Takes, settles, releases and sweeps reservations; writes settled usage to the outbox."""
 
@@ -134,21 +155,94 @@ class Reservations:
     ) -> Reservation | None:
         """Hold ``amount`` on every level of the caller, or raise ``PaymentRequired``.
         None when there is nothing to hold (a free call, or no balance nor budget)."""
-        if amount <= 0:
-            return None
+        (outcome,) = self.reserve_many([HoldRequest(tenant, key_id, amount, ttl_seconds)])
+        if isinstance(outcome, PaymentRequired):
+            raise outcome
+        return outcome
+
+    def reserve_many(self, requests: Sequence[HoldRequest]) -> list[HoldOutcome]:
+        """``reserve`` for several calls in one transaction: each call is held on every
+        level it meets, or on none and refused (its ``PaymentRequired`` in its place);
+        the others go through. Raises only when the transaction fails (then nothing is
+        held).
+
+        The holds run in the one lock order (``_lock_order``, as ``settle_many``), level
+        by level across the calls, so concurrent batches and settlements cannot
+        deadlock. A level first tries the sum of its calls in one conditional UPDATE
+        (if that fits, each call one after the other would have); otherwise each call
+        in turn. A call refused on a level gives back what it held on earlier ones
+        (rows this transaction has locked already) and skips its later ones. So a
+        scarce level shared by two calls can refuse the second for a hold the first
+        gives back when a later level refuses it: never an overspend, but both refused
+        where one call after the other would refuse one.
+        """
+        outcomes: list[HoldOutcome] = [None] * len(requests)
+        if all(request.amount <= 0 for request in requests):
+            return outcomes  # free calls: no transaction
         now = self._now()
-        with self._db.transaction() as session:
-            if self._db.dialect == "postgresql":
-                # A hold lost in a server crash is harmless (settling then finds no hold
-                # and charges without giving anything back), so it need not wait for the
-                # disk: the settlement, which writes the money and the events, does.
-                session.execute(_ASYNC_COMMIT)
-            levels = existing_levels(session, tenant, key_id)
-            if not levels:
-                return None
+        try:
+            with self._db.transaction() as session:
+                if self._db.dialect == "postgresql":
+                    # A hold lost in a server crash is harmless (settling then finds no
+                    # hold and charges without giving anything back), so it need not wait
+                    # for the disk: the settlement, which writes the money and the
+                    # events, does.
+                    session.execute(_ASYNC_COMMIT)
+                rows = self._hold_all(session, requests, outcomes, now)
+                if not rows:
+                    raise _NothingHeld  # roll back: a refusal changes nothing
+                session.connection().execute(_INSERT, rows)
+        except _NothingHeld:
+            pass
+        return outcomes
+
+    def _hold_all(
+        self,
+        session: Session,
+        requests: Sequence[HoldRequest],
+        outcomes: list[HoldOutcome],
+        now: datetime,
+    ) -> list[dict[str, Any]]:
+        """Hold every request on its levels (``reserve_many``), filling ``outcomes``;
+        the reservation rows to insert."""
+        levels_of: dict[tuple[str, str | None], list[str]] = {}
+        callers: dict[str, list[int]] = {}  # level -> the requests meeting it, in order
+        tenant_of: dict[str, str] = {}
+        for i, (tenant, key_id, amount, _) in enumerate(requests):
+            if amount <= 0:
+                continue
+            levels = levels_of.get((tenant, key_id))
+            if levels is None:
+                levels = levels_of[tenant, key_id] = existing_levels(session, tenant, key_id)
             for level in levels:
-                if not hold(session, level, amount, now):
-                    raise _refused(tenant, level, amount)  # rolls back the holds taken
+                callers.setdefault(level, []).append(i)
+                tenant_of[level] = tenant
+        refused: dict[int, str] = {}  # request -> the level that refused it
+        held: dict[int, list[str]] = {}  # request -> the levels it holds so far
+        for level in sorted(callers, key=lambda lv: _lock_order(tenant_of[lv], lv)):
+            waiting = [i for i in callers[level] if i not in refused]
+            if len(waiting) > 1 and hold(
+                session, level, sum(requests[i].amount for i in waiting), now
+            ):
+                for i in waiting:
+                    held.setdefault(i, []).append(level)
+                continue
+            for i in waiting:
+                amount = requests[i].amount
+                if hold(session, level, amount, now):
+                    held.setdefault(i, []).append(level)
+                    continue
+                refused[i] = level
+                for earlier in held.pop(i, ()):
+                    unhold(session, earlier, amount, now)
+        rows = []
+        for i, (tenant, key_id, amount, ttl_seconds) in enumerate(requests):
+            if i in refused:
+                outcomes[i] = _refused(tenant, refused[i], amount)
+                continue
+            if i not in held:
+                continue  # free, or no level to hold on
+            levels = levels_of[tenant, key_id]
             reservation = Reservation(
                 id=secrets.token_hex(16),
                 tenant=tenant,
@@ -159,8 +253,8 @@ class Reservations:
                 created_at=now,
                 expires_at=now + timedelta(seconds=ttl_seconds),
             )
-            session.connection().execute(
-                _INSERT,
+            outcomes[i] = reservation
+            rows.append(
                 {
                     "id": reservation.id,
                     "tenant": tenant,
@@ -170,9 +264,9 @@ class Reservations:
                     "state": ReservationState.HELD.value,
                     "created_at": now,
                     "expires_at": reservation.expires_at,
-                },
+                }
             )
-            return reservation
+        return rows
 
     def settle(
         self, reservation: Reservation | None, events: Sequence[UsageEvent | EncodedEvent]
