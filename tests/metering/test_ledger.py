@@ -71,6 +71,28 @@ def test_reported_usage_is_charged_once_however_often_it_is_delivered(
     assert stored.event.amount_micros == 2_000 and stored.event.publisher_micros == 1_400
 
 
+def test_reported_usage_of_many_callers_in_one_batch_charges_each_its_own_levels(
+    metering: Metering,
+) -> None:
+    credit = metering.balances.credit
+    credit(BalanceScope.TENANT, "beta", 100_000, tenant="beta")
+    credit(BalanceScope.KEY, "k1", 50_000, tenant="beta")
+    credit(BalanceScope.TENANT, "gamma", 100_000, tenant="gamma")
+    callers = [("beta", "k1"), ("beta", None), ("gamma", "k9"), ("beta", "k1"), ("gamma", None)]
+    events = [
+        usage_event(f"m{i}", tenant=tenant, key_id=key, price=PRICE, quantity=i + 1)
+        for i, (tenant, key) in enumerate(callers)
+    ]
+    metering.ledger.record(events)
+    balance = metering.balances.get
+    # k1's calls (1 and 4 units) are charged to its key and to its tenant; beta's
+    # key-less call (2) to the tenant only; gamma's (3 and 5) to gamma, which has no
+    # balance for k9.
+    assert balance(BalanceScope.KEY, "k1").balance_micros == 50_000 - 5_000
+    assert balance(BalanceScope.TENANT, "beta").balance_micros == 100_000 - 7_000
+    assert balance(BalanceScope.TENANT, "gamma").balance_micros == 100_000 - 8_000
+
+
 def test_settled_events_are_not_charged_again_by_the_ledger(metering: Metering) -> None:
     metering.balances.credit(BalanceScope.TENANT, "beta", 10_000, tenant="beta")
     event = usage_event("settled", price=PRICE, reservation_id="r" * 32)

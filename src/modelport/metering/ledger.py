@@ -333,11 +333,15 @@ class Ledger:
 
     def _charge(self, session: Session, owed: list[Charge], now: datetime) -> None:
         """Charge new events that no reservation settled to their caller's levels."""
-        totals: dict[str, int] = defaultdict(int)
+        # One levels lookup per caller, not per event: a batch holds many of each.
+        per_caller: dict[tuple[str, str | None], int] = defaultdict(int)
         for tenant, key_id, amount in owed:
             if amount:
-                for level in existing_levels(session, tenant, key_id):
-                    totals[level] += amount
+                per_caller[tenant, key_id] += amount
+        totals: dict[str, int] = defaultdict(int)
+        for (tenant, key_id), amount in per_caller.items():
+            for level in existing_levels(session, tenant, key_id):
+                totals[level] += amount
         for level in sorted(totals):  # the lock order of modelport.metering.balances
             debit(session, level, totals[level], now)
 
