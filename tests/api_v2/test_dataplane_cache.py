@@ -37,13 +37,19 @@ def test_concurrent_first_calls_share_one_lookup(v2, monkeypatch) -> None:
     assert calls == [("acme", "adder", None)]
 
 
-def test_a_stale_answer_is_served_while_one_refresh_runs(v2, monkeypatch) -> None:
+def _two_versions_latest_at_1(v2):  # type: ignore[no-untyped-def]
+    """acme/adder versions 1 and 2, alias ``latest`` at 1; the data plane."""
     client, _, publisher = v2
     publisher.adder()
     publisher.adder(version="2")
     plane = client.app.state.dataplane
+    plane.registry.set_alias("acme", "adder", "latest", "1", actor="test")
+    return plane
+
+
+def test_a_stale_answer_is_served_while_one_refresh_runs(v2, monkeypatch) -> None:
+    plane = _two_versions_latest_at_1(v2)
     registry = plane.registry
-    registry.set_alias("acme", "adder", "latest", "1", actor="test")
 
     async def scenario() -> tuple[str, list[str], str]:
         plane.resolve_ttl = 0.5
@@ -64,12 +70,8 @@ def test_a_stale_answer_is_served_while_one_refresh_runs(v2, monkeypatch) -> Non
 
 
 def test_an_answer_expired_for_longer_than_the_ttl_is_never_served(v2) -> None:
-    client, _, publisher = v2
-    publisher.adder()
-    publisher.adder(version="2")
-    plane = client.app.state.dataplane
+    plane = _two_versions_latest_at_1(v2)
     registry = plane.registry
-    registry.set_alias("acme", "adder", "latest", "1", actor="test")
 
     async def scenario() -> tuple[str, str]:
         plane.resolve_ttl = 0.1

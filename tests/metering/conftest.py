@@ -27,7 +27,10 @@ from modelport.metering.prices import PriceBook
 from modelport.metering.reservations import Reservations
 from modelport.metering.types import (
     FREE,
+    BalanceScope,
+    CallInfo,
     LedgerEntry,
+    NewPriceRule,
     PriceSnapshot,
     Unit,
     UsageEvent,
@@ -100,6 +103,34 @@ def metering(database: Database) -> Metering:
         reservations=reservations,
         meter=InferenceMeter(prices, reservations, grace_seconds=60, now=clock),
     )
+
+
+PRICE = 1_000
+"""What ``price_predictions`` charges per prediction of acme/adder, in micros."""
+
+
+def call_info(n: int = 0, key_id: str | None = "k1") -> CallInfo:
+    """Call number ``n`` of tenant beta (with ``key_id``) to acme/adder:1."""
+    return CallInfo(
+        tenant="beta",
+        key_id=key_id,
+        model="acme/adder",
+        version="1",
+        manifest_digest=DIGEST,
+        request_id=f"req-{n}",
+        timeout_seconds=2.0,
+    )
+
+
+def price_predictions(metering: Metering, balance_micros: int) -> Metering:
+    """Price acme/adder's predictions at ``PRICE`` and give tenant beta a prepaid
+    balance of ``balance_micros``."""
+    metering.prices.add(
+        NewPriceRule(model="acme/adder", unit=Unit.PREDICTION, unit_price_micros=PRICE),
+        actor="t",
+    )
+    metering.balances.credit(BalanceScope.TENANT, "beta", balance_micros, tenant="beta")
+    return metering
 
 
 def usage_event(

@@ -15,43 +15,21 @@ from modelport.metering.meter import InferenceMeter
 from modelport.metering.reservations import Reservations
 from modelport.metering.types import (
     BalanceScope,
-    CallInfo,
-    NewPriceRule,
     Reservation,
-    Unit,
     UsageEvent,
 )
-from tests.metering.conftest import DIGEST, Metering
-
-PRICE = 1_000
-
-
-def call(n: int = 0) -> CallInfo:
-    return CallInfo(
-        tenant="beta",
-        key_id="k1",
-        model="acme/adder",
-        version="1",
-        manifest_digest=DIGEST,
-        request_id=f"req-{n}",
-        timeout_seconds=2.0,
-    )
+from tests.metering.conftest import PRICE, Metering, call_info, price_predictions
 
 
 async def metered_call(meter: InferenceMeter, n: int = 0) -> str:
-    async with meter.metered(call(n)) as metered:
+    async with meter.metered(call_info(n)) as metered:
         metered.record(compute_seconds=0.001)
     return metered.prediction_id
 
 
 @pytest.fixture
 def priced(metering: Metering) -> Metering:
-    metering.prices.add(
-        NewPriceRule(model="acme/adder", unit=Unit.PREDICTION, unit_price_micros=PRICE),
-        actor="t",
-    )
-    metering.balances.credit(BalanceScope.TENANT, "beta", 1_000 * PRICE, tenant="beta")
-    return metering
+    return price_predictions(metering, 1_000 * PRICE)
 
 
 def test_concurrent_settlements_share_transactions_and_all_are_durable(

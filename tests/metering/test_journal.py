@@ -25,42 +25,21 @@ from modelport.metering.outbox import Outbox
 from modelport.metering.reservations import Reservations
 from modelport.metering.types import (
     BalanceScope,
-    CallInfo,
-    NewPriceRule,
     Reservation,
     ReservationState,
-    Unit,
     UsageEvent,
     UsageStatus,
 )
 from modelport.store import create_database
-from tests.metering.conftest import DIGEST, Metering
+from tests.metering.conftest import PRICE, Metering, call_info, price_predictions
 
-PRICE = 1_000
 TENANT = BalanceScope.TENANT
 UNREACHABLE = "postgresql+psycopg://postgres@127.0.0.1:1/none?connect_timeout=2"
 
 
-def call(n: int = 0) -> CallInfo:
-    return CallInfo(
-        tenant="beta",
-        key_id="k1",
-        model="acme/adder",
-        version="1",
-        manifest_digest=DIGEST,
-        request_id=f"req-{n}",
-        timeout_seconds=2.0,
-    )
-
-
 @pytest.fixture
 def priced(metering: Metering) -> Metering:
-    metering.prices.add(
-        NewPriceRule(model="acme/adder", unit=Unit.PREDICTION, unit_price_micros=PRICE),
-        actor="t",
-    )
-    metering.balances.credit(TENANT, "beta", 100 * PRICE, tenant="beta")
-    return metering
+    return price_predictions(metering, 100 * PRICE)
 
 
 @pytest.fixture
@@ -77,7 +56,7 @@ def journal(priced: Metering, folder: Path) -> Iterator[UsageJournal]:
 
 def settlement(metering: Metering, n: int = 0) -> tuple[Reservation, list[UsageEvent]]:
     """A priced call of beta, held and done (not settled): what the meter would append."""
-    metered = metering.meter.begin(call(n))
+    metered = metering.meter.begin(call_info(n))
     assert metered.reservation is not None
     return metered.reservation, metering.meter.settlement(metered, UsageStatus.SUCCEEDED)
 
@@ -102,7 +81,7 @@ def test_a_metered_call_is_appended_then_applied_and_the_file_emptied(
     meter = InferenceMeter(priced.prices, priced.reservations, now=priced.clock, journal=journal)
 
     async def metered() -> str:
-        async with meter.metered(call()) as m:
+        async with meter.metered(call_info()) as m:
             m.record(compute_seconds=0.001)
         return m.prediction_id
 
@@ -159,7 +138,7 @@ def test_a_failed_call_is_appended_without_a_thread(
     meter = InferenceMeter(priced.prices, priced.reservations, now=priced.clock, journal=journal)
 
     async def failing() -> None:
-        async with meter.metered(call()):
+        async with meter.metered(call_info()):
             raise ValueError("bug")
 
     with pytest.raises(ValueError):

@@ -25,17 +25,13 @@ from modelport.metering.reservations import HoldOutcome, HoldRequest, Reservatio
 from modelport.metering.reserve_group import GroupReserver
 from modelport.metering.types import (
     BalanceScope,
-    CallInfo,
-    NewPriceRule,
     Reservation,
     ReservationState,
-    Unit,
 )
 from modelport.store.tables import BudgetRow, ReservationRow
 from modelport.tenancy.limits import BudgetRepository
-from tests.metering.conftest import DIGEST, Metering
+from tests.metering.conftest import PRICE, Metering, call_info, price_predictions
 
-PRICE = 1_000
 TENANT, KEY = BalanceScope.TENANT, BalanceScope.KEY
 Result = Reservation | None | BaseException
 
@@ -113,26 +109,9 @@ def rows(metering: Metering, tenant: str | None = None) -> int:
         return session.scalar(query)
 
 
-def call(n: int = 0, key_id: str | None = "k1") -> CallInfo:
-    return CallInfo(
-        tenant="beta",
-        key_id=key_id,
-        model="acme/adder",
-        version="1",
-        manifest_digest=DIGEST,
-        request_id=f"req-{n}",
-        timeout_seconds=2.0,
-    )
-
-
 @pytest.fixture
 def priced(metering: Metering) -> Metering:
-    metering.prices.add(
-        NewPriceRule(model="acme/adder", unit=Unit.PREDICTION, unit_price_micros=PRICE),
-        actor="t",
-    )
-    metering.balances.credit(TENANT, "beta", 1_000 * PRICE, tenant="beta")
-    return metering
+    return price_predictions(metering, 1_000 * PRICE)
 
 
 def test_concurrent_calls_share_transactions(priced: Metering) -> None:
@@ -141,8 +120,8 @@ def test_concurrent_calls_share_transactions(priced: Metering) -> None:
     meter = InferenceMeter(prices, priced.reservations, now=priced.clock)
 
     async def main() -> list[Any]:
-        await meter.open(call())  # caches the prices
-        return await asyncio.gather(*(meter.open(call(n)) for n in range(120)))
+        await meter.open(call_info())  # caches the prices
+        return await asyncio.gather(*(meter.open(call_info(n)) for n in range(120)))
 
     opened = asyncio.run(main())
     assert 1 <= meter.reserver.batches < 121  # grouped: fewer transactions than calls
@@ -158,9 +137,9 @@ def test_queued_calls_are_held_in_one_transaction(priced: Metering) -> None:
     )
 
     async def main() -> list[Any]:
-        first = asyncio.create_task(meter.open(call(999)))
+        first = asyncio.create_task(meter.open(call_info(999)))
         await until(gate.entered.is_set)
-        tasks = [asyncio.create_task(meter.open(call(n))) for n in range(120)]
+        tasks = [asyncio.create_task(meter.open(call_info(n))) for n in range(120)]
         await until(lambda: meter.reserver.pending == 120)
         gate.gate.set()
         return await asyncio.gather(first, *tasks)
@@ -472,7 +451,7 @@ def test_a_caller_cancelled_while_waiting_leaves_no_hold(priced: Metering) -> No
     )
 
     async def main() -> None:
-        task = asyncio.create_task(meter.open(call()))
+        task = asyncio.create_task(meter.open(call_info()))
         await until(gate.entered.is_set)  # its hold is being taken
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
@@ -538,7 +517,7 @@ def test_the_thread_stops_when_idle_and_starts_again(priced: Metering) -> None:
 
 
 def test_begin_still_reserves_synchronously(priced: Metering) -> None:
-    metered = priced.meter.begin(call(key_id=None))
+    metered = priced.meter.begin(call_info(key_id=None))
     assert metered.reservation is not None
     assert metered.reservation.levels == ("balance:tenant:beta",)
     assert priced.meter.reserver.batches == 0  # not through the group
@@ -554,10 +533,10 @@ def test_a_free_call_with_its_prices_cached_does_no_io(metering: Metering) -> No
         statements.append(statement)
 
     async def main() -> None:
-        await meter.open(call())  # reads (and caches) the version's rules: none
+        await meter.open(call_info())  # reads (and caches) the version's rules: none
         event.listen(metering.database.engine, "before_cursor_execute", count)
         try:
-            opened = await meter.open(call(1))
+            opened = await meter.open(call_info(1))
         finally:
             event.remove(metering.database.engine, "before_cursor_execute", count)
         assert opened.reservation is None
