@@ -5,6 +5,8 @@
     .venv/bin/python bench/v2_loop_cpu.py --consumer       # another tenant's public model
     .venv/bin/python bench/v2_loop_cpu.py --consumer --priced    # priced, nothing to hold on
     .venv/bin/python bench/v2_loop_cpu.py --consumer --balance   # priced, held on a balance
+    .venv/bin/python bench/v2_loop_cpu.py --consumer --limited   # a tenant rate and concurrency limit
+    .venv/bin/python bench/v2_loop_cpu.py --consumer --limited --redis-url redis://host:6379/3
     .venv/bin/python bench/v2_loop_cpu.py --profile out.prof --concurrency 64
 
 The serving benchmark's MLP is published into a fresh SQLite home and called
@@ -38,6 +40,7 @@ from modelport.app import Services, build_services
 from modelport.config import Settings
 from modelport.digests import sha256_digest
 from modelport.metering.types import BalanceScope, NewPriceRule, Unit
+from modelport.tenancy.limits import ScopeType
 
 ADMIN_KEY = "bench-admin-key-" + "c" * 24
 
@@ -49,14 +52,19 @@ def setup(
     *,
     priced: bool = False,
     balance: bool = False,
+    limited: bool = False,
+    redis_url: str | None = None,
 ) -> tuple[Services, str, str]:
     """Services with the MLP published (as acme/mlp), and the key to call it with.
     ``consumer``: public and approved instead, called with a key of tenant globex (the
     marketplace's call across tenants). ``priced``: each prediction costs 1,000
     micro-units, so every call is reserved before it runs (with no balance nor budget
     the reservation finds nothing to hold); ``balance`` (priced too): the caller's
-    tenant has a prepaid balance, so every call holds money on it."""
-    settings = Settings(home=home, admin_key=ADMIN_KEY)
+    tenant has a prepaid balance, so every call holds money on it. ``limited``: the
+    caller's tenant has a rate (10^7 a minute) and a concurrency (1,000) limit that never
+    refuse, so every call is charged and holds a slot; ``redis_url``: counted in that
+    Redis (the distributed limiters) instead of in process."""
+    settings = Settings(home=home, admin_key=ADMIN_KEY, redis_url=redis_url)
     services = build_services(settings)
     data = serving_bench.build_mlp().SerializeToString()
     digest = sha256_digest(data)
@@ -97,6 +105,17 @@ def setup(
     if balance:  # ample: no call is refused
         caller = "globex" if consumer else "acme"
         services.metering.balances.credit(BalanceScope.TENANT, caller, 10**15, tenant=caller)
+    if limited:
+        caller = "globex" if consumer else "acme"
+        services.limits.set_limits(
+            ScopeType.TENANT,
+            caller,
+            tenant=caller,
+            rpm=10**7,
+            concurrency=1000,
+            tpm=None,
+            actor="bench",
+        )
     return services, key, "/v2/models/acme/mlp/versions/1/infer"
 
 
@@ -175,13 +194,27 @@ def main() -> None:
         action="store_true",
         help="priced, and the caller's tenant has a prepaid balance every call holds on",
     )
+    parser.add_argument(
+        "--limited",
+        action="store_true",
+        help="a tenant rate and concurrency limit every call is charged to (never refusing)",
+    )
+    parser.add_argument("--redis-url", help="count limits in this Redis (with --limited)")
     parser.add_argument("--profile", help="write cProfile stats to PROFILE.c<concurrency>")
     args = parser.parse_args()
     if args.balance and not (args.tenant_key or args.consumer):
         parser.error("--balance needs a tenant's key: --tenant-key or --consumer")
+    if args.limited and not (args.tenant_key or args.consumer):
+        parser.error("--limited needs a tenant's key: --tenant-key or --consumer")
     with tempfile.TemporaryDirectory(prefix="modelport-bench-") as tmp:
         services, key, path = setup(
-            Path(tmp), args.tenant_key, args.consumer, priced=args.priced, balance=args.balance
+            Path(tmp),
+            args.tenant_key,
+            args.consumer,
+            priced=args.priced,
+            balance=args.balance,
+            limited=args.limited,
+            redis_url=args.redis_url,
         )
         try:
             uvloop.run(run(args, services, key, path))

@@ -177,6 +177,7 @@ def build_limits(settings: Settings, database: Database) -> LimitService:
     from redis.backoff import ExponentialBackoff
     from redis.retry import Retry
 
+    from modelport.tenancy.limits.admitter import GroupAdmitter
     from modelport.tenancy.limits.redis import (
         RedisConcurrencyLimiter,
         RedisGate,
@@ -193,12 +194,14 @@ def build_limits(settings: Settings, database: Database) -> LimitService:
     )
     rates = RedisRateLimiter(client)
     slots = RedisConcurrencyLimiter(client, lease_seconds=settings.limits_lease_seconds)
+    gate = RedisGate(rates, slots)
     return LimitService(
         limits=limits,
         budgets=budgets,
         rates=rates,
         slots=slots,
-        gate=RedisGate(rates, slots),
+        gate=gate,
+        admitter=GroupAdmitter(gate),
         cache_ttl_seconds=ttl,
         blocking=True,
         closers=[client.close],

@@ -57,6 +57,9 @@ async def admit(request: Request, principal: Principal, model: str) -> Admission
     try:
         if limits.is_warm(subject):
             admission = limits.admit(subject, stale_ok=True)
+        elif limits.admitter is not None and limits.is_cached(subject):
+            # Redis: batched with the other calls' admissions, no thread hop per call.
+            admission = await limits.admit_grouped(subject)
         else:
             admission = await run_in_threadpool(limits.admit, subject)
     except RateLimited as exc:
@@ -73,7 +76,8 @@ async def admitted(request: Request, principal: Principal, model: str) -> AsyncI
     try:
         yield admission
     finally:
-        # Synchronous on purpose: it must run even when the request was cancelled.
+        # Synchronous on purpose: it must run even when the request was cancelled. It
+        # does no I/O (a Redis release is queued).
         admission.release()
 
 

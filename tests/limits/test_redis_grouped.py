@@ -1,0 +1,339 @@
+"""Redis limits without blocking the caller: releases queued off the caller's thread,
+admissions of concurrent calls sent in shared pipelines (real Redis)."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import threading
+import time
+from collections.abc import Callable, Iterator
+
+import pytest
+import redis
+from redis.backoff import NoBackoff
+from redis.retry import Retry
+
+from modelport.app import build_limits
+from modelport.config import Settings
+from modelport.errors import Overloaded, Unavailable
+from modelport.store import Database, create_database, upgrade
+from modelport.tenancy.limits import (
+    Lease,
+    LimitService,
+    RateItem,
+    RateLimited,
+    ScopeType,
+    SlotItem,
+    Subject,
+)
+from modelport.tenancy.limits.admitter import GroupAdmitter
+from modelport.tenancy.limits.redis import RedisConcurrencyLimiter, RedisGate, RedisRateLimiter
+from tests.limits.conftest import Platform, PlatformFactory
+
+
+@pytest.fixture
+def client(redis_url: str) -> Iterator[redis.Redis]:
+    c = redis.Redis.from_url(redis_url, max_connections=256)
+    yield c
+    c.close()
+
+
+@pytest.fixture
+def silent_port() -> Iterator[int]:
+    """A server that accepts connections and never answers."""
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(16)
+    accepted: list[socket.socket] = []
+    stop = threading.Event()
+
+    def accept() -> None:
+        server.settimeout(0.1)
+        while not stop.is_set():
+            try:
+                accepted.append(server.accept()[0])
+            except OSError:
+                continue
+
+    thread = threading.Thread(target=accept, daemon=True)
+    thread.start()
+    yield server.getsockname()[1]
+    stop.set()
+    thread.join()
+    for conn in accepted:
+        conn.close()
+    server.close()
+
+
+def eventually(check: Callable[[], bool], seconds: float = 1.0) -> bool:
+    deadline = time.monotonic() + seconds
+    while not check():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.01)
+    return True
+
+
+# ---- releasing
+
+
+def test_release_returns_at_once_when_redis_does_not_answer(silent_port: int) -> None:
+    silent = redis.Redis(
+        port=silent_port,
+        socket_timeout=0.5,
+        socket_connect_timeout=0.5,
+        retry=Retry(NoBackoff(), 0),
+    )
+    slots = RedisConcurrencyLimiter(silent, keep_alive=False, release_delay=0)
+    started = time.monotonic()
+    for i in range(100):
+        slots.release(Lease(f"lease{i}", ("b",)))
+    assert time.monotonic() - started < 0.05
+    slots.close()  # the lost releases are logged, not raised: the leases expire
+    silent.close()
+
+
+def test_a_released_slot_comes_free_promptly_for_every_process(
+    client: redis.Redis, redis_url: str
+) -> None:
+    slots = RedisConcurrencyLimiter(client)
+    other_client = redis.Redis.from_url(redis_url)
+    other = RedisConcurrencyLimiter(other_client)  # another gateway: carries nothing of ours
+    try:
+        lease = slots.acquire([SlotItem("b", 1)]).lease
+        assert lease is not None
+        assert other.acquire([SlotItem("b", 1)]).lease is None
+        slots.release(lease)
+        assert slots._keeper is not None and slots._keeper.held() == []  # renewals stop
+        assert eventually(lambda: other.in_use("b") == 0, 0.5)
+        assert slots.release_batches == 1
+    finally:
+        other.close()
+        other_client.close()
+        slots.close()
+
+
+def test_this_process_sees_its_own_release_at_its_next_admission(client: redis.Redis) -> None:
+    # The releaser would wait a minute: the acquire carries the release itself.
+    slots = RedisConcurrencyLimiter(client, release_delay=60)
+    gate = RedisGate(RedisRateLimiter(client), slots)
+    try:
+        for _ in range(20):
+            _, slot = gate.admit([], 1, [SlotItem("b", 1)])
+            assert slot is not None and slot.lease is not None
+            slots.release(slot.lease)
+            lease = slots.acquire([SlotItem("b", 1)]).lease
+            assert lease is not None
+            slots.release(lease)
+        assert slots.release_batches == 39  # the last release is still queued
+    finally:
+        slots.close()
+
+
+def test_releasing_twice_never_frees_another_holders_slot(client: redis.Redis) -> None:
+    slots = RedisConcurrencyLimiter(client)
+    try:
+        first = slots.acquire([SlotItem("b", 1)]).lease
+        assert first is not None
+        slots.release(first)
+        second = slots.acquire([SlotItem("b", 1)]).lease
+        assert second is not None
+        slots.release(first)
+        slots.flush()
+        assert slots.acquire([SlotItem("b", 1)]).lease is None
+        assert slots.in_use("b") == 1
+        slots.release(second)
+        assert slots.in_use("b") == 0
+    finally:
+        slots.close()
+
+
+def test_close_sends_what_is_queued(client: redis.Redis, redis_url: str) -> None:
+    slots = RedisConcurrencyLimiter(client, release_delay=60)
+    lease = slots.acquire([SlotItem("b", 2)]).lease
+    assert lease is not None
+    slots.release(lease)
+    assert client.zcard("modelport:limits:slots:b") == 1  # still queued
+    slots.close()
+    assert client.zcard("modelport:limits:slots:b") == 0
+
+
+def test_a_lost_release_still_expires(client: redis.Redis, silent_port: int) -> None:
+    """The ZREM never reaches Redis (the process dies, or Redis errs): the lease comes
+    back after ``lease_seconds``, as a crashed holder's does."""
+    slots = RedisConcurrencyLimiter(client, lease_seconds=0.5, keep_alive=False)
+    lease = slots.acquire([SlotItem("b", 1)]).lease
+    assert lease is not None
+    slots._released.clear()  # nothing queued: as if it were lost
+    assert eventually(lambda: slots.in_use("b") == 0, 2.0)
+    slots.close()
+
+
+# ---- group admission
+
+
+def admitter_on(client: redis.Redis) -> tuple[GroupAdmitter, RedisConcurrencyLimiter]:
+    slots = RedisConcurrencyLimiter(client)
+    return GroupAdmitter(RedisGate(RedisRateLimiter(client), slots)), slots
+
+
+async def admit_at_once(
+    admitter: GroupAdmitter, n: int, rate: list[RateItem], slot: list[SlotItem]
+) -> list:
+    return await asyncio.gather(*(admitter.admit(rate, 1, slot) for _ in range(n)))
+
+
+def test_concurrent_admissions_share_pipelines_and_decide_as_one_by_one(
+    client: redis.Redis,
+) -> None:
+    admitter, slots = admitter_on(client)
+    try:
+        rate, slot = [RateItem("r", 50, label="tenant acme")], [SlotItem("s", 1000)]
+        answers = asyncio.run(admit_at_once(admitter, 200, rate, slot))
+        allowed = [d for d, _ in answers if d.allowed]
+        assert len(allowed) == 50  # exactly the limit
+        assert sorted(d.remaining for d in allowed) == list(range(50))
+        assert all(s is None for d, s in answers if not d.allowed)
+        assert all(d.retry_after > 0 for d, _ in answers if not d.allowed)
+        assert admitter.batches < 20  # 200 calls, a few pipelines
+        assert slots.in_use("s") == 50
+        for _, s in answers:
+            if s is not None and s.lease is not None:
+                slots.release(s.lease)
+        assert slots.in_use("s") == 0
+    finally:
+        admitter.close()
+        slots.close()
+
+
+def test_grouped_concurrency_limit_is_never_exceeded(client: redis.Redis) -> None:
+    admitter, slots = admitter_on(client)
+    try:
+        answers = asyncio.run(admit_at_once(admitter, 100, [], [SlotItem("s", 5)]))
+        leases = [s.lease for _, s in answers if s is not None and s.lease is not None]
+        refused = [s.refused for _, s in answers if s is not None and s.lease is None]
+        assert len(leases) == 5 and len(refused) == 95
+        assert slots.in_use("s") == 5
+    finally:
+        admitter.close()
+        slots.close()
+
+
+def test_at_concurrency_one_a_call_waits_only_for_its_own_pipeline(client: redis.Redis) -> None:
+    admitter, slots = admitter_on(client)
+
+    async def one_by_one() -> None:
+        for _ in range(20):
+            _, slot = await admitter.admit([RateItem("r", 1000)], 1, [SlotItem("s", 1)])
+            assert slot is not None and slot.lease is not None
+            slots.release(slot.lease)  # carried by the next call's pipeline
+
+    try:
+        asyncio.run(one_by_one())
+        assert admitter.batches == 20
+    finally:
+        admitter.close()
+        slots.close()
+
+
+def test_a_redis_error_fails_the_batch_closed() -> None:
+    dead = redis.Redis(port=1, socket_connect_timeout=0.2, retry=Retry(NoBackoff(), 0))
+    admitter, slots = admitter_on(dead)
+
+    async def calls() -> list:
+        return await asyncio.gather(
+            *(admitter.admit([RateItem("r", 10)], 1, [SlotItem("s", 1)]) for _ in range(10)),
+            return_exceptions=True,
+        )
+
+    try:
+        errors = asyncio.run(calls())
+        assert all(isinstance(e, Unavailable) for e in errors)
+        assert {e.code for e in errors} == {"limiter_unavailable"}
+    finally:
+        admitter.close()
+        slots.close()
+        dead.close()
+
+
+def test_a_cancelled_caller_leaves_no_slot_taken(client: redis.Redis) -> None:
+    admitter, slots = admitter_on(client)
+
+    async def cancel_while_waiting() -> None:
+        task = asyncio.ensure_future(admitter.admit([], 1, [SlotItem("s", 1)]))
+        await asyncio.sleep(0)  # queued
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        # The answer arrives after the caller left: the thread's resolution releases it.
+        for _ in range(200):
+            if admitter.released:
+                break
+            await asyncio.sleep(0.005)
+
+    try:
+        asyncio.run(cancel_while_waiting())
+        assert admitter.released == 1
+        assert slots.in_use("s") == 0
+    finally:
+        admitter.close()
+        slots.close()
+
+
+# ---- through the service and /v2
+
+
+ACME = Subject(tenant="acme", key="k1", model="vendor/model")
+
+
+@pytest.fixture
+def service(tmp_path, redis_url: str) -> Iterator[LimitService]:
+    url = f"sqlite:///{tmp_path / 'modelport.db'}"
+    upgrade(url)
+    database: Database = create_database(url)
+    settings = Settings(home=tmp_path, limits_cache_ttl_seconds=60, redis_url=redis_url)
+    limits = build_limits(settings, database)
+    yield limits
+    limits.close()
+    database.dispose()
+
+
+def test_grouped_admission_keeps_the_order_and_errors(service: LimitService) -> None:
+    fields = {"rpm": 3, "concurrency": 1, "tpm": None}
+    service.set_limits(ScopeType.TENANT, "acme", tenant=None, actor="test", **fields)
+    service.admit(ACME).release()  # rows and budget cached
+    assert service.admitter is not None and service.is_cached(ACME)
+    assert not service.is_warm(ACME)
+
+    async def calls() -> None:
+        held = await service.admit_grouped(ACME)
+        assert held.decision.remaining == 1
+        with pytest.raises(Overloaded) as full:
+            await service.admit_grouped(ACME)  # charged the rate, then refused a slot
+        assert full.value.code == "concurrency_limited"
+        held.release()
+        with pytest.raises(RateLimited) as refused:
+            await service.admit_grouped(ACME)
+        assert refused.value.decision.remaining == 0 and refused.value.decision.limit == 3
+
+    asyncio.run(calls())
+    assert service.slots.in_use("slots:tenant:acme") == 0
+
+
+def test_v2_infer_admits_through_the_group_and_429_carries_the_decision(
+    make_platform: PlatformFactory, redis_url: str
+) -> None:
+    platform: Platform = make_platform(redis_url=redis_url, limits_cache_ttl_seconds=60)
+    key = platform.tenant("acme", ("app", ["consumer"]))["app"]
+    platform.publisher.adder()
+    platform.limit(ScopeType.TENANT, "acme", rpm=3, concurrency=2)
+    admitter = platform.services.limits.admitter
+    assert admitter is not None
+    statuses = [platform.infer(key) for _ in range(4)]
+    assert [r.status_code for r in statuses] == [200, 200, 200, 429]
+    assert [r.headers["RateLimit-Remaining"] for r in statuses] == ["2", "1", "0", "0"]
+    assert statuses[3].headers["RateLimit-Limit"] == "3"
+    assert int(statuses[3].headers["Retry-After"]) >= 19
+    assert admitter.batches >= 2  # the first call read the rows in a thread, the rest grouped
+    assert platform.services.limits.slots.in_use("slots:tenant:acme") == 0
