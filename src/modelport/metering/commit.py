@@ -20,12 +20,10 @@ usage journal (``.journal``) the request path does not wait for a commit at all.
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import threading
-from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from modelport.grouping import GroupThread, answer_loops
 from modelport.metering.reservations import Reservations
 from modelport.metering.types import Reservation, UsageEvent
 
@@ -34,29 +32,19 @@ from modelport.metering.types import Reservation, UsageEvent
 class _Job:
     reservation: Reservation | None
     events: Sequence[UsageEvent]
-    loop: asyncio.AbstractEventLoop
     future: asyncio.Future[None]
 
 
-class SettlementCommitter:
+class SettlementCommitter(GroupThread[_Job]):
     """Queues settlements and commits them in batches (see the module docstring)."""
 
     def __init__(
         self, reservations: Reservations, *, max_batch: int = 512, idle_seconds: float = 5.0
     ) -> None:
+        super().__init__("settlement-commit", max_batch=max_batch, idle_seconds=idle_seconds)
         self._reservations = reservations
-        self._max_batch = max_batch
-        self._idle = idle_seconds
-        self._queue: deque[_Job] = deque()
-        self._ready = threading.Condition(threading.Lock())
-        self._running = False
         self.batches = 0
         """Transactions committed so far (tests and benchmarks read it)."""
-
-    @property
-    def pending(self) -> int:
-        """Settlements queued and not yet taken by the committer."""
-        return len(self._queue)
 
     def settle(
         self, reservation: Reservation | None, events: Sequence[UsageEvent]
@@ -65,29 +53,11 @@ class SettlementCommitter:
         Call from the event loop. The commit happens whether or not anyone still
         awaits the future."""
         loop = asyncio.get_running_loop()
-        job = _Job(reservation, events, loop, loop.create_future())
-        with self._ready:
-            self._queue.append(job)
-            if self._running:
-                self._ready.notify()
-            else:
-                self._running = True
-                threading.Thread(target=self._run, name="settlement-commit", daemon=True).start()
+        job = _Job(reservation, events, loop.create_future())
+        self._put(job)
         return job.future
 
-    def _run(self) -> None:
-        while True:
-            with self._ready:
-                if not self._queue:
-                    self._ready.wait(self._idle)
-                if not self._queue:
-                    self._running = False
-                    return
-                count = min(len(self._queue), self._max_batch)
-                jobs = [self._queue.popleft() for _ in range(count)]
-            self._commit(jobs)
-
-    def _commit(self, jobs: list[_Job]) -> None:
+    def _process(self, jobs: list[_Job]) -> None:
         try:
             self._reservations.settle_many([(j.reservation, j.events) for j in jobs])
             self.batches += 1
@@ -97,12 +67,8 @@ class SettlementCommitter:
                 outcomes = [(jobs[0], exc)]
             else:
                 outcomes = [(job, self._commit_alone(job)) for job in jobs]
-        by_loop: dict[asyncio.AbstractEventLoop, list[tuple[_Job, BaseException | None]]] = {}
-        for job, error in outcomes:
-            by_loop.setdefault(job.loop, []).append((job, error))
-        for loop, done in by_loop.items():
-            with contextlib.suppress(RuntimeError):  # a closed loop: nobody left to answer
-                loop.call_soon_threadsafe(_resolve, done)
+        # A caller cancelled meanwhile is not answered; its commit stands.
+        answer_loops((job.future, error) for job, error in outcomes)
 
     def _commit_alone(self, job: _Job) -> BaseException | None:
         try:
@@ -111,13 +77,3 @@ class SettlementCommitter:
             return exc
         self.batches += 1
         return None
-
-
-def _resolve(done: list[tuple[_Job, BaseException | None]]) -> None:
-    for job, error in done:
-        if job.future.done():  # its awaiter was cancelled; the commit stands
-            continue
-        if error is None:
-            job.future.set_result(None)
-        else:
-            job.future.set_exception(error)

@@ -20,10 +20,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import threading
-from collections import deque
 from dataclasses import dataclass
 
+from modelport.grouping import GroupThread, answer_loops
 from modelport.metering.reservations import HoldOutcome, HoldRequest, Reservations
 from modelport.metering.types import Reservation
 
@@ -35,37 +34,22 @@ _Answer = HoldOutcome | BaseException
 @dataclass(slots=True)
 class _Job:
     request: HoldRequest
-    loop: asyncio.AbstractEventLoop
     future: asyncio.Future[Reservation | None]
 
 
-class GroupReserver:
-    """Queues reservation requests and holds them in batches (see the module docstring)."""
+class GroupReserver(GroupThread[_Job | Reservation]):
+    """Queues reservation requests and holds them in batches (see the module docstring).
+    A queued ``Reservation`` is one to release: its caller went away."""
 
     def __init__(
         self, reservations: Reservations, *, max_batch: int = 512, idle_seconds: float = 5.0
     ) -> None:
+        super().__init__("reservation-group", max_batch=max_batch, idle_seconds=idle_seconds)
         self._reservations = reservations
-        self._max_batch = max_batch
-        self._idle = idle_seconds
-        self._queue: deque[_Job] = deque()
-        self._orphans: deque[Reservation] = deque()
-        self._ready = threading.Condition(threading.Lock())
-        self._running = False
         self.batches = 0
         """Transactions committed so far (tests and benchmarks read it)."""
         self.released = 0
         """Reservations given back because their caller went away."""
-
-    @property
-    def pending(self) -> int:
-        """Requests queued and not yet taken by the reserver thread."""
-        return len(self._queue)
-
-    @property
-    def running(self) -> bool:
-        """Whether the reserver thread is alive (it stops when idle)."""
-        return self._running
 
     async def reserve(
         self, tenant: str, key_id: str | None, amount: int, *, ttl_seconds: float
@@ -77,12 +61,12 @@ class GroupReserver:
             return None  # free: no I/O
         loop = asyncio.get_running_loop()
         future: asyncio.Future[Reservation | None] = loop.create_future()
-        self._put(_Job(HoldRequest(tenant, key_id, amount, ttl_seconds), loop, future))
+        self._put(_Job(HoldRequest(tenant, key_id, amount, ttl_seconds), future))
         try:
             return await future
         except asyncio.CancelledError:
             # Answered, but cancelled before this task resumed: nobody will use the
-            # hold. (Cancelled before the answer, ``_resolve`` finds the future done.)
+            # hold. (Cancelled before the answer, the answer is handed to ``_unclaimed``.)
             if future.done() and not future.cancelled() and future.exception() is None:
                 reservation = future.result()
                 if reservation is not None:
@@ -92,39 +76,17 @@ class GroupReserver:
     def give_back(self, reservation: Reservation) -> None:
         """Have the reserver thread release ``reservation`` (its caller went away).
         Does no I/O here: callable from the event loop."""
-        with self._ready:
-            self._orphans.append(reservation)
-            self._wake()
+        self._put(reservation)
 
-    def _put(self, job: _Job) -> None:
-        with self._ready:
-            self._queue.append(job)
-            self._wake()
-
-    def _wake(self) -> None:
-        # Under self._ready.
-        if self._running:
-            self._ready.notify()
-        else:
-            self._running = True
-            threading.Thread(target=self._run, name="reservation-group", daemon=True).start()
-
-    def _run(self) -> None:
-        while True:
-            with self._ready:
-                if not self._queue and not self._orphans:
-                    self._ready.wait(self._idle)
-                if not self._queue and not self._orphans:
-                    self._running = False
-                    return
-                count = min(len(self._queue), self._max_batch)
-                jobs = [self._queue.popleft() for _ in range(count)]
-                orphans = list(self._orphans)
-                self._orphans.clear()
-            for reservation in orphans:
-                self._release(reservation)
-            if jobs:
-                self._hold(jobs)
+    def _process(self, batch: list[_Job | Reservation]) -> None:
+        jobs = []
+        for item in batch:
+            if isinstance(item, Reservation):
+                self._release(item)
+            else:
+                jobs.append(item)
+        if jobs:
+            self._hold(jobs)
 
     def _hold(self, jobs: list[_Job]) -> None:
         answers: list[_Answer]
@@ -134,16 +96,15 @@ class GroupReserver:
         except Exception as exc:
             # One by one, so one bad call fails only itself.
             answers = [exc] if len(jobs) == 1 else [self._hold_alone(job) for job in jobs]
-        by_loop: dict[asyncio.AbstractEventLoop, list[tuple[_Job, _Answer]]] = {}
-        for job, answer in zip(jobs, answers, strict=True):
-            by_loop.setdefault(job.loop, []).append((job, answer))
-        for loop, done in by_loop.items():
-            try:
-                loop.call_soon_threadsafe(_resolve, self, done)
-            except RuntimeError:  # a closed loop: nobody left to answer or to hold for
-                for _, answer in done:
-                    if isinstance(answer, Reservation):
-                        self._release(answer)
+        answer_loops(
+            ((job.future, answer) for job, answer in zip(jobs, answers, strict=True)),
+            self._unclaimed,
+        )
+
+    def _unclaimed(self, reservation: Reservation | None) -> None:
+        """A hold whose caller went away (cancelled, or its loop closed): released."""
+        if reservation is not None:
+            self.give_back(reservation)
 
     def _hold_alone(self, job: _Job) -> _Answer:
         try:
@@ -161,15 +122,3 @@ class GroupReserver:
             _log.exception("releasing the reservation of a cancelled call failed")
             return
         self.released += 1
-
-
-def _resolve(reserver: GroupReserver, done: list[tuple[_Job, _Answer]]) -> None:
-    for job, answer in done:
-        if job.future.done():  # its caller was cancelled: the hold must not stay
-            if isinstance(answer, Reservation):
-                reserver.give_back(answer)
-            continue
-        if isinstance(answer, BaseException):
-            job.future.set_exception(answer)
-        else:
-            job.future.set_result(answer)

@@ -17,16 +17,12 @@ first request and stops after ``idle_seconds`` without work.
 from __future__ import annotations
 
 import asyncio
-import logging
-import threading
-from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from modelport.grouping import GroupThread, answer_loops
 from modelport.tenancy.limits.redis import GateAnswer, GateRequest, RedisGate
 from modelport.tenancy.limits.types import RateItem, SlotItem
-
-_log = logging.getLogger(__name__)
 
 _Answer = GateAnswer | BaseException
 
@@ -34,30 +30,19 @@ _Answer = GateAnswer | BaseException
 @dataclass(slots=True)
 class _Job:
     request: GateRequest
-    loop: asyncio.AbstractEventLoop
     future: asyncio.Future[GateAnswer]
 
 
-class GroupAdmitter:
+class GroupAdmitter(GroupThread[_Job]):
     """Queues admissions and sends them to Redis in batches (see the module docstring)."""
 
     def __init__(self, gate: RedisGate, *, max_batch: int = 512, idle_seconds: float = 5.0) -> None:
+        super().__init__("limits-admitter", max_batch=max_batch, idle_seconds=idle_seconds)
         self._gate = gate
-        self._max_batch = max_batch
-        self._idle = idle_seconds
-        self._queue: deque[_Job] = deque()
-        self._ready = threading.Condition(threading.Lock())
-        self._running = False
-        self._closed = False
         self.batches = 0
         """Pipelines sent so far (tests and benchmarks read it)."""
         self.released = 0
         """Leases given back because their caller went away."""
-
-    @property
-    def running(self) -> bool:
-        """Whether the admitter thread is alive (it stops when idle)."""
-        return self._running
 
     async def admit(
         self, rate_items: Sequence[RateItem], cost: int, slot_items: Sequence[SlotItem]
@@ -67,77 +52,34 @@ class GroupAdmitter:
         while waiting, the slot taken for it (if any) is released."""
         loop = asyncio.get_running_loop()
         future: asyncio.Future[GateAnswer] = loop.create_future()
-        self._put(_Job(GateRequest(rate_items, cost, slot_items), loop, future))
+        self._put(_Job(GateRequest(rate_items, cost, slot_items), future))
         try:
             return await future
         except asyncio.CancelledError:
             # Answered, but cancelled before this task resumed: nobody holds the slot.
-            # (Cancelled before the answer, ``_resolve`` finds the future done.)
+            # (Cancelled before the answer, the answer is handed to ``_give_back``.)
             if future.done() and not future.cancelled() and future.exception() is None:
                 self._give_back(future.result())
             raise
 
     def close(self) -> None:
         """Stop the thread once the queue is empty (calls after this fail)."""
-        with self._ready:
-            self._closed = True
-            self._ready.notify()
+        self._close()
 
-    def _put(self, job: _Job) -> None:
-        with self._ready:
-            if self._closed:
-                raise RuntimeError("the group admitter is closed")
-            self._queue.append(job)
-            if self._running:
-                self._ready.notify()
-            else:
-                self._running = True
-                threading.Thread(target=self._run, name="limits-admitter", daemon=True).start()
-
-    def _run(self) -> None:
-        while True:
-            with self._ready:
-                if not self._queue and not self._closed:
-                    self._ready.wait(self._idle)
-                if not self._queue:
-                    self._running = False
-                    return
-                count = min(len(self._queue), self._max_batch)
-                jobs = [self._queue.popleft() for _ in range(count)]
-            self._admit(jobs)
-
-    def _admit(self, jobs: list[_Job]) -> None:
+    def _process(self, jobs: list[_Job]) -> None:
         answers: Sequence[_Answer]
         try:
             answers = self._gate.admit_many([job.request for job in jobs])
             self.batches += 1
         except Exception as exc:  # the whole pipeline failed: every call fails closed
             answers = [exc] * len(jobs)
-        by_loop: dict[asyncio.AbstractEventLoop, list[tuple[_Job, _Answer]]] = {}
-        for job, answer in zip(jobs, answers, strict=True):
-            by_loop.setdefault(job.loop, []).append((job, answer))
-        for loop, done in by_loop.items():
-            try:
-                loop.call_soon_threadsafe(_resolve, self, done)
-            except RuntimeError:  # a closed loop: nobody left to hold the slots for
-                for _, answer in done:
-                    if not isinstance(answer, BaseException):
-                        self._give_back(answer)
+        answer_loops(
+            ((job.future, answer) for job, answer in zip(jobs, answers, strict=True)),
+            self._give_back,  # a caller gone (cancelled, or its loop closed): slot freed
+        )
 
     def _give_back(self, answer: GateAnswer) -> None:
         slot = answer[1]
         if slot is not None and slot.lease is not None:
             self._gate.release(slot.lease)  # queued, no I/O: safe on the event loop
             self.released += 1
-
-
-def _resolve(admitter: GroupAdmitter, done: list[tuple[_Job, _Answer]]) -> None:
-    for job, answer in done:
-        if job.future.done():  # its caller was cancelled: the slot must not stay taken
-            if not isinstance(answer, BaseException):
-                admitter._give_back(answer)
-            continue
-        if isinstance(answer, BaseException):
-            job.future.set_exception(answer)
-        else:
-            job.future.set_result(answer)
