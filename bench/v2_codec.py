@@ -24,8 +24,8 @@ import subprocess
 import sys
 import time
 import types
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager, nullcontext
+from collections.abc import Callable
+from contextlib import nullcontext
 from pathlib import Path
 from typing import Any
 
@@ -34,7 +34,7 @@ import serving_bench  # beside this script
 
 from modelport.api.v2 import codec, validate
 from modelport.manifest import TensorSpec
-from modelport.runtime import tensors
+from modelport.testing.switches import general_path
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
@@ -69,17 +69,6 @@ def load_revision(rev: str) -> tuple[types.ModuleType, types.ModuleType]:
         sys.modules["modelport.runtime.tensors"] = current
     old_validate = _module_at(rev, "src/modelport/api/v2/validate.py", "baseline_validate")
     return old_codec, old_validate
-
-
-@contextmanager
-def general_path() -> Iterator[None]:
-    """The decode fast path off, as when it declines a request."""
-    saved = tensors.decode_json_numbers_fast
-    tensors.decode_json_numbers_fast = lambda *args: None
-    try:
-        yield
-    finally:
-        tensors.decode_json_numbers_fast = saved
 
 
 GENERAL = "general"

@@ -11,8 +11,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -29,21 +28,10 @@ from modelport.errors import InvalidInput
 from modelport.manifest import TensorSpec
 from modelport.runtime import tensors
 from modelport.runtime.tensors import NUMPY_TO_OIP, OIP_TO_NUMPY, decode_json_tensor
+from modelport.testing.switches import general_path
 
 DATATYPES = [*OIP_TO_NUMPY, "FP8", "float32"]
 PROPERTY = settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-
-
-@contextmanager
-def general_path() -> Iterator[None]:
-    """Switch the fast paths off (the decode fast path answers None, as it does
-    for anything it does not handle)."""
-    saved = tensors.decode_json_numbers_fast
-    tensors.decode_json_numbers_fast = lambda *args: None
-    try:
-        yield
-    finally:
-        tensors.decode_json_numbers_fast = saved
 
 
 def outcome(call: Callable[[], Any]) -> tuple[Any, ...]:

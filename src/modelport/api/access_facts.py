@@ -21,9 +21,10 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
-from collections.abc import Callable, Hashable
+from collections.abc import Callable
 from typing import Any, TypeVar
 
+from modelport.api.single_flight import SingleFlight
 from modelport.registry.service import RegistryService
 from modelport.tenancy.service import TenancyService
 from modelport.tenancy.types import GrantSet
@@ -50,7 +51,7 @@ class AccessFacts:
         self._clock = clock
         self._visibility: dict[tuple[str, str], str] = {}
         self._grants: dict[str, tuple[float, GrantSet]] = {}
-        self._reads: dict[Hashable, asyncio.Future[Any]] = {}
+        self._reads: SingleFlight[tuple[str, ...], Any] = SingleFlight()
         self._generation = 0  # bumped by ``forget_grants``: a read begun before is not kept
         self._lock = threading.Lock()  # a forget and a read's store, from any threads
 
@@ -75,25 +76,14 @@ class AccessFacts:
         with self._lock:
             self._generation += 1
             self._grants.pop(tenant, None)
-            self._reads.pop(("grants", tenant), None)  # later calls do not join it
+            # Later calls start a read of their own, not join one begun before.
+            self._reads.drop(lambda fact: fact == ("grants", tenant))
 
     # ---- reads, one at a time per fact
     async def _read(self, fact: tuple[str, ...], read: Callable[..., T]) -> T:
-        loop = asyncio.get_running_loop()
-        pending = self._reads.get(fact)
-        if pending is None or pending.get_loop() is not loop:
-            pending = loop.create_task(self._run(fact, read))
-            pending.add_done_callback(_retrieve)  # every caller may have gone meanwhile
-            self._reads[fact] = pending
+        pending = self._reads.start(fact, lambda: asyncio.to_thread(read, *fact[1:]))
         result: T = await asyncio.shield(pending)
         return result
-
-    async def _run(self, fact: tuple[str, ...], read: Callable[..., T]) -> T:
-        try:
-            return await asyncio.to_thread(read, *fact[1:])
-        finally:
-            if self._reads.get(fact) is asyncio.current_task():
-                self._reads.pop(fact, None)  # (``forget_grants`` may have dropped it)
 
     def _read_visibility(self, owner: str, name: str) -> str:
         visibility = self.registry.get_model(owner, name).visibility.value
@@ -112,8 +102,3 @@ class AccessFacts:
                     self._grants.clear()
                 self._grants[tenant] = (expires, grants)
         return grants
-
-
-def _retrieve(task: asyncio.Future[Any]) -> None:
-    if not task.cancelled():
-        task.exception()

@@ -29,6 +29,7 @@ from typing import Any, TypeVar
 
 import numpy as np
 
+from modelport.api.single_flight import SingleFlight, retrieve_failure
 from modelport.errors import NotFound, Unavailable
 from modelport.manifest import Manifest
 from modelport.registry.service import RegistryService
@@ -90,7 +91,7 @@ class DataPlane:
         self.resolve_ttl = resolve_ttl
         self.sync: RepositorySync = sync or LocalRepositorySync()
         self._targets: dict[tuple[str, str, str | None], tuple[float, Target]] = {}
-        self._lookups: dict[tuple[str, str, str | None], asyncio.Future[Target]] = {}
+        self._lookups: SingleFlight[tuple[str, str, str | None], Target] = SingleFlight()
         self._generation = 0  # bumped by ``forget``: a lookup begun before is not kept
 
     # ---- resolution
@@ -118,20 +119,13 @@ class DataPlane:
         changed): the next call resolves it afresh, not joining a lookup begun before.
         Safe from any thread."""
         self._generation += 1
-        for cached in (self._targets, self._lookups):
-            for cache_key in list(cached):
-                if cache_key[0] == owner and cache_key[1] == name:
-                    cached.pop(cache_key, None)
+        for cache_key in list(self._targets):
+            if cache_key[0] == owner and cache_key[1] == name:
+                self._targets.pop(cache_key, None)
+        self._lookups.drop(lambda cache_key: cache_key[:2] == (owner, name))
 
     def _lookup(self, cache_key: tuple[str, str, str | None]) -> asyncio.Future[Target]:
-        loop = asyncio.get_running_loop()
-        pending = self._lookups.get(cache_key)
-        if pending is not None and pending.get_loop() is loop:
-            return pending
-        lookup = loop.create_task(self._resolve(cache_key))
-        lookup.add_done_callback(_retrieve)  # a refresh nobody awaits may fail quietly
-        self._lookups[cache_key] = lookup
-        return lookup
+        return self._lookups.start(cache_key, lambda: self._resolve(cache_key))
 
     async def _resolve(self, cache_key: tuple[str, str, str | None]) -> Target:
         generation = self._generation
@@ -140,9 +134,6 @@ class DataPlane:
         except BaseException:
             self._targets.pop(cache_key, None)  # gone or failing: the next call asks again
             raise
-        finally:
-            if self._lookups.get(cache_key) is asyncio.current_task():
-                self._lookups.pop(cache_key, None)  # (``forget`` may have dropped it)
         target = self._target(found)
         if generation != self._generation:
             return target  # forgotten meanwhile: answer this caller, keep nothing
@@ -330,10 +321,5 @@ async def _shielded(work: Coroutine[Any, Any, T]) -> T:
     """Run ``work`` to the end even if the caller goes away: the other processes hear of
     a load or unload that happened here, whether or not its caller waited for it."""
     task = asyncio.ensure_future(work)
-    task.add_done_callback(_retrieve)
+    task.add_done_callback(retrieve_failure)
     return await asyncio.shield(task)
-
-
-def _retrieve(task: asyncio.Future[Any]) -> None:
-    if not task.cancelled():
-        task.exception()
