@@ -136,6 +136,38 @@ def _run(
     return session.connection().execute(statements[kind], params).rowcount  # type: ignore[attr-defined]
 
 
+_ROOM = {
+    BALANCE: "SELECT balance_micros - reserved_micros + overdraft_micros FROM balances "
+    "WHERE scope_type = :scope AND scope_id = :id",
+    BUDGET: "SELECT hard_cap_micros, period, spent_micros, reserved_micros FROM budgets "
+    "WHERE tenant = :id",
+}
+_ROOM_SQL = {
+    dialect: {kind: text(sql + suffix) for kind, sql in _ROOM.items()}
+    for dialect, suffix in (("sqlite", ""), ("postgresql", " FOR UPDATE"))
+}
+
+
+def room(session: Session, level: str, now: datetime) -> int | None:
+    """What ``level`` can still hold (a hold of ``amount`` fits when ``amount <= room``,
+    as ``hold``'s condition says), None when it has no limit, 0 when it is gone. Locks
+    the row until the transaction ends (``FOR UPDATE`` on PostgreSQL; a SQLite
+    transaction holds the database's write lock from its start): call it in lock
+    order."""
+    connection = session.connection()
+    statements = _ROOM_SQL.get(connection.dialect.name, _ROOM_SQL["postgresql"])
+    kind, scope, scope_id = _parse(level)
+    row = connection.execute(statements[kind], {"scope": scope, "id": scope_id}).first()
+    if row is None:
+        return 0
+    if kind == BALANCE:
+        return int(row[0])
+    cap, period, spent, reserved = row
+    if cap is None:
+        return None
+    return int(cap) - (int(spent) if period == period_of(now) else 0) - int(reserved)
+
+
 def hold(session: Session, level: str, amount: int, now: datetime) -> bool:
     """Add ``amount`` to what the level holds if it still fits; False if it does not
     (or the level is gone)."""

@@ -31,7 +31,7 @@ from sqlalchemy import bindparam, select, text, update
 from sqlalchemy.orm import Session
 
 from modelport.errors import PaymentRequired
-from modelport.metering.balances import existing_levels, hold, unhold
+from modelport.metering.balances import existing_levels, hold, room, unhold
 from modelport.metering.balances import settle as settle_level
 from modelport.metering.outbox import EncodedEvent, Outbox
 from modelport.metering.types import Reservation, ReservationState, UsageEvent
@@ -162,19 +162,18 @@ class Reservations:
 
     def reserve_many(self, requests: Sequence[HoldRequest]) -> list[HoldOutcome]:
         """``reserve`` for several calls in one transaction: each call is held on every
-        level it meets, or on none and refused (its ``PaymentRequired`` in its place);
-        the others go through. Raises only when the transaction fails (then nothing is
-        held).
+        level it meets, or on none and refused (its ``PaymentRequired`` in its place),
+        exactly as reserving them one after the other, in order, would have. Raises only
+        when the transaction fails (then nothing is held).
 
-        The holds run in the one lock order (``_lock_order``, as ``settle_many``), level
-        by level across the calls, so concurrent batches and settlements cannot
-        deadlock. A level first tries the sum of its calls in one conditional UPDATE
-        (if that fits, each call one after the other would have); otherwise each call
-        in turn. A call refused on a level gives back what it held on earlier ones
-        (rows this transaction has locked already) and skips its later ones. So a
-        scarce level shared by two calls can refuse the second for a hold the first
-        gives back when a later level refuses it: never an overspend, but both refused
-        where one call after the other would refuse one.
+        The levels are taken in the one lock order (``_lock_order``, as
+        ``settle_many``), so concurrent batches and settlements cannot deadlock. Each
+        level first tries the sum of its calls in one conditional UPDATE: when every
+        level takes its sum, every call fits. From the first level that does not, the
+        rest are locked and read in that order (``room``), the calls are decided one
+        after the other against what those levels can still hold (the levels before
+        it hold any subset of their calls), and each level is updated once: the
+        refused calls' share given back before it, the held calls' sum taken from it.
         """
         outcomes: list[HoldOutcome] = [None] * len(requests)
         if all(request.amount <= 0 for request in requests):
@@ -217,30 +216,20 @@ class Reservations:
             for level in levels:
                 callers.setdefault(level, []).append(i)
                 tenant_of[level] = tenant
+        order = sorted(callers, key=lambda lv: _lock_order(tenant_of[lv], lv))
         refused: dict[int, str] = {}  # request -> the level that refused it
-        held: dict[int, list[str]] = {}  # request -> the levels it holds so far
-        for level in sorted(callers, key=lambda lv: _lock_order(tenant_of[lv], lv)):
-            waiting = [i for i in callers[level] if i not in refused]
-            if len(waiting) > 1 and hold(
-                session, level, sum(requests[i].amount for i in waiting), now
-            ):
-                for i in waiting:
-                    held.setdefault(i, []).append(level)
-                continue
-            for i in waiting:
-                amount = requests[i].amount
-                if hold(session, level, amount, now):
-                    held.setdefault(i, []).append(level)
-                    continue
-                refused[i] = level
-                for earlier in held.pop(i, ()):
-                    unhold(session, earlier, amount, now)
+        for index, level in enumerate(order):
+            if not hold(session, level, sum(requests[i].amount for i in callers[level]), now):
+                refused = self._one_after_another(
+                    session, requests, levels_of, callers, order, index, now
+                )
+                break
         rows = []
         for i, (tenant, key_id, amount, ttl_seconds) in enumerate(requests):
             if i in refused:
                 outcomes[i] = _refused(tenant, refused[i], amount)
                 continue
-            if i not in held:
+            if amount <= 0 or not levels_of[tenant, key_id]:
                 continue  # free, or no level to hold on
             levels = levels_of[tenant, key_id]
             reservation = Reservation(
@@ -267,6 +256,45 @@ class Reservations:
                 }
             )
         return rows
+
+    def _one_after_another(
+        self,
+        session: Session,
+        requests: Sequence[HoldRequest],
+        levels_of: dict[tuple[str, str | None], list[str]],
+        callers: dict[str, list[int]],
+        order: list[str],
+        first: int,
+        now: datetime,
+    ) -> dict[int, str]:
+        """Decide the calls one after the other, from ``order[first]``, the first level
+        that did not take the sum of its calls (``order[:first]`` did, so any subset of
+        their calls fits there); update each level once. The refused calls, each with
+        the first of its levels that has no room for it."""
+        rooms = {level: room(session, level, now) for level in order[first:]}  # locks
+        taken = dict.fromkeys(rooms, 0)
+        refused: dict[int, str] = {}
+        for i in sorted({i for level in order for i in callers[level]}):
+            tenant, key_id, amount, _ = requests[i]
+            mine = [level for level in levels_of[tenant, key_id] if level in rooms]
+            for level in mine:
+                space = rooms[level]
+                if space is not None and taken[level] + amount > space:
+                    refused[i] = level
+                    break
+            else:
+                for level in mine:
+                    taken[level] += amount
+        for level in order[:first]:
+            back = sum(requests[i].amount for i in callers[level] if i in refused)
+            if back:
+                unhold(session, level, back, now)
+        for level, amount in taken.items():
+            if amount and not hold(session, level, amount, now):
+                # Cannot happen while the rows are locked: roll the batch back rather
+                # than hold anything the decision did not.
+                raise RuntimeError(f"{level} changed while this transaction held its lock")
+        return refused
 
     def settle(
         self, reservation: Reservation | None, events: Sequence[UsageEvent | EncodedEvent]

@@ -4,7 +4,8 @@ A priced call holds its upper-bound cost before it runs. Doing that with a threa
 hop and a transaction per call costs more than the rest of the call. Instead, each
 call queues its request and awaits its own future; one reserver thread takes
 everything queued, holds it all with ``Reservations.reserve_many`` (one transaction,
-each call held on all its levels or refused alone) and then resolves the futures
+each call held on all its levels or refused alone, decided as one call after the
+other would be) and then resolves the futures
 (one wake-up per event loop per batch). While a batch runs the next gathers, so
 under load a transaction carries many calls, and at concurrency 1 a call waits for
 nothing but its own.
