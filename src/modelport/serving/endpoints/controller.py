@@ -24,8 +24,13 @@ the stable version (``halted``); good at the end of ``interval_seconds``: next s
 the step at 100 completes it.
 
 Started again after a restart, it picks up pending deployments, running canaries and
-open rollback windows, and warms the active deployments' versions. (With several
-gateways each would; deployments are meant to be driven by one controller.)
+open rollback windows, and warms the active deployments' versions. Every process
+does (workers, gateways), so several controllers may drive one canary: each reads
+the stored rollout before it judges, and each move is guarded in its transaction (a
+step only from the step it judged; a halt only while the canary progresses), so every
+move is made once, by whichever controller decides first, and a halted or complete
+canary is never moved again. Activations and closing rollback windows are guarded by
+the deployment's state the same way.
 """
 
 from __future__ import annotations
@@ -35,6 +40,7 @@ import contextlib
 import logging
 from collections.abc import Coroutine
 from concurrent.futures import Future
+from functools import partial
 from typing import Any
 
 import anyio.to_thread
@@ -319,29 +325,58 @@ class Controller:
             route = self.router.table.find(name)
             if route is None or route.deployment != ident:
                 return  # rolled back or replaced: nothing left to steer
+            # Every process resumes a running canary, and any of them may have moved it:
+            # follow the database before judging (each move is guarded by its step).
+            stored = await self._stored_step(name, ident)
+            if stored is None:
+                return  # halted, complete, rolled back or replaced elsewhere
+            if stored != step:  # moved elsewhere
+                step, step_started = stored, self.clock.monotonic()
+                stats.reset(ident)
+                await self.refresh(name)
+                continue
             verdict = judge(policy, stats.window(ident, stable), stats.window(ident, candidate))
             if verdict.verdict is Verdict.BAD:
+                # Halting is right at any step: no step guard.
                 halted = Rollout(RolloutStatus.HALTED, step, verdict.reason)
-                log.warning("canary of %s halted: %s", name, verdict.reason)
-                await self._call(self.service.set_weights, name, ident, (100, 0), halted)
+                moved = await self._call(self.service.set_weights, name, ident, (100, 0), halted)
+                if moved is not None:
+                    log.warning("canary of %s halted: %s", name, verdict.reason)
                 await self.refresh(name)
                 return
             elapsed = self.clock.monotonic() - step_started
             if verdict.verdict is Verdict.GOOD and elapsed >= policy.interval_seconds:
-                step += 1
-                share = policy.steps[step]
+                share = policy.steps[step + 1]
                 status = RolloutStatus.COMPLETE if share == 100 else RolloutStatus.PROGRESSING
                 moved = await self._call(
-                    self.service.set_weights,
+                    partial(self.service.set_weights, from_step=step),
                     name,
                     ident,
                     canary_weights(share),
-                    Rollout(status, step),
+                    Rollout(status, step + 1),
                 )
-                if moved is None:
+                if moved is None:  # another controller moved it first: follow it now
+                    stored = await self._stored_step(name, ident)
+                    if stored is None:
+                        return
+                    step = stored
+                elif status is RolloutStatus.COMPLETE:
+                    await self.refresh(name)
                     return
+                else:
+                    step += 1
                 await self.refresh(name)
-                if status is RolloutStatus.COMPLETE:
-                    return
                 stats.reset(ident)
                 step_started = self.clock.monotonic()
+
+    async def _stored_step(self, name: str, ident: int) -> int | None:
+        """The step a canary is at in the database; None, with this process's route
+        refreshed, when it is no longer running (halted, complete, rolled back)."""
+        stored = await self._call(self.service.get_deployment, name, ident)
+        if (
+            stored.state is DeploymentState.ACTIVE
+            and stored.rollout.status is RolloutStatus.PROGRESSING
+        ):
+            return stored.rollout.step
+        await self.refresh(name)
+        return None

@@ -443,12 +443,27 @@ class EndpointService:
         return Activation(switched, activated, tuple(retired))
 
     def set_weights(
-        self, name: str, deployment: int, weights: tuple[int, ...], rollout: Rollout
+        self,
+        name: str,
+        deployment: int,
+        weights: tuple[int, ...],
+        rollout: Rollout,
+        *,
+        from_step: int | None = None,
     ) -> Deployment | None:
-        """Move an active deployment's shares (a canary step or halt); None if not active."""
+        """Move an active canary's shares (a step or a halt); None, and nothing changed,
+        when the deployment is not active, its canary is not progressing any more, or
+        (with ``from_step``) it is not at that step: another controller moved it first.
+        Every process resumes a running canary, so each move is made once, by
+        whichever controller decides first."""
         with self.database.transaction() as session:
             endpoint = repo.get_endpoint(session, name, lock=True)
             if endpoint.active_deployment != deployment:
+                return None
+            current = repo.get_deployment(session, name, deployment).rollout
+            if current.status is not RolloutStatus.PROGRESSING:
+                return None
+            if from_step is not None and current.step != from_step:
                 return None
             updated = repo.update_deployment(
                 session, name, deployment, weights=weights, rollout=rollout
