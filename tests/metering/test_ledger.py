@@ -6,9 +6,12 @@ from __future__ import annotations
 import random
 import threading
 from datetime import datetime, timedelta, timezone
+from typing import Any
 
 import pytest
+from sqlalchemy import event
 
+from modelport.metering.balances import lock_order
 from modelport.metering.events import event_to_doc
 from modelport.metering.outbox import EncodedEvent
 from modelport.metering.types import (
@@ -19,6 +22,7 @@ from modelport.metering.types import (
     UsageEvent,
     UsageStatus,
 )
+from modelport.tenancy.limits import BudgetRepository
 from tests.metering.conftest import Metering, usage_event
 
 PRICE = PriceSnapshot(rule_id=None, unit_price_micros=1_000, revenue_share_bps=7000)
@@ -91,6 +95,46 @@ def test_reported_usage_of_many_callers_in_one_batch_charges_each_its_own_levels
     assert balance(BalanceScope.KEY, "k1").balance_micros == 50_000 - 5_000
     assert balance(BalanceScope.TENANT, "beta").balance_micros == 100_000 - 7_000
     assert balance(BalanceScope.TENANT, "gamma").balance_micros == 100_000 - 8_000
+
+
+def test_charges_take_their_locks_in_the_one_global_order(metering: Metering) -> None:
+    # Holds and settlements lock levels tenant by tenant; a charge taking them in
+    # another order (every key balance first, say) deadlocks against them.
+    tenant_of = {}
+    for tenant in ("zeta", "alpha"):
+        metering.balances.credit(BalanceScope.KEY, f"{tenant}-k", 100_000, tenant=tenant)
+        tenant_of[f"balance:key:{tenant}-k"] = tenant
+        metering.balances.credit(BalanceScope.TENANT, tenant, 100_000, tenant=tenant)
+        tenant_of[f"balance:tenant:{tenant}"] = tenant
+        BudgetRepository(metering.database, now=metering.clock).put(
+            tenant, hard_cap_micros=None, soft_cap_micros=None
+        )
+        tenant_of[f"budget:{tenant}"] = tenant
+    events = [
+        usage_event(f"o{i}", tenant=tenant, key_id=key, price=PRICE)
+        for i, (tenant, key) in enumerate(
+            [("zeta", "zeta-k"), ("alpha", None), ("alpha", "alpha-k"), ("zeta", None)]
+        )
+    ]
+    seen: list[str] = []
+
+    def statement(conn: Any, clause: Any, multiparams: Any, params: Any, options: Any) -> None:
+        sql = str(clause)
+        for bound in [params] if params else multiparams:
+            if sql.startswith("UPDATE balances"):
+                seen.append(f"balance:{bound['scope']}:{bound['id']}")
+            elif sql.startswith("UPDATE budgets"):
+                seen.append(f"budget:{bound['id']}")
+
+    engine = metering.database.engine
+    event.listen(engine, "before_execute", statement)
+    try:
+        metering.ledger.record(events)
+    finally:
+        event.remove(engine, "before_execute", statement)
+    assert sorted(seen) == sorted(tenant_of)  # each level charged once
+    order = [lock_order(tenant_of[level], level) for level in seen]
+    assert order == sorted(order)
 
 
 def test_settled_events_are_not_charged_again_by_the_ledger(metering: Metering) -> None:

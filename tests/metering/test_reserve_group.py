@@ -19,9 +19,10 @@ from sqlalchemy import event, func, select
 from sqlalchemy.exc import OperationalError
 
 from modelport.errors import PaymentRequired
+from modelport.metering.balances import lock_order
 from modelport.metering.meter import InferenceMeter
 from modelport.metering.prices import PriceBook
-from modelport.metering.reservations import HoldOutcome, HoldRequest, Reservations, _lock_order
+from modelport.metering.reservations import HoldOutcome, HoldRequest, Reservations
 from modelport.metering.reserve_group import GroupReserver
 from modelport.metering.types import (
     BalanceScope,
@@ -491,7 +492,7 @@ def test_a_refusing_batch_still_takes_its_locks_in_the_one_global_order(
     requests = [r._replace(key_id=f"{r.tenant}-k1") if r.key_id else r for r in requests]
     outcomes, touched = reserve_recording_levels(metering, requests)
     first_touch = list(dict.fromkeys(touched))
-    order = [_lock_order(tenant_of[level], level) for level in first_touch]
+    order = [lock_order(tenant_of[level], level) for level in first_touch]
     assert order == sorted(order)
     assert set(first_touch) == set(tenant_of)
     # Each tenant: four calls, its budget holds two of them (the first two).
@@ -574,7 +575,7 @@ def test_holds_take_their_locks_in_the_one_global_order(metering: Metering) -> N
     ]
     outcomes, seen = reserve_recording_levels(metering, requests)
     assert all(isinstance(o, Reservation) for o in outcomes)
-    order = [_lock_order(tenant_of[level], level) for level in seen]
+    order = [lock_order(tenant_of[level], level) for level in seen]
     assert order == sorted(order)
     assert len(set(seen)) == len(tenant_of)  # every level of the batch, each taken once
     assert len(seen) == len(tenant_of)  # each level's calls fit: one UPDATE for their sum

@@ -45,6 +45,15 @@ def candidate_levels(tenant: str, key_id: str | None) -> list[str]:
     return levels
 
 
+def lock_order(tenant: str, level: str) -> tuple[str, int, str]:
+    """Where ``level`` (of ``tenant``) comes in the one lock order every transaction that
+    writes several levels follows: by tenant, then key balance, tenant balance, budget
+    (``candidate_levels``' order). A plain sort of level names is not it: it would
+    take every key balance before any tenant's balance, across tenants."""
+    rank = 0 if level.startswith("balance:key:") else 1 if level.startswith("balance:") else 2
+    return tenant, rank, level
+
+
 def _parse(level: str) -> tuple[str, str, str]:
     kind, _, rest = level.partition(":")
     if kind == BUDGET:

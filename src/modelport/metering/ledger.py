@@ -32,7 +32,7 @@ from sqlalchemy import TextClause, func, select, text
 from sqlalchemy.dialects import postgresql
 from sqlalchemy.orm import Session
 
-from modelport.metering.balances import debit, existing_levels
+from modelport.metering.balances import debit, existing_levels, lock_order
 from modelport.metering.outbox import EncodedEvent, event_doc
 from modelport.metering.types import (
     FailureRule,
@@ -339,10 +339,14 @@ class Ledger:
             if amount:
                 per_caller[tenant, key_id] += amount
         totals: dict[str, int] = defaultdict(int)
+        tenant_of: dict[str, str] = {}
         for (tenant, key_id), amount in per_caller.items():
             for level in existing_levels(session, tenant, key_id):
                 totals[level] += amount
-        for level in sorted(totals):  # the lock order of modelport.metering.balances
+                tenant_of[level] = tenant
+        # The one lock order, as holds and settlements take it: any other deadlocks
+        # against a batch of theirs on PostgreSQL.
+        for level in sorted(totals, key=lambda lv: lock_order(tenant_of[lv], lv)):
             debit(session, level, totals[level], now)
 
     def get(self, event_id: str) -> LedgerEntry | None:

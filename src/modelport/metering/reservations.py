@@ -31,7 +31,7 @@ from sqlalchemy import bindparam, select, text, update
 from sqlalchemy.orm import Session
 
 from modelport.errors import PaymentRequired
-from modelport.metering.balances import existing_levels, hold, room, unhold
+from modelport.metering.balances import existing_levels, hold, lock_order, room, unhold
 from modelport.metering.balances import settle as settle_level
 from modelport.metering.outbox import EncodedEvent, Outbox
 from modelport.metering.types import Reservation, ReservationState, UsageEvent
@@ -110,13 +110,6 @@ def _refused(tenant: str, level: str, amount: int) -> PaymentRequired:
     )
 
 
-def _lock_order(tenant: str, level: str) -> tuple[str, int, str]:
-    """Where ``level`` comes in the one lock order: by tenant, then key balance, tenant
-    balance, budget (``candidate_levels``' order)."""
-    rank = 0 if level.startswith("balance:key:") else 1 if level.startswith("balance:") else 2
-    return tenant, rank, level
-
-
 class HoldRequest(NamedTuple):
     """One call's reservation request: hold ``amount`` on the levels of ``tenant`` and
     ``key_id``, expiring ``ttl_seconds`` after it is taken."""
@@ -166,7 +159,7 @@ class Reservations:
         exactly as reserving them one after the other, in order, would have. Raises only
         when the transaction fails (then nothing is held).
 
-        The levels are taken in the one lock order (``_lock_order``, as
+        The levels are taken in the one lock order (``lock_order``, as
         ``settle_many``), so concurrent batches and settlements cannot deadlock. Each
         level first tries the sum of its calls in one conditional UPDATE: when every
         level takes its sum, every call fits. From the first level that does not, the
@@ -216,7 +209,7 @@ class Reservations:
             for level in levels:
                 callers.setdefault(level, []).append(i)
                 tenant_of[level] = tenant
-        order = sorted(callers, key=lambda lv: _lock_order(tenant_of[lv], lv))
+        order = sorted(callers, key=lambda lv: lock_order(tenant_of[lv], lv))
         refused: dict[int, str] = {}  # request -> the level that refused it
         for index, level in enumerate(order):
             if not hold(session, level, sum(requests[i].amount for i in callers[level]), now):
@@ -334,7 +327,7 @@ class Reservations:
                 else:
                     continue  # settled before (a replay) or released: charged already
                 for level in reservation.levels:
-                    entry = levels.setdefault(level, [_lock_order(reservation.tenant, level), 0, 0])
+                    entry = levels.setdefault(level, [lock_order(reservation.tenant, level), 0, 0])
                     entry[1] += held
                     entry[2] += actual
             for level, (_, held, actual) in sorted(levels.items(), key=lambda item: item[1][0]):
