@@ -159,3 +159,19 @@ def test_stream_delivery_without_redis_is_refused(tmp_path) -> None:
     with pytest.raises(InvalidInput, match="needs MODELPORT_REDIS_URL") as caught:
         build_services(settings)
     assert caught.value.code == "redis_required"
+
+
+def test_a_group_lost_with_the_stream_is_made_again(
+    metering: Metering, stream: tuple[redis.Redis, str]
+) -> None:
+    client, name = stream
+    sink = RedisStreamSink(client, stream=name)
+    reader = consumer(client, metering.ledger, name, "a")
+    sink.deliver([usage_event("before")])
+    assert reader.consume_once() == 1
+    client.delete(name)  # Redis lost the stream (a restart without persistence, a failover)
+    sink.deliver([usage_event(f"after{i}") for i in range(3)])  # made again, with no group
+    recorded = sum(reader.consume_once() for _ in range(2))  # the group is made again
+    assert recorded == 3
+    assert metering.ledger.count() == 4
+    assert client.xpending(name, GROUP)["pending"] == 0

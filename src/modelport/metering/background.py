@@ -11,9 +11,16 @@ from collections.abc import Callable
 _log = logging.getLogger(__name__)
 
 
+_MIN_BACKOFF = 0.05
+_MAX_BACKOFF = 5.0
+"""Longest wait after failed steps (a step that succeeds resets it)."""
+
+
 class BackgroundLoop:
     """Runs ``step`` every ``interval`` seconds in a daemon thread until stopped; a step
-    that raises is logged and the loop goes on. ``kick`` runs the next step at once."""
+    that raises is logged and the loop goes on, after a wait that doubles while steps
+    keep failing (0.05 s to 5 s, or the interval if longer). ``kick`` runs the next
+    step at once."""
 
     def __init__(self, name: str, step: Callable[[], object], interval: float) -> None:
         self._name = name
@@ -42,13 +49,20 @@ class BackgroundLoop:
         thread.join(timeout)
 
     def _run(self) -> None:
+        backoff = 0.0
         while not self._stop.is_set():
             started = time.monotonic()
+            wait = self._interval
             try:
                 self._step()
+                backoff = 0.0
             except Exception:
-                _log.exception("%s failed; retrying in %.1f s", self._name, self._interval)
-            left = self._interval - (time.monotonic() - started)
+                # A step that fails again at once must not spin (a loop with no interval
+                # would log thousands of times a second): back off, up to _MAX_BACKOFF.
+                backoff = min(_MAX_BACKOFF, max(backoff * 2, _MIN_BACKOFF))
+                wait = max(wait, backoff)
+                _log.exception("%s failed; retrying in %.1f s", self._name, wait)
+            left = wait - (time.monotonic() - started)
             if left > 0:
                 self._kick.wait(left)
             self._kick.clear()

@@ -84,17 +84,39 @@ class RedisLedgerConsumer:
                 raise
         self._group_ready = True
 
+    def _regroup_if_lost(self, exc: redis.ResponseError) -> None:
+        """Re-raise ``exc`` unless it says the group is gone (``NOGROUP``: Redis lost the
+        stream, restarted without persistence or failed over, and a gateway's ``XADD``
+        made it again without the group); then make the group again, from the
+        stream's start (the ledger records an entry read twice once)."""
+        if "NOGROUP" not in str(exc):
+            raise exc
+        _log.warning("usage stream %s lost its consumer group: creating it again", self._stream)
+        self._group_ready = False
+        self.ensure_group()
+
     def read(self, block_ms: int | None = None) -> list[tuple[bytes, dict[bytes, bytes]]]:
         """New entries for this consumer (waiting up to ``block_ms`` for some)."""
         self.ensure_group()
-        found = self._client.xreadgroup(
-            self._group, self.consumer, {self._stream: ">"}, count=self._batch, block=block_ms
-        )
+        try:
+            found = self._client.xreadgroup(
+                self._group, self.consumer, {self._stream: ">"}, count=self._batch, block=block_ms
+            )
+        except redis.ResponseError as exc:
+            self._regroup_if_lost(exc)
+            return []  # the next read takes what the stream holds
         return [entry for _, entries in found or [] for entry in entries]
 
     def claim(self) -> list[tuple[bytes, dict[bytes, bytes]]]:
         """Take over entries other consumers read but never acknowledged."""
         self.ensure_group()
+        try:
+            return self._claim()
+        except redis.ResponseError as exc:
+            self._regroup_if_lost(exc)
+            return []  # a new group has nothing pending
+
+    def _claim(self) -> list[tuple[bytes, dict[bytes, bytes]]]:
         claimed: list[tuple[bytes, dict[bytes, bytes]]] = []
         start = "0-0"
         while True:
