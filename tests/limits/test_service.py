@@ -313,3 +313,17 @@ def test_a_call_without_a_concurrency_limit_asks_the_limiter_nothing(
         limits.admit(ACME)
     held.release()
     assert len(asked) == 2
+
+
+def test_a_charge_of_the_month_before_never_takes_the_period_back(database: Database) -> None:
+    # Two processes: one read the time just before midnight, and commits after the
+    # other's charge of the new month.
+    december = BudgetRepository(database, now=lambda: datetime(2026, 12, 1, 0, 0, 1, tzinfo=UTC))
+    november = BudgetRepository(database, now=lambda: datetime(2026, 11, 30, 23, 59, tzinfo=UTC))
+    december.put("acme", hard_cap_micros=1_000, soft_cap_micros=None)
+    december.add_spent("acme", 300)
+    november.add_spent("acme", 50)
+    december.add_spent("acme", 200)
+    budget = december.get("acme")
+    assert budget is not None
+    assert (budget.period, budget.spent_micros) == ("2026-12", 500)

@@ -6,11 +6,13 @@ from __future__ import annotations
 
 import threading
 from concurrent.futures import ThreadPoolExecutor
+from datetime import UTC, datetime, timedelta
 
 import pytest
 from sqlalchemy import update
 
 from modelport.errors import PaymentRequired
+from modelport.metering.reservations import Reservations
 from modelport.metering.types import BalanceScope, PriceSnapshot, ReservationState
 from modelport.store.tables import BudgetRow
 from modelport.tenancy.limits import BudgetRepository
@@ -165,3 +167,35 @@ def test_the_budget_rolls_into_a_new_month_on_settlement(metering: Metering) -> 
     metering.reservations.settle(held, [event])
     budget = budgets.get("beta")
     assert budget is not None and (budget.period, budget.spent_micros) == ("2026-12", PRICE)
+
+
+def test_a_settlement_of_the_month_before_never_takes_the_period_back(
+    metering: Metering,
+) -> None:
+    # Two processes: one read the time just before midnight and commits after the
+    # other's settlement in the new month; then the new month goes on.
+    budgets = BudgetRepository(metering.database, now=metering.clock)
+    budgets.put("beta", hard_cap_micros=100 * PRICE, soft_cap_micros=None)
+    late = datetime(2026, 11, 30, 23, 59, 59, 990000, tzinfo=UTC)
+    outbox = metering.outbox
+    november = Reservations(metering.database, outbox, now=lambda: late)
+    december = Reservations(
+        metering.database, outbox, now=lambda: late + timedelta(milliseconds=30)
+    )
+    old = november.reserve("beta", None, PRICE, ttl_seconds=60)
+    new = december.reserve("beta", None, 3 * PRICE, ttl_seconds=60)
+    december.settle(new, [usage_event("dec", price=PriceSnapshot(1, 3 * PRICE))])
+    november.settle(old, [usage_event("nov", price=PriceSnapshot(1, PRICE))])
+    again = december.reserve("beta", None, 2 * PRICE, ttl_seconds=60)
+    december.settle(again, [usage_event("dec2", price=PriceSnapshot(1, 2 * PRICE))])
+    budget = budgets.get("beta")
+    assert budget is not None
+    assert (budget.period, budget.spent_micros) == ("2026-12", 5 * PRICE)  # 3 + 2
+    assert budget_reserved(metering, "beta") == 0  # every hold given back
+
+
+def budget_reserved(metering: Metering, tenant: str) -> int:
+    with metering.database.transaction() as session:
+        row = session.get(BudgetRow, tenant)
+        assert row is not None
+        return row.reserved_micros

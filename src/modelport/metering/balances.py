@@ -95,14 +95,22 @@ _UNHOLD = {
         "UPDATE budgets SET reserved_micros = reserved_micros - :amount WHERE tenant = :id"
     ),
 }
+# A budget's spending this month: a charge of its month adds to it, one of a newer
+# month starts it again; one of an older month (a process that read the time just
+# before midnight and committed after another's charge of the new month) leaves the
+# new month's spending and period as they are. ``period`` never goes back.
+_SPENT = (
+    "CASE WHEN period = :period THEN spent_micros + :amount "
+    "WHEN period > :period THEN spent_micros ELSE :amount END"
+)
+_PERIOD = "CASE WHEN period > :period THEN period ELSE :period END"
 _DEBIT = {
     BALANCE: _sql(
         "UPDATE balances SET balance_micros = balance_micros - :amount, updated_at = :now "
         "WHERE scope_type = :scope AND scope_id = :id"
     ),
     BUDGET: _sql(
-        "UPDATE budgets SET spent_micros = CASE WHEN period = :period "
-        "THEN spent_micros + :amount ELSE :amount END, period = :period, updated_at = :now "
+        f"UPDATE budgets SET spent_micros = {_SPENT}, period = {_PERIOD}, updated_at = :now "
         "WHERE tenant = :id"
     ),
 }
@@ -115,8 +123,7 @@ _SETTLE = {
     ),
     BUDGET: _sql(
         "UPDATE budgets SET reserved_micros = reserved_micros - :held, "
-        "spent_micros = CASE WHEN period = :period THEN spent_micros + :amount ELSE :amount END, "
-        "period = :period, updated_at = :now WHERE tenant = :id"
+        f"spent_micros = {_SPENT}, period = {_PERIOD}, updated_at = :now WHERE tenant = :id"
     ),
 }
 

@@ -117,7 +117,8 @@ class BudgetRepository:
 
     def add_spent(self, tenant: str, micros: int) -> Budget:
         """Add to what the tenant spent this period, atomically (starts a new period's
-        total when the stored one is older). For metering."""
+        total when the stored one is older; leaves a newer one as it is). For
+        metering."""
         now = self._now()
         period = period_of(now)
         for attempt in range(2):
@@ -128,6 +129,10 @@ class BudgetRepository:
                     if row is None:
                         row = BudgetRow(tenant=tenant, spent_micros=0, period=period)
                         session.add(row)
+                    if row.period > period:
+                        # Read the time in the month before, committed after a charge of
+                        # the new one: the new month's spending is not this charge's.
+                        return _budget(row)
                     if row.period != period:
                         row.spent_micros, row.period = 0, period
                     row.spent_micros += micros
