@@ -259,3 +259,43 @@ def test_documents_and_events_are_recorded_alike_and_deduplicated_together(
     assert second.inserted == ("failed",) and second.duplicates == ("free",)
     stored = {e.event.event_id: e.event for e in metering.ledger.entries()}
     assert stored == {e.event_id: e for e in events}  # every field round-trips
+
+
+def test_on_postgresql_seq_rises_in_commit_order(metering: Metering) -> None:
+    """A reader paging by ``seq`` must never see a row while a lower one is still to
+    commit (it would page past it for good): writers take turns."""
+    if metering.database.dialect != "postgresql":
+        pytest.skip("SQLite writers take turns already (BEGIN IMMEDIATE)")
+    inserted, resume = threading.Event(), threading.Event()
+    first_writer: list[int] = []
+
+    def pause(
+        conn: Any, clause: Any, multiparams: Any, params: Any, options: Any, result: Any
+    ) -> None:
+        if threading.get_ident() in first_writer and str(clause).startswith("INSERT INTO usage"):
+            inserted.set()
+            resume.wait(10)
+
+    def write(event_id: str, first: bool) -> None:
+        if first:
+            first_writer.append(threading.get_ident())
+        metering.ledger.record([usage_event(event_id)])
+
+    engine = metering.database.engine
+    event.listen(engine, "after_execute", pause)
+    try:
+        slow = threading.Thread(target=write, args=("first", True))
+        slow.start()
+        assert inserted.wait(10)  # its seq taken, not committed
+        fast = threading.Thread(target=write, args=("second", False))
+        fast.start()
+        fast.join(0.5)
+        assert fast.is_alive()  # waits for its turn
+        assert metering.ledger.entries() == []  # nothing a reader could page past
+        resume.set()
+        slow.join(10)
+        fast.join(10)
+    finally:
+        resume.set()
+        event.remove(engine, "after_execute", pause)
+    assert [e.event.event_id for e in metering.ledger.entries()] == ["first", "second"]

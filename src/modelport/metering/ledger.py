@@ -229,6 +229,10 @@ _EVENT_ID, _TENANT, _KEY_ID, _AMOUNT, _RESERVATION = (
     for name in ("event_id", "tenant", "key_id", "amount_micros", "reservation_id")
 )
 
+_TURN = text("SELECT pg_advisory_xact_lock(7426001)")
+"""The ledger writers' turn on PostgreSQL (held until commit); the number is the
+ledger's own, taken by nothing else."""
+
 Charge = tuple[str, str | None, int]
 """What a new event owes: its tenant, key and amount."""
 
@@ -263,6 +267,11 @@ class Ledger:
         ordered = [rows[event_id] for event_id in sorted(rows)]
         with self._db.transaction() as session:
             if postgres:
+                # Writers take their turn, so ``seq`` (from a sequence, handed out at
+                # insert) rises in commit order: a reader paging by ``seq`` can never see
+                # a row while a lower one is still to commit, and skip it for good.
+                # (SQLite's BEGIN IMMEDIATE already makes writers take turns.)
+                session.execute(_TURN)
                 found = session.scalars(self._insert, {"rows": orjson.dumps(ordered).decode()})
                 inserted = set(found.all())
                 owed = [
