@@ -1,9 +1,11 @@
 """Deployment state lives in the database: a restarted process resumes it, and another
-process sharing the database follows its changes (routing snapshot refreshed on change)."""
+process sharing the database follows its changes (routing snapshot refreshed on change;
+versions loaded, pinned and unloaded there too; a stale rollout never undoes another's)."""
 
 from __future__ import annotations
 
 import time
+from typing import Any
 
 from tests.serving.conftest import Serving, ServingFactory, add_constant
 
@@ -51,3 +53,65 @@ def test_another_process_follows_the_changes(make_serving: ServingFactory) -> No
         assert time.monotonic() < deadline, "the other process never switched"
         time.sleep(0.05)
     assert {reader.predict("fraud").json()["model_version"] for _ in range(10)} == {"2"}
+
+
+def wait_until(condition: Any, what: str) -> None:
+    deadline = time.monotonic() + 15
+    while not condition():
+        assert time.monotonic() < deadline, what
+        time.sleep(0.02)
+
+
+def test_another_process_loads_pins_and_unloads_as_deployments_change(
+    make_serving: ServingFactory, database_url: str
+) -> None:
+    writer = make_serving(database_url, serving_rollback_window_seconds=60)
+    v1 = writer.publish("acme/fraud", "1")
+    v2 = writer.publish("acme/fraud", "2", model=add_constant(2.0))
+    writer.endpoint("fraud")
+    # A worker beside it that never loads on a call: what it serves, it loaded itself.
+    other = make_serving(
+        database_url,
+        home=writer.services.settings.home,
+        serving_refresh_seconds=0.05,
+        load_on_demand=False,
+    )
+    host = other.services.host
+
+    def pinned(version: str) -> bool:
+        hosted = host.find("acme/fraud", version)
+        status = None if hosted is None else host.status(hosted)
+        return status is not None and status.state.value == "ready" and status.pinned
+
+    writer.deploy("fraud", [(v1, 100)])
+    wait_until(lambda: pinned("1"), "the other process loads and pins version 1")
+    assert other.predict("fraud").json()["model_version"] == "1"
+    replacement = writer.deploy("fraud", [(v2, 100)])
+    wait_until(lambda: pinned("2"), "the other process loads and pins version 2")
+    wait_until(lambda: other.predict("fraud").json().get("model_version") == "2", "switched")
+    assert pinned("1")  # the rollback standby stays warm there too
+    wait_until(lambda: writer.clock.sleepers == 1, "the writer waits for the window's end")
+    writer.clock.advance(61)  # the writer closes the rollback window: version 1 retires
+    writer.wait("fraud", replacement["id"] - 1, lambda d: d["state"] == "retired")
+    wait_until(lambda: host.find("acme/fraud", "1") is None, "the other process unloads 1")
+    assert other.predict("fraud").json()["model_version"] == "2"
+
+
+def test_a_stale_rollout_never_fails_a_deployment_another_process_activated(
+    make_serving: ServingFactory, database_url: str
+) -> None:
+    serving = make_serving(database_url)
+    v1 = serving.publish("acme/fraud", "1")
+    serving.endpoint("fraud")
+    controller = serving.services.serving.controller
+    controller.submit = lambda deployment: None  # nobody rolls it out here
+    pending = serving.deploy("fraud", [(v1, 100)], wait=False)
+    service = serving.services.serving.endpoints
+    ident = pending["id"]
+    assert service.activate("fraud", ident, []) is not None  # another process, first
+    # This process's rollout, late: its load failed, and it records what it saw.
+    assert service.record_progress("fraud", ident, []) is None
+    assert service.fail("fraud", ident, "acme/fraud:1: out of memory", []) is None
+    body = serving.deployment("fraud", ident)
+    assert body["state"] == "active" and body.get("cause") in (None, "")
+    assert service.get_endpoint("fraud").active_deployment == ident

@@ -24,7 +24,9 @@ the stable version (``halted``); good at the end of ``interval_seconds``: next s
 the step at 100 completes it.
 
 Started again after a restart, it picks up pending deployments, running canaries and
-open rollback windows, and warms the active deployments' versions. Every process
+open rollback windows, and warms the active deployments' versions; on every refresh
+tick it does the same for what changed since (``_follow``), whichever process changed
+it, and unloads the versions of deployments that stopped serving. Every process
 does (workers, gateways), so several controllers may drive one canary: each reads
 the stored rollout before it judges, and each move is guarded in its transaction (a
 step only from the step it judged; a halt only while the canary progresses), so every
@@ -38,7 +40,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Coroutine
+from collections.abc import Callable, Coroutine
 from concurrent.futures import Future
 from functools import partial
 from typing import Any
@@ -111,6 +113,10 @@ class Controller:
         self.clock = clock
         self.refresh_seconds = refresh_seconds
         self._tasks: set[asyncio.Task[Any]] = set()
+        self._work: dict[tuple[str, str, int], asyncio.Task[Any]] = {}
+        """The running task of each (kind, endpoint, deployment): one of each at a time."""
+        self._known: dict[tuple[str, int], DeploymentState] = {}
+        """The live deployments as this process last saw them (``_follow``)."""
         self._mark: tuple[int, int] | None = None
         self._running = False
 
@@ -119,24 +125,54 @@ class Controller:
         """Build every route, then resume unfinished work (call once, on the serving loop)."""
         self._running = True
         await self.refresh_all()
-        live = [s for s in DeploymentState if s.live]
-        for deployment in await self._call(self.service.deployments_in, live):
-            self._resume(deployment)
+        await self._follow()
         self._spawn(self._watch())
 
     def _resume(self, deployment: Deployment) -> None:
+        """Take up what a live deployment asks of this process: roll out a pending one;
+        load (pinned) the versions of one that serves, drive its canary, close its
+        rollback window."""
+        name, ident = deployment.endpoint, deployment.id
         if deployment.state is DeploymentState.PENDING:
             self.submit(deployment)
         elif deployment.state in (DeploymentState.ACTIVE, DeploymentState.SUPERSEDED):
-            self._spawn(self._warm(deployment))
+            self._once("warm", name, ident, lambda: self._warm(deployment))
             if deployment.state is DeploymentState.ACTIVE and (
                 deployment.rollout.status is RolloutStatus.PROGRESSING
             ):
-                self._spawn(
-                    self._canary(deployment.endpoint, deployment.id, deployment.rollout.step)
-                )
+                step = deployment.rollout.step
+                self._once("canary", name, ident, lambda: self._canary(name, ident, step))
             if deployment.state is DeploymentState.SUPERSEDED:
-                self._spawn(self._close_window(deployment.endpoint, deployment.id))
+                self._once("window", name, ident, lambda: self._close_window(name, ident))
+
+    def _once(
+        self, kind: str, name: str, ident: int, work: Callable[[], Coroutine[Any, Any, Any]]
+    ) -> None:
+        """Spawn ``work()`` unless this process runs that kind of work for that deployment
+        already (every process takes up what it sees, its own changes included)."""
+        key = (kind, name, ident)
+        running = self._work.get(key)
+        if running is not None and not running.done():
+            return
+        self._work[key] = self._spawn(work())
+
+    async def _follow(self) -> None:
+        """Take up, in this process, what changed in the live deployments since it last
+        looked, whichever process changed them: a new pending deployment is rolled out
+        here too (so traffic moves when its versions are ready here as well), one that
+        now serves has its versions loaded and pinned here, and the versions of one
+        that stopped serving (retired, failed, rolled back) are unloaded here."""
+        live = [state for state in DeploymentState if state.live]
+        deployments = await self._call(self.service.deployments_in, live)
+        seen = {(d.endpoint, d.id): d.state for d in deployments}
+        for deployment in deployments:
+            if self._known.get((deployment.endpoint, deployment.id)) is not deployment.state:
+                self._resume(deployment)
+        ended = [key for key in self._known if key not in seen]
+        self._known = seen
+        for name, ident in ended:
+            deployment = await self._call(self.service.get_deployment, name, ident)
+            await self._unload_unused(await self._call(self.service.version_refs, deployment))
 
     async def stop(self) -> None:
         self._running = False
@@ -174,13 +210,15 @@ class Controller:
                 mark = await self._call(self.service.revision_mark)
                 if mark != self._mark:
                     await self.refresh_all()
+                await self._follow()
             except Exception:  # a database hiccup must not stop the watch
                 log.exception("could not refresh the routing table")
 
     # ---- rolling out
     def submit(self, deployment: Deployment) -> None:
         """Roll out a pending deployment (returns at once)."""
-        self._spawn(self._roll_out(deployment))
+        name, ident = deployment.endpoint, deployment.id
+        self._once("roll_out", name, ident, lambda: self._roll_out(deployment))
 
     async def _roll_out(self, deployment: Deployment) -> None:
         name, ident = deployment.endpoint, deployment.id
@@ -224,10 +262,11 @@ class Controller:
         await self.refresh(name)
         for retired in activation.retired:
             await self._unload_unused(await self._call(self.service.version_refs, retired))
-        if activation.endpoint.previous_deployment is not None:
-            self._spawn(self._close_window(name, activation.endpoint.previous_deployment))
+        previous = activation.endpoint.previous_deployment
+        if previous is not None:
+            self._once("window", name, previous, lambda: self._close_window(name, previous))
         if deployment.spec.rollout.kind is RolloutKind.CANARY:
-            self._spawn(self._canary(name, ident, 0))
+            self._once("canary", name, ident, lambda: self._canary(name, ident, 0))
 
     async def _loaded(
         self,

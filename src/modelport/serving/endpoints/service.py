@@ -377,15 +377,25 @@ class EndpointService:
     # ---- traffic changes
     def record_progress(
         self, name: str, deployment: int, progress: list[VersionProgress]
-    ) -> Deployment:
+    ) -> Deployment | None:
+        """Record a rollout's load progress while the deployment is pending; None, and
+        nothing written, once it is not (another process activated or failed it)."""
         with self.database.transaction() as session:
+            repo.get_endpoint(session, name, lock=True)
+            if repo.get_deployment(session, name, deployment).state is not DeploymentState.PENDING:
+                return None
             return repo.update_deployment(session, name, deployment, progress=progress)
 
     def fail(
         self, name: str, deployment: int, cause: str, progress: list[VersionProgress]
-    ) -> Deployment:
+    ) -> Deployment | None:
+        """Fail a pending deployment; None, and nothing written, when it is not pending any
+        more: every process rolls out a pending deployment, and one whose load failed
+        must not fail the deployment another process activated meanwhile."""
         with self.database.transaction() as session:
             repo.get_endpoint(session, name, lock=True)
+            if repo.get_deployment(session, name, deployment).state is not DeploymentState.PENDING:
+                return None
             return repo.update_deployment(
                 session,
                 name,
