@@ -4,8 +4,12 @@ versions loaded, pinned and unloaded there too; a stale rollout never undoes ano
 
 from __future__ import annotations
 
+import threading
 import time
 from typing import Any
+
+import pytest
+from sqlalchemy import event
 
 from tests.serving.conftest import Serving, ServingFactory, add_constant
 
@@ -115,3 +119,40 @@ def test_a_stale_rollout_never_fails_a_deployment_another_process_activated(
     body = serving.deployment("fraud", ident)
     assert body["state"] == "active" and body.get("cause") in (None, "")
     assert service.get_endpoint("fraud").active_deployment == ident
+
+
+def test_a_route_rebuild_reads_one_snapshot(
+    make_serving: ServingFactory, database_url: str
+) -> None:
+    if not database_url.startswith("postgresql"):
+        pytest.skip("a SQLite transaction holds the write lock: no one commits between its reads")
+    serving = make_serving(database_url)
+    v1 = serving.publish("acme/fraud", "1")
+    v2 = serving.publish("acme/fraud", "2", model=add_constant(2.0))
+    serving.endpoint("fraud")
+    first = serving.deploy("fraud", [(v1, 100)])
+    serving.services.serving.controller.submit = lambda deployment: None
+    pending = serving.deploy("fraud", [(v2, 100)], wait=False)
+    service = serving.services.serving.endpoints
+    rebuilding = threading.get_ident()
+    done: list[bool] = []
+
+    def between_reads(conn: Any, clause: Any, *rest: Any) -> None:
+        # Another process activates the pending deployment right after the rebuild read
+        # the endpoints, before it reads the deployments.
+        if threading.get_ident() != rebuilding or done or "FROM endpoints" not in str(clause):
+            return
+        done.append(True)
+        other = threading.Thread(target=service.activate, args=("fraud", pending["id"], []))
+        other.start()
+        other.join(10)
+
+    engine = serving.services.database.engine
+    event.listen(engine, "after_execute", between_reads)
+    try:
+        routes = service.routes()
+    finally:
+        event.remove(engine, "after_execute", between_reads)
+    assert done
+    assert routes["fraud"].deployment == first["id"]  # as it was: never a route with none
+    assert service.routes()["fraud"].deployment == pending["id"]

@@ -32,6 +32,9 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import timedelta
 
+from sqlalchemy import text
+from sqlalchemy.orm import Session
+
 from modelport.errors import Conflict, InvalidInput, NotFound, Unprocessable
 from modelport.observability.types import LogPolicy
 from modelport.registry.service import RegistryService
@@ -68,6 +71,9 @@ from modelport.tenancy.types import GrantSet
 
 DEPLOYABLE = (LifecycleState.APPROVED, LifecycleState.DEPLOYED)
 LIVE = tuple(s for s in DeploymentState if s.live)
+
+
+_ONE_SNAPSHOT = text("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY")
 
 
 @dataclass(frozen=True)
@@ -543,6 +549,7 @@ class EndpointService:
     def route(self, name: str) -> Route:
         """The endpoint's route as the database has it now."""
         with self.database.transaction() as session:
+            self._snapshot(session)
             endpoint = repo.get_endpoint(session, name)
             active = (
                 repo.get_deployment(session, name, endpoint.active_deployment)
@@ -553,9 +560,19 @@ class EndpointService:
 
     def routes(self) -> dict[str, Route]:
         with self.database.transaction() as session:
+            self._snapshot(session)
             endpoints = repo.list_endpoints(session, None)
             active = {d.endpoint: d for d in repo.deployments_in(session, [DeploymentState.ACTIVE])}
         return {e.name: self._route(e, active.get(e.name)) for e in endpoints}
+
+    def _snapshot(self, session: Session) -> None:
+        """Read the endpoints and their deployments from one snapshot: under PostgreSQL's
+        default (each statement its own snapshot), an activation committed between the
+        two reads gave an endpoint whose active deployment was not among those read, and
+        so a route with none, at the current revision. (A SQLite transaction reads one
+        snapshot already.)"""
+        if self.database.dialect == "postgresql":
+            session.execute(_ONE_SNAPSHOT)
 
     def _route(self, endpoint: Endpoint, active: Deployment | None) -> Route:
         if active is None or active.id != endpoint.active_deployment:
