@@ -7,6 +7,7 @@ import threading
 from typing import Any
 
 import pytest
+from sqlalchemy import event
 
 from modelport.app import Services
 from modelport.digests import sha256_digest
@@ -240,3 +241,50 @@ def test_concurrent_conflicting_publishes_one_wins(model: Registry) -> None:
         t.join()
     codes = sorted(o.code if isinstance(o, Conflict) else "created" for o in outcomes)
     assert codes == ["created", "version_exists"]
+
+
+def test_a_version_and_an_alias_of_one_name_never_both_land(model: Registry) -> None:
+    services: Services = model.services
+    model.publish(REF, "1")
+    manifest = manifest_for(model.data)
+    aliasing: list[int] = []
+    checked, resume = threading.Event(), threading.Event()
+    outcomes: dict[str, Any] = {}
+
+    def pause(conn: Any, clause: Any, *rest: Any) -> None:
+        # The alias change has checked that no version is named "prod", not committed.
+        if threading.get_ident() in aliasing and "FROM model_versions" in str(clause):
+            checked.set()
+            resume.wait(10)
+
+    def set_alias() -> None:
+        aliasing.append(threading.get_ident())
+        outcomes["alias"] = services.registry.set_alias("acme", "adder", "prod", "1", actor="t")
+
+    def publish() -> None:
+        try:
+            outcomes["version"] = services.registry.publish(
+                "acme", "adder", "prod", manifest, actor="t"
+            )
+        except Conflict as exc:
+            outcomes["version"] = exc
+
+    engine = services.database.engine
+    event.listen(engine, "after_execute", pause)
+    try:
+        alias = threading.Thread(target=set_alias)
+        alias.start()
+        assert checked.wait(10)
+        version = threading.Thread(target=publish)
+        version.start()
+        version.join(0.5)  # it waits for the alias change to end
+        resume.set()
+        alias.join(10)
+        version.join(10)
+    finally:
+        resume.set()
+        event.remove(engine, "after_execute", pause)
+    assert isinstance(outcomes["version"], Conflict)
+    assert outcomes["version"].code == "version_conflicts_with_alias"
+    assert [v.version for v in services.registry.list_versions("acme", "adder")] == ["1"]
+    assert services.registry.resolve("acme", "adder", "prod").version == "1"

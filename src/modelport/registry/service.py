@@ -237,7 +237,9 @@ class RegistryService:
         actor: str,
         can_see: ParentFilter | None = None,
     ) -> ModelVersion:
-        mid = repo.model_id(session, owner, name)
+        # The model row lock, as alias changes take it: without it, an alias of this name
+        # set meanwhile (its check blind to this uncommitted version) could land too.
+        mid = repo.model_id(session, owner, name, lock=True)
         if repo.alias_target(session, mid, version) is not None:
             raise Conflict(
                 f"{owner}/{name} has an alias named {version!r}; a version of that name "
