@@ -3,11 +3,17 @@ validation refusals, tenancy, failed loads, rollback and its window."""
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable
+from typing import Any
 
 import pytest
+from sqlalchemy import event
+from sqlalchemy.orm import Session as OrmSession
 
+from modelport.errors import Unprocessable
+from modelport.serving.endpoints.spec import spec_from_json
 from tests.registry.helpers import find_blob_file
 from tests.serving.conftest import ROW, Serving, ServingFactory, add_constant, example
 
@@ -171,6 +177,67 @@ class TestValidation:
         self.refused(serving, replicas, 422, "quota_exceeded")
         fits = self.body(("acme/fraud", "2", 100), resources={"memory_bytes": 1 << 20})
         assert serving.client.post("/api/endpoints/fraud/deployments", json=fits).status_code == 202
+
+    def test_two_creations_at_once_cannot_both_pass_the_quota(
+        self, make_serving: ServingFactory, database_url: str
+    ) -> None:
+        # Two gateways create deployments of one tenant on two endpoints at once: each
+        # fits the quota alone, not both.
+        first = make_serving(database_url, serving_tenant_memory_bytes=3 << 20)
+        first.publish("acme/fraud", "1")
+        first.endpoint("fraud")
+        first.endpoint("other")
+        second = make_serving(
+            database_url, home=first.services.settings.home, serving_tenant_memory_bytes=3 << 20
+        )
+        spec = spec_from_json(
+            self.body(("acme/fraud", "1", 100), resources={"memory_bytes": 2 << 20})
+        )
+        checking: list[int] = []
+        read: list[bool] = []
+        checked, resume = threading.Event(), threading.Event()
+
+        def reading(conn: Any, clause: Any, *rest: Any) -> None:
+            if threading.get_ident() in checking and "FROM deployments" in str(clause):
+                read.append(True)
+
+        def pause(session: Any) -> None:
+            # The first creation has read the live deployments for its check, and its
+            # read is over (no lock held): the other gateway comes in between.
+            if threading.get_ident() in checking and read:
+                checking.clear()
+                checked.set()
+                resume.wait(10)
+
+        outcomes: dict[str, Any] = {}
+
+        def create(serving: Serving, endpoint: str, paused: bool) -> None:
+            if paused:
+                checking.append(threading.get_ident())
+            try:
+                outcomes[endpoint] = serving.services.serving.endpoints.create_deployment(
+                    endpoint, spec, actor="t"
+                )
+            except Exception as exc:
+                outcomes[endpoint] = exc
+
+        engine = first.services.database.engine
+        event.listen(engine, "after_execute", reading)
+        event.listen(OrmSession, "after_commit", pause)
+        try:
+            slow = threading.Thread(target=create, args=(first, "fraud", True))
+            slow.start()
+            assert checked.wait(10)
+            create(second, "other", False)  # the other gateway, in between
+            resume.set()
+            slow.join(10)
+        finally:
+            resume.set()
+            event.remove(engine, "after_execute", reading)
+            event.remove(OrmSession, "after_commit", pause)
+        assert outcomes["other"].state.value == "pending"
+        refused = outcomes["fraud"]
+        assert isinstance(refused, Unprocessable) and refused.code == "quota_exceeded", refused
 
     def test_missing_blob(self, serving: Serving) -> None:
         serving.publish("acme/fraud", "1", model=add_constant(3.0))

@@ -73,6 +73,9 @@ DEPLOYABLE = (LifecycleState.APPROVED, LifecycleState.DEPLOYED)
 LIVE = tuple(s for s in DeploymentState if s.live)
 
 
+_ADMISSION = text("SELECT pg_advisory_xact_lock(7426002)")
+"""Deployment creations take turns on PostgreSQL (a SQLite transaction writes alone)."""
+_ADMISSION_TRIES = 5
 _ONE_SNAPSHOT = text("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY")
 
 
@@ -189,17 +192,29 @@ class EndpointService:
         check_spec(spec)
         self._check_backends(endpoint, spec)
         resolved = self._check_versions(endpoint, spec)
-        self._check_memory(endpoint, spec, resolved)
         progress = [VersionProgress(ref=r, state="pending") for r in resolved]
-        with self.database.transaction() as session:
-            return repo.insert_deployment(
-                session,
-                name,
-                spec,
-                weights=[0] * len(spec.versions),
-                progress=progress,
-                actor=actor,
-            )
+        for _ in range(_ADMISSION_TRIES):
+            checked = self._check_memory(endpoint, spec, resolved)
+            with self.database.transaction() as session:
+                # Creations take turns, and each inserts only if no live deployment
+                # appeared since its memory check (another gateway's, in between):
+                # otherwise two that each fit alone could both land over the budget.
+                if self.database.dialect == "postgresql":
+                    session.execute(_ADMISSION)
+                if set(repo.live_deployment_ids(session)) <= checked:
+                    return repo.insert_deployment(
+                        session,
+                        name,
+                        spec,
+                        weights=[0] * len(spec.versions),
+                        progress=progress,
+                        actor=actor,
+                    )
+        raise Conflict(
+            "deployments are being created faster than they can be checked; try again",
+            code="deployment_in_progress",
+            retry_after=1,
+        )
 
     def _check_backends(self, endpoint: Endpoint, spec: DeploymentSpec) -> None:
         """400 ``unknown_backend`` for a name that is not one of the tenant's backends."""
@@ -294,7 +309,9 @@ class EndpointService:
 
     def _check_memory(
         self, endpoint: Endpoint, spec: DeploymentSpec, resolved: dict[str, ModelVersion]
-    ) -> None:
+    ) -> set[int]:
+        """Refuse a deployment the host budget or the tenant's quota cannot take beside the
+        live ones; the ids of the live deployments it was checked against."""
         # Versions served by remote backends alone take no memory here.
         remote = {v.ref for v in spec.versions if v.remote_only}
         mine = {
@@ -302,7 +319,8 @@ class EndpointService:
         }
         host_held: dict[str, int] = {}
         tenant_bytes = 0
-        for other in self._live():
+        live = self._live()
+        for other in live:
             refs = self._memory_refs(other.deployment)
             for ref, size in refs.items():
                 host_held[ref] = max(host_held.get(ref, 0), size)
@@ -331,6 +349,7 @@ class EndpointService:
                 needed_bytes=tenant_bytes + asked,
                 quota_bytes=quota,
             )
+        return {other.deployment.id for other in live}
 
     def _live(self) -> list[_LiveDeployment]:
         with self.database.transaction() as session:
