@@ -100,6 +100,18 @@ def answer_loops(
                     unclaimed(answer)
 
 
+async def await_answer(future: asyncio.Future[T], unclaimed: Callable[[T], None]) -> T:
+    """Await a future ``answer_loops`` resolves. Cancelled after its answer came but
+    before this task resumed, the result goes to ``unclaimed`` (cancelled before it
+    came, ``answer_loops`` hands it there itself)."""
+    try:
+        return await future
+    except asyncio.CancelledError:
+        if future.done() and not future.cancelled() and future.exception() is None:
+            unclaimed(future.result())
+        raise
+
+
 def _resolve(
     done: list[tuple[asyncio.Future[T], T | BaseException]],
     unclaimed: Callable[[T], None] | None,

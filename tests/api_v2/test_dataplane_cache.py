@@ -52,14 +52,17 @@ def test_a_stale_answer_is_served_while_one_refresh_runs(v2, monkeypatch) -> Non
     registry = plane.registry
 
     async def scenario() -> tuple[str, list[str], str]:
-        plane.resolve_ttl = 0.5
+        plane.resolve_ttl = 2.0
         first = (await plane.target("acme", "adder", "latest")).version
         # Moved behind this process's back, as another process would.
         registry.set_alias("acme", "adder", "latest", "2", actor="test")
-        await asyncio.sleep(0.6)  # expired, but within one more TTL
+        await asyncio.sleep(2.2)  # expired, but well within one more TTL
         calls = _counting(plane, monkeypatch)
         served = [(await plane.target("acme", "adder", "latest")).version for _ in range(20)]
-        await asyncio.sleep(0.2)  # the one refresh lands
+        for _ in range(200):  # until the one refresh lands
+            if plane._targets[("acme", "adder", "latest")][1].version == "2":
+                break
+            await asyncio.sleep(0.01)
         assert len(calls) == 1
         return first, served, (await plane.target("acme", "adder", "latest")).version
 
@@ -112,16 +115,19 @@ def test_a_version_that_disappears_is_not_served_from_cache(v2, monkeypatch) -> 
     plane = client.app.state.dataplane
 
     async def scenario() -> None:
-        plane.resolve_ttl = 0.3
+        plane.resolve_ttl = 1.0
         await plane.target("acme", "adder", "1")
-        await asyncio.sleep(0.35)
+        await asyncio.sleep(1.1)  # expired, well within one more TTL
 
         def gone(*args):  # type: ignore[no-untyped-def]
             raise NotFound("no such version")
 
         monkeypatch.setattr(plane.registry, "resolve", gone)
         await plane.target("acme", "adder", "1")  # stale, starts the refresh
-        await asyncio.sleep(0.1)
+        for _ in range(200):  # until the refresh failed and dropped the answer
+            if ("acme", "adder", "1") not in plane._targets:
+                break
+            await asyncio.sleep(0.01)
         with pytest.raises(NotFound):
             await plane.target("acme", "adder", "1")
 

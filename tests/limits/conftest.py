@@ -49,6 +49,14 @@ def redis_url() -> Iterator[str]:
     client.close()
 
 
+@pytest.fixture
+def redis_client(redis_url: str) -> Iterator[redis.Redis]:
+    """A client of the test Redis (room for many threads' connections)."""
+    c = redis.Redis.from_url(redis_url, max_connections=256)
+    yield c
+    c.close()
+
+
 def bearer(secret: str) -> dict[str, str]:
     return {"Authorization": f"Bearer {secret}"}
 

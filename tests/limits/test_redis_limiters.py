@@ -6,7 +6,6 @@ from __future__ import annotations
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 
 import pytest
 import redis
@@ -19,15 +18,8 @@ from modelport.tenancy.limits.redis import RedisConcurrencyLimiter, RedisGate, R
 from tests.limits.test_inprocess import fire_at_once
 
 
-@pytest.fixture
-def client(redis_url: str) -> Iterator[redis.Redis]:
-    c = redis.Redis.from_url(redis_url, max_connections=256)
-    yield c
-    c.close()
-
-
-def test_200_threads_against_rpm_50_let_exactly_50_through(client: redis.Redis) -> None:
-    limiter = RedisRateLimiter(client)
+def test_200_threads_against_rpm_50_let_exactly_50_through(redis_client: redis.Redis) -> None:
+    limiter = RedisRateLimiter(redis_client)
     item = [RateItem("t", 50)]
     results = fire_at_once(200, lambda: limiter.hit(item).allowed)
     assert results.count(True) == 50
@@ -46,8 +38,8 @@ def test_separate_clients_share_one_allowance(redis_url: str) -> None:
             c.close()
 
 
-def test_decisions_match_the_in_process_algorithm(client: redis.Redis) -> None:
-    limiter = RedisRateLimiter(client)
+def test_decisions_match_the_in_process_algorithm(redis_client: redis.Redis) -> None:
+    limiter = RedisRateLimiter(redis_client)
     item = [RateItem("t", 60, label="tenant acme")]
     first = limiter.hit(item)
     assert (first.allowed, first.limit, first.remaining, first.label) == (
@@ -65,8 +57,8 @@ def test_decisions_match_the_in_process_algorithm(client: redis.Redis) -> None:
     assert 59 < refused.reset_after <= 60
 
 
-def test_all_or_nothing_and_cost(client: redis.Redis) -> None:
-    limiter = RedisRateLimiter(client)
+def test_all_or_nothing_and_cost(redis_client: redis.Redis) -> None:
+    limiter = RedisRateLimiter(redis_client)
     tenant, key = RateItem("tenant", 10), RateItem("key", 2)
     assert limiter.hit([tenant, key], cost=2).allowed
     refused = limiter.hit([tenant, key])
@@ -74,15 +66,15 @@ def test_all_or_nothing_and_cost(client: redis.Redis) -> None:
     assert limiter.hit([tenant]).remaining == 7
 
 
-def test_keys_expire_once_the_allowance_is_whole(client: redis.Redis) -> None:
-    limiter = RedisRateLimiter(client)
+def test_keys_expire_once_the_allowance_is_whole(redis_client: redis.Redis) -> None:
+    limiter = RedisRateLimiter(redis_client)
     limiter.hit([RateItem("fast", 60_000)])  # whole again after 1 ms
     time.sleep(0.05)
-    assert list(client.scan_iter("modelport:limits:rate:fast")) == []
+    assert list(redis_client.scan_iter("modelport:limits:rate:fast")) == []
 
 
-def test_concurrency_limit_is_exact_under_threads(client: redis.Redis) -> None:
-    slots = RedisConcurrencyLimiter(client, lease_seconds=30)
+def test_concurrency_limit_is_exact_under_threads(redis_client: redis.Redis) -> None:
+    slots = RedisConcurrencyLimiter(redis_client, lease_seconds=30)
     try:
         item = [SlotItem("t", 5)]
         results = fire_at_once(100, lambda: slots.acquire(item))
@@ -96,8 +88,8 @@ def test_concurrency_limit_is_exact_under_threads(client: redis.Redis) -> None:
         slots.close()
 
 
-def test_refusal_names_the_full_bucket_and_takes_nothing(client: redis.Redis) -> None:
-    slots = RedisConcurrencyLimiter(client)
+def test_refusal_names_the_full_bucket_and_takes_nothing(redis_client: redis.Redis) -> None:
+    slots = RedisConcurrencyLimiter(redis_client)
     try:
         tenant, key = SlotItem("tenant", 3), SlotItem("key", 1)
         held = slots.acquire([tenant, key]).lease
@@ -112,8 +104,8 @@ def test_refusal_names_the_full_bucket_and_takes_nothing(client: redis.Redis) ->
         slots.close()
 
 
-def test_live_leases_are_renewed_past_their_expiry(client: redis.Redis) -> None:
-    slots = RedisConcurrencyLimiter(client, lease_seconds=0.6)
+def test_live_leases_are_renewed_past_their_expiry(redis_client: redis.Redis) -> None:
+    slots = RedisConcurrencyLimiter(redis_client, lease_seconds=0.6)
     try:
         lease = slots.acquire([SlotItem("long", 1)]).lease
         assert lease is not None
@@ -138,7 +130,7 @@ time.sleep(600)
 
 
 def test_a_crashed_holders_slot_comes_back_when_its_lease_expires(
-    client: redis.Redis, redis_url: str
+    redis_client: redis.Redis, redis_url: str
 ) -> None:
     holder = subprocess.Popen(
         [sys.executable, "-c", HOLDER, redis_url], stdout=subprocess.PIPE, text=True
@@ -146,7 +138,7 @@ def test_a_crashed_holders_slot_comes_back_when_its_lease_expires(
     try:
         assert holder.stdout is not None
         assert holder.stdout.readline().strip() == "held"
-        slots = RedisConcurrencyLimiter(client, lease_seconds=1.0)
+        slots = RedisConcurrencyLimiter(redis_client, lease_seconds=1.0)
         try:
             time.sleep(1.2)  # the live holder renews its lease past the first expiry
             assert slots.acquire([SlotItem("crash", 1)]).lease is None
@@ -167,9 +159,9 @@ def test_a_crashed_holders_slot_comes_back_when_its_lease_expires(
             holder.wait(timeout=10)
 
 
-def test_gate_admits_exactly_the_rate_under_threads(client: redis.Redis) -> None:
-    slots = RedisConcurrencyLimiter(client)
-    gate = RedisGate(RedisRateLimiter(client), slots)
+def test_gate_admits_exactly_the_rate_under_threads(redis_client: redis.Redis) -> None:
+    slots = RedisConcurrencyLimiter(redis_client)
+    gate = RedisGate(RedisRateLimiter(redis_client), slots)
     try:
         rate, slot = [RateItem("t", 50)], [SlotItem("s", 1000)]
         results = fire_at_once(200, lambda: gate.admit(rate, 1, slot))
@@ -184,9 +176,9 @@ def test_gate_admits_exactly_the_rate_under_threads(client: redis.Redis) -> None
         slots.close()
 
 
-def test_gate_decides_like_the_two_limiters(client: redis.Redis) -> None:
-    rates = RedisRateLimiter(client)
-    slots = RedisConcurrencyLimiter(client)
+def test_gate_decides_like_the_two_limiters(redis_client: redis.Redis) -> None:
+    rates = RedisRateLimiter(redis_client)
+    slots = RedisConcurrencyLimiter(redis_client)
     gate = RedisGate(rates, slots)
     try:
         rate, slot = [RateItem("r", 3, label="tenant acme")], [SlotItem("s", 1)]

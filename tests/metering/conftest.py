@@ -5,14 +5,15 @@ from __future__ import annotations
 
 import os
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import pytest
 import redis
+from sqlalchemy import event, select
 from starlette.testclient import TestClient
 
 from modelport.api import create_app
@@ -39,6 +40,7 @@ from modelport.metering.types import (
 from modelport.registry import repository as registry_repo
 from modelport.registry.types import LifecycleState
 from modelport.store import Database, create_database
+from modelport.store.tables import BudgetRow
 from tests.api_v2.conftest import Publisher
 from tests.conftest import ADMIN_KEY, LiveServer, skip_or_fail
 
@@ -293,3 +295,44 @@ def platform(tmp_path: Path, database_url: str) -> Iterator[Platform]:
     yield built
     built.close_client()
     built.services.close()
+
+
+def bound_rows(multiparams: Any, params: Any) -> list[dict[str, Any]]:
+    """The parameter sets of a ``before_execute`` event, one dict each."""
+    found = [params] if params else []
+    for entry in multiparams:
+        found.extend(entry if isinstance(entry, list | tuple) else [entry])
+    return found
+
+
+T = TypeVar("T")
+
+
+def recording_levels(metering: Metering, work: Callable[[], T]) -> tuple[T, list[str]]:
+    """``work()``'s result, and every money-level statement it ran, in order: the UPDATEs
+    of balances and budgets, and the reads that lock a level (``balances.room``)."""
+    touched: list[str] = []
+
+    def statement(
+        conn: Any, clauseelement: Any, multiparams: Any, params: Any, execution_options: Any
+    ) -> None:
+        sql = str(clauseelement)
+        for bound in bound_rows(multiparams, params):
+            if sql.startswith(("UPDATE balances", "SELECT balance_micros - reserved_micros")):
+                touched.append(f"balance:{bound['scope']}:{bound['id']}")
+            elif sql.startswith(("UPDATE budgets", "SELECT hard_cap_micros")):
+                touched.append(f"budget:{bound['id']}")
+
+    engine = metering.database.engine
+    event.listen(engine, "before_execute", statement)
+    try:
+        result = work()
+    finally:
+        event.remove(engine, "before_execute", statement)
+    return result, touched
+
+
+def budget_reserved(metering: Metering, tenant: str) -> int | None:
+    """What the tenant's budget holds now (None: it has no budget)."""
+    with metering.database.transaction() as session:
+        return session.scalar(select(BudgetRow.reserved_micros).where(BudgetRow.tenant == tenant))

@@ -9,7 +9,7 @@ from datetime import datetime, timedelta, timezone
 from typing import Any
 
 import pytest
-from sqlalchemy import event
+from sqlalchemy import event, text
 
 from modelport.metering.balances import lock_order
 from modelport.metering.events import event_to_doc
@@ -23,7 +23,8 @@ from modelport.metering.types import (
     UsageStatus,
 )
 from modelport.tenancy.limits import BudgetRepository
-from tests.metering.conftest import Metering, usage_event
+from tests.metering.conftest import Metering, recording_levels, usage_event
+from tests.polling import eventually
 
 PRICE = PriceSnapshot(rule_id=None, unit_price_micros=1_000, revenue_share_bps=7000)
 
@@ -116,22 +117,7 @@ def test_charges_take_their_locks_in_the_one_global_order(metering: Metering) ->
             [("zeta", "zeta-k"), ("alpha", None), ("alpha", "alpha-k"), ("zeta", None)]
         )
     ]
-    seen: list[str] = []
-
-    def statement(conn: Any, clause: Any, multiparams: Any, params: Any, options: Any) -> None:
-        sql = str(clause)
-        for bound in [params] if params else multiparams:
-            if sql.startswith("UPDATE balances"):
-                seen.append(f"balance:{bound['scope']}:{bound['id']}")
-            elif sql.startswith("UPDATE budgets"):
-                seen.append(f"budget:{bound['id']}")
-
-    engine = metering.database.engine
-    event.listen(engine, "before_execute", statement)
-    try:
-        metering.ledger.record(events)
-    finally:
-        event.remove(engine, "before_execute", statement)
+    _, seen = recording_levels(metering, lambda: metering.ledger.record(events))
     assert sorted(seen) == sorted(tenant_of)  # each level charged once
     order = [lock_order(tenant_of[level], level) for level in seen]
     assert order == sorted(order)
@@ -289,8 +275,8 @@ def test_on_postgresql_seq_rises_in_commit_order(metering: Metering) -> None:
         assert inserted.wait(10)  # its seq taken, not committed
         fast = threading.Thread(target=write, args=("second", False))
         fast.start()
-        fast.join(0.5)
-        assert fast.is_alive()  # waits for its turn
+        assert eventually(lambda: advisory_waiters(metering) == 1)  # waits for its turn
+        assert fast.is_alive()
         assert metering.ledger.entries() == []  # nothing a reader could page past
         resume.set()
         slow.join(10)
@@ -299,3 +285,12 @@ def test_on_postgresql_seq_rises_in_commit_order(metering: Metering) -> None:
         resume.set()
         event.remove(engine, "after_execute", pause)
     assert [e.event.event_id for e in metering.ledger.entries()] == ["first", "second"]
+
+
+def advisory_waiters(metering: Metering) -> int:
+    """Sessions waiting for an advisory lock now (PostgreSQL)."""
+    with metering.database.transaction() as session:
+        waiting = session.execute(
+            text("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted")
+        )
+        return int(waiting.scalar_one())

@@ -16,7 +16,7 @@ from modelport.metering.reservations import Reservations
 from modelport.metering.types import BalanceScope, PriceSnapshot, ReservationState
 from modelport.store.tables import BudgetRow
 from modelport.tenancy.limits import BudgetRepository
-from tests.metering.conftest import Metering, usage_event
+from tests.metering.conftest import Metering, budget_reserved, usage_event
 
 PRICE = 1_000
 TENANT, KEY = BalanceScope.TENANT, BalanceScope.KEY
@@ -192,10 +192,3 @@ def test_a_settlement_of_the_month_before_never_takes_the_period_back(
     assert budget is not None
     assert (budget.period, budget.spent_micros) == ("2026-12", 5 * PRICE)  # 3 + 2
     assert budget_reserved(metering, "beta") == 0  # every hold given back
-
-
-def budget_reserved(metering: Metering, tenant: str) -> int:
-    with metering.database.transaction() as session:
-        row = session.get(BudgetRow, tenant)
-        assert row is not None
-        return row.reserved_micros

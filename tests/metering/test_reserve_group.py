@@ -29,9 +29,17 @@ from modelport.metering.types import (
     Reservation,
     ReservationState,
 )
-from modelport.store.tables import BudgetRow, ReservationRow
+from modelport.store.tables import ReservationRow
 from modelport.tenancy.limits import BudgetRepository
-from tests.metering.conftest import PRICE, Metering, call_info, price_predictions
+from tests.metering.conftest import (
+    PRICE,
+    Metering,
+    bound_rows,
+    budget_reserved,
+    call_info,
+    price_predictions,
+    recording_levels,
+)
 
 TENANT, KEY = BalanceScope.TENANT, BalanceScope.KEY
 Result = Reservation | None | BaseException
@@ -80,40 +88,6 @@ async def in_one_batch(
     return results[1:]
 
 
-def bound_rows(multiparams: Any, params: Any) -> list[dict[str, Any]]:
-    """The parameter sets of a ``before_execute`` event, one dict each."""
-    found = [params] if params else []
-    for entry in multiparams:
-        found.extend(entry if isinstance(entry, list | tuple) else [entry])
-    return found
-
-
-def reserve_recording_levels(
-    metering: Metering, requests: Sequence[HoldRequest]
-) -> tuple[list[HoldOutcome], list[str]]:
-    """``reserve_many`` with every level statement it runs recorded, in order (the
-    UPDATEs, and the reads that lock a level, ``room``)."""
-    touched: list[str] = []
-
-    def statement(
-        conn: Any, clauseelement: Any, multiparams: Any, params: Any, execution_options: Any
-    ) -> None:
-        sql = str(clauseelement)
-        for bound in bound_rows(multiparams, params):
-            if sql.startswith(("UPDATE balances", "SELECT balance_micros - reserved_micros")):
-                touched.append(f"balance:{bound['scope']}:{bound['id']}")
-            elif sql.startswith(("UPDATE budgets", "SELECT hard_cap_micros")):
-                touched.append(f"budget:{bound['id']}")
-
-    engine = metering.database.engine
-    event.listen(engine, "before_execute", statement)
-    try:
-        outcomes = metering.reservations.reserve_many(requests)
-    finally:
-        event.remove(engine, "before_execute", statement)
-    return outcomes, touched
-
-
 def gated(metering: Metering) -> tuple[GroupReserver, Gated]:
     inner = Gated(metering.reservations)
     return GroupReserver(inner), inner
@@ -121,11 +95,6 @@ def gated(metering: Metering) -> tuple[GroupReserver, Gated]:
 
 def reserved(metering: Metering, scope: BalanceScope, scope_id: str) -> int:
     return metering.balances.get(scope, scope_id).reserved_micros
-
-
-def budget_reserved(metering: Metering, tenant: str) -> int:
-    with metering.database.transaction() as session:
-        return session.scalar(select(BudgetRow.reserved_micros).where(BudgetRow.tenant == tenant))
 
 
 def rows(metering: Metering, tenant: str | None = None) -> int:
@@ -490,7 +459,9 @@ def test_a_refusing_batch_still_takes_its_locks_in_the_one_global_order(
         for tenant in ("zeta", "mid", "alpha")
     ]
     requests = [r._replace(key_id=f"{r.tenant}-k1") if r.key_id else r for r in requests]
-    outcomes, touched = reserve_recording_levels(metering, requests)
+    outcomes, touched = recording_levels(
+        metering, lambda: metering.reservations.reserve_many(requests)
+    )
     first_touch = list(dict.fromkeys(touched))
     order = [lock_order(tenant_of[level], level) for level in first_touch]
     assert order == sorted(order)
@@ -573,7 +544,9 @@ def test_holds_take_their_locks_in_the_one_global_order(metering: Metering) -> N
         for key in ("k2", None, "k1")
         for tenant in ("zeta", "mid", "alpha")
     ]
-    outcomes, seen = reserve_recording_levels(metering, requests)
+    outcomes, seen = recording_levels(
+        metering, lambda: metering.reservations.reserve_many(requests)
+    )
     assert all(isinstance(o, Reservation) for o in outcomes)
     order = [lock_order(tenant_of[level], level) for level in seen]
     assert order == sorted(order)

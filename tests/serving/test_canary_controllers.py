@@ -4,7 +4,6 @@ one process halted or completed is never moved again by another."""
 
 from __future__ import annotations
 
-import time
 from collections import Counter
 from typing import Any
 
@@ -12,6 +11,7 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
+from tests.polling import eventually
 from tests.serving.conftest import ROW, Serving, ServingFactory, add_constant, example
 
 BAD_ROW = [[1.0, 2.0, 3.0, 3.0]]
@@ -42,23 +42,9 @@ def flaky() -> onnx.ModelProto:
     return model
 
 
-def wait_for(condition: Any, what: str) -> None:
-    deadline = time.monotonic() + 15
-    while not condition():
-        assert time.monotonic() < deadline, what
-        time.sleep(0.005)
-
-
-def settled(serving: Serving) -> int:
-    """How many wait on the process's clock once that number held for 0.3 s (a woken
-    task that moved the canary sleeps again at once; one that ended does not)."""
-    last = -1
-    while True:
-        now = serving.clock.sleepers
-        if now == last:
-            return now
-        last = now
-        time.sleep(0.3)
+def canary_task(serving: Serving, ident: int) -> Any:
+    """The process's controller task that drives the canary of deployment ``ident``."""
+    return serving.services.serving.controller._work["canary", "fraud", ident]
 
 
 def canary_on_two(
@@ -89,7 +75,7 @@ def canary_on_two(
     assert deployment["rollout"]["status"] == "progressing"
     b = make_serving(database_url, home=a.services.settings.home)  # a worker beside it
     for process in (a, b):  # each: the canary's check and the old deployment's window
-        wait_for(lambda p=process: p.clock.sleepers == 2, "both controllers parked")
+        assert eventually(lambda p=process: p.clock.parked == 2), "both controllers parked"
     return a, b, deployment["id"]
 
 
@@ -116,12 +102,12 @@ def test_a_canary_another_process_completed_is_not_set_back(
     assert b.deployment("fraud", ident)["rollout"]["status"] == "complete"
 
     a.clock.advance(60)  # a's step 0 is over too, judged good: it must follow, not move
-    parked = settled(a)
+    eventually(lambda: canary_task(a, ident).done(), 5)  # it follows, and ends
     body = a.deployment("fraud", ident)
     assert (body["rollout"]["status"], body["rollout"]["step"]) == ("complete", 2)
     assert [v["weight"] for v in body["versions"]] == [0, 100]
     assert set(calls(a, 10)) == {("2", 200)}
-    assert parked == 1  # a's canary task ended: the rollback window's wait is left
+    assert canary_task(a, ident).done()  # a's canary task ended
 
 
 def test_a_canary_halted_by_one_process_stays_halted(
@@ -139,13 +125,13 @@ def test_a_canary_halted_by_one_process_stays_halted(
     halted = a.wait("fraud", ident, lambda d: d["rollout"]["status"] == "halted")
     assert [v["weight"] for v in halted["versions"]] == [100, 0]
     b.clock.advance(60)  # good on b's traffic, a step's time over: b must not move it
-    parked = settled(b)
+    eventually(lambda: canary_task(b, ident).done(), 5)  # it follows, and ends
     body = b.deployment("fraud", ident)
     assert body["rollout"]["status"] == "halted"
     assert "error rate" in body["rollout"]["reason"]
     assert [v["weight"] for v in body["versions"]] == [100, 0]
     assert calls(b, 10) == Counter({("1", 200): 10})  # b routes as the database says
-    assert parked == 1  # b's canary task ended
+    assert canary_task(b, ident).done()  # b's canary task ended
 
 
 def test_the_controller_that_lost_a_move_follows_and_drives_the_next(
@@ -161,7 +147,8 @@ def test_the_controller_that_lost_a_move_follows_and_drives_the_next(
     moved = a.wait("fraud", ident, lambda d: d["rollout"]["step"] == 1)
     assert moved["rollout"]["status"] == "progressing"
     assert [v["weight"] for v in moved["versions"]] == [50, 50]
-    assert settled(b) == 2  # b's canary task goes on
+    assert eventually(lambda: b.clock.parked == 2)  # b followed the move, and waits again
+    assert not canary_task(b, ident).done()  # b's canary task goes on
     assert calls(b, 40)["2", 200] >= 5  # b, whichever it was, drives the next step
     b.clock.advance(60)
     done = b.wait("fraud", ident, lambda d: d["rollout"]["status"] == "complete")

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 from sqlalchemy import event
 
+from tests.polling import eventually
 from tests.serving.conftest import Serving, ServingFactory, add_constant
 
 
@@ -59,13 +60,6 @@ def test_another_process_follows_the_changes(make_serving: ServingFactory) -> No
     assert {reader.predict("fraud").json()["model_version"] for _ in range(10)} == {"2"}
 
 
-def wait_until(condition: Any, what: str) -> None:
-    deadline = time.monotonic() + 15
-    while not condition():
-        assert time.monotonic() < deadline, what
-        time.sleep(0.02)
-
-
 def test_another_process_loads_pins_and_unloads_as_deployments_change(
     make_serving: ServingFactory, database_url: str
 ) -> None:
@@ -78,6 +72,7 @@ def test_another_process_loads_pins_and_unloads_as_deployments_change(
         database_url,
         home=writer.services.settings.home,
         serving_refresh_seconds=0.05,
+        serving_rollback_window_seconds=60,  # whichever process activates, the same window
         load_on_demand=False,
     )
     host = other.services.host
@@ -88,16 +83,18 @@ def test_another_process_loads_pins_and_unloads_as_deployments_change(
         return status is not None and status.state.value == "ready" and status.pinned
 
     writer.deploy("fraud", [(v1, 100)])
-    wait_until(lambda: pinned("1"), "the other process loads and pins version 1")
+    assert eventually(lambda: pinned("1")), "the other process loads and pins version 1"
     assert other.predict("fraud").json()["model_version"] == "1"
     replacement = writer.deploy("fraud", [(v2, 100)])
-    wait_until(lambda: pinned("2"), "the other process loads and pins version 2")
-    wait_until(lambda: other.predict("fraud").json().get("model_version") == "2", "switched")
+    assert eventually(lambda: pinned("2")), "the other process loads and pins version 2"
+    switched = lambda: other.predict("fraud").json().get("model_version") == "2"  # noqa: E731
+    assert eventually(switched), "the other process routes to version 2"
     assert pinned("1")  # the rollback standby stays warm there too
-    wait_until(lambda: writer.clock.sleepers == 1, "the writer waits for the window's end")
-    writer.clock.advance(61)  # the writer closes the rollback window: version 1 retires
+    assert eventually(lambda: writer.clock.sleepers == 1), "the writer waits for the window's end"
+    # Far past the window, whichever process's clock (started a moment apart) set it.
+    writer.clock.advance(3600)  # the writer closes the rollback window: version 1 retires
     writer.wait("fraud", replacement["id"] - 1, lambda d: d["state"] == "retired")
-    wait_until(lambda: host.find("acme/fraud", "1") is None, "the other process unloads 1")
+    assert eventually(lambda: host.find("acme/fraud", "1") is None), "the other process unloads 1"
     assert other.predict("fraud").json()["model_version"] == "2"
 
 

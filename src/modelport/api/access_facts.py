@@ -52,7 +52,6 @@ class AccessFacts:
         self._visibility: dict[tuple[str, str], str] = {}
         self._grants: dict[str, tuple[float, GrantSet]] = {}
         self._reads: SingleFlight[tuple[str, ...], Any] = SingleFlight()
-        self._generation = 0  # bumped by ``forget_grants``: a read begun before is not kept
         self._lock = threading.Lock()  # a forget and a read's store, from any threads
 
     async def visibility(self, owner: str, name: str) -> str:
@@ -74,10 +73,10 @@ class AccessFacts:
     def forget_grants(self, tenant: str) -> None:
         """``tenant`` was given or lost a grant. Safe from any thread."""
         with self._lock:
-            self._generation += 1
-            self._grants.pop(tenant, None)
-            # Later calls start a read of their own, not join one begun before.
+            # Later calls start a read of their own, not join one begun before; one
+            # ending from here on keeps nothing.
             self._reads.drop(lambda fact: fact == ("grants", tenant))
+            self._grants.pop(tenant, None)
 
     # ---- reads, one at a time per fact
     async def _read(self, fact: tuple[str, ...], read: Callable[..., T]) -> T:
@@ -93,11 +92,11 @@ class AccessFacts:
         return visibility
 
     def _read_grants(self, tenant: str) -> GrantSet:
-        generation = self._generation
+        generation = self._reads.generation  # a forget meanwhile: keep nothing
         expires = self._clock() + self.ttl  # from before the read: never kept longer
         grants = self.tenancy.grants_to(tenant)
         with self._lock:
-            if generation == self._generation:
+            if generation == self._reads.generation:
                 if len(self._grants) >= self.max_entries:
                     self._grants.clear()
                 self._grants[tenant] = (expires, grants)

@@ -21,6 +21,9 @@ class SingleFlight(Generic[K, T]):
 
     def __init__(self) -> None:
         self._reads: dict[K, asyncio.Future[T]] = {}
+        self.generation = 0
+        """Bumped by every ``drop``: a read that began before it (its cache's entry may
+        predate the change) compares it and keeps nothing."""
 
     def start(self, key: K, read: Callable[[], Coroutine[Any, Any, T]]) -> asyncio.Future[T]:
         """The read of ``key`` in flight on this event loop, or ``read()`` started now."""
@@ -36,6 +39,7 @@ class SingleFlight(Generic[K, T]):
     def drop(self, matches: Callable[[K], bool]) -> None:
         """Later callers of a matching key start a read of their own instead of joining
         one begun before (what it reads may predate a change). Safe from any thread."""
+        self.generation += 1
         for key in list(self._reads):
             if matches(key):
                 self._reads.pop(key, None)

@@ -23,7 +23,7 @@ import asyncio
 import logging
 from dataclasses import dataclass
 
-from modelport.grouping import GroupThread, answer_loops
+from modelport.grouping import GroupThread, answer_loops, await_answer
 from modelport.metering.reservations import HoldOutcome, HoldRequest, Reservations
 from modelport.metering.types import Reservation
 
@@ -63,16 +63,7 @@ class GroupReserver(GroupThread[_Job | Reservation]):
         loop = asyncio.get_running_loop()
         future: asyncio.Future[Reservation | None] = loop.create_future()
         self._put(_Job(HoldRequest(tenant, key_id, amount, ttl_seconds), future))
-        try:
-            return await future
-        except asyncio.CancelledError:
-            # Answered, but cancelled before this task resumed: nobody will use the
-            # hold. (Cancelled before the answer, the answer is handed to ``_unclaimed``.)
-            if future.done() and not future.cancelled() and future.exception() is None:
-                reservation = future.result()
-                if reservation is not None:
-                    self.give_back(reservation)
-            raise
+        return await await_answer(future, self._unclaimed)
 
     def give_back(self, reservation: Reservation) -> None:
         """Have the reserver thread release ``reservation`` (its caller went away).

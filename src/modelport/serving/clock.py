@@ -62,6 +62,13 @@ class ManualClock:
         with self._lock:
             return sum(1 for _, _, f in self._waiters if not f.done())
 
+    @property
+    def parked(self) -> int:
+        """Sleepers waiting for a time still to come: unlike ``sleepers``, not one that
+        ``advance`` made due and that has yet to wake."""
+        with self._lock:
+            return sum(1 for wake, _, f in self._waiters if not f.done() and wake > self._offset)
+
     async def sleep(self, seconds: float) -> None:
         loop = asyncio.get_running_loop()
         future: asyncio.Future[None] = loop.create_future()

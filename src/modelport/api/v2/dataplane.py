@@ -92,7 +92,6 @@ class DataPlane:
         self.sync: RepositorySync = sync or LocalRepositorySync()
         self._targets: dict[tuple[str, str, str | None], tuple[float, Target]] = {}
         self._lookups: SingleFlight[tuple[str, str, str | None], Target] = SingleFlight()
-        self._generation = 0  # bumped by ``forget``: a lookup begun before is not kept
 
     # ---- resolution
     async def target(self, owner: str, name: str, version: str | None) -> Target:
@@ -118,24 +117,24 @@ class DataPlane:
         """Drop what is cached of ``owner/name`` (its aliases, versions or lifecycle states
         changed): the next call resolves it afresh, not joining a lookup begun before.
         Safe from any thread."""
-        self._generation += 1
+        # First, so that a lookup ending from here on keeps nothing (``generation``).
+        self._lookups.drop(lambda cache_key: cache_key[:2] == (owner, name))
         for cache_key in list(self._targets):
             if cache_key[0] == owner and cache_key[1] == name:
                 self._targets.pop(cache_key, None)
-        self._lookups.drop(lambda cache_key: cache_key[:2] == (owner, name))
 
     def _lookup(self, cache_key: tuple[str, str, str | None]) -> asyncio.Future[Target]:
         return self._lookups.start(cache_key, lambda: self._resolve(cache_key))
 
     async def _resolve(self, cache_key: tuple[str, str, str | None]) -> Target:
-        generation = self._generation
+        generation = self._lookups.generation  # a forget meanwhile: keep nothing
         try:
             found = await asyncio.to_thread(self.registry.resolve, *cache_key)
         except BaseException:
             self._targets.pop(cache_key, None)  # gone or failing: the next call asks again
             raise
         target = self._target(found)
-        if generation != self._generation:
+        if generation != self._lookups.generation:
             return target  # forgotten meanwhile: answer this caller, keep nothing
         if len(self._targets) > 4096:  # many distinct names: start over rather than grow
             self._targets.clear()

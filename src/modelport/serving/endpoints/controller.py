@@ -53,7 +53,7 @@ from modelport.runtime.host import ModelHost
 from modelport.runtime.types import VersionKey, VersionStatus
 from modelport.serving.clock import Clock
 from modelport.serving.endpoints.rollout import Verdict, judge
-from modelport.serving.endpoints.service import EndpointService
+from modelport.serving.endpoints.service import LIVE, EndpointService
 from modelport.serving.endpoints.spec import canary_weights
 from modelport.serving.endpoints.types import (
     Deployment,
@@ -162,8 +162,7 @@ class Controller:
         here too (so traffic moves when its versions are ready here as well), one that
         now serves has its versions loaded and pinned here, and the versions of one
         that stopped serving (retired, failed, rolled back) are unloaded here."""
-        live = [state for state in DeploymentState if state.live]
-        deployments = await self._call(self.service.deployments_in, live)
+        deployments = await self._call(self.service.deployments_in, LIVE)
         seen = {(d.endpoint, d.id): d.state for d in deployments}
         for deployment in deployments:
             if self._known.get((deployment.endpoint, deployment.id)) is not deployment.state:

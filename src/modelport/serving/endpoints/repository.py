@@ -152,12 +152,6 @@ def _endpoint(row: EndpointRow) -> Endpoint:
 
 
 # ---- deployments
-def live_deployment_ids(session: Session) -> list[int]:
-    """The ids of every live deployment (pending, active, superseded)."""
-    live = [state.value for state in DeploymentState if state.live]
-    return list(session.scalars(select(DeploymentRow.id).where(DeploymentRow.state.in_(live))))
-
-
 def insert_deployment(
     session: Session,
     endpoint: str,

@@ -201,7 +201,7 @@ class EndpointService:
                 # otherwise two that each fit alone could both land over the budget.
                 if self.database.dialect == "postgresql":
                     session.execute(_ADMISSION)
-                if set(repo.live_deployment_ids(session)) <= checked:
+                if {d.id for d in repo.deployments_in(session, LIVE)} <= checked:
                     return repo.insert_deployment(
                         session,
                         name,

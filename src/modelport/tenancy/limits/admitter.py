@@ -20,7 +20,7 @@ import asyncio
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from modelport.grouping import GroupThread, answer_loops
+from modelport.grouping import GroupThread, answer_loops, await_answer
 from modelport.tenancy.limits.redis import GateAnswer, GateRequest, RedisGate
 from modelport.tenancy.limits.types import RateItem, SlotItem
 
@@ -53,14 +53,7 @@ class GroupAdmitter(GroupThread[_Job]):
         loop = asyncio.get_running_loop()
         future: asyncio.Future[GateAnswer] = loop.create_future()
         self._put(_Job(GateRequest(rate_items, cost, slot_items), future))
-        try:
-            return await future
-        except asyncio.CancelledError:
-            # Answered, but cancelled before this task resumed: nobody holds the slot.
-            # (Cancelled before the answer, the answer is handed to ``_give_back``.)
-            if future.done() and not future.cancelled() and future.exception() is None:
-                self._give_back(future.result())
-            raise
+        return await await_answer(future, self._give_back)
 
     def close(self) -> None:
         """Stop the thread once the queue is empty (calls after this fail)."""
