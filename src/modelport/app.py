@@ -218,6 +218,7 @@ def build_metering(
     import uuid
 
     from modelport.errors import NotFound
+    from modelport.metering.authorizations import UsageAuthorizations
     from modelport.metering.balances import BalanceRepository
     from modelport.metering.ledger import Ledger
     from modelport.metering.meter import InferenceMeter
@@ -287,6 +288,7 @@ def build_metering(
         outbox=outbox,
         balances=BalanceRepository(database),
         reservations=reservations,
+        authorizations=UsageAuthorizations(database),
         meter=InferenceMeter(
             prices,
             reservations,

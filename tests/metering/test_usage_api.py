@@ -1,5 +1,6 @@
 """POST /api/usage/events (reported usage, CloudEvents aliases, idempotent) and
-/api/prices (publishers price their own models)."""
+/api/prices (publishers price their own models). Who may report what is in
+``test_usage_authorizations``."""
 
 from __future__ import annotations
 
@@ -21,6 +22,15 @@ def reporter(platform: Platform, tenant: str = "acme") -> str:
     return tenancy.create_key(
         tenant, "backend", name="report", actor="admin", scopes=["usage.report"]
     ).secret
+
+
+def mandate(platform: Platform, cap_micros: int = 1_000_000, **fields: Any) -> dict[str, Any]:
+    """Tenant beta authorizes acme to report its usage, up to ``cap_micros`` (made by the
+    platform admin on beta's behalf)."""
+    body = {"consumer": "beta", "publisher": "acme", "cap_micros": cap_micros, **fields}
+    response = platform.client.post("/api/usage/authorizations", json=body)
+    assert response.status_code == 201, response.text
+    return response.json()
 
 
 SOON = (datetime.now(UTC) + timedelta(days=1)).replace(microsecond=0)
@@ -51,6 +61,7 @@ def test_cloudevents_batch_is_recorded_once_and_charged_once(platform: Platform)
     metering.balances.credit(BalanceScope.TENANT, "beta", 100_000, tenant="beta")
     rule = platform.price(3, unit="output_token", per_units=1, effective_from=None)
     key = reporter(platform)
+    mandate(platform)
     batch = [cloud_event("ce-1"), cloud_event("ce-2", quantity=10, status="failed")]
     first = platform.client.post("/api/usage/events", json=batch, headers=bearer(key))
     assert first.status_code == 200, first.text
@@ -127,6 +138,7 @@ def test_who_may_report_usage(platform: Platform) -> None:
         "/api/usage/events", json=[cloud_event("f")], headers=bearer(foreign)
     )
     assert refused.status_code == 403 and "publisher" in refused.json()["detail"]
+    mandate(platform)  # beta lets acme report its usage
     own = platform.client.post("/api/usage/events", json=[cloud_event("o")], headers=bearer(key))
     assert own.status_code == 200
     assert platform.services.metering.ledger.count() == 1

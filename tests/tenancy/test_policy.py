@@ -60,6 +60,7 @@ OWN_TENANT = {
     P.GRANTS_MANAGE: {"owner"},
     P.AUDIT_READ: {"owner"},
     P.USAGE_READ: {"owner", "billing"},
+    P.USAGE_AUTHORIZE: {"owner", "billing"},
 }
 
 

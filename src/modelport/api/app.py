@@ -28,6 +28,7 @@ from modelport.api.routes import (
     predictions,
     prices,
     uploads,
+    usage_authorizations,
     usage_events,
     versions,
 )
@@ -98,6 +99,7 @@ def create_app(services: Services) -> FastAPI:
     app.include_router(limits.router, prefix="/api")
     app.include_router(prices.router, prefix="/api")
     app.include_router(usage_events.router, prefix="/api")
+    app.include_router(usage_authorizations.router, prefix="/api")
     app.include_router(endpoints.router, prefix="/api")
     app.include_router(backends.router, prefix="/api")
     app.include_router(predictions.router, prefix="/api")

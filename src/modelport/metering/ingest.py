@@ -1,11 +1,14 @@
 """Usage reported by external backends: JSON documents to usage events.
 
 A document names the call (``tenant``, ``key_id``, ``model``, ``version``, ``unit``,
-``quantity``, ``status``...) at its top level or, CloudEvents style, under ``data``.
+``quantity``, ``status``...) at its top level or, CloudEvents style, under ``data``
+(a field under ``data`` wins over the same field at the top level).
 CloudEvents attributes are accepted as aliases: ``id`` for ``event_id``, ``source``
 (who reports), ``type`` (ignored), ``time`` for ``finished_at``. The reporter never
 sets a price: the price book's rule effective at the call's start applies, and is
-snapshotted into the event like on the ``/v2`` path.
+snapshotted into the event like on the ``/v2`` path. ``call_id`` names the call the
+usage belongs to (the id of the reservation the platform took for it); who may report
+what is ``modelport.metering.authorizations``'s to decide, on the parsed events.
 """
 
 from __future__ import annotations
@@ -13,7 +16,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, NamedTuple
 
 from modelport.errors import InvalidInput
 from modelport.metering.events import priced_event
@@ -23,6 +26,14 @@ from modelport.metering.types import Unit, UsageEvent, UsageStatus
 MAX_BATCH = 1000
 EXTERNAL_SOURCE = "external"
 _ID_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._:+=/-@")
+
+
+class ReportedEvent(NamedTuple):
+    """A reported event as parsed, and the call id it names (None: none)."""
+
+    event: UsageEvent
+    call_id: str | None = None
+
 
 DigestOf = Callable[[str, str], str | None]
 """``(model, version)`` → the version's manifest digest, or None when it is unknown."""
@@ -78,8 +89,10 @@ def _fields(doc: Any, index: int) -> dict[str, Any]:
 
 def parse_event(
     doc: Any, index: int, prices: PriceBook, digest_of: DigestOf, now: datetime
-) -> UsageEvent:
-    """One reported document as a priced usage event (InvalidInput names what is wrong)."""
+) -> ReportedEvent:
+    """One reported document as a priced usage event and the call id it names
+    (InvalidInput names what is wrong). The one reading of a document's fields: what
+    is authorized is what is recorded."""
     fields = _fields(doc, index)
     event_id = _str(fields, "event_id", index, required=False) or _str(fields, "id", index)
     assert event_id is not None
@@ -113,7 +126,7 @@ def parse_event(
     digest = _str(fields, "manifest_digest", index, required=False) or digest_of(model, version)
     if digest is None:
         raise _bad(index, f"{model}:{version} is not a known version")
-    return priced_event(
+    event = priced_event(
         event_id=event_id,
         price=prices.price(model, version, unit, started_at),
         unit=unit,
@@ -133,13 +146,14 @@ def parse_event(
         request_id=_str(fields, "request_id", index, required=False) or "",
         prediction_id=_str(fields, "prediction_id", index, required=False) or "",
         source=_str(fields, "source", index, required=False) or EXTERNAL_SOURCE,
-        reservation_id=None,
+        reservation_id=None,  # charged when recorded, whatever call it names
     )
+    return ReportedEvent(event, _str(fields, "call_id", index, required=False))
 
 
 def parse_batch(
     docs: Any, prices: PriceBook, digest_of: DigestOf, now: datetime
-) -> list[UsageEvent]:
+) -> list[ReportedEvent]:
     """A batch (a JSON array, or ``{"events": [...]}``) as usage events; the whole batch
     is refused when one of its events is malformed."""
     if isinstance(docs, dict) and "events" in docs:

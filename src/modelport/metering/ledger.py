@@ -254,10 +254,17 @@ class Ledger:
         ]
         self._stamp = dict(self._binds)["recorded_at"]
 
-    def record(self, events: Sequence[UsageEvent | EncodedEvent]) -> IngestResult:
+    def record(
+        self,
+        events: Sequence[UsageEvent | EncodedEvent],
+        *,
+        guard: Callable[[Session], None] | None = None,
+    ) -> IngestResult:
         """Insert the events not yet in the ledger (one transaction) and charge those of
         them that no reservation settled. Events may come as their documents
-        (``EncodedEvent``, what the usage journal holds)."""
+        (``EncodedEvent``, what the usage journal holds). ``guard`` runs in the same
+        transaction first, once this writer has its turn: it may write, and what it
+        raises rolls everything back (reported usage is authorized this way)."""
         if not events:
             return IngestResult()
         now = self._now()
@@ -272,6 +279,9 @@ class Ledger:
                 # a row while a lower one is still to commit, and skip it for good.
                 # (SQLite's BEGIN IMMEDIATE already makes writers take turns.)
                 session.execute(_TURN)
+            if guard is not None:
+                guard(session)
+            if postgres:
                 found = session.scalars(self._insert, {"rows": orjson.dumps(ordered).decode()})
                 inserted = set(found.all())
                 owed = [

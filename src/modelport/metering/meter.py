@@ -247,6 +247,7 @@ class InferenceMeter:
             call.key_id,
             _upper_cost(call, prices),
             ttl_seconds=call.timeout_seconds + self.grace_seconds,
+            model=call.model,
         )
         return MeteredCall(call, prices, reservation, started_at, time.monotonic())
 
@@ -299,6 +300,7 @@ class InferenceMeter:
             call.key_id,
             _upper_cost(call, prices),
             ttl_seconds=call.timeout_seconds + self.grace_seconds,
+            model=call.model,
         )
         return MeteredCall(call, prices, reservation, now, time.monotonic())
 

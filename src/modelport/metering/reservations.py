@@ -66,6 +66,7 @@ def reservation_of(row: ReservationRow) -> Reservation:
         expires_at=row.expires_at,
         settled_micros=row.settled_micros,
         settled_at=row.settled_at,
+        model=row.model,
     )
 
 
@@ -81,6 +82,7 @@ def reservation_to_doc(reservation: Reservation) -> dict[str, Any]:
         "levels": reservation.levels,
         "created_at": reservation.created_at,
         "expires_at": reservation.expires_at,
+        "model": reservation.model,
     }
 
 
@@ -96,6 +98,7 @@ def reservation_from_doc(doc: dict[str, Any]) -> Reservation:
         state=ReservationState.HELD,
         created_at=datetime.fromisoformat(doc["created_at"]),
         expires_at=datetime.fromisoformat(doc["expires_at"]),
+        model=doc.get("model"),
     )
 
 
@@ -112,12 +115,13 @@ def _refused(tenant: str, level: str, amount: int) -> PaymentRequired:
 
 class HoldRequest(NamedTuple):
     """One call's reservation request: hold ``amount`` on the levels of ``tenant`` and
-    ``key_id``, expiring ``ttl_seconds`` after it is taken."""
+    ``key_id``, expiring ``ttl_seconds`` after it is taken, for a call of ``model``."""
 
     tenant: str
     key_id: str | None
     amount: int
     ttl_seconds: float
+    model: str | None = None
 
 
 HoldOutcome = Reservation | PaymentRequired | None
@@ -144,11 +148,18 @@ class Reservations:
         self._now = now
 
     def reserve(
-        self, tenant: str, key_id: str | None, amount: int, *, ttl_seconds: float
+        self,
+        tenant: str,
+        key_id: str | None,
+        amount: int,
+        *,
+        ttl_seconds: float,
+        model: str | None = None,
     ) -> Reservation | None:
         """Hold ``amount`` on every level of the caller, or raise ``PaymentRequired``.
         None when there is nothing to hold (a free call, or no balance nor budget)."""
-        (outcome,) = self.reserve_many([HoldRequest(tenant, key_id, amount, ttl_seconds)])
+        request = HoldRequest(tenant, key_id, amount, ttl_seconds, model)
+        (outcome,) = self.reserve_many([request])
         if isinstance(outcome, PaymentRequired):
             raise outcome
         return outcome
@@ -200,7 +211,7 @@ class Reservations:
         levels_of: dict[tuple[str, str | None], list[str]] = {}
         callers: dict[str, list[int]] = {}  # level -> the requests meeting it, in order
         tenant_of: dict[str, str] = {}
-        for i, (tenant, key_id, amount, _) in enumerate(requests):
+        for i, (tenant, key_id, amount, _, _) in enumerate(requests):
             if amount <= 0:
                 continue
             levels = levels_of.get((tenant, key_id))
@@ -218,7 +229,7 @@ class Reservations:
                 )
                 break
         rows = []
-        for i, (tenant, key_id, amount, ttl_seconds) in enumerate(requests):
+        for i, (tenant, key_id, amount, ttl_seconds, model) in enumerate(requests):
             if i in refused:
                 outcomes[i] = _refused(tenant, refused[i], amount)
                 continue
@@ -234,6 +245,7 @@ class Reservations:
                 state=ReservationState.HELD,
                 created_at=now,
                 expires_at=now + timedelta(seconds=ttl_seconds),
+                model=model,
             )
             outcomes[i] = reservation
             rows.append(
@@ -246,6 +258,7 @@ class Reservations:
                     "state": ReservationState.HELD.value,
                     "created_at": now,
                     "expires_at": reservation.expires_at,
+                    "model": model,
                 }
             )
         return rows
@@ -268,7 +281,7 @@ class Reservations:
         taken = dict.fromkeys(rooms, 0)
         refused: dict[int, str] = {}
         for i in sorted({i for level in order for i in callers[level]}):
-            tenant, key_id, amount, _ = requests[i]
+            tenant, key_id, amount, _, _ = requests[i]
             mine = [level for level in levels_of[tenant, key_id] if level in rooms]
             for level in mine:
                 space = rooms[level]
@@ -360,6 +373,7 @@ class Reservations:
                 "expires_at": reservation.expires_at,
                 "settled_micros": params["actual"],
                 "settled_at": params["now"],
+                "model": reservation.model,
             },
         )
         return True

@@ -53,7 +53,13 @@ class GroupReserver(GroupThread[_Job | Reservation]):
         """Reservations given back because their caller went away."""
 
     async def reserve(
-        self, tenant: str, key_id: str | None, amount: int, *, ttl_seconds: float
+        self,
+        tenant: str,
+        key_id: str | None,
+        amount: int,
+        *,
+        ttl_seconds: float,
+        model: str | None = None,
     ) -> Reservation | None:
         """``Reservations.reserve`` through the group: the reservation, None when there
         is nothing to hold, or ``PaymentRequired``. Cancelled while waiting, the hold
@@ -62,7 +68,7 @@ class GroupReserver(GroupThread[_Job | Reservation]):
             return None  # free: no I/O
         loop = asyncio.get_running_loop()
         future: asyncio.Future[Reservation | None] = loop.create_future()
-        self._put(_Job(HoldRequest(tenant, key_id, amount, ttl_seconds), future))
+        self._put(_Job(HoldRequest(tenant, key_id, amount, ttl_seconds, model), future))
         return await await_answer(future, self._unclaimed)
 
     def give_back(self, reservation: Reservation) -> None:

@@ -17,6 +17,7 @@ from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any
 
+from modelport.metering.authorizations import UsageAuthorizations, authorize_reported
 from modelport.metering.background import BackgroundLoop
 from modelport.metering.balances import BalanceRepository
 from modelport.metering.ingest import DigestOf, parse_batch
@@ -27,7 +28,7 @@ from modelport.metering.outbox import Outbox, UsageSink
 from modelport.metering.prices import PriceBook
 from modelport.metering.reservations import Reservations
 from modelport.metering.stream import RedisLedgerConsumer
-from modelport.metering.types import IngestResult
+from modelport.metering.types import IngestResult, Reporter
 from modelport.store.base import utcnow
 
 
@@ -42,6 +43,7 @@ class MeteringService:
         outbox: Outbox,
         balances: BalanceRepository,
         reservations: Reservations,
+        authorizations: UsageAuthorizations,
         meter: InferenceMeter,
         sink: UsageSink,
         digest_of: DigestOf,
@@ -57,6 +59,7 @@ class MeteringService:
         self.outbox = outbox
         self.balances = balances
         self.reservations = reservations
+        self.authorizations = authorizations
         self.meter = meter
         self.sink = sink
         self.consumer = consumer
@@ -75,9 +78,16 @@ class MeteringService:
         self._running = 0
         self._lock = threading.Lock()
 
-    def ingest(self, docs: Any) -> IngestResult:
-        """Record a batch of reported usage (see ``.ingest``); idempotent by ``event_id``."""
-        return self.ledger.record(parse_batch(docs, self.prices, self._digest_of, self._now()))
+    def ingest(self, docs: Any, reporter: Reporter) -> IngestResult:
+        """Record a batch of usage ``reporter`` reports (see ``.ingest``), once it is
+        authorized (see ``.authorizations``: ``Forbidden`` refuses the whole batch);
+        idempotent by ``event_id``."""
+        now = self._now()
+        reported = parse_batch(docs, self.prices, self._digest_of, now)
+        return self.ledger.record(
+            [r.event for r in reported],
+            guard=lambda session: authorize_reported(session, reporter, reported, now),
+        )
 
     def drain_outbox(self) -> int:
         """Deliver every outbox event to the sink; how many."""

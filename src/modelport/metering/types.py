@@ -254,6 +254,52 @@ class Reservation:
     expires_at: datetime
     settled_micros: int | None = None
     settled_at: datetime | None = None
+    model: str | None = None
+    """``owner/name`` the call was for: a remote backend may report usage of it against
+    this reservation (its id is the call id)."""
+
+
+@dataclass(frozen=True)
+class Reporter:
+    """Who reports a batch of usage (``MeteringService.ingest``): the principal's id,
+    its tenant (None for the platform operator) and whether it is the platform admin."""
+
+    id: str
+    tenant: str | None
+    is_admin: bool = False
+
+
+@dataclass(frozen=True)
+class UsageAuthorization:
+    """A consumer's mandate: ``publisher`` may report ``consumer``'s usage of ``model``
+    (None: any of the publisher's models) up to ``cap_micros`` in all, until
+    ``expires_at`` (None: no end) or until it is withdrawn."""
+
+    id: int
+    consumer: str
+    publisher: str
+    model: str | None
+    cap_micros: int
+    spent_micros: int
+    expires_at: datetime | None
+    created_at: datetime
+    created_by: str
+    withdrawn_at: datetime | None = None
+    withdrawn_by: str | None = None
+
+    @property
+    def remaining_micros(self) -> int:
+        return max(0, self.cap_micros - self.spent_micros)
+
+    def state(self, now: datetime) -> str:
+        """``active``, ``withdrawn``, ``expired`` or ``exhausted``."""
+        if self.withdrawn_at is not None:
+            return "withdrawn"
+        if self.expires_at is not None and self.expires_at <= now:
+            return "expired"
+        if self.spent_micros >= self.cap_micros:
+            return "exhausted"
+        return "active"
 
 
 @dataclass(slots=True)

@@ -422,6 +422,31 @@ class ReservationRow(Base):
     expires_at: Mapped[datetime]
     settled_micros: Mapped[int | None] = mapped_column(BigInteger)
     settled_at: Mapped[datetime | None]
+    model: Mapped[str | None] = mapped_column(String(128))
+    """``owner/name`` the call was for (None: taken before reservations named it)."""
+    reported_micros: Mapped[int | None] = mapped_column(BigInteger)
+    """What a remote backend reported against this call (``POST /api/usage/events``,
+    once); None: nothing yet."""
+
+
+class UsageAuthorizationRow(Base):
+    """A consumer tenant's standing permission for a publisher tenant to report its
+    usage (of one ``model``, or of any of the publisher's), up to ``cap_micros``."""
+
+    __tablename__ = "usage_authorizations"
+    __table_args__ = (Index("ix_usage_authorizations_consumer_publisher", "consumer", "publisher"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    consumer: Mapped[str] = mapped_column(String(64))
+    publisher: Mapped[str] = mapped_column(String(64), index=True)
+    model: Mapped[str | None] = mapped_column(String(128))
+    cap_micros: Mapped[int] = mapped_column(BigInteger)
+    spent_micros: Mapped[int] = mapped_column(BigInteger, default=0)
+    expires_at: Mapped[datetime | None]
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+    created_by: Mapped[str] = mapped_column(String(128))
+    withdrawn_at: Mapped[datetime | None]
+    withdrawn_by: Mapped[str | None] = mapped_column(String(128))
 
 
 # ---- serving: endpoints, deployments, idempotency keys ----------------------

@@ -48,6 +48,9 @@ class Permission(StrEnum):
     """Usage, invoices and statements."""
     USAGE_REPORT = "usage.report"
     """Report usage of one's models served by an external backend (``POST /api/usage/events``)."""
+    USAGE_AUTHORIZE = "usage.authorize"
+    """Authorize another tenant to report one's usage of its models, up to a cap, and
+    withdraw that (``/api/usage/authorizations``): a spending commitment."""
 
 
 P = Permission
@@ -62,7 +65,7 @@ ROLE_PERMISSIONS: MappingProxyType[str, frozenset[Permission]] = MappingProxyTyp
         "approver": _EVERY_MEMBER | {P.VERSION_APPROVE},
         "deployer": _EVERY_MEMBER | {P.VERSION_DEPLOY},
         "consumer": _EVERY_MEMBER | {P.MODEL_CALL},
-        "billing": _EVERY_MEMBER | {P.USAGE_READ},
+        "billing": _EVERY_MEMBER | {P.USAGE_READ, P.USAGE_AUTHORIZE},
     }
 )
 """Every role and what it may do. ``admin`` is the platform operator's role."""

@@ -6,9 +6,11 @@ fields. Idempotent by ``event_id`` (CloudEvents ``id``): an event already in the
 ledger is counted as a duplicate and changes nothing. A malformed event refuses the
 whole batch (400 naming its index), so a reporter can retry the batch as is.
 
-Who may report: the platform admin, and principals holding ``usage.report`` (a
-tenant's owners, or a service account key scoped to it) for models of their own
-tenant only: a publisher reports the usage of its own models.
+Who may report: principals holding ``usage.report`` (a tenant's owners, or a service
+account key scoped to it). What each of them may report is the metering service's to
+decide, on the parsed events (``modelport.metering.authorizations``): a publisher
+reports usage of its own models, tied to a call the platform routed (``call_id``) or
+to the consumer's usage authorization; the platform admin reports anything.
 """
 
 from __future__ import annotations
@@ -22,25 +24,54 @@ from starlette.concurrency import run_in_threadpool
 from modelport.api.access import forbidden
 from modelport.api.auth import CurrentPrincipal
 from modelport.api.deps import get_services
-from modelport.errors import Forbidden, InvalidInput
+from modelport.errors import InvalidInput
+from modelport.metering.types import Reporter
 from modelport.tenancy.policy import Permission, permissions_of
 
 router = APIRouter(tags=["usage"])
 
+_EVENT = {
+    "type": "object",
+    "description": "a usage event, its fields at the top level or (CloudEvents) under 'data'",
+    "required": ["model", "version", "tenant", "unit", "quantity"],
+    "properties": {
+        "event_id": {"type": "string", "description": "idempotency key (CloudEvents: 'id')"},
+        "tenant": {"type": "string", "description": "the consumer tenant charged"},
+        "model": {"type": "string", "description": "owner/name"},
+        "version": {"type": "string"},
+        "unit": {"type": "string"},
+        "quantity": {"type": "integer", "minimum": 0},
+        "call_id": {
+            "type": "string",
+            "description": "the call the usage belongs to (the platform's reservation id)",
+        },
+        "data": {"type": "object"},
+    },
+}
+_BODY = {
+    "requestBody": {
+        "required": True,
+        "content": {
+            "application/json": {
+                "schema": {
+                    "oneOf": [
+                        {"type": "array", "items": _EVENT, "maxItems": 1000},
+                        {
+                            "type": "object",
+                            "required": ["events"],
+                            "properties": {
+                                "events": {"type": "array", "items": _EVENT, "maxItems": 1000}
+                            },
+                        },
+                    ]
+                }
+            }
+        },
+    }
+}
 
-def _models(doc: Any) -> set[str]:
-    """The ``model`` of every event of a batch (those that name one)."""
-    items = doc.get("events") if isinstance(doc, dict) else doc
-    found = set()
-    for item in items if isinstance(items, list) else []:
-        if isinstance(item, dict):
-            fields = item.get("data") if isinstance(item.get("data"), dict) else item
-            if isinstance(fields.get("model"), str):
-                found.add(fields["model"])
-    return found
 
-
-@router.post("/usage/events")
+@router.post("/usage/events", openapi_extra=_BODY)
 async def report_usage(request: Request, principal: CurrentPrincipal) -> dict[str, Any]:
     """Record a batch of usage events; answers which were new and which duplicates."""
     if Permission.USAGE_REPORT not in permissions_of(principal):
@@ -49,15 +80,8 @@ async def report_usage(request: Request, principal: CurrentPrincipal) -> dict[st
         doc = orjson.loads(await request.body())
     except orjson.JSONDecodeError as exc:
         raise InvalidInput(f"request body is not valid JSON: {exc}", code="invalid_json") from None
-    if not principal.is_admin:
-        foreign = sorted(m for m in _models(doc) if m.split("/", 1)[0] != principal.tenant)
-        if foreign:
-            raise Forbidden(
-                f"usage of {foreign[0]} may only be reported by its publisher",
-                code="forbidden",
-                permission=Permission.USAGE_REPORT.value,
-            )
-    result = await run_in_threadpool(get_services(request).metering.ingest, doc)
+    reporter = Reporter(id=principal.id, tenant=principal.tenant, is_admin=principal.is_admin)
+    result = await run_in_threadpool(get_services(request).metering.ingest, doc, reporter)
     return {
         "accepted": len(result.inserted) + len(result.duplicates),
         "inserted": list(result.inserted),
