@@ -49,6 +49,10 @@ class Health(StrEnum):
     UNKNOWN = "unknown"
 
 
+CALL_ID_HEADER = "Modelport-Call-Id"
+"""The header a remote backend receives a call's ``call_id`` in."""
+
+
 @dataclass(frozen=True)
 class BackendRequest:
     """One tensor inference to run on a backend, with the caller's remaining time."""
@@ -61,6 +65,10 @@ class BackendRequest:
     outputs: tuple[str, ...] | None = None
     parameters: Mapping[str, Any] = field(default_factory=dict)
     request_id: str = ""
+    call_id: str = ""
+    """The platform's id of the metered call (its reservation), or '' when nothing was
+    held. Remote backends send it as ``CALL_ID_HEADER``: their publisher may report
+    the call's usage against it (``POST /api/usage/events``, ``call_id``)."""
 
 
 @dataclass(frozen=True)

@@ -185,6 +185,7 @@ async def _run(
                 outputs=parsed.outputs,
                 parameters=model_parameters(parsed.parameters),
                 prediction_id=call.prediction_id,
+                call_id=call.reservation.id if call.reservation is not None else "",
             )
         except ModelportError as exc:
             _log(request, plan, call.prediction_id, parsed, None, received_at, started, exc.code)

@@ -15,7 +15,8 @@ prompt (see ``modelport.serving.capability``). Tensors map to calls like this:
 - ``embeddings``: one ``POST /v1/embeddings``; the first output is FP32 ``[n, d]``.
 
 Request parameters ``max_tokens``, ``temperature``, ``top_p``, ``stop``, ``seed``
-and ``n`` = 1 pass through. The remote model is ``models[owner/name]`` if configured,
+and ``n`` = 1 pass through. The call's id goes along as ``Modelport-Call-Id`` (see
+the remote V2 backend). The remote model is ``models[owner/name]`` if configured,
 else ``owner/name``. Health is ``GET {url}/v1/models``. Errors are mapped as in the
 remote V2 backend (400 → ``InvalidInput``, 404 → version-scoped ``Unavailable``,
 429 → ``Overloaded``, other failures → ``Unavailable``), reading OpenAI's
@@ -39,7 +40,13 @@ from modelport.errors import (
     Unavailable,
 )
 from modelport.serving.backends.http_errors import probe_health, remote_error
-from modelport.serving.types import BackendRequest, BackendResponse, Capabilities, Health
+from modelport.serving.types import (
+    CALL_ID_HEADER,
+    BackendRequest,
+    BackendResponse,
+    Capabilities,
+    Health,
+)
 
 TASKS = frozenset({"chat", "completions", "embeddings"})
 PASSED_PARAMETERS = ("max_tokens", "temperature", "top_p", "stop", "seed")
@@ -149,7 +156,12 @@ class RemoteOpenAIBackend:
         if remaining <= 0:
             raise DeadlineExceeded(f"{self.name}: the deadline passed before the call")
         try:
-            response = await self._client.post(path, json=body, timeout=httpx.Timeout(remaining))
+            response = await self._client.post(
+                path,
+                json=body,
+                headers={CALL_ID_HEADER: request.call_id} if request.call_id else None,
+                timeout=httpx.Timeout(remaining),
+            )
         except httpx.TimeoutException:
             raise DeadlineExceeded(
                 f"{self.name} did not answer in time", code="deadline_exceeded"

@@ -5,7 +5,8 @@ A version ``owner/name:v`` is called at ``POST {url}/v2/models/{remote}/versions
 where ``remote`` is ``models[owner/name]`` if configured (Triton and MLServer name
 models without an owner) or ``owner/name`` itself (modelport). The request's
 remaining time goes along as the ``Inference-Timeout`` header and bounds the HTTP
-call. Health is ``GET {url}/v2/health/ready``.
+call; the call's id, when the platform holds money for it, as ``Modelport-Call-Id``
+(what its usage may be reported against). Health is ``GET {url}/v2/health/ready``.
 
 Errors are mapped at this edge (httpx never leaks):
 
@@ -40,6 +41,7 @@ from modelport.runtime.types import Priority
 from modelport.serving.backends import v2_wire
 from modelport.serving.backends.http_errors import probe_health, remote_error
 from modelport.serving.types import (
+    CALL_ID_HEADER,
     BackendRequest,
     BackendResponse,
     Capabilities,
@@ -122,6 +124,8 @@ class RemoteV2Backend:
             request_id=request.request_id,
         )
         headers["Inference-Timeout"] = f"{remaining:.6f}"
+        if request.call_id:
+            headers[CALL_ID_HEADER] = request.call_id
         remote = quote(self.models.get(version.model, version.model), safe="/")
         path = f"/v2/models/{remote}/versions/{quote(version.version, safe='')}/infer"
         started = time.perf_counter()

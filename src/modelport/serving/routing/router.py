@@ -166,8 +166,10 @@ class Router:
         outputs: Sequence[str] | None = None,
         parameters: Mapping[str, Any] | None = None,
         prediction_id: str | None = None,
+        call_id: str = "",
     ) -> Prediction:
-        """Run the planned version (or its fallbacks) by ``deadline`` (``time.monotonic``)."""
+        """Run the planned version (or its fallbacks) by ``deadline`` (``time.monotonic``).
+        ``call_id``: the metered call's id, which remote backends pass on."""
         route = plan.route
         assert route.deployment is not None
         request = BackendRequest(
@@ -178,6 +180,7 @@ class Router:
             outputs=tuple(outputs) if outputs else None,
             parameters=dict(parameters or {}),
             request_id=prediction_id or new_prediction_id(),
+            call_id=call_id,
         )
         started = time.perf_counter()
         try:
