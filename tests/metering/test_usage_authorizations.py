@@ -5,10 +5,12 @@ what may be reported, and a refused batch leaves nothing behind."""
 
 from __future__ import annotations
 
+import threading
 from datetime import timedelta
 from typing import Any
 
-from modelport.metering.types import BalanceScope, Unit
+from modelport.errors import Forbidden
+from modelport.metering.types import BalanceScope, Reporter, Unit
 from tests.metering.conftest import Platform
 from tests.metering.test_usage_api import SOON, bearer, cloud_event, reporter
 
@@ -219,3 +221,50 @@ def test_the_platform_admin_reports_anything(platform: Platform) -> None:
     response = platform.client.post(EVENTS, json=[cloud_event("admin-1", quantity=7)])
     assert response.status_code == 200, response.text
     assert balance(platform) == 1_000_000 - 21
+
+
+def test_a_call_is_reported_against_once_it_settled_and_only_if_it_ran(
+    platform: Platform,
+) -> None:
+    priced(platform)
+    key = reporter(platform)
+    reservations = platform.services.metering.reservations
+    held = reservations.reserve("beta", None, 3_000, ttl_seconds=60, model="acme/adder")
+    assert held is not None
+    early = report(platform, key, cloud_event("h-1", call_id=held.id, quantity=10))
+    assert early.status_code == 409 and early.json()["code"] == "call_in_progress"
+    reservations.release(held)  # the work never ran
+    released = report(platform, key, cloud_event("h-1", call_id=held.id, quantity=10))
+    assert released.json()["code"] == "usage_not_authorized"
+    assert platform.services.metering.ledger.count() == 0
+
+
+def test_concurrent_reports_never_pass_the_cap_together(platform: Platform) -> None:
+    """Two reporters race for one authorization with room for one of their batches."""
+    priced(platform)
+    reporter(platform)
+    metering = platform.services.metering
+    metering.authorizations.create("beta", "acme", cap_micros=4_000, actor="t")
+    acme = Reporter(id="backend", tenant="acme")
+    start = threading.Barrier(2)
+    outcomes: list[str] = []
+
+    def race(name: str) -> None:
+        batch = [cloud_event(f"{name}-{i}", quantity=100) for i in range(10)]  # 3,000
+        start.wait()
+        try:
+            metering.ingest(batch, acme)
+            outcomes.append("recorded")
+        except Forbidden as exc:
+            outcomes.append(exc.code)
+
+    threads = [threading.Thread(target=race, args=(name,)) for name in ("x", "y")]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert sorted(outcomes) == ["authorization_exhausted", "recorded"]
+    assert metering.ledger.count() == 10
+    (mandate,) = metering.authorizations.list(involving="beta")
+    assert mandate.spent_micros == 3_000
+    assert balance(platform) == 1_000_000 - 3_000

@@ -6,9 +6,10 @@ the platform admin only when the reporter's tenant publishes the event's model, 
 
 - the event's ``tenant`` is the reporter's own tenant (a tenant may bill itself); or
 - it names a ``call_id``: the id of a reservation the platform took for that consumer
-  and that model when it routed the call. What the batch reports against the call is
-  at most what was held for it, less what the platform settled for it itself; a call
-  is reported against once; or
+  and that model when it routed the call, once the platform settled it (409
+  ``call_in_progress`` before). What the batch reports against the call is at most
+  what was held for it, less what the platform settled for it itself; a call is
+  reported against once; or
 - the consumer holds an active ``UsageAuthorization`` (a mandate) of the reporter's
   tenant (for that model, or for all of its models) made before the call started;
   the events count against its cap.
@@ -30,7 +31,7 @@ from datetime import datetime
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from modelport.errors import Forbidden, InvalidInput, NotFound
+from modelport.errors import Conflict, Forbidden, InvalidInput, NotFound
 from modelport.metering.ingest import ReportedEvent
 from modelport.metering.types import Reporter, ReservationState, UsageAuthorization
 from modelport.store import Database
@@ -221,6 +222,14 @@ def _charge_call(
                 "usage_not_authorized",
             )
     assert row is not None
+    if row.state == ReservationState.HELD.value:
+        # What the platform charges for the call itself is not known yet, and what is
+        # reported must fit beside it: the reporter retries the batch once it settled.
+        raise Conflict(
+            f"event {first}: call {call_id!r} has not settled yet; report it again shortly",
+            code="call_in_progress",
+            index=first,
+        )
     if row.reported_micros is not None:
         raise _refused(
             first, f"usage of call {call_id!r} was reported already", "call_already_reported"
