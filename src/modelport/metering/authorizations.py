@@ -182,7 +182,9 @@ def authorize_reported(
     # The last copy of an id is the one the ledger keeps; ids already in it change nothing.
     last = {event.event_id: index for index, (event, _) in enumerate(reported)}
     present = set(
-        session.scalars(select(UsageEventRow.event_id).where(UsageEventRow.event_id.in_(last)))
+        session.scalars(
+            select(UsageEventRow.event_id).where(UsageEventRow.event_id.in_(list(last)))
+        )
     )
     fresh = [i for i in sorted(last.values()) if reported[i].event.event_id not in present]
     by_call: dict[str, list[int]] = defaultdict(list)
