@@ -56,7 +56,7 @@ def blob_headers(blob: Blob) -> dict[str, str]:
 @router.head("/blobs/{digest}")
 def head_blob(digest: str, request: Request, principal: CurrentPrincipal) -> Response:
     """A blob's size (``Content-Length``) and digest; 404 if it is not stored."""
-    require_blob(request, principal, digest, head=True)
+    require_blob(request, principal, digest)
     blob = get_services(request).blobs.stat(digest)
     headers = blob_headers(blob) | {"Content-Length": str(blob.size)}
     return Response(status_code=200, headers=headers, media_type="application/octet-stream")
@@ -65,7 +65,7 @@ def head_blob(digest: str, request: Request, principal: CurrentPrincipal) -> Res
 @router.get("/blobs/{digest}", response_class=StreamingResponse)
 def get_blob(digest: str, request: Request, principal: CurrentPrincipal) -> Response:
     """Stream a blob, or one ``Range: bytes=a-b`` of it (206)."""
-    require_blob(request, principal, digest, head=False)
+    require_blob(request, principal, digest)
     blobs = get_services(request).blobs
     blob = blobs.stat(digest)
     headers = blob_headers(blob)
