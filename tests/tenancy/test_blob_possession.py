@@ -121,6 +121,13 @@ def test_a_grant_lends_a_blob_only_while_it_lasts(world: World) -> None:
     assert world.client.get(f"/api/blobs/{digest}", headers=consumer).content == data
     publisher = world.key("globex", "publisher")
     assert world.client.head(f"/api/blobs/{digest}", headers=publisher).status_code == 200
+    # The runtime loads globex's version from the one stored copy, as for any version.
+    infer = world.client.post(
+        "/v2/models/globex/public/versions/9/infer",
+        json={"inputs": [{"name": "x", "datatype": "FP32", "shape": [1, 4], "data": [1, 2, 3, 4]}]},
+        headers=consumer,
+    )
+    assert infer.status_code == 200, infer.text
     # ...but its public model hands acme's bytes to nobody else.
     assert world.client.get("/api/models/globex/public", headers=outsider).status_code == 200
     assert world.client.get(f"/api/blobs/{digest}", headers=outsider).status_code == 404
