@@ -8,12 +8,13 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
+from sqlalchemy import select
 
 from modelport.blobs.local import LocalBlobStore
 from modelport.blobs.uploads import UploadService
 from modelport.errors import InvalidInput, NotFound, PayloadTooLarge, RangeNotSatisfiable
 from modelport.store import Database, create_database, upgrade
-from modelport.store.tables import BlobRow
+from modelport.store.tables import BlobOwnerRow, BlobRow
 from tests.blobs.support import FakeClock, digest_of, new_upload_id, read_all, stage
 
 TTL = 3600
@@ -46,6 +47,13 @@ def recorded_size(database: Database, digest: str) -> int | None:
     with database.transaction() as session:
         row = session.get(BlobRow, digest)
         return None if row is None else row.size
+
+
+def holders(database: Database, digest: str) -> set[str]:
+    with database.transaction() as session:
+        return set(
+            session.scalars(select(BlobOwnerRow.tenant).where(BlobOwnerRow.digest == digest))
+        )
 
 
 class TestAppend:
@@ -217,6 +225,36 @@ class TestCommit:
             uploads.commit(second.id, digest_of(b"abc"))
         assert info.value.code == "digest_mismatch"
         assert read_all(store, digest_of(b"abc")) == b"abc"
+
+    def test_other_bytes_of_the_same_size_do_not_commit_as_a_stored_digest(
+        self, uploads: UploadService, store: LocalBlobStore, database: Database
+    ) -> None:
+        """The stored copy is no proof: only bytes that hash to the digest make a tenant
+        its holder."""
+        first = uploads.start("acme")
+        uploads.append(first.id, 0, [b"secret"])
+        digest = uploads.commit(first.id, digest_of(b"secret")).digest
+        forged = uploads.start("globex")
+        uploads.append(forged.id, 0, [b"guess!"])
+        with pytest.raises(InvalidInput) as info:
+            uploads.commit(forged.id, digest)
+        assert info.value.code == "digest_mismatch"
+        assert uploads.get(forged.id).offset == 6  # kept, to retry or abort
+        assert holders(database, digest) == {"acme"}
+        assert read_all(store, digest) == b"secret"
+
+    def test_a_commit_records_the_uploading_tenant_as_holder(
+        self, uploads: UploadService, store: LocalBlobStore, database: Database
+    ) -> None:
+        data = os.urandom(100)
+        for tenant in ("acme", "globex", "acme", None):
+            upload = uploads.start(tenant)
+            uploads.append(upload.id, 0, [data])
+            uploads.commit(upload.id, digest_of(data))
+        # One stored copy; a holder row per tenant; none for the admin key's upload.
+        assert holders(database, digest_of(data)) == {"acme", "globex"}
+        assert recorded_size(database, digest_of(data)) == 100
+        assert staged_ids(store) == set()
 
     def test_a_committed_upload_cannot_be_appended_to_or_committed_again(
         self, uploads: UploadService

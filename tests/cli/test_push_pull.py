@@ -56,8 +56,8 @@ def traffic(monkeypatch: pytest.MonkeyPatch) -> Traffic:
     return Traffic(monkeypatch)
 
 
-def cli(server: LiveServer, *args: str) -> Result:
-    base = ["--url", server.url, "--api-key", ADMIN_KEY]
+def cli(server: LiveServer, *args: str, key: str = ADMIN_KEY) -> Result:
+    base = ["--url", server.url, "--api-key", key]
     return CliRunner().invoke(modelport, [*base, *args], catch_exceptions=False)
 
 
@@ -326,3 +326,39 @@ class TestPull:
         result = cli(live_server, "pull", "acme/w:9", str(tmp_path / "pulled"))
         assert result.exit_code != 0
         assert "version_not_found" in result.output
+
+
+def publisher_key(services: Services, tenant: str) -> str:
+    """A new tenant, and the API key of a member of it with the publisher role."""
+    services.tenancy.create_tenant(tenant, actor="admin", name=tenant.title())
+    services.tenancy.add_member(tenant, "publisher", roles=["publisher"], actor="admin")
+    return services.tenancy.create_key(tenant, "publisher", name="cli", actor="admin").secret
+
+
+class TestTenants:
+    def test_a_tenant_uploads_bytes_another_holds_and_then_pulls_its_own_copy(
+        self, live_server: LiveServer, services: Services, weights_package: Path,
+        traffic: Traffic, tmp_path: Path,
+    ) -> None:  # fmt: skip
+        """The server asks each tenant for bytes it does not hold yet, even when they are
+        stored already (the upload proves it has them); the blob is stored once."""
+        acme, globex = publisher_key(services, "acme"), publisher_key(services, "globex")
+        push = ["push", str(weights_package), "--version", "1", "--chunk-size", "64KiB"]
+        first = cli(live_server, *push, "--model", "acme/w", key=acme)
+        assert first.exit_code == 0, first.output
+        sent = traffic.patched_bytes
+        assert sent > 100_000
+        second = cli(live_server, *push, "--model", "globex/w", key=globex)
+        assert second.exit_code == 0, second.output
+        assert traffic.patched_bytes == 2 * sent
+        again = cli(live_server, *push[:2], "--version", "2", "--model", "globex/w", key=globex)
+        assert again.exit_code == 0, again.output
+        assert traffic.patched_bytes == 2 * sent  # globex holds them now
+
+        dest = tmp_path / "pulled"
+        pulled = cli(live_server, "pull", "globex/w:1", str(dest), "--json", key=globex)
+        assert pulled.exit_code == 0, pulled.output
+        weights = (weights_package / "weights" / "w.bin").read_bytes()
+        assert (dest / "weights" / "w.bin").read_bytes() == weights
+        hidden = cli(live_server, "pull", "acme/w:1", str(tmp_path / "other"), key=globex)
+        assert hidden.exit_code == 1

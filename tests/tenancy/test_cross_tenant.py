@@ -133,10 +133,24 @@ def test_blobs_of_private_models_are_invisible_to_other_tenants(world: World) ->
     # Public models' blobs are readable by anyone who can see the model.
     public = world.digests["acme/public"]
     assert world.client.get(f"/api/blobs/{public}", headers=consumer).status_code == 200
-    # An uploader may ask whether a blob exists (to skip uploading it), not read it.
+    # An uploader cannot learn whether another tenant's private blob is stored either:
+    # only a tenant that holds the bytes sees them (and proves it by uploading them).
     publisher = world.key("globex", "publisher")
-    assert world.client.head(f"/api/blobs/{digest}", headers=publisher).status_code == 200
+    hidden = world.client.head(f"/api/blobs/{digest}", headers=publisher)
+    missing = world.client.head(f"/api/blobs/{ghost}", headers=publisher)
+    assert hidden.status_code == missing.status_code == 404
     assert world.client.get(f"/api/blobs/{digest}", headers=publisher).status_code == 404
+    uploaded = world.client.post(
+        "/api/uploads",
+        params={"digest": digest},
+        content=model_bytes("acme/private"),
+        headers=publisher,
+    )
+    assert uploaded.status_code == 201, uploaded.text
+    assert world.client.head(f"/api/blobs/{digest}", headers=publisher).status_code == 200
+    assert world.client.get(f"/api/blobs/{digest}", headers=publisher).status_code == 200
+    # Holding it is the uploading tenant's, not every member's: a consumer key may not.
+    assert world.client.get(f"/api/blobs/{digest}", headers=consumer).status_code == 404
 
 
 def test_uploads_need_the_right_to_register_models(world: World) -> None:

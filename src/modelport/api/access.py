@@ -202,8 +202,9 @@ def require_transition(
 
 
 def require_uploader(request: Request, principal: Principal) -> None:
-    """Blobs are shared, content-addressed storage: anyone who may register models in
-    their tenant may upload (an upload's id, 192 random bits, is its capability)."""
+    """Anyone who may register models in their tenant may upload (an upload's id, 192
+    random bits, is its capability). Blobs are stored once per digest, but a commit
+    records the uploading tenant as holding the blob: only that makes it usable."""
     namespace = principal.tenant or ""
     if Permission.PLATFORM_MANAGE in permissions_of(principal):
         return
@@ -216,17 +217,25 @@ def require_uploader(request: Request, principal: Principal) -> None:
     )
 
 
-def require_blob(request: Request, principal: Principal, digest: str, *, head: bool) -> None:
-    """Reading a blob needs seeing a model whose version lists it (or being the admin);
-    uploaders may also ask whether one exists (``HEAD``), to skip uploading it again.
-    Otherwise 404, exactly as for a blob that is not stored."""
+def require_blob(request: Request, principal: Principal, digest: str) -> None:
+    """Reading a blob (``GET``, or ``HEAD`` to skip uploading it again) needs one of:
+    being the admin; being an uploader of a tenant that holds it (uploaded its bytes);
+    or seeing a model with a version that lists it and whose owner holds it. A version
+    that merely lists a digest, without its owner holding the bytes, opens nothing, and
+    grants are read on every request, so access ends when the grant does. Otherwise
+    404, exactly as for a blob that is not stored."""
     check_digest(digest)
     held = permissions_of(principal)
     if Permission.PLATFORM_MANAGE in held:
         return
-    if head and Permission.MODEL_REGISTER in held and principal.tenant is not None:
+    services = get_services(request)
+    if (
+        Permission.MODEL_REGISTER in held
+        and principal.tenant is not None
+        and services.blobs.held_by(principal.tenant, digest)
+    ):
         return
-    holders = get_services(request).tenancy.models_holding_blob(digest)
+    holders = services.tenancy.models_holding_blob(digest)
     if not any(can_see(request, principal, o, n, v) for o, n, v in holders):
         raise blob_not_found(digest)
 

@@ -1,4 +1,5 @@
-"""Queries on the ``uploads`` and ``blobs`` tables; every function takes the caller's session.
+"""Queries on the ``uploads``, ``blobs`` and ``blob_owners`` tables; every function takes
+the caller's session.
 
 The uploads row is the authority on an upload's offset: it only ever moves by a
 conditional UPDATE from the offset a chunk started at, so of two chunks racing for the
@@ -7,19 +8,20 @@ same offset exactly one wins.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from datetime import datetime
+from typing import Any
 
 from sqlalchemy import delete, insert, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session
 
 from modelport.blobs.types import Blob, Upload
-from modelport.store.tables import BlobRow, UploadRow
+from modelport.store.tables import BlobOwnerRow, BlobRow, UploadRow
 
 
 def _upload(row: UploadRow) -> Upload:
-    return Upload(row.id, row.offset, row.created_at, row.updated_at, row.expires_at)
+    return Upload(row.id, row.offset, row.created_at, row.updated_at, row.expires_at, row.tenant)
 
 
 def add_upload(session: Session, upload: Upload) -> None:
@@ -30,6 +32,7 @@ def add_upload(session: Session, upload: Upload) -> None:
             created_at=upload.created_at,
             updated_at=upload.updated_at,
             expires_at=upload.expires_at,
+            tenant=upload.tenant,
         )
     )
 
@@ -65,6 +68,7 @@ def take_upload(session: Session, upload_id: str, now: datetime) -> Upload | Non
             UploadRow.created_at,
             UploadRow.updated_at,
             UploadRow.expires_at,
+            UploadRow.tenant,
         )
     ).one_or_none()
     return None if row is None else Upload(*row)
@@ -100,19 +104,46 @@ def existing_upload_ids(session: Session, upload_ids: Sequence[str]) -> set[str]
     return set(session.scalars(select(UploadRow.id).where(UploadRow.id.in_(upload_ids))))
 
 
-def record_blob(session: Session, blob: Blob, now: datetime) -> None:
-    """Record a committed blob; a second record of the same digest is a no-op."""
-    values = {"digest": blob.digest, "size": blob.size, "created_at": now}
+def _insert_new(
+    session: Session, table: type[BlobRow | BlobOwnerRow], values: dict[str, Any]
+) -> None:
+    """Insert a row unless one with its primary key exists (then do nothing)."""
     dialect = session.get_bind().dialect.name
     if dialect == "postgresql":
-        statement = postgresql.insert(BlobRow).values(values).on_conflict_do_nothing()
+        statement = postgresql.insert(table).values(values).on_conflict_do_nothing()
     elif dialect == "sqlite":
-        statement = sqlite.insert(BlobRow).values(values).on_conflict_do_nothing()
+        statement = sqlite.insert(table).values(values).on_conflict_do_nothing()
     else:
-        if session.get(BlobRow, blob.digest) is not None:
+        key = tuple(values[c.name] for c in table.__table__.primary_key.columns)
+        if session.get(table, key) is not None:
             return
-        statement = insert(BlobRow).values(values)
+        statement = insert(table).values(values)
     session.execute(statement)
+
+
+def record_blob(session: Session, blob: Blob, now: datetime) -> None:
+    """Record a committed blob; a second record of the same digest is a no-op."""
+    _insert_new(session, BlobRow, {"digest": blob.digest, "size": blob.size, "created_at": now})
+
+
+def record_owner(session: Session, digests: Iterable[str], tenant: str, now: datetime) -> None:
+    """Record that ``tenant`` holds the bytes of each of ``digests`` (again: a no-op)."""
+    for digest in sorted(set(digests)):  # one order for every writer: no deadlocks
+        _insert_new(session, BlobOwnerRow, {"digest": digest, "tenant": tenant, "created_at": now})
+
+
+def held_by(session: Session, tenant: str, digests: Iterable[str]) -> set[str]:
+    """Which of ``digests`` ``tenant`` holds (uploaded, or held when possession began)."""
+    wanted = set(digests)
+    if not wanted:
+        return set()
+    return set(
+        session.scalars(
+            select(BlobOwnerRow.digest).where(
+                BlobOwnerRow.tenant == tenant, BlobOwnerRow.digest.in_(wanted)
+            )
+        )
+    )
 
 
 def recorded_blob(session: Session, digest: str) -> Blob | None:

@@ -30,6 +30,11 @@ class BlobService:
     def exists(self, digest: str) -> bool:
         return self.store.size(check_digest(digest)) is not None
 
+    def held_by(self, tenant: str, digest: str) -> bool:
+        """Whether ``tenant`` holds the blob ``digest`` (it uploaded the bytes)."""
+        with self.database.transaction() as session:
+            return digest in repo.held_by(session, tenant, [check_digest(digest)])
+
     def stat(self, digest: str) -> Blob:
         """The stored blob; ``blob_not_found``, or ``blob_corrupted`` on a size mismatch."""
         check_digest(digest)

@@ -23,6 +23,8 @@ class Upload:
     created_at: datetime
     updated_at: datetime
     expires_at: datetime
+    tenant: str | None = None
+    """Who started it; committing it proves this tenant holds the bytes (None: the admin)."""
 
 
 @dataclass(frozen=True)

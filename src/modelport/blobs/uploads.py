@@ -66,9 +66,10 @@ class UploadService:
         self.max_chunk_bytes = max_chunk_bytes
         self.clock = clock
 
-    def start(self) -> Upload:
+    def start(self, tenant: str | None = None) -> Upload:
+        """A new upload; committing it will record ``tenant`` as holding the blob."""
         now = self.clock()
-        upload = Upload(secrets.token_urlsafe(24), 0, now, now, now + self.ttl)
+        upload = Upload(secrets.token_urlsafe(24), 0, now, now, now + self.ttl, tenant)
         with self.database.transaction() as session:
             repo.add_upload(session, upload)
         return upload
@@ -140,11 +141,14 @@ class UploadService:
         )
 
     def commit(self, upload_id: str, digest: str) -> Blob:
-        """Store the upload's bytes under ``digest`` if they hash to it.
+        """Store the upload's bytes under ``digest`` if they hash to it, and record the
+        upload's tenant as holding the blob.
 
-        A blob already stored with that digest is not written again: the commit succeeds
-        at once and the staged bytes are dropped. On ``digest_mismatch`` nothing is stored
-        and the upload stays, so the client may retry with the right digest or abort.
+        A blob already stored with that digest is not written again, but the staged bytes
+        are still hashed: the commit is the tenant's proof that it has the bytes, which a
+        digest and size alone (learned from anywhere) are not. On ``digest_mismatch``
+        nothing is stored or recorded and the upload stays, so the client may retry with
+        the right digest or abort.
         """
         check_digest(digest)
         check_upload_id(upload_id)
@@ -156,15 +160,16 @@ class UploadService:
             raise upload_not_found(upload_id)
         try:
             stored = self.store.size(digest)
-            if stored is None:
-                self.store.commit_staging(upload_id, digest, upload.offset)
-            elif stored != upload.offset:
+            if stored is not None and stored != upload.offset:
                 raise InvalidInput(
                     f"the upload has {upload.offset} bytes but {digest} has {stored}; "
                     "nothing was stored",
                     code="digest_mismatch",
                     expected=digest,
                 )
+            # Hashes the staged bytes even when the blob is stored already (then it
+            # writes nothing): only bytes that hash to the digest prove possession.
+            self.store.commit_staging(upload_id, digest, upload.offset)
         except BaseException:
             with self.database.transaction() as session:
                 repo.add_upload(session, upload)
@@ -172,6 +177,8 @@ class UploadService:
         blob = Blob(digest, upload.offset)
         with self.database.transaction() as session:
             repo.record_blob(session, blob, now)
+            if upload.tenant is not None:
+                repo.record_owner(session, [digest], upload.tenant, now)
         self.store.discard_staging(upload_id)
         return blob
 

@@ -26,6 +26,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from modelport.blobs import BlobStore
+from modelport.blobs import repository as blob_repo
 from modelport.errors import Conflict, InvalidInput, NotFound, Unprocessable
 from modelport.manifest import UNSAFE_FORMATS, Manifest, canonical_bytes, manifest_digest
 from modelport.manifest import parse_manifest as _parse_manifest
@@ -59,9 +60,11 @@ from modelport.registry.types import (
 )
 from modelport.registry.validation import Validator
 from modelport.store import Database
+from modelport.store.base import utcnow
 
 ParentFilter = Callable[[str, str, str], bool]
-"""(owner, name, visibility) -> whether the publisher may name that model as a parent."""
+"""(owner, name, visibility) -> whether the publisher may read that model: name it as a
+lineage parent, or list a blob that one of its versions holds."""
 
 DEFAULT_ALIAS = "default"
 MAX_DESCRIPTION = 10_000
@@ -199,6 +202,15 @@ class RegistryService:
         (409 ``version_exists``). Concurrent identical publishes create one version.
         A lineage parent in a model ``can_see(owner, name, visibility)`` refuses is
         reported exactly like one that does not exist.
+
+        Content addressing is no access grant: each file's blob must be held by ``owner``
+        (its tenant uploaded the bytes), or be listed by a version that ``can_see`` lets
+        the publisher read and whose own owner holds it (a cross-repository mount). A
+        mount records nothing: reading the blob later still goes through a holder's
+        version. Any other blob is refused exactly like one that is not stored
+        (400 ``missing_blob``), so a digest learned elsewhere tells nothing. With
+        ``can_see`` None (the admin, or a caller inside the platform) every stored blob
+        may be listed and ``owner`` is recorded as holding the version's blobs.
         """
         check_owner(owner)
         check_model_name(name)
@@ -208,6 +220,8 @@ class RegistryService:
         parents = _parent_refs(manifest)
         with self.database.transaction() as session:
             existing = _existing(session, owner, name, version, digest)
+            if existing is None and can_see is not None:
+                _check_blob_access(session, owner, manifest, can_see)
         if existing is not None:
             return Published(existing, created=False)
         self._check_blobs(manifest)
@@ -274,6 +288,8 @@ class RegistryService:
             actor=actor,
         )
         repo.add_lineage_edges(session, vid, edges)
+        if can_see is None:  # trusted: the owner now holds what its version lists
+            blob_repo.record_owner(session, (f.digest for f in manifest.files), owner, utcnow())
         repo.append_event(session, vid, None, lifecycle.INITIAL, actor=actor, reason="published")
         repo.add_signature(
             session,
@@ -288,14 +304,7 @@ class RegistryService:
         for index, entry in enumerate(manifest.files):
             stored = self.blobs.size(entry.digest)
             if stored is None:
-                raise InvalidInput(
-                    f"file {entry.path!r}: blob {entry.digest} is not in the blob store "
-                    "(upload it first)",
-                    code="missing_blob",
-                    field=f"manifest.files.{index}.digest",
-                    path=entry.path,
-                    digest=entry.digest,
-                )
+                raise missing_blob(index, entry.path, entry.digest)
             if stored != entry.size:
                 raise InvalidInput(
                     f"file {entry.path!r}: blob {entry.digest} has {stored} bytes, the "
@@ -489,6 +498,34 @@ def alias_not_found(owner: str, name: str, alias: str) -> NotFound:
         model=f"{owner}/{name}",
         alias=alias,
     )
+
+
+def missing_blob(index: int, path: str, digest: str) -> InvalidInput:
+    """The one answer for a blob that is not stored and for one the publisher may not
+    list: telling them apart would confirm that someone holds a digest's bytes."""
+    return InvalidInput(
+        f"file {path!r}: blob {digest} is not in the blob store, or not one this "
+        "publisher uploaded or may read (upload it first)",
+        code="missing_blob",
+        field=f"manifest.files.{index}.digest",
+        path=path,
+        digest=digest,
+    )
+
+
+def _check_blob_access(
+    session: Session, owner: str, manifest: Manifest, can_see: ParentFilter
+) -> None:
+    """Each file's blob is held by ``owner``, or listed by a version the publisher may
+    read whose owner holds it; else ``missing_blob`` (see ``RegistryService.publish``)."""
+    digests = {entry.digest for entry in manifest.files}
+    held = blob_repo.held_by(session, owner, digests)
+    lenders = repo.blob_lenders(session, digests - held)
+    for index, entry in enumerate(manifest.files):
+        if entry.digest in held:
+            continue
+        if not any(can_see(o, n, v) for o, n, v in lenders.get(entry.digest, ())):
+            raise missing_blob(index, entry.path, entry.digest)
 
 
 def _existing(

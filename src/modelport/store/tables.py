@@ -44,6 +44,22 @@ class UploadRow(Base):
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
     updated_at: Mapped[datetime] = mapped_column(default=utcnow)
     expires_at: Mapped[datetime] = mapped_column(index=True)
+    tenant: Mapped[str | None] = mapped_column(String(64), nullable=True, default=None)
+    """The tenant that started the upload: its commit proves that tenant holds the bytes
+    (None for the admin key, and for uploads started before this was recorded)."""
+
+
+class BlobOwnerRow(Base):
+    """A tenant that holds a blob's bytes: it uploaded them (a commit that hashed them to
+    the digest), or a version of its own listed the blob when possession began to be
+    recorded. Storage stays deduplicated; only this row is per tenant. Rows are never
+    removed: having had the bytes once is what possession means."""
+
+    __tablename__ = "blob_owners"
+
+    digest: Mapped[str] = mapped_column(String(71), primary_key=True)
+    tenant: Mapped[str] = mapped_column(String(64), primary_key=True)
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
 
 
 # ---- registry ----------------------------------------------------------------

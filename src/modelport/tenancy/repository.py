@@ -13,15 +13,13 @@ from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
 from modelport.errors import NotFound
+from modelport.registry import repository as registry_repo
 from modelport.store.base import utcnow
 from modelport.store.tables import (
     ApiKeyRow,
     GrantRow,
     MemberRow,
-    ModelRow,
-    ModelVersionRow,
     TenantRow,
-    VersionFileRow,
 )
 from modelport.tenancy.types import ApiKey, Grant, GrantSet, Member, MemberKind, Tenant
 
@@ -432,12 +430,8 @@ def grants_to(session: Session, tenant: str) -> GrantSet:
 
 
 def models_holding_blob(session: Session, digest: str) -> list[tuple[str, str, str]]:
-    """(owner, name, visibility) of every model with a version that lists ``digest``."""
-    stmt = (
-        select(ModelRow.owner, ModelRow.name, ModelRow.visibility)
-        .join(ModelVersionRow, ModelVersionRow.model_id == ModelRow.id)
-        .join(VersionFileRow, VersionFileRow.version_id == ModelVersionRow.id)
-        .where(VersionFileRow.digest == digest)
-        .distinct()
-    )
-    return [(o, n, v) for o, n, v in session.execute(stmt)]
+    """(owner, name, visibility) of every model with a version that lists ``digest`` and
+    whose owner holds the blob itself (``registry.repository.blob_lenders``). A version
+    that only borrowed the blob, through read access to another tenant's version, is no
+    way to the bytes: the lender's version is, for as long as the reader may see it."""
+    return registry_repo.blob_lenders(session, [digest]).get(digest, [])

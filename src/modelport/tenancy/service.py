@@ -311,7 +311,8 @@ class TenancyService:
             return repo.grants_to(session, tenant)
 
     def models_holding_blob(self, digest: str) -> list[tuple[str, str, str]]:
-        """(owner, name, visibility) of the models whose versions list this blob."""
+        """(owner, name, visibility) of the models whose versions list this blob and
+        whose owner holds it (``repository.models_holding_blob``)."""
         with self.database.transaction() as session:
             return repo.models_holding_blob(session, digest)
 

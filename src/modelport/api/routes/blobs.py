@@ -1,4 +1,5 @@
-"""/api/blobs/{digest}: stream a committed blob (with ``Range``), or ``HEAD`` its size."""
+"""/api/blobs/{digest}: stream a committed blob (with ``Range``), or ``HEAD`` its size,
+to callers whose tenant holds it or who see a version of a tenant that does."""
 
 from __future__ import annotations
 
@@ -55,8 +56,9 @@ def blob_headers(blob: Blob) -> dict[str, str]:
 
 @router.head("/blobs/{digest}")
 def head_blob(digest: str, request: Request, principal: CurrentPrincipal) -> Response:
-    """A blob's size (``Content-Length``) and digest; 404 if it is not stored."""
-    require_blob(request, principal, digest, head=True)
+    """A blob's size (``Content-Length``) and digest; 404 if it is not stored or the
+    caller may not read it (``require_blob``): ``modelport push`` then uploads it."""
+    require_blob(request, principal, digest)
     blob = get_services(request).blobs.stat(digest)
     headers = blob_headers(blob) | {"Content-Length": str(blob.size)}
     return Response(status_code=200, headers=headers, media_type="application/octet-stream")
@@ -65,7 +67,7 @@ def head_blob(digest: str, request: Request, principal: CurrentPrincipal) -> Res
 @router.get("/blobs/{digest}", response_class=StreamingResponse)
 def get_blob(digest: str, request: Request, principal: CurrentPrincipal) -> Response:
     """Stream a blob, or one ``Range: bytes=a-b`` of it (206)."""
-    require_blob(request, principal, digest, head=False)
+    require_blob(request, principal, digest)
     blobs = get_services(request).blobs
     blob = blobs.stat(digest)
     headers = blob_headers(blob)

@@ -130,13 +130,14 @@ def blob_response(blob: Blob) -> Response:
 
 @router.post("/uploads", status_code=202)
 async def start_upload(
-    request: Request, _: Uploader, digest: str | None = Query(default=None)
+    request: Request, principal: Uploader, digest: str | None = Query(default=None)
 ) -> Response:
-    """Start an upload (202); with ``?digest=`` and a body, upload a whole blob (201)."""
+    """Start an upload (202); with ``?digest=`` and a body, upload a whole blob (201).
+    Its commit records the caller's tenant as holding the blob."""
     uploads = get_services(request).uploads
     if digest is not None:
         check_digest(digest)
-    upload = await anyio.to_thread.run_sync(uploads.start)
+    upload = await anyio.to_thread.run_sync(uploads.start, principal.tenant)
     if digest is None:
         return upload_response(upload, 202)
     try:
