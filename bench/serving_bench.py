@@ -348,7 +348,7 @@ def main() -> None:
                 **extra_env,
             }
             if args.redis_url:
-                streams.append(f"modelport:bench:{uuid.uuid4().hex}")
+                streams.append(f"bench-{uuid.uuid4().hex}")  # in the home's keyspace
                 env["MODELPORT_REDIS_URL"] = args.redis_url
                 env["MODELPORT_METERING_STREAM"] = streams[-1]
             command = [
@@ -378,7 +378,8 @@ def main() -> None:
         import redis
 
         client = redis.Redis.from_url(args.redis_url)
-        client.delete(*streams)
+        for stream in streams:
+            client.delete(*client.scan_iter(f"modelport:*:{stream}"), stream)
         client.close()
     at_one, best, best_size = raw_onnxruntime(model, min(args.duration, 5))
     print()

@@ -14,10 +14,12 @@ from modelport.blobs.local import LocalBlobStore
 from modelport.blobs.service import BlobService
 from modelport.blobs.uploads import UploadService
 from modelport.config import Settings
+from modelport.keyspace import Keyspace
 from modelport.registry.service import RegistryService
 from modelport.registry.signing import Signer
 from modelport.registry.validation import SubprocessValidator
 from modelport.store import Database, create_database, upgrade
+from modelport.store.installation import installation_id
 from modelport.tenancy.admin import AdminKeyAuthenticator
 from modelport.tenancy.authn import Authenticator
 from modelport.tenancy.service import TenancyService
@@ -127,14 +129,22 @@ def build_host(settings: Settings, metrics: RuntimeMetrics) -> ModelHost:
     )
 
 
-def build_tenancy(settings: Settings, database: Database) -> tuple[TenancyService, Authenticator]:
+def build_keyspace(database: Database) -> Keyspace:
+    """This installation's names in Redis, under the id its database keeps: processes
+    of another installation sharing the Redis never meet them."""
+    return Keyspace(installation_id(database))
+
+
+def build_tenancy(
+    settings: Settings, database: Database, keys: Keyspace
+) -> tuple[TenancyService, Authenticator]:
     """Tenancy and the authenticator, sharing one key cache and its invalidation."""
     from modelport.tenancy.invalidation import Invalidation, LocalInvalidation, RedisInvalidation
     from modelport.tenancy.keycache import KeyCache
 
     cache = KeyCache(ttl=settings.key_cache_ttl_seconds)
     invalidation: Invalidation = (
-        RedisInvalidation(cache, settings.redis_url)
+        RedisInvalidation(cache, settings.redis_url, keys)
         if settings.redis_url
         else LocalInvalidation(cache)
     )
@@ -144,16 +154,16 @@ def build_tenancy(settings: Settings, database: Database) -> tuple[TenancyServic
     )
 
 
-def build_repository_sync(settings: Settings) -> RepositorySync:
+def build_repository_sync(settings: Settings, keys: Keyspace) -> RepositorySync:
     """How repository loads and unloads reach the other processes sharing the Redis."""
     from modelport.serving.repository_sync import LocalRepositorySync, RedisRepositorySync
 
     if settings.redis_url:
-        return RedisRepositorySync(settings.redis_url)
+        return RedisRepositorySync(settings.redis_url, keys)
     return LocalRepositorySync()
 
 
-def build_limits(settings: Settings, database: Database) -> LimitService:
+def build_limits(settings: Settings, database: Database, keys: Keyspace) -> LimitService:
     """Limits counted in this process, or in Redis shared by every gateway when set."""
     from modelport.tenancy.limits import (
         BudgetRepository,
@@ -192,8 +202,8 @@ def build_limits(settings: Settings, database: Database) -> LimitService:
         health_check_interval=30,
         retry=Retry(ExponentialBackoff(cap=0.1, base=0.01), 1),
     )
-    rates = RedisRateLimiter(client)
-    slots = RedisConcurrencyLimiter(client, lease_seconds=settings.limits_lease_seconds)
+    rates = RedisRateLimiter(client, keys)
+    slots = RedisConcurrencyLimiter(client, keys, lease_seconds=settings.limits_lease_seconds)
     gate = RedisGate(rates, slots)
     return LimitService(
         limits=limits,
@@ -209,7 +219,7 @@ def build_limits(settings: Settings, database: Database) -> LimitService:
 
 
 def build_metering(
-    settings: Settings, database: Database, registry: RegistryService
+    settings: Settings, database: Database, registry: RegistryService, keys: Keyspace
 ) -> MeteringService:
     """Metering, its outbox delivered in process, or through a Redis stream
     (``uses_usage_stream``); settlements made durable in the usage journal or the
@@ -251,7 +261,12 @@ def build_metering(
         import redis
 
         from modelport.errors import InvalidInput
-        from modelport.metering.stream import RedisLedgerConsumer, RedisStreamSink
+        from modelport.metering.stream import (
+            LEGACY_STREAM,
+            STREAM,
+            RedisLedgerConsumer,
+            RedisStreamSink,
+        )
 
         if not settings.redis_url:
             raise InvalidInput(
@@ -263,13 +278,18 @@ def build_metering(
         client = redis.Redis.from_url(
             settings.redis_url, socket_timeout=5, socket_connect_timeout=2
         )
-        sink = RedisStreamSink(client, stream=settings.metering_stream)
+        sink = RedisStreamSink(client, keys, stream=settings.metering_stream)
         consumer = RedisLedgerConsumer(
             client,
             ledger,
+            keys,
             consumer=f"{socket.gethostname()}-{uuid.uuid4().hex[:8]}",
             stream=settings.metering_stream,
             claim_idle_ms=int(lease * 1000),
+            # Before installation ids the setting named the stream itself.
+            legacy_stream=LEGACY_STREAM
+            if settings.metering_stream == STREAM
+            else settings.metering_stream,
         )
         closers.append(client.close)
     journal = None
@@ -438,12 +458,13 @@ def build_services(settings: Settings) -> Services:
     if settings.should_auto_migrate:
         upgrade(url)
     database = create_database(url)
+    keys = build_keyspace(database)
     blob_store = build_blob_store(settings)
     signer = Signer.load_or_create(settings.resolved_signing_key_path)
     from modelport.observability.metrics import RuntimeMetrics
 
     metrics = RuntimeMetrics()
-    tenancy, authenticator = build_tenancy(settings, database)
+    tenancy, authenticator = build_tenancy(settings, database, keys)
     validator = SubprocessValidator(
         blob_store,
         work_dir=settings.home / "validation",
@@ -478,14 +499,14 @@ def build_services(settings: Settings) -> Services:
         metrics=metrics,
         host=host,
         tenancy=tenancy,
-        limits=build_limits(settings, database),
-        metering=build_metering(settings, database, registry),
+        limits=build_limits(settings, database, keys),
+        metering=build_metering(settings, database, registry, keys),
         serving=serving,
         health=health,
         prediction_log=prediction_log,
         outcomes=outcomes,
         billing=build_billing(database),
-        repository_sync=build_repository_sync(settings),
+        repository_sync=build_repository_sync(settings, keys),
     )
 
 

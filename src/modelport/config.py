@@ -163,9 +163,9 @@ class Settings(BaseSettings):
     """Outbox rows a drainer took and did not acknowledge within this time (it died) are
     delivered again; so are stream entries left pending by a dead consumer."""
 
-    metering_stream: str = "modelport:usage"
+    metering_stream: str = "usage"
     """With Redis: the stream usage events travel through to the ledger (consumer group
-    ``ledger``)."""
+    ``ledger``), named in the installation's keyspace (``modelport:{installation}:usage``)."""
 
     metering_delivery: Literal["auto", "ledger", "stream"] = "auto"
     """How usage events reach the ledger: ``ledger``, written by the process that

@@ -20,6 +20,7 @@ from starlette.testclient import TestClient
 from modelport.api import create_app
 from modelport.app import Services, build_repository_sync, build_services
 from modelport.config import Settings
+from modelport.keyspace import Keyspace
 from modelport.runtime.admission import MemoryBudget
 from modelport.runtime.types import LoadState
 from modelport.serving.repository_sync import (
@@ -61,13 +62,14 @@ def eventually(check: Callable[[], bool], timeout: float = 10.0) -> bool:
 
 
 @pytest.fixture
-def channel() -> str:
-    return f"modelport:test:repository:{uuid.uuid4().hex}"
+def keys() -> Keyspace:
+    """An installation of this test's own."""
+    return Keyspace(uuid.uuid4().hex)
 
 
 @pytest.fixture
 def gateways(
-    tmp_path: Path, redis_url: str, channel: str
+    tmp_path: Path, redis_url: str, keys: Keyspace
 ) -> Iterator[tuple[Gateway, Gateway, Publisher]]:
     """Two gateways on one home and one Redis channel; versions 1 to 3 of acme/adder."""
     settings = Settings(
@@ -81,7 +83,7 @@ def gateways(
         for _ in range(2):
             services = build_services(settings)
             services.repository_sync.close()
-            sync = RedisRepositorySync(redis_url, channel=channel)
+            sync = RedisRepositorySync(redis_url, keys)
             services.repository_sync = sync
             client = TestClient(create_app(services), headers=dict(AUTH))
             client.__enter__()  # the lifespan starts the subscriber
@@ -100,9 +102,9 @@ def gateways(
 
 
 @pytest.fixture
-def outsider(redis_url: str, channel: str) -> Iterator[RedisRepositorySync]:
+def outsider(redis_url: str, keys: Keyspace) -> Iterator[RedisRepositorySync]:
     """A third process's sync, to publish changes by hand."""
-    sync = RedisRepositorySync(redis_url, channel=channel)
+    sync = RedisRepositorySync(redis_url, keys)
     yield sync
     sync.close()
 
@@ -227,7 +229,7 @@ def test_the_subscriber_comes_back_after_losing_its_connection(gateways, outside
 
 
 def test_an_unreachable_redis_does_not_fail_the_local_change() -> None:
-    down = RedisRepositorySync("redis://127.0.0.1:1/0")
+    down = RedisRepositorySync("redis://127.0.0.1:1/0", Keyspace("down"))
     try:
         down.publish(change("unload", "1", origin=down.origin))  # logged, not raised
         down.start(lambda _: None)
@@ -256,10 +258,12 @@ def test_changes_round_trip_and_garbage_is_refused() -> None:
 
 
 def test_without_redis_the_sync_is_local(tmp_path: Path) -> None:
-    local = build_repository_sync(Settings(home=tmp_path))
+    local = build_repository_sync(Settings(home=tmp_path), Keyspace("test"))
     assert isinstance(local, LocalRepositorySync)
     local.publish(change("load", "1", origin=local.origin))  # nobody to tell
-    shared = build_repository_sync(Settings(home=tmp_path, redis_url="redis://127.0.0.1:1/0"))
+    shared = build_repository_sync(
+        Settings(home=tmp_path, redis_url="redis://127.0.0.1:1/0"), Keyspace("test")
+    )
     try:
         assert isinstance(shared, RedisRepositorySync)
     finally:

@@ -16,12 +16,15 @@ from starlette.testclient import TestClient
 from modelport.api import create_app
 from modelport.app import Services, build_services
 from modelport.config import Settings
+from modelport.keyspace import Keyspace
 from modelport.tenancy.limits import ScopeType
 from tests.api_v2.conftest import Publisher
 from tests.conftest import ADMIN_KEY, skip_or_fail
 
 REDIS_ENV = "MODELPORT_TEST_REDIS_URL"
-LIMITS_KEYS = "modelport:limits:*"
+LIMITS_KEYS = "modelport:*:limits:*"  # of any installation
+KEYS = Keyspace("limits-test")
+"""The keyspace of the limiters tests build themselves."""
 ADDER_BODY = {"inputs": [{"name": "x", "datatype": "FP32", "shape": [1, 4], "data": [1, 2, 3, 4]}]}
 
 

@@ -14,7 +14,7 @@ import redis
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
-from modelport.app import build_limits
+from modelport.app import build_keyspace, build_limits
 from modelport.config import Settings
 from modelport.errors import Overloaded, Unavailable
 from modelport.store import Database, create_database, upgrade
@@ -29,7 +29,7 @@ from modelport.tenancy.limits import (
 )
 from modelport.tenancy.limits.admitter import GroupAdmitter
 from modelport.tenancy.limits.redis import RedisConcurrencyLimiter, RedisGate, RedisRateLimiter
-from tests.limits.conftest import Platform, PlatformFactory
+from tests.limits.conftest import KEYS, Platform, PlatformFactory
 from tests.polling import eventually
 
 
@@ -70,7 +70,7 @@ def test_release_returns_at_once_when_redis_does_not_answer(silent_port: int) ->
         socket_connect_timeout=10,
         retry=Retry(NoBackoff(), 0),
     )
-    slots = RedisConcurrencyLimiter(silent, keep_alive=False, release_delay=0)
+    slots = RedisConcurrencyLimiter(silent, KEYS, keep_alive=False, release_delay=0)
     started = time.monotonic()
     for i in range(100):
         slots.release(Lease(f"lease{i}", ("b",)))
@@ -82,9 +82,9 @@ def test_release_returns_at_once_when_redis_does_not_answer(silent_port: int) ->
 def test_a_released_slot_comes_free_promptly_for_every_process(
     redis_client: redis.Redis, redis_url: str
 ) -> None:
-    slots = RedisConcurrencyLimiter(redis_client)
+    slots = RedisConcurrencyLimiter(redis_client, KEYS)
     other_client = redis.Redis.from_url(redis_url)
-    other = RedisConcurrencyLimiter(other_client)  # another gateway: carries nothing of ours
+    other = RedisConcurrencyLimiter(other_client, KEYS)  # another gateway: carries nothing of ours
     try:
         lease = slots.acquire([SlotItem("b", 1)]).lease
         assert lease is not None
@@ -101,8 +101,8 @@ def test_a_released_slot_comes_free_promptly_for_every_process(
 
 def test_this_process_sees_its_own_release_at_its_next_admission(redis_client: redis.Redis) -> None:
     # The releaser would wait a minute: the acquire carries the release itself.
-    slots = RedisConcurrencyLimiter(redis_client, release_delay=60)
-    gate = RedisGate(RedisRateLimiter(redis_client), slots)
+    slots = RedisConcurrencyLimiter(redis_client, KEYS, release_delay=60)
+    gate = RedisGate(RedisRateLimiter(redis_client, KEYS), slots)
     try:
         for _ in range(20):
             _, slot = gate.admit([], 1, [SlotItem("b", 1)])
@@ -117,7 +117,7 @@ def test_this_process_sees_its_own_release_at_its_next_admission(redis_client: r
 
 
 def test_releasing_twice_never_frees_another_holders_slot(redis_client: redis.Redis) -> None:
-    slots = RedisConcurrencyLimiter(redis_client)
+    slots = RedisConcurrencyLimiter(redis_client, KEYS)
     try:
         first = slots.acquire([SlotItem("b", 1)]).lease
         assert first is not None
@@ -135,25 +135,25 @@ def test_releasing_twice_never_frees_another_holders_slot(redis_client: redis.Re
 
 
 def test_close_sends_what_is_queued(redis_client: redis.Redis, redis_url: str) -> None:
-    slots = RedisConcurrencyLimiter(redis_client, release_delay=60)
+    slots = RedisConcurrencyLimiter(redis_client, KEYS, release_delay=60)
     lease = slots.acquire([SlotItem("b", 2)]).lease
     assert lease is not None
     slots.release(lease)
-    assert redis_client.zcard("modelport:limits:slots:b") == 1  # still queued
+    assert redis_client.zcard(KEYS.name("limits", "slots", "b")) == 1  # still queued
     slots.close()
-    assert redis_client.zcard("modelport:limits:slots:b") == 0
+    assert redis_client.zcard(KEYS.name("limits", "slots", "b")) == 0
 
 
 def test_a_lost_release_still_expires(redis_client: redis.Redis) -> None:
     """The ZREM never reaches Redis (the process dies, or Redis errs): the lease comes
     back after ``lease_seconds``, as a crashed holder's does."""
     slots = RedisConcurrencyLimiter(
-        redis_client, lease_seconds=0.5, keep_alive=False, release_delay=60
+        redis_client, KEYS, lease_seconds=0.5, keep_alive=False, release_delay=60
     )
     lease = slots.acquire([SlotItem("b", 1)]).lease
     assert lease is not None
     slots.release(lease)  # queued, and held back by the delay...
-    assert redis_client.zcard("modelport:limits:slots:b") == 1
+    assert redis_client.zcard(KEYS.name("limits", "slots", "b")) == 1
     with slots._ready:
         slots._released.clear()  # ...then lost, as if the process died here
     assert eventually(lambda: slots.in_use("b") == 0, 2.0)
@@ -164,8 +164,8 @@ def test_a_lost_release_still_expires(redis_client: redis.Redis) -> None:
 
 
 def admitter_on(redis_client: redis.Redis) -> tuple[GroupAdmitter, RedisConcurrencyLimiter]:
-    slots = RedisConcurrencyLimiter(redis_client)
-    return GroupAdmitter(RedisGate(RedisRateLimiter(redis_client), slots)), slots
+    slots = RedisConcurrencyLimiter(redis_client, KEYS)
+    return GroupAdmitter(RedisGate(RedisRateLimiter(redis_client, KEYS), slots)), slots
 
 
 async def admit_at_once(
@@ -285,7 +285,7 @@ def service(tmp_path, redis_url: str) -> Iterator[LimitService]:
     upgrade(url)
     database: Database = create_database(url)
     settings = Settings(home=tmp_path, limits_cache_ttl_seconds=60, redis_url=redis_url)
-    limits = build_limits(settings, database)
+    limits = build_limits(settings, database, build_keyspace(database))
     yield limits
     limits.close()
     database.dispose()

@@ -15,11 +15,12 @@ from redis.retry import Retry
 from modelport.errors import Unavailable
 from modelport.tenancy.limits import RateItem, SlotItem
 from modelport.tenancy.limits.redis import RedisConcurrencyLimiter, RedisGate, RedisRateLimiter
+from tests.limits.conftest import KEYS
 from tests.limits.test_inprocess import fire_at_once
 
 
 def test_200_threads_against_rpm_50_let_exactly_50_through(redis_client: redis.Redis) -> None:
-    limiter = RedisRateLimiter(redis_client)
+    limiter = RedisRateLimiter(redis_client, KEYS)
     item = [RateItem("t", 50)]
     results = fire_at_once(200, lambda: limiter.hit(item).allowed)
     assert results.count(True) == 50
@@ -27,7 +28,7 @@ def test_200_threads_against_rpm_50_let_exactly_50_through(redis_client: redis.R
 
 def test_separate_clients_share_one_allowance(redis_url: str) -> None:
     clients = [redis.Redis.from_url(redis_url) for _ in range(4)]
-    limiters = [RedisRateLimiter(c) for c in clients]
+    limiters = [RedisRateLimiter(c, KEYS) for c in clients]
     item = [RateItem("shared", 30)]
     try:
         counter = iter(range(10_000))
@@ -39,7 +40,7 @@ def test_separate_clients_share_one_allowance(redis_url: str) -> None:
 
 
 def test_decisions_match_the_in_process_algorithm(redis_client: redis.Redis) -> None:
-    limiter = RedisRateLimiter(redis_client)
+    limiter = RedisRateLimiter(redis_client, KEYS)
     item = [RateItem("t", 60, label="tenant acme")]
     first = limiter.hit(item)
     assert (first.allowed, first.limit, first.remaining, first.label) == (
@@ -58,7 +59,7 @@ def test_decisions_match_the_in_process_algorithm(redis_client: redis.Redis) -> 
 
 
 def test_all_or_nothing_and_cost(redis_client: redis.Redis) -> None:
-    limiter = RedisRateLimiter(redis_client)
+    limiter = RedisRateLimiter(redis_client, KEYS)
     tenant, key = RateItem("tenant", 10), RateItem("key", 2)
     assert limiter.hit([tenant, key], cost=2).allowed
     refused = limiter.hit([tenant, key])
@@ -67,14 +68,14 @@ def test_all_or_nothing_and_cost(redis_client: redis.Redis) -> None:
 
 
 def test_keys_expire_once_the_allowance_is_whole(redis_client: redis.Redis) -> None:
-    limiter = RedisRateLimiter(redis_client)
+    limiter = RedisRateLimiter(redis_client, KEYS)
     limiter.hit([RateItem("fast", 60_000)])  # whole again after 1 ms
     time.sleep(0.05)
-    assert list(redis_client.scan_iter("modelport:limits:rate:fast")) == []
+    assert list(redis_client.scan_iter(KEYS.name("limits", "rate", "fast"))) == []
 
 
 def test_concurrency_limit_is_exact_under_threads(redis_client: redis.Redis) -> None:
-    slots = RedisConcurrencyLimiter(redis_client, lease_seconds=30)
+    slots = RedisConcurrencyLimiter(redis_client, KEYS, lease_seconds=30)
     try:
         item = [SlotItem("t", 5)]
         results = fire_at_once(100, lambda: slots.acquire(item))
@@ -89,7 +90,7 @@ def test_concurrency_limit_is_exact_under_threads(redis_client: redis.Redis) -> 
 
 
 def test_refusal_names_the_full_bucket_and_takes_nothing(redis_client: redis.Redis) -> None:
-    slots = RedisConcurrencyLimiter(redis_client)
+    slots = RedisConcurrencyLimiter(redis_client, KEYS)
     try:
         tenant, key = SlotItem("tenant", 3), SlotItem("key", 1)
         held = slots.acquire([tenant, key]).lease
@@ -105,7 +106,7 @@ def test_refusal_names_the_full_bucket_and_takes_nothing(redis_client: redis.Red
 
 
 def test_live_leases_are_renewed_past_their_expiry(redis_client: redis.Redis) -> None:
-    slots = RedisConcurrencyLimiter(redis_client, lease_seconds=0.6)
+    slots = RedisConcurrencyLimiter(redis_client, KEYS, lease_seconds=0.6)
     try:
         lease = slots.acquire([SlotItem("long", 1)]).lease
         assert lease is not None
@@ -121,8 +122,11 @@ def test_live_leases_are_renewed_past_their_expiry(redis_client: redis.Redis) ->
 HOLDER = """
 import sys, time, redis
 from modelport.tenancy.limits import SlotItem
+from modelport.keyspace import Keyspace
 from modelport.tenancy.limits.redis import RedisConcurrencyLimiter
-slots = RedisConcurrencyLimiter(redis.Redis.from_url(sys.argv[1]), lease_seconds=1.0)
+slots = RedisConcurrencyLimiter(
+    redis.Redis.from_url(sys.argv[1]), Keyspace("limits-test"), lease_seconds=1.0
+)
 assert slots.acquire([SlotItem("crash", 1)]).lease is not None
 print("held", flush=True)
 time.sleep(600)
@@ -138,7 +142,7 @@ def test_a_crashed_holders_slot_comes_back_when_its_lease_expires(
     try:
         assert holder.stdout is not None
         assert holder.stdout.readline().strip() == "held"
-        slots = RedisConcurrencyLimiter(redis_client, lease_seconds=1.0)
+        slots = RedisConcurrencyLimiter(redis_client, KEYS, lease_seconds=1.0)
         try:
             time.sleep(1.2)  # the live holder renews its lease past the first expiry
             assert slots.acquire([SlotItem("crash", 1)]).lease is None
@@ -160,8 +164,8 @@ def test_a_crashed_holders_slot_comes_back_when_its_lease_expires(
 
 
 def test_gate_admits_exactly_the_rate_under_threads(redis_client: redis.Redis) -> None:
-    slots = RedisConcurrencyLimiter(redis_client)
-    gate = RedisGate(RedisRateLimiter(redis_client), slots)
+    slots = RedisConcurrencyLimiter(redis_client, KEYS)
+    gate = RedisGate(RedisRateLimiter(redis_client, KEYS), slots)
     try:
         rate, slot = [RateItem("t", 50)], [SlotItem("s", 1000)]
         results = fire_at_once(200, lambda: gate.admit(rate, 1, slot))
@@ -177,8 +181,8 @@ def test_gate_admits_exactly_the_rate_under_threads(redis_client: redis.Redis) -
 
 
 def test_gate_decides_like_the_two_limiters(redis_client: redis.Redis) -> None:
-    rates = RedisRateLimiter(redis_client)
-    slots = RedisConcurrencyLimiter(redis_client)
+    rates = RedisRateLimiter(redis_client, KEYS)
+    slots = RedisConcurrencyLimiter(redis_client, KEYS)
     gate = RedisGate(rates, slots)
     try:
         rate, slot = [RateItem("r", 3, label="tenant acme")], [SlotItem("s", 1)]
@@ -208,7 +212,7 @@ def test_redis_errors_fail_closed() -> None:
         host="127.0.0.1", port=1, socket_connect_timeout=0.2, retry=Retry(NoBackoff(), 0)
     )
     with pytest.raises(Unavailable) as info:
-        RedisRateLimiter(dead).hit([RateItem("t", 1)])
+        RedisRateLimiter(dead, KEYS).hit([RateItem("t", 1)])
     assert info.value.code == "limiter_unavailable"
     with pytest.raises(Unavailable):
-        RedisConcurrencyLimiter(dead, keep_alive=False).acquire([SlotItem("t", 1)])
+        RedisConcurrencyLimiter(dead, KEYS, keep_alive=False).acquire([SlotItem("t", 1)])

@@ -9,7 +9,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from modelport.app import build_limits
+from modelport.app import build_keyspace, build_limits
 from modelport.config import Settings
 from modelport.errors import NotFound, Overloaded, PaymentRequired
 from modelport.store import Database, create_database, upgrade
@@ -44,7 +44,7 @@ def limit_settings(request: pytest.FixtureRequest, tmp_path) -> Settings:
 
 @pytest.fixture
 def limits(database: Database, limit_settings: Settings) -> Iterator[LimitService]:
-    service = build_limits(limit_settings, database)
+    service = build_limits(limit_settings, database, build_keyspace(database))
     yield service
     service.close()
 
@@ -147,7 +147,7 @@ def test_token_charges(limits: LimitService) -> None:
 def test_changes_apply_at_once_here_and_after_the_ttl_elsewhere(
     limits: LimitService, database: Database, limit_settings: Settings
 ) -> None:
-    other = build_limits(limit_settings, database)
+    other = build_limits(limit_settings, database, build_keyspace(database))
     try:
         assert admit_all(other, ACME, 3) == 3  # caches "no limits" for acme
         put(limits, ScopeType.TENANT, "acme", rpm=1)
@@ -240,7 +240,9 @@ def test_spending_starts_again_in_a_new_period(database: Database) -> None:
 def test_stale_rows_serve_calls_while_one_refresh_reads_them_again(
     database: Database, tmp_path
 ) -> None:
-    service = build_limits(Settings(home=tmp_path, limits_cache_ttl_seconds=0.2), database)
+    service = build_limits(
+        Settings(home=tmp_path, limits_cache_ttl_seconds=0.2), database, build_keyspace(database)
+    )
     try:
         service.admit(ACME).release()  # rows and budget cached: no limits
         assert service.is_warm(ACME)
@@ -264,7 +266,9 @@ def test_stale_rows_serve_calls_while_one_refresh_reads_them_again(
 def test_rows_far_past_their_time_are_read_again_before_a_call(
     database: Database, tmp_path
 ) -> None:
-    service = build_limits(Settings(home=tmp_path, limits_cache_ttl_seconds=0.01), database)
+    service = build_limits(
+        Settings(home=tmp_path, limits_cache_ttl_seconds=0.01), database, build_keyspace(database)
+    )
     try:
         service.admit(ACME).release()
         time.sleep(0.2)  # more than STALE_LIMIT TTLs
@@ -279,7 +283,7 @@ def test_with_redis_only_an_unlimited_subject_is_admitted_without_a_thread(
     """A Redis limiter is network I/O: the event loop may admit a subject itself
     (``is_warm``) only when admitting it asks Redis nothing, i.e. it has no limits."""
     settings = Settings(home=tmp_path, limits_cache_ttl_seconds=60, redis_url=redis_url)
-    service = build_limits(settings, database)
+    service = build_limits(settings, database, build_keyspace(database))
     try:
         service.admit(ACME).release()  # rows and budget cached: no limits
         assert service.blocking and service.is_warm(ACME)

@@ -19,6 +19,7 @@ from starlette.testclient import TestClient
 from modelport.api import create_app
 from modelport.app import Services, build_services
 from modelport.config import Settings
+from modelport.keyspace import Keyspace
 from modelport.metering.balances import BalanceRepository
 from modelport.metering.events import priced_event
 from modelport.metering.ledger import Ledger
@@ -185,13 +186,19 @@ def redis_url() -> Iterator[str]:
     yield url
 
 
+KEYS = Keyspace("metering-test")
+"""The keyspace of the streams tests build themselves."""
+
+
 @pytest.fixture
 def stream(redis_url: str) -> Iterator[tuple[redis.Redis, str]]:
-    """A Redis client and a stream name of this test's own, removed afterwards."""
+    """A Redis client and a stream name of this test's own (in ``KEYS``, or in the
+    keyspace of an app the test builds), removed afterwards."""
     client = redis.Redis.from_url(redis_url)
-    name = f"modelport:test:usage:{uuid.uuid4().hex}"
+    name = f"usage-{uuid.uuid4().hex}"
     yield client, name
-    client.delete(name)
+    for key in client.scan_iter(f"modelport:*:{name}"):
+        client.delete(key)
     client.close()
 
 

@@ -6,11 +6,14 @@ from __future__ import annotations
 
 import time
 
+import orjson
 import pytest
 import redis
 
+from modelport.app import build_keyspace
+from modelport.metering.outbox import event_doc
 from modelport.metering.stream import GROUP, RedisLedgerConsumer, RedisStreamSink
-from tests.metering.conftest import Metering, usage_event
+from tests.metering.conftest import KEYS, Metering, usage_event
 
 
 class Crash(Exception):
@@ -29,18 +32,20 @@ class RecordThenCrash:
 
 
 def consumer(client: redis.Redis, ledger, stream: str, name: str, idle_ms: int = 100):
-    return RedisLedgerConsumer(client, ledger, consumer=name, stream=stream, claim_idle_ms=idle_ms)
+    return RedisLedgerConsumer(
+        client, ledger, KEYS, consumer=name, stream=stream, claim_idle_ms=idle_ms
+    )
 
 
 def test_outbox_to_stream_to_ledger(metering: Metering, stream: tuple[redis.Redis, str]) -> None:
     client, name = stream
     metering.outbox.put([usage_event(f"e{i}") for i in range(30)])
-    assert metering.outbox.drain(RedisStreamSink(client, stream=name), limit=7) == 30
-    assert client.xlen(name) == 30
+    assert metering.outbox.drain(RedisStreamSink(client, KEYS, stream=name), limit=7) == 30
+    assert client.xlen(KEYS.name(name)) == 30
     reader = consumer(client, metering.ledger, name, "a")
     assert reader.consume_once() == 30
     assert metering.ledger.count() == 30
-    assert client.xpending(name, GROUP)["pending"] == 0
+    assert client.xpending(KEYS.name(name), GROUP)["pending"] == 0
     assert reader.consume_once() == 0
 
 
@@ -48,7 +53,7 @@ def test_a_redelivered_outbox_batch_is_recorded_once(
     metering: Metering, stream: tuple[redis.Redis, str]
 ) -> None:
     client, name = stream
-    sink = RedisStreamSink(client, stream=name)
+    sink = RedisStreamSink(client, KEYS, stream=name)
     events = [usage_event(f"e{i}") for i in range(5)]
     sink.deliver(events)  # a drainer delivered, then died before acknowledging...
     sink.deliver(events)  # ...so its rows were delivered again
@@ -60,17 +65,17 @@ def test_pending_entries_of_a_dead_consumer_are_claimed_and_deduplicated(
     metering: Metering, stream: tuple[redis.Redis, str]
 ) -> None:
     client, name = stream
-    RedisStreamSink(client, stream=name).deliver([usage_event(f"e{i}") for i in range(8)])
+    RedisStreamSink(client, KEYS, stream=name).deliver([usage_event(f"e{i}") for i in range(8)])
     dead = consumer(client, RecordThenCrash(metering), name, "dead")
     with pytest.raises(Crash):
         dead.consume_once()
     assert metering.ledger.count() == 8
-    assert client.xpending(name, GROUP)["pending"] == 8  # read, recorded, never acked
+    assert client.xpending(KEYS.name(name), GROUP)["pending"] == 8  # read, recorded, never acked
     early = consumer(client, metering.ledger, name, "survivor", idle_ms=10_000)
     assert early.consume_once() == 0  # within the dead consumer's idle time: left alone
     time.sleep(0.15)
     assert consumer(client, metering.ledger, name, "survivor", idle_ms=100).consume_once() == 8
-    assert client.xpending(name, GROUP)["pending"] == 0
+    assert client.xpending(KEYS.name(name), GROUP)["pending"] == 0
     assert metering.ledger.count() == 8
 
 
@@ -78,12 +83,12 @@ def test_a_malformed_entry_does_not_block_the_group(
     metering: Metering, stream: tuple[redis.Redis, str]
 ) -> None:
     client, name = stream
-    client.xadd(name, {b"event": b"{not json"})
-    RedisStreamSink(client, stream=name).deliver([usage_event("good")])
+    client.xadd(KEYS.name(name), {b"event": b"{not json"})
+    RedisStreamSink(client, KEYS, stream=name).deliver([usage_event("good")])
     reader = consumer(client, metering.ledger, name, "a")
     assert reader.consume_once() == 1
     assert metering.ledger.get("good") is not None
-    assert client.xpending(name, GROUP)["pending"] == 0
+    assert client.xpending(KEYS.name(name), GROUP)["pending"] == 0
 
 
 def test_two_gateways_meter_through_the_stream_into_one_ledger(
@@ -114,7 +119,9 @@ def test_two_gateways_meter_through_the_stream_into_one_ledger(
         second.services.metering.deliver()
         events = [e.event for e in metering.ledger.entries()]
         assert len(events) == 3 and {e.amount_micros for e in events} == {1_000}
-        assert stream[0].xlen(name) == 3  # they came through the stream
+        assert (
+            stream[0].xlen(build_keyspace(first.services.database).name(name)) == 3
+        )  # they came through the stream
         assert all(e.reservation_id for e in events)
         balance = metering.balances.get(BalanceScope.TENANT, "beta")
         assert (balance.balance_micros, balance.reserved_micros) == (0, 0)
@@ -165,13 +172,41 @@ def test_a_group_lost_with_the_stream_is_made_again(
     metering: Metering, stream: tuple[redis.Redis, str]
 ) -> None:
     client, name = stream
-    sink = RedisStreamSink(client, stream=name)
+    sink = RedisStreamSink(client, KEYS, stream=name)
     reader = consumer(client, metering.ledger, name, "a")
     sink.deliver([usage_event("before")])
     assert reader.consume_once() == 1
-    client.delete(name)  # Redis lost the stream (a restart without persistence, a failover)
+    client.delete(
+        KEYS.name(name)
+    )  # Redis lost the stream (a restart without persistence, a failover)
     sink.deliver([usage_event(f"after{i}") for i in range(3)])  # made again, with no group
     recorded = sum(reader.consume_once() for _ in range(2))  # the group is made again
     assert recorded == 3
     assert metering.ledger.count() == 4
-    assert client.xpending(name, GROUP)["pending"] == 0
+    assert client.xpending(KEYS.name(name), GROUP)["pending"] == 0
+
+
+def test_usage_left_in_the_stream_of_a_release_before_installation_ids_is_recorded(
+    metering: Metering, stream: tuple[redis.Redis, str]
+) -> None:
+    """An upgrade: the old gateways stopped with events in the old stream (outside any
+    keyspace), one batch read by an old consumer and never acknowledged, one never
+    read. The new consumer records both, once, and then reads only its own stream."""
+    client, name = stream
+    legacy = f"legacy-{name}"
+    try:
+        events = [usage_event(f"old{i}") for i in range(6)]
+        for event in events:
+            client.xadd(legacy, {b"event": orjson.dumps(event_doc(event))})
+        client.xgroup_create(legacy, GROUP, id="0")
+        client.xreadgroup(GROUP, "old-gateway", {legacy: ">"}, count=2)  # read, then it stopped
+        new = RedisLedgerConsumer(
+            client, metering.ledger, KEYS, consumer="new", stream=name, legacy_stream=legacy
+        )
+        assert new.consume_once() == 6
+        assert metering.ledger.count() == 6
+        assert client.xpending(legacy, GROUP)["pending"] == 0
+        client.xadd(legacy, {b"event": orjson.dumps(event_doc(usage_event("late")))})
+        assert new.consume_once() == 0  # taken over once, at start
+    finally:
+        client.delete(legacy)

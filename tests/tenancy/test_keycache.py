@@ -8,6 +8,7 @@ from collections.abc import Iterator
 
 import pytest
 
+from modelport.keyspace import Keyspace
 from modelport.tenancy.invalidation import LocalInvalidation, RedisInvalidation
 from modelport.tenancy.keycache import KeyCache
 from modelport.tenancy.repository import KeyCredential
@@ -71,9 +72,9 @@ def test_local_invalidation_evicts_from_its_cache() -> None:
 
 @pytest.fixture
 def pair(redis_url: str) -> Iterator[tuple[RedisInvalidation, RedisInvalidation]]:
-    channel = f"modelport:test:{uuid.uuid4().hex}"
-    one = RedisInvalidation(KeyCache(ttl=60), redis_url, channel=channel)
-    two = RedisInvalidation(KeyCache(ttl=60), redis_url, channel=channel)
+    keys = Keyspace(uuid.uuid4().hex)
+    one = RedisInvalidation(KeyCache(ttl=60), redis_url, keys)
+    two = RedisInvalidation(KeyCache(ttl=60), redis_url, keys)
     assert one.wait_subscribed(5) and two.wait_subscribed(5)
     yield one, two
     one.close()
@@ -119,7 +120,7 @@ def test_without_its_subscription_a_process_forgets_and_stops_caching(
 
 def test_an_unreachable_redis_means_no_caching() -> None:
     cache = KeyCache(ttl=60)
-    down = RedisInvalidation(cache, "redis://127.0.0.1:1/0")
+    down = RedisInvalidation(cache, "redis://127.0.0.1:1/0", Keyspace("down"))
     try:
         assert not down.wait_subscribed(0.5)
         assert not down.can_cache()

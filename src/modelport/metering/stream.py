@@ -10,6 +10,7 @@ deduplicates by ``event_id``. Delivery is at least once end to end.
 
 from __future__ import annotations
 
+import copy
 import logging
 import time
 from collections.abc import Sequence
@@ -17,13 +18,18 @@ from collections.abc import Sequence
 import orjson
 import redis
 
+from modelport.keyspace import Keyspace
 from modelport.metering.events import event_from_doc
 from modelport.metering.outbox import EncodedEvent, Recorder, event_doc
 from modelport.metering.types import UsageEvent
 
-STREAM = "modelport:usage"
+STREAM = "usage"
+"""The stream's name in the installation's keyspace (``modelport:{installation}:usage``)."""
 GROUP = "ledger"
 FIELD = b"event"
+LEGACY_STREAM = "modelport:usage"
+"""The stream of releases before installation ids, outside any keyspace."""
+_LEGACY_ROUNDS = 100
 _log = logging.getLogger(__name__)
 
 
@@ -31,10 +37,10 @@ class RedisStreamSink:
     """A ``UsageSink`` that appends events to the stream, one pipeline per batch."""
 
     def __init__(
-        self, client: redis.Redis, *, stream: str = STREAM, max_len: int = 1_000_000
+        self, client: redis.Redis, keys: Keyspace, *, stream: str = STREAM, max_len: int = 1_000_000
     ) -> None:
         self._client = client
-        self._stream = stream
+        self._stream = keys.name(stream)
         self._max_len = max_len
 
     def deliver(self, events: Sequence[UsageEvent | EncodedEvent]) -> None:
@@ -56,22 +62,26 @@ class RedisLedgerConsumer:
         self,
         client: redis.Redis,
         ledger: Recorder,
+        keys: Keyspace,
         *,
         consumer: str,
         stream: str = STREAM,
         group: str = GROUP,
         claim_idle_ms: int = 30_000,
         batch: int = 500,
+        legacy_stream: str | None = None,
     ) -> None:
         self._client = client
         self._ledger = ledger
         self.consumer = consumer
-        self._stream = stream
+        self._stream = keys.name(stream)
         self._group = group
         self._claim_idle_ms = claim_idle_ms
         self._batch = batch
         self._last_claim = 0.0
         self._group_ready = False
+        # What an earlier release left unacknowledged in its stream, taken over once.
+        self._legacy_stream = legacy_stream
 
     def ensure_group(self) -> None:
         """Create the stream and group when missing (from the stream's start)."""
@@ -163,9 +173,29 @@ class RedisLedgerConsumer:
     def consume_once(self, block_ms: int | None = None) -> int:
         """Claim what dead consumers left (at most every ``claim_idle_ms``), read new
         entries, record and acknowledge them; how many events were recorded."""
-        done = 0
+        done = self._take_over_legacy() if self._legacy_stream is not None else 0
         now = time.monotonic()
         if now - self._last_claim >= self._claim_idle_ms / 1000:
             self._last_claim = now
             done += self.record(self.claim())
         return done + self.record(self.read(block_ms))
+
+    def _take_over_legacy(self) -> int:
+        """Record what the group never acknowledged in the stream of a release before
+        installation ids (its gateways stopped before their consumers read it), once:
+        on upgrade, usage already in Redis is not lost. That stream was shared by every
+        installation on the Redis, as before; the ledger deduplicates by ``event_id``."""
+        assert self._legacy_stream is not None
+        done = 0
+        if self._client.exists(self._legacy_stream):
+            legacy = copy.copy(self)
+            legacy._stream, legacy._legacy_stream = self._legacy_stream, None
+            legacy._claim_idle_ms, legacy._group_ready = 0, False
+            for _ in range(_LEGACY_ROUNDS):  # old gateways may still be adding to it
+                recorded = legacy.record(legacy.claim()) + legacy.record(legacy.read())
+                done += recorded
+                if not recorded:
+                    break
+            _log.info("took over %d usage events from %s", done, self._legacy_stream)
+        self._legacy_stream = None  # only once it went through: else again next time
+        return done

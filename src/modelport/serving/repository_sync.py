@@ -24,9 +24,9 @@ from typing import Literal, Protocol
 
 import orjson
 
+from modelport.keyspace import Keyspace
 from modelport.pubsub import Subscription, redis_client
 
-CHANNEL = "modelport:repository"
 _log = logging.getLogger(__name__)
 
 Action = Literal["load", "unload"]
@@ -90,17 +90,18 @@ class LocalRepositorySync:
 
 
 class RedisRepositorySync:
-    """Publishes changes on ``channel``; a daemon thread hands the others' to ``apply``."""
+    """Publishes changes on the installation's channel ``repository``; a daemon thread
+    hands the others' to ``apply``."""
 
     shared = True
 
-    def __init__(self, url: str, *, channel: str = CHANNEL) -> None:
+    def __init__(self, url: str, keys: Keyspace) -> None:
         self.origin = process_id()
-        self.channel = channel
+        self.channel = keys.name("repository")
         self.client_name = f"modelport-repository-{uuid.uuid4().hex[:12]}"
         self._client = redis_client(url, self.client_name)
         self._subscription = Subscription(
-            self._client, channel, self._receive, name="modelport-repository-sync"
+            self._client, self.channel, self._receive, name="modelport-repository-sync"
         )
         self._apply: Callable[[RepositoryChange], None] | None = None
 

@@ -21,6 +21,19 @@ from sqlalchemy.orm import Mapped, mapped_column
 
 from modelport.store.base import Base, utcnow
 
+# ---- installation ------------------------------------------------------------
+
+
+class InstallationRow(Base):
+    """The one row naming this installation (made by its migration): what it shares
+    with other installations, a Redis, it keeps under this id."""
+
+    __tablename__ = "installation"
+
+    id: Mapped[str] = mapped_column(String(32), primary_key=True)
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+
+
 # ---- blobs and uploads -------------------------------------------------------
 
 

@@ -20,10 +20,10 @@ from typing import Protocol
 
 import orjson
 
+from modelport.keyspace import Keyspace
 from modelport.pubsub import Subscription, redis_client
 from modelport.tenancy.keycache import KeyCache
 
-CHANNEL = "modelport:keys:invalidate"
 _log = logging.getLogger(__name__)
 
 
@@ -54,18 +54,19 @@ class LocalInvalidation:
 
 
 class RedisInvalidation:
-    """Publishes evictions on ``CHANNEL``; a daemon thread applies everyone's evictions."""
+    """Publishes evictions on the installation's channel ``keys:invalidate``; a daemon
+    thread applies everyone's evictions."""
 
-    def __init__(self, cache: KeyCache, url: str, *, channel: str = CHANNEL) -> None:
+    def __init__(self, cache: KeyCache, url: str, keys: Keyspace) -> None:
         self.cache = cache
-        self.channel = channel
+        self.channel = keys.name("keys", "invalidate")
         self.client_name = f"modelport-keys-{uuid.uuid4().hex[:12]}"
         self._client = redis_client(url, self.client_name)
         # Whatever happened while not listening is unknown: forget everything, both when
         # a subscription starts and when it is lost.
         self._subscription = Subscription(
             self._client,
-            channel,
+            self.channel,
             self._evict,
             name="modelport-key-invalidation",
             on_subscribed=cache.clear,

@@ -34,6 +34,7 @@ from redis.client import Pipeline
 from redis.commands.core import Script
 
 from modelport.errors import Unavailable
+from modelport.keyspace import Keyspace
 from modelport.tenancy.limits.concurrency import LeaseKeeper
 from modelport.tenancy.limits.types import (
     UNLIMITED,
@@ -44,7 +45,6 @@ from modelport.tenancy.limits.types import (
     SlotItem,
 )
 
-DEFAULT_PREFIX = "modelport:limits:"
 _log = logging.getLogger(__name__)
 
 # KEYS[i]: bucket i's TAT. ARGV[1]: cost; ARGV[2i], ARGV[2i+1]: interval (µs) and limit.
@@ -240,11 +240,11 @@ def _result(results: list[Any], index: int) -> Any:
 
 
 class RedisRateLimiter:
-    """GCRA shared by every process using the same Redis and ``prefix``."""
+    """GCRA shared by every process of the installation ``keys`` names."""
 
-    def __init__(self, client: redis.Redis, *, prefix: str = DEFAULT_PREFIX) -> None:
+    def __init__(self, client: redis.Redis, keys: Keyspace) -> None:
         self._client = client
-        self._prefix = prefix + "rate:"
+        self._prefix = keys.name("limits", "rate", "")
         self._script = client.register_script(GCRA_LUA)
 
     def hit(self, items: Sequence[RateItem], cost: int = 1) -> RateDecision:
@@ -285,15 +285,15 @@ class RedisConcurrencyLimiter:
     def __init__(
         self,
         client: redis.Redis,
+        keys: Keyspace,
         *,
-        prefix: str = DEFAULT_PREFIX,
         lease_seconds: float = 30.0,
         keep_alive: bool = True,
         release_delay: float = 0.002,
         idle_seconds: float = 5.0,
     ) -> None:
         self._client = client
-        self._prefix = prefix + "slots:"
+        self._prefix = keys.name("limits", "slots", "")
         self._ttl_ms = max(1, int(lease_seconds * 1000))
         self._acquire = client.register_script(ACQUIRE_LUA)
         self._renew = client.register_script(RENEW_LUA)

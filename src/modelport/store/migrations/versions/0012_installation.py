@@ -1,4 +1,4 @@
-"""installation id: namespaces shared Redis state (placeholder)
+"""installation id: namespaces shared Redis state
 
 Revision ID: 0012_installation
 Revises: 0011_blob_owners
@@ -7,6 +7,12 @@ Create Date: 2026-12-01 15:00:00
 
 from __future__ import annotations
 
+import secrets
+from datetime import UTC, datetime
+
+import sqlalchemy as sa
+from alembic import op
+
 revision = "0012_installation"
 down_revision = "0011_blob_owners"
 branch_labels = None
@@ -14,8 +20,15 @@ depends_on = None
 
 
 def upgrade() -> None:
-    pass
+    installation = op.create_table(
+        "installation",
+        sa.Column("id", sa.String(length=32), nullable=False),
+        sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
+        sa.PrimaryKeyConstraint("id", name=op.f("pk_installation")),
+    )
+    # Made once, here: every process of this installation reads the same id.
+    op.bulk_insert(installation, [{"id": secrets.token_hex(8), "created_at": datetime.now(UTC)}])
 
 
 def downgrade() -> None:
-    pass
+    op.drop_table("installation")
