@@ -1,4 +1,6 @@
-"""Render errors once per surface: RFC 9457 problem+json on ``/api``, ``{"error"}`` on ``/v2``."""
+"""Render errors once per surface: RFC 9457 problem+json on ``/api``, ``{"error", "code"}``
+on ``/v2``: the protocol's ``error`` message, and beside it the same stable machine ``code``
+an ``/api`` problem carries."""
 
 from __future__ import annotations
 
@@ -75,7 +77,7 @@ def problem_response(
 ) -> Response:
     path = request.url.path
     if path.startswith("/v2"):
-        body: dict[str, Any] = {"error": detail}
+        body: dict[str, Any] = {"error": detail, "code": code}
         return Response(orjson.dumps(body), status, headers=headers, media_type="application/json")
     problem: dict[str, Any] = {
         "type": PROBLEM_TYPE + code,

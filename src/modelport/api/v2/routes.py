@@ -7,7 +7,8 @@ alias. Every route but the health probes needs the bearer key.
 
 These are plain Starlette routes rather than FastAPI ones: ``infer`` is the hot
 path, and it parses its body with the codec (orjson, numpy views), not pydantic.
-Errors are rendered by ``modelport.api.problems`` as ``{"error": "..."}``.
+Errors are rendered by ``modelport.api.problems`` as ``{"error": "...", "code": "..."}``:
+the protocol's message, and a stable machine code beside it.
 
 Status codes: bad input 400 (naming the input and what was expected), missing
 key 401, unknown model or version 404, body too large 413, queue full 429 with
@@ -61,6 +62,11 @@ EXTENSIONS = ("binary_tensor_data", "model_repository")
 
 def _json(doc: Any, status: int = 200) -> Response:
     return Response(orjson.dumps(doc), status, media_type="application/json")
+
+
+def _error(message: str, code: str, status: int) -> Response:
+    """An error answered without raising, in the shape ``problems`` renders."""
+    return _json({"error": message, "code": code}, status)
 
 
 async def _authenticate(request: Request) -> Principal:
@@ -136,7 +142,7 @@ async def ready(request: Request) -> Response:
     try:
         await asyncio.to_thread(check)
     except Exception as exc:  # any driver error means not ready
-        return _json({"error": f"not ready: database: {exc}"}, 503)
+        return _error(f"not ready: database: {exc}", "not_ready", 503)
     return _json({"ready": True})
 
 
@@ -167,7 +173,7 @@ async def model_ready(request: Request) -> Response:
     if not is_ready:
         status = _dataplane(request).host.status(target.key)
         state = status.state.value if status else "not loaded"
-        return _json({"error": f"{target.key.ref} is not ready: {state}"}, 503)
+        return _error(f"{target.key.ref} is not ready: {state}", "model_not_ready", 503)
     return _json({"name": target.model, "version": target.version, "ready": True})
 
 
