@@ -99,7 +99,7 @@ async def _predict(name: str, request: Request) -> Response:
     # From here a caller that hangs up cancels the call (see ``api.disconnect``).
     watch = CallerWatch(request.receive)
     try:
-        return await _answer_body(name, request, principal, plane, route, body, watch)
+        return await _predict_body(name, request, principal, plane, route, body, watch)
     except asyncio.CancelledError:
         if not watch.caller_gone():
             raise  # not the caller's doing (the server is stopping)
@@ -108,7 +108,7 @@ async def _predict(name: str, request: Request) -> Response:
         watch.stop()
 
 
-async def _answer_body(
+async def _predict_body(
     name: str,
     request: Request,
     principal: Principal,
