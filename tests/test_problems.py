@@ -42,7 +42,7 @@ def test_unexpected_error_on_api_is_problem_json_without_internals(client: TestC
 def test_unexpected_error_on_v2_is_the_protocols_error_object(client: TestClient) -> None:
     response = client.get("/v2/boom")
     assert response.status_code == 500
-    assert set(response.json()) == {"error"}
+    assert response.json() == {"error": response.json()["error"], "code": "internal_error"}
     assert "secret" not in response.text
 
 

@@ -134,6 +134,11 @@ class Settings(BaseSettings):
     max_api_body_bytes: int = Field(default=4 << 20, gt=0)
     """Largest request body accepted on ``/api`` (uploads have ``max_chunk_bytes``)."""
 
+    body_read_timeout_seconds: float = Field(default=10.0, gt=0)
+    """Longest wait for the next part of a request body (between two reads, not for the
+    whole body, so a large upload on a slow link is not cut): a client that stops
+    sending gets 408 ``body_timeout`` and its connection is closed."""
+
     max_json_depth: int = Field(default=64, ge=1)
     """Deepest nesting of arrays and objects accepted in a JSON request body."""
 

@@ -10,6 +10,7 @@ machine ``code`` and a transport-neutral ``kind``. Each HTTP surface maps
     ├── PaymentRequired     kind=payment_required (402)
     ├── Forbidden           kind=forbidden        (403)
     ├── NotFound            kind=not_found        (404)
+    ├── RequestTimeout      kind=request_timeout  (408)
     ├── Conflict            kind=conflict         (409)
     ├── PayloadTooLarge     kind=too_large        (413)
     ├── RangeNotSatisfiable kind=range            (416)
@@ -71,6 +72,13 @@ class NotFound(ModelportError):
 class Conflict(ModelportError):
     kind = "conflict"
     default_code = "conflict"
+
+
+class RequestTimeout(ModelportError):
+    """The client stopped sending its request body (``body_timeout``)."""
+
+    kind = "request_timeout"
+    default_code = "body_timeout"
 
 
 class PayloadTooLarge(ModelportError):

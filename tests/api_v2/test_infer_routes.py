@@ -355,3 +355,20 @@ def test_a_caller_that_leaves_mid_body_gets_no_error_logged(v2) -> None:
     }
     client.portal.call(client.app, scope, receive, send)  # raises if the route did
     assert sent[0]["status"] == 499
+
+
+def test_nan_and_infinity_literals_are_read_and_written_as_triton_does(v2) -> None:
+    client, _, publisher = v2
+    publisher.adder()
+    body = (
+        b'{"inputs": [{"name": "x", "datatype": "FP32", "shape": [1, 4],'
+        b' "data": [NaN, Infinity, -Infinity, 1]}]}'
+    )
+    answered = client.post("/v2/models/acme/adder/infer", content=body)
+    assert answered.status_code == 200, answered.text
+    assert b'"data":[NaN,Infinity,-Infinity,2.0]' in answered.content  # never null
+    # Only the literals JSON writers produce: rapidjson's "Inf" shorthand is refused.
+    shorthand = client.post(
+        "/v2/models/acme/adder/infer", content=body.replace(b"Infinity", b"Inf")
+    )
+    assert shorthand.status_code == 400 and shorthand.json()["code"] == "invalid_json"

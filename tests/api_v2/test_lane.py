@@ -95,7 +95,8 @@ def test_refusals_in_the_lane_use_the_v2_error_format(v2) -> None:
     )
     assert unauthenticated.status_code == 401
     assert unauthenticated.headers["www-authenticate"].startswith("Bearer")
-    assert set(unauthenticated.json()) == {"error"}
+    assert set(unauthenticated.json()) == {"error", "code"}
+    assert unauthenticated.json()["code"] == "invalid_credentials"
 
 
 def test_a_bug_in_the_lane_is_a_500_with_the_request_id_only(v2, monkeypatch, caplog) -> None:
@@ -112,7 +113,10 @@ def test_a_bug_in_the_lane_is_a_500_with_the_request_id_only(v2, monkeypatch, ca
         headers={"X-Request-Id": "bug-7"},
     )
     assert answered.status_code == 500
-    assert answered.json() == {"error": "internal error (request id bug-7)"}
+    assert answered.json() == {
+        "error": "internal error (request id bug-7)",
+        "code": "internal_error",
+    }
     assert "secret internals" not in answered.text
     assert any("bug-7" in record.getMessage() for record in caplog.records)
 

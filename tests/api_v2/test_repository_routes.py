@@ -51,6 +51,9 @@ def test_without_load_on_demand_only_loaded_versions_serve(make_v2: V2Factory) -
     body = infer_body("x", np.zeros((1, 4), np.float32))
     refused = client.post("/v2/models/acme/adder/infer", json=body)
     assert refused.status_code == 503 and "not loaded" in refused.json()["error"]
+    assert refused.json()["code"] == "model_not_loaded"
+    not_ready = client.get("/v2/models/acme/adder/versions/1/ready")
+    assert not_ready.status_code == 503 and not_ready.json()["code"] == "model_not_ready"
     assert client.post("/v2/repository/models/acme/adder/load").status_code == 200
     assert client.post("/v2/models/acme/adder/infer", json=body).status_code == 200
     client.post("/v2/repository/models/acme/adder/unload")

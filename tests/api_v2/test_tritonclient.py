@@ -81,3 +81,23 @@ def test_errors_reach_the_client_with_the_server_message(triton_client) -> None:
     assert missing.value.status() == "404"
     with pytest.raises(InferenceServerException):
         client.get_server_metadata()  # no key
+
+
+def test_nan_and_infinities_round_trip_through_json_as_with_triton(triton_client) -> None:
+    """Triton reads and writes NaN, Infinity and -Infinity literals in JSON tensors;
+    so does modelport, so a float output never turns into null."""
+    client, publisher = triton_client
+    publisher.adder()
+    x = np.array([[np.nan, np.inf, -np.inf, 1.5]], dtype=np.float32)
+    tensor = triton.InferInput("x", [1, 4], "FP32")
+    tensor.set_data_from_numpy(x, binary_data=False)
+    result = client.infer(
+        "acme/adder",
+        [tensor],
+        outputs=[triton.InferRequestedOutput("y", binary_data=False)],
+        headers=key(),
+    )
+    y = result.as_numpy("y")
+    assert y is not None and y.dtype == np.float32
+    np.testing.assert_array_equal(y, x + 1)  # NaN compares equal to NaN here
+    assert "parameters" not in result.get_output("y")  # it went as JSON, not binary

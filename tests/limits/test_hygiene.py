@@ -109,7 +109,7 @@ def test_declared_length_over_the_limit_is_refused_without_reading(small: Platfo
     assert reads == 0
     status, body, reads = call_asgi(app, "POST", "/v2/models/acme/adder/infer", headers, [b"{}"])
     assert (status, reads) == (413, 0)
-    assert "above the limit" in body["error"]
+    assert "above the limit" in body["error"] and body["code"] == "payload_too_large"
 
 
 def test_streamed_body_is_cut_off_once_past_the_limit(small: Platform) -> None:

@@ -36,6 +36,7 @@ def test_rate_limit_headers_then_429_with_retry_after(acme: tuple[Platform, str]
     refused = platform.infer(key)
     assert refused.status_code == 429
     assert "rate limit of 3 requests per minute" in refused.json()["error"]
+    assert refused.json()["code"] == "rate_limited"
     assert 19 <= int(refused.headers["Retry-After"]) <= 20  # one request every 20 s
     assert refused.headers["RateLimit-Remaining"] == "0"
 
@@ -90,6 +91,7 @@ def test_concurrency_refused_at_once_and_slot_back_after_success_and_error(
     assert refused.status_code == 429
     assert time.monotonic() - started < 1.0
     assert "concurrency limit of 1" in refused.json()["error"]
+    assert refused.json()["code"] == "concurrency_limited"
     assert refused.headers["Retry-After"] == "1"
     held.release()
     assert platform.infer(key).status_code == 200
@@ -173,6 +175,7 @@ def test_hard_cap_refuses_with_402_before_any_work(acme: tuple[Platform, str]) -
     refused = platform.infer(key)
     assert refused.status_code == 402
     assert "spending cap" in refused.json()["error"]
+    assert refused.json()["code"] == "budget_exceeded"
     # load_on_demand is on: any work at all would have loaded the model.
     assert platform.services.host.statuses() == []
     platform.services.limits.set_budget("acme", hard_cap_micros=11, soft_cap_micros=None)

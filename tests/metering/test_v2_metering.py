@@ -52,6 +52,7 @@ def test_402_and_nothing_runs_when_the_balance_does_not_cover_the_call(
     refused = platform.infer()
     assert refused.status_code == 402
     assert "does not cover" in refused.json()["error"]
+    assert refused.json()["code"] == "budget_exceeded"
     assert platform.entries() == []
     executions = platform.services.metrics.registry.get_sample_value(
         "modelport_inference_execution_duration_seconds_count",

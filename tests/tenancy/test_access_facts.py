@@ -101,7 +101,8 @@ def test_a_version_taken_out_of_service_here_stops_calls_at_once(world: World) -
     refused = infer(world, "acme/public/versions/1")
     assert refused.status_code == 403
     assert refused.json() == {
-        "error": "acme/public:1 is deprecated; other tenants may call it once approved"
+        "error": "acme/public:1 is deprecated; other tenants may call it once approved",
+        "code": "version_not_approved",
     }
 
 

@@ -38,6 +38,7 @@ def test_a_model_grant_shares_one_private_model(world: World) -> None:
     assert infer(world, "acme/private/versions/2", consumer).status_code == 200
     refused = infer(world, "acme/private/versions/1", consumer)
     assert refused.status_code == 403 and "approved" in refused.json()["error"]
+    assert refused.json()["code"] == "version_not_approved"
     assert (
         infer(world, "acme/private/versions/2", world.key("globex", "billing")).status_code == 403
     )
@@ -102,7 +103,8 @@ def test_public_models_are_callable_by_any_consumer_once_approved(world: World) 
     candidate = infer(world, "acme/public/versions/2", consumer)
     assert candidate.status_code == 403
     assert candidate.json() == {
-        "error": "acme/public:2 is candidate; other tenants may call it once approved"
+        "error": "acme/public:2 is candidate; other tenants may call it once approved",
+        "code": "version_not_approved",
     }
     # Inside the tenant, a consumer may call a candidate.
     assert infer(world, "acme/public/versions/2", world.key("acme", "consumer")).status_code == 200

@@ -12,6 +12,7 @@ from starlette.types import ASGIApp
 from modelport import __version__
 from modelport.api.access_facts import AccessFacts
 from modelport.api.billing import install_billing
+from modelport.api.body_timeout import BodyReadTimeout
 from modelport.api.hygiene import RequestHygiene
 from modelport.api.limiting import RateLimitHeaders
 from modelport.api.problems import install_error_handlers
@@ -43,15 +44,19 @@ if TYPE_CHECKING:
 
 
 class ModelportAPI(FastAPI):
-    """FastAPI with the inference lane in front of its whole middleware stack.
+    """FastAPI with the inference lane in front of its whole middleware stack, and the
+    body read timeout in front of that (it guards every request, infer calls too).
 
     ``add_middleware`` would put the lane inside the middlewares FastAPI itself
     installs around the user's (server errors, exception telemetry, the body
     limit): layers every infer call would cross for nothing, since the lane renders
     its own errors and checks its own body limit."""
 
+    body_read_timeout_seconds = 10.0
+
     def build_middleware_stack(self) -> ASGIApp:
-        return InferenceLane(super().build_middleware_stack())
+        lane = InferenceLane(super().build_middleware_stack())
+        return BodyReadTimeout(lane, seconds=self.body_read_timeout_seconds)
 
 
 def create_app(services: Services) -> FastAPI:
@@ -83,6 +88,7 @@ def create_app(services: Services) -> FastAPI:
         telemetry={"tracing": False, "metrics": False, "logs": False},
     )
     app.state.services = services
+    app.body_read_timeout_seconds = services.settings.body_read_timeout_seconds
     app.add_middleware(RateLimitHeaders)
     app.add_middleware(
         RequestHygiene,

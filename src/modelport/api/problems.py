@@ -1,4 +1,6 @@
-"""Render errors once per surface: RFC 9457 problem+json on ``/api``, ``{"error"}`` on ``/v2``."""
+"""Render errors once per surface: RFC 9457 problem+json on ``/api``, ``{"error", "code"}``
+on ``/v2``: the protocol's ``error`` message, and beside it the same stable machine ``code``
+an ``/api`` problem carries."""
 
 from __future__ import annotations
 
@@ -18,6 +20,7 @@ STATUS_BY_KIND = {
     "payment_required": 402,
     "forbidden": 403,
     "not_found": 404,
+    "request_timeout": 408,
     "conflict": 409,
     "too_large": 413,
     "range": 416,
@@ -34,6 +37,7 @@ CODE_BY_STATUS = {
     403: "forbidden",
     404: "not_found",
     405: "method_not_allowed",
+    408: "request_timeout",
     409: "conflict",
     411: "length_required",
     413: "payload_too_large",
@@ -75,7 +79,7 @@ def problem_response(
 ) -> Response:
     path = request.url.path
     if path.startswith("/v2"):
-        body: dict[str, Any] = {"error": detail}
+        body: dict[str, Any] = {"error": detail, "code": code}
         return Response(orjson.dumps(body), status, headers=headers, media_type="application/json")
     problem: dict[str, Any] = {
         "type": PROBLEM_TYPE + code,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 import struct
 import sys
@@ -9,6 +10,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
+import orjson
 
 from modelport.errors import InvalidInput
 
@@ -377,3 +379,44 @@ def encode_json_data(array: np.ndarray) -> list[Any]:
                 out.append(str(x))
         return out
     return array.reshape(-1).tolist()
+
+
+# ---- non-finite floats in JSON
+# JSON has no NaN or infinities. Triton parses and writes them as the literals
+# NaN, Infinity and -Infinity (rapidjson's NaN-and-Inf flags), and so do
+# tritonclient (python-rapidjson) and Python's json module; modelport does the same
+# on /v2, so a float tensor round-trips through JSON as it does as binary data.
+_NON_FINITE_LITERALS = (b"NaN", b"Infinity")
+
+
+def loads_json(raw: bytes | memoryview) -> Any:
+    """Parse JSON, accepting the ``NaN``, ``Infinity`` and ``-Infinity`` literals.
+
+    Strict JSON (the common case) is parsed by orjson; only a text that orjson
+    refuses and that holds one of the literals is parsed again, by the standard
+    library. Raises ``ValueError`` (orjson's message) when neither can parse it."""
+    try:
+        return orjson.loads(raw)
+    except orjson.JSONDecodeError as exc:
+        error = exc
+    data = bytes(raw)
+    if any(literal in data for literal in _NON_FINITE_LITERALS):
+        try:
+            return json.loads(data.decode("utf-8"))
+        except (ValueError, RecursionError):
+            pass
+    raise ValueError(str(error))
+
+
+def json_float_data(flat: np.ndarray) -> np.ndarray | orjson.Fragment:
+    """A flat float array as orjson writes it, except that NaN and infinities are the
+    literals ``NaN``, ``Infinity`` and ``-Infinity`` rather than ``null``: the array
+    itself when every value is finite, else the JSON text as an ``orjson.Fragment``."""
+    finite = np.isfinite(flat)
+    if finite.all():
+        return flat
+    tokens = orjson.dumps(flat, option=orjson.OPT_SERIALIZE_NUMPY)[1:-1].split(b",")
+    for index in np.flatnonzero(~finite).tolist():
+        value = float(flat[index])
+        tokens[index] = b"NaN" if value != value else b"Infinity" if value > 0 else b"-Infinity"
+    return orjson.Fragment(b"[" + b",".join(tokens) + b"]")

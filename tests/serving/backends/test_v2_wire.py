@@ -35,7 +35,7 @@ def test_a_request_the_server_codec_parses_back() -> None:
 @pytest.mark.parametrize("binary", [True, False])
 def test_a_response_the_server_codec_encodes_decodes(binary: bool) -> None:
     outputs = {
-        "y": np.array([[1.5, float("nan")]], dtype=np.float32),
+        "y": np.array([[1.5, float("nan"), float("inf"), float("-inf")]], dtype=np.float32),
         "label": np.array([b"cat", b"dog"], dtype=object),
         "count": np.array([3], dtype=np.uint16),
     }
@@ -46,7 +46,8 @@ def test_a_response_the_server_codec_encodes_decodes(binary: bool) -> None:
         binary_data_output=binary,
     )
     decoded = v2_wire.decode_response(encoded.body, encoded.headers.get(INFERENCE_HEADER))
-    np.testing.assert_array_equal(decoded["y"], outputs["y"])  # NaN survives both ways
+    # NaN and infinities survive both ways (as NaN/Infinity literals in JSON).
+    np.testing.assert_array_equal(decoded["y"], outputs["y"])
     assert decoded["y"].dtype == np.float32
     assert decoded["label"].tolist() == [b"cat", b"dog"]
     assert decoded["count"].dtype == np.uint16

@@ -6,7 +6,9 @@ check the body against the endpoint's schema (``predict_codec``); with an
 ``Idempotency-Key``, claim it or replay the first answer; choose the version
 (weights, or sticky by ``X-Subject-Key`` / ``subject``); rate, concurrency and
 budget limits for that version's model; meter (the usage event names the
-version that actually answered); run it through the dispatcher; answer.
+version that actually answered); run it through the dispatcher; answer. A caller
+that hangs up once its body is read cancels the call: it is metered ``cancelled``
+and its idempotency key is freed (``api.disconnect``).
 
 The response::
 
@@ -22,6 +24,7 @@ A replayed answer carries ``Idempotent-Replayed: true``.
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import time
 from datetime import UTC, datetime
@@ -35,6 +38,7 @@ from starlette.routing import Route as HttpRoute
 
 from modelport.api.auth import require_principal_async
 from modelport.api.deps import get_services
+from modelport.api.disconnect import CLIENT_CLOSED, CallerWatch
 from modelport.api.limiting import admitted
 from modelport.api.metering import call_info
 from modelport.api.prediction_records import log_prediction
@@ -91,8 +95,29 @@ async def _predict(name: str, request: Request) -> Response:
     route = await plane.route(name)
     require_endpoint(request, principal, route.endpoint, Permission.MODEL_CALL)
     route.check_active()
-    settings = get_services(request).settings
     body = await request.body()
+    # From here a caller that hangs up cancels the call (see ``api.disconnect``).
+    watch = CallerWatch(request.receive)
+    try:
+        return await _predict_body(name, request, principal, plane, route, body, watch)
+    except asyncio.CancelledError:
+        if not watch.caller_gone():
+            raise  # not the caller's doing (the server is stopping)
+        return Response(status_code=CLIENT_CLOSED)
+    finally:
+        watch.stop()
+
+
+async def _predict_body(
+    name: str,
+    request: Request,
+    principal: Principal,
+    plane: ServingPlane,
+    route: Route,
+    body: bytes,
+    watch: CallerWatch,
+) -> Response:
+    settings = get_services(request).settings
     try:
         doc = orjson.loads(body)
     except orjson.JSONDecodeError as exc:
@@ -108,7 +133,9 @@ async def _predict(name: str, request: Request) -> Response:
     subject = request.headers.get(SUBJECT_HEADER) or parsed.subject
     key = request.headers.get(IDEMPOTENCY_HEADER)
     if key is None:
-        return await _run(request, principal, plane, route, parsed, subject, timeout, deadline)
+        return await _run(
+            request, principal, plane, route, parsed, subject, timeout, deadline, watch
+        )
     tenant = principal.tenant or principal.id
     fingerprint = hashlib.sha256(f"{subject or ''}\0".encode() + body).hexdigest()
     claimed = await plane.idempotency.claim(
@@ -119,7 +146,7 @@ async def _predict(name: str, request: Request) -> Response:
             claimed.body, claimed.status, media_type=JSON, headers={"Idempotent-Replayed": "true"}
         )
     return await _run_once(
-        request, principal, plane, route, parsed, subject, timeout, deadline, claimed
+        request, principal, plane, route, parsed, subject, timeout, deadline, claimed, watch
     )
 
 
@@ -133,9 +160,12 @@ async def _run_once(
     timeout: float,
     deadline: float,
     claim: Claim,
+    watch: CallerWatch,
 ) -> Response:
     try:
-        response = await _run(request, principal, plane, route, parsed, subject, timeout, deadline)
+        response = await _run(
+            request, principal, plane, route, parsed, subject, timeout, deadline, watch
+        )
     except BaseException:
         # Nothing was answered: a retry with the key runs again. Shielded, so that a
         # caller who went away (cancellation) still frees the key.
@@ -157,6 +187,7 @@ async def _run(
     subject: str | None,
     timeout: float,
     deadline: float,
+    watch: CallerWatch,
 ) -> Response:
     plan = plane.router.plan(route.endpoint.name, subject)
     chosen = plan.version
@@ -187,6 +218,7 @@ async def _run(
                 prediction_id=call.prediction_id,
                 call_id=call.reservation.id if call.reservation is not None else "",
             )
+            watch.stop()  # answered: billed as such, whoever reads it
         except ModelportError as exc:
             _log(request, plan, call.prediction_id, parsed, None, received_at, started, exc.code)
             raise

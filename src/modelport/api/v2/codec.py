@@ -17,7 +17,6 @@ stable ``code`` and a message naming the offending tensor.
 
 from __future__ import annotations
 
-import json
 import math
 import re
 from collections.abc import Mapping, Sequence
@@ -40,6 +39,8 @@ from modelport.runtime.tensors import (
     decode_binary_tensor,
     decode_json_tensor,
     encode_binary_tensor,
+    json_float_data,
+    loads_json,
     numpy_dtype,
 )
 
@@ -123,7 +124,9 @@ def encode_infer_response(
     in that order; otherwise every entry of ``outputs``. An output goes as
     binary when its ``binary_data`` says so, else per ``binary_data_output``;
     BYTES outputs that are not valid UTF-8 have no JSON form and always go as
-    binary. NaN and infinities become JSON ``null``. Raises ``Internal``
+    binary. NaN and infinities are written as the literals ``NaN``, ``Infinity`` and
+    ``-Infinity``, as Triton writes them and as requests may carry them, so float
+    outputs round-trip (``null`` would read back as nothing). Raises ``Internal``
     (code ``missing_output`` / ``unsupported_output_dtype``) when the model did
     not produce a requested output or produced a dtype OIP cannot name.
     """
@@ -194,19 +197,11 @@ def _json_length(header_length: str | int | None, body_size: int) -> int:
 
 
 def _load_json(raw: bytes | memoryview) -> Any:
+    # NaN, Infinity and -Infinity are accepted, as Triton does (``loads_json``).
     try:
-        return orjson.loads(raw)
-    except orjson.JSONDecodeError as exc:
-        error = str(exc)
-    # python-rapidjson (tritonclient) writes NaN and Infinity for non-finite
-    # floats; orjson refuses them, the standard library accepts them.
-    data = bytes(raw)
-    if b"NaN" in data or b"Infinity" in data:
-        try:
-            return json.loads(data.decode("utf-8"))
-        except (ValueError, RecursionError):
-            pass
-    raise InvalidInput(f"request body is not valid JSON: {error}", code="invalid_json")
+        return loads_json(raw)
+    except ValueError as exc:
+        raise InvalidInput(f"request body is not valid JSON: {exc}", code="invalid_json") from None
 
 
 def _parameters(value: Any, owner: str) -> dict[str, Any]:
@@ -396,5 +391,7 @@ def _json_data(array: np.ndarray, datatype: str) -> Any:
     if array.dtype.isnative:
         # The same flat C-order array (a copy where not contiguous), without the
         # cost of ascontiguousarray's dtype handling.
-        return array.reshape(-1)
-    return np.ascontiguousarray(array, dtype=array.dtype.newbyteorder("=")).reshape(-1)
+        flat = array.reshape(-1)
+    else:
+        flat = np.ascontiguousarray(array, dtype=array.dtype.newbyteorder("=")).reshape(-1)
+    return json_float_data(flat) if flat.dtype.kind == "f" else flat

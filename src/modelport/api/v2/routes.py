@@ -7,7 +7,8 @@ alias. Every route but the health probes needs the bearer key.
 
 These are plain Starlette routes rather than FastAPI ones: ``infer`` is the hot
 path, and it parses its body with the codec (orjson, numpy views), not pydantic.
-Errors are rendered by ``modelport.api.problems`` as ``{"error": "..."}``.
+Errors are rendered by ``modelport.api.problems`` as ``{"error": "...", "code": "..."}``:
+the protocol's message, and a stable machine code beside it.
 
 Status codes: bad input 400 (naming the input and what was expected), missing
 key 401, unknown model or version 404, body too large 413, queue full 429 with
@@ -37,6 +38,7 @@ from modelport.api.access import (
 )
 from modelport.api.auth import require_principal_async
 from modelport.api.deps import get_services
+from modelport.api.disconnect import CLIENT_CLOSED, CallerWatch
 from modelport.api.hygiene import check_inference_json
 from modelport.api.limiting import admit
 from modelport.api.metering import call_info, record_inference
@@ -61,6 +63,11 @@ EXTENSIONS = ("binary_tensor_data", "model_repository")
 
 def _json(doc: Any, status: int = 200) -> Response:
     return Response(orjson.dumps(doc), status, media_type="application/json")
+
+
+def _error(message: str, code: str, status: int) -> Response:
+    """An error answered without raising, in the shape ``problems`` renders."""
+    return _json({"error": message, "code": code}, status)
 
 
 async def _authenticate(request: Request) -> Principal:
@@ -136,7 +143,7 @@ async def ready(request: Request) -> Response:
     try:
         await asyncio.to_thread(check)
     except Exception as exc:  # any driver error means not ready
-        return _json({"error": f"not ready: database: {exc}"}, 503)
+        return _error(f"not ready: database: {exc}", "not_ready", 503)
     return _json({"ready": True})
 
 
@@ -167,7 +174,7 @@ async def model_ready(request: Request) -> Response:
     if not is_ready:
         status = _dataplane(request).host.status(target.key)
         state = status.state.value if status else "not loaded"
-        return _json({"error": f"{target.key.ref} is not ready: {state}"}, 503)
+        return _error(f"{target.key.ref} is not ready: {state}", "model_not_ready", 503)
     return _json({"name": target.model, "version": target.version, "ready": True})
 
 
@@ -175,7 +182,9 @@ async def infer(request: Request) -> Response:
     """Authenticate and authorize, then rate limit, concurrency limit and budget
     (``admit``), then work: metered (``InferenceMeter.open``: its cost reserved
     before; ``succeeded``/``failed``: settled, its usage events durable, before the
-    answer). Other tenants may call only approved (or deployed) versions.
+    answer). Other tenants may call only approved (or deployed) versions. A caller
+    that hangs up once its body is read cancels the call (``api.disconnect``): it
+    leaves the queue or its result is discarded, and it is metered ``cancelled``.
 
     This is the hot path, answered through ``lane.InferenceLane``: one flat
     coroutine, headers read once from the raw list, the version resolved once."""
@@ -190,13 +199,16 @@ async def infer(request: Request) -> Response:
     target = await plane.target(owner, name, version)
     require_callable_state(principal, owner, target.key, target.state)
     admission = await admit(request, principal, target.model)
+    watch: CallerWatch | None = None
     try:
         limit = settings.max_inference_request_bytes
         try:
             body = await _body(request, limit, headers.get(b"content-length"))
         except ClientDisconnect:
             # The caller left mid-request: nobody will read an answer; no error of ours.
-            return Response(status_code=499)
+            return Response(status_code=CLIENT_CLOSED)
+        # From here a caller that hangs up cancels the call (see ``api.disconnect``).
+        watch = CallerWatch(request.receive)
         header_length = _text(headers.get(_INFERENCE_HEADER))
         encoding = headers.get(b"content-encoding")
         if encoding is not None:
@@ -234,12 +246,19 @@ async def infer(request: Request) -> Response:
                 priority=priority,
                 parameters=model_parameters(parameters),
             )
+            watch.stop()  # answered: billed as such, whoever reads it
             record_inference(call, result.timings, inputs)
         except BaseException as exc:
-            await meter.failed(call, exc)
+            await meter.failed(call, exc)  # cancelled: settled ``cancelled``
             raise
         await meter.succeeded(call)  # durable before the answer
+    except asyncio.CancelledError:
+        if watch is None or not watch.caller_gone():
+            raise  # not the caller's doing (the server is stopping)
+        return Response(status_code=CLIENT_CLOSED)
     finally:
+        if watch is not None:
+            watch.stop()
         # Synchronous on purpose: it must run even when the request was cancelled.
         admission.release()
     encoded = encode_infer_response(

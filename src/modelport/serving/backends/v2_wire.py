@@ -28,6 +28,7 @@ from modelport.runtime.tensors import (
     decode_binary_tensor,
     decode_json_tensor,
     encode_binary_tensor,
+    loads_json,
     oip_datatype,
 )
 
@@ -80,8 +81,8 @@ def decode_response(body: bytes, header_length: str | None) -> dict[str, np.ndar
             raise ValueError(f"bad {INFERENCE_HEADER}: {header_length[:32]!r}")
         json_end = int(header_length)
     try:
-        doc = orjson.loads(view[:json_end])
-    except orjson.JSONDecodeError as exc:
+        doc = loads_json(view[:json_end])  # Triton writes NaN and Infinity literals
+    except ValueError as exc:
         raise ValueError(f"response is not JSON: {exc}") from None
     items = doc.get("outputs") if isinstance(doc, dict) else None
     if not isinstance(items, list):
@@ -124,7 +125,8 @@ def error_message(body: bytes) -> str:
 
 
 def _finite(data: Any) -> Any:
-    """JSON ``null`` stands for NaN in modelport's and Triton's float outputs."""
+    """JSON ``null`` in a float output: NaN, as modelport servers before the ``NaN``
+    literal wrote it."""
     if isinstance(data, list):
         return [float("nan") if item is None else _finite(item) for item in data]
     return data
