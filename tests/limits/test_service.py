@@ -204,6 +204,22 @@ def test_soft_cap_alert_is_recorded_once_per_period(
     assert alerts[0].period == period_of(datetime.now(UTC))
 
 
+def test_a_burst_past_both_caps_is_refused_and_still_alerts_at_the_soft_cap(
+    limits: LimitService,
+) -> None:
+    # Within one cache period the tenant went from under the soft cap to over the hard
+    # cap: the call is refused, and the soft-cap alert is recorded all the same.
+    limits.set_budget("acme", hard_cap_micros=1_000, soft_cap_micros=500)
+    limits.add_spent("acme", 400)
+    limits.admit(ACME).release()
+    limits.add_spent("acme", 700)
+    for _ in range(2):
+        with pytest.raises(PaymentRequired):
+            limits.admit(ACME)
+    alerts = limits.budget_alerts("acme")
+    assert [(a.kind, a.spent_micros, a.cap_micros) for a in alerts] == [("soft_cap", 1_100, 500)]
+
+
 def test_soft_cap_alerts_race_to_exactly_one(database: Database) -> None:
     repository = BudgetRepository(database)
     repository.put("acme", hard_cap_micros=None, soft_cap_micros=1)
