@@ -14,7 +14,7 @@ from modelport.api.access_facts import AccessFacts
 from modelport.api.billing import install_billing
 from modelport.api.hygiene import RequestHygiene
 from modelport.api.limiting import RateLimitHeaders
-from modelport.api.problems import install_error_handlers
+from modelport.api.problems import ErrorBoundary, install_error_handlers
 from modelport.api.routes import (
     aliases,
     backends,
@@ -50,7 +50,9 @@ class ModelportAPI(FastAPI):
     its own errors and checks its own body limit."""
 
     def build_middleware_stack(self) -> ASGIApp:
-        return InferenceLane(super().build_middleware_stack())
+        # ErrorBoundary again outside Starlette's own error middleware, which raises what
+        # it rendered once more: an error in a middleware must not close the connection.
+        return InferenceLane(ErrorBoundary(super().build_middleware_stack()))
 
 
 def create_app(services: Services) -> FastAPI:
