@@ -57,6 +57,15 @@ def test_a_usage_cursor_past_the_ledger_is_refused(client: TestClient, cursor: s
     assert response.status_code == 400 and response.json()["code"] == "invalid_cursor"
 
 
+def test_a_spending_cap_past_64_bits_is_refused(client: TestClient) -> None:
+    assert client.post("/api/tenants", json={"slug": "acme", "name": "Acme"}).status_code == 201
+    for cap in (2**63, PAST_64_BITS):
+        body = {"hard_cap_micros": cap, "soft_cap_micros": None}
+        response = client.put("/api/budgets/acme", json=body)
+        assert response.status_code == 400, response.text
+        assert response.json()["code"] == "invalid_request"
+
+
 NUL_QUERIES = [
     "/api/models?license=%00",
     "/api/models?license=mit%00x",

@@ -11,7 +11,7 @@ import pytest
 
 from modelport.app import build_limits
 from modelport.config import Settings
-from modelport.errors import NotFound, Overloaded, PaymentRequired
+from modelport.errors import InvalidInput, NotFound, Overloaded, PaymentRequired
 from modelport.store import Database, create_database, upgrade
 from modelport.tenancy.limits import (
     BudgetRepository,
@@ -169,6 +169,9 @@ def test_delete_and_validation(limits: LimitService) -> None:
         limits.delete_limits(ScopeType.TENANT, "acme")
     with pytest.raises(NotFound):
         limits.get_limits(ScopeType.KEY, "nope")
+    for cap in (-1, 2**63):  # the column is 64-bit: a cap past it is bad input, not a 500
+        with pytest.raises(InvalidInput):
+            limits.set_budget("acme", hard_cap_micros=cap, soft_cap_micros=None)
 
 
 def test_hard_cap_refuses_and_releases_the_slot(limits: LimitService) -> None:
