@@ -119,6 +119,13 @@ def test_nul_in_a_json_body_string_is_refused_before_the_database(client: TestCl
     assert response.status_code == 400 and response.json()["code"] == "invalid_request"
 
 
+def test_inference_bodies_may_carry_nul(client: TestClient) -> None:
+    # A BYTES tensor may hold any byte: the body reaches the route (here: no endpoint).
+    body = {"inputs": [{"name": "text", "datatype": "BYTES", "shape": [1], "data": ["a\u0000"]}]}
+    response = client.post("/api/endpoints/nope:predict", json=body)
+    assert response.status_code == 404 and response.json()["code"] == "endpoint_not_found"
+
+
 def test_escaped_backslashes_before_u0000_are_not_a_nul(client: TestClient) -> None:
     # "\\u0000" is a backslash and the text u0000, which PostgreSQL stores fine.
     client.post("/api/tenants", json={"slug": "acme", "name": "Acme"})

@@ -19,8 +19,9 @@ decompression, under ``max_decompressed_request_bytes``. A body without a
 NUL is refused in every string that could reach the database as text
 (PostgreSQL cannot store it, and the driver's error was a 500): control
 characters in the path (400 ``invalid_path``), NUL in the query string, and NUL
-in any string (or key) of an ``/api`` JSON body (400 ``invalid_request``). ``/v2``
-bodies are left alone: a ``BYTES`` tensor may hold any byte.
+in any string (or key) of an ``/api`` JSON body (400 ``invalid_request``).
+Inference bodies (``/v2``, ``:predict``) are left alone: a ``BYTES`` tensor may
+hold any byte.
 
 The other limits live where the data is understood: tensor elements in the v2
 codec (``max_tensor_elements``, 400 ``tensor_too_large``), decompressed size in
@@ -40,6 +41,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.requests import Request
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from modelport.api.context import is_inference
 from modelport.api.problems import headers_of, problem_response, status_of
 from modelport.api.v2.types import INFERENCE_HEADER
 from modelport.errors import InvalidInput, ModelportError, PayloadTooLarge
@@ -183,7 +185,8 @@ class RequestHygiene:
         if declared is not None and declared.strip().isdigit() and int(declared) > limit:
             await _refuse(scope, receive, send, _too_large(limit, int(declared)))
             return
-        guard = _BodyGuard(limit, self._json_prefix(headers), text_only=rule.text_only)
+        text_only = rule.text_only and not is_inference(scope["path"])
+        guard = _BodyGuard(limit, self._json_prefix(headers), text_only=text_only)
         try:
             await self.app(scope, guard.wrap(receive, self.max_json_depth), guard.watch(send))
         except Exception:
