@@ -199,7 +199,9 @@ def example(model: bytes) -> dict[str, object]:
 
 def batch_stats(url: str) -> tuple[float, float]:
     """(sum, count) of the executed batch sizes histogram."""
-    text = httpx.get(url + "/metrics", timeout=10).text
+    text = httpx.get(
+        url + "/metrics", headers={"Authorization": f"Bearer {ADMIN_KEY}"}, timeout=10
+    ).text
     values = {}
     for kind in ("sum", "count"):
         match = re.search(rf"^modelport_inference_batch_size_{kind}{{[^}}]*}} (\S+)$", text, re.M)

@@ -42,6 +42,11 @@ class Settings(BaseSettings):
     admin_key: str = ""
     """The operator's break-glass credential for ``/api`` (at least 24 characters)."""
 
+    metrics_token: str = ""
+    """A bearer token that may read ``/metrics`` and nothing else (at least 24
+    characters): give it to the Prometheus scraper instead of the admin key. Empty:
+    only the operator (the admin key, or a key holding ``platform.manage``) may."""
+
     signing_key_path: Path | None = None
     """Ed25519 private key (PEM) that signs manifests; default ``home/keys/signing.pem``."""
 
@@ -256,6 +261,13 @@ class Settings(BaseSettings):
 
     prediction_log_flush_interval_seconds: float = Field(default=1.0, gt=0)
     """Longest a record waits before it is written."""
+
+    @field_validator("metrics_token")
+    @classmethod
+    def _strong_metrics_token(cls, v: str) -> str:
+        if v and len(v) < MIN_ADMIN_KEY_LENGTH:
+            raise ValueError(f"must be empty or at least {MIN_ADMIN_KEY_LENGTH} characters")
+        return v
 
     @field_validator("home")
     @classmethod

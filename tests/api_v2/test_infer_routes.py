@@ -14,8 +14,10 @@ import pytest
 from starlette.testclient import TestClient
 
 from tests.api_v2.conftest import V2Factory, infer_body
-from tests.conftest import LiveServer
+from tests.conftest import ADMIN_KEY, LiveServer
 from tests.models import mlp
+
+ADMIN = {"Authorization": f"Bearer {ADMIN_KEY}"}
 
 
 def metric(client: TestClient, name: str, **labels: str) -> float | None:
@@ -244,7 +246,7 @@ def test_a_version_that_failed_to_load_is_503_with_its_cause(v2) -> None:
 
 def _gauge(url: str, name: str, model: str) -> float:
     prefix = f'{name}{{model="{model}",version="1"}} '
-    lines = httpx.get(url + "/metrics").text.splitlines()
+    lines = httpx.get(url + "/metrics", headers=ADMIN).text.splitlines()
     return float(next((x for x in lines if x.startswith(prefix)), prefix + "0").split()[-1])
 
 

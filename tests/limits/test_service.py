@@ -11,7 +11,7 @@ import pytest
 
 from modelport.app import build_keyspace, build_limits
 from modelport.config import Settings
-from modelport.errors import NotFound, Overloaded, PaymentRequired
+from modelport.errors import InvalidInput, NotFound, Overloaded, PaymentRequired
 from modelport.store import Database, create_database, upgrade
 from modelport.tenancy.limits import (
     BudgetRepository,
@@ -169,6 +169,9 @@ def test_delete_and_validation(limits: LimitService) -> None:
         limits.delete_limits(ScopeType.TENANT, "acme")
     with pytest.raises(NotFound):
         limits.get_limits(ScopeType.KEY, "nope")
+    for cap in (-1, 2**63):  # the column is 64-bit: a cap past it is bad input, not a 500
+        with pytest.raises(InvalidInput):
+            limits.set_budget("acme", hard_cap_micros=cap, soft_cap_micros=None)
 
 
 def test_hard_cap_refuses_and_releases_the_slot(limits: LimitService) -> None:
@@ -202,6 +205,22 @@ def test_soft_cap_alert_is_recorded_once_per_period(
     alerts = limits.budget_alerts("acme")
     assert [(a.kind, a.spent_micros, a.cap_micros) for a in alerts] == [("soft_cap", 500, 500)]
     assert alerts[0].period == period_of(datetime.now(UTC))
+
+
+def test_a_burst_past_both_caps_is_refused_and_still_alerts_at_the_soft_cap(
+    limits: LimitService,
+) -> None:
+    # Within one cache period the tenant went from under the soft cap to over the hard
+    # cap: the call is refused, and the soft-cap alert is recorded all the same.
+    limits.set_budget("acme", hard_cap_micros=1_000, soft_cap_micros=500)
+    limits.add_spent("acme", 400)
+    limits.admit(ACME).release()
+    limits.add_spent("acme", 700)
+    for _ in range(2):
+        with pytest.raises(PaymentRequired):
+            limits.admit(ACME)
+    alerts = limits.budget_alerts("acme")
+    assert [(a.kind, a.spent_micros, a.cap_micros) for a in alerts] == [("soft_cap", 1_100, 500)]
 
 
 def test_soft_cap_alerts_race_to_exactly_one(database: Database) -> None:

@@ -5,10 +5,13 @@ from __future__ import annotations
 import time
 from datetime import UTC, datetime, timedelta
 
+import pytest
 from sqlalchemy import select
 
+from modelport.errors import Forbidden, InvalidInput
 from modelport.store.tables import ApiKeyRow
 from modelport.tenancy.keys import KEY_PATTERN, hash_secret, parse_key
+from modelport.tenancy.types import Principal
 from tests.tenancy.conftest import ADMIN, World, bearer
 
 
@@ -176,6 +179,39 @@ def test_a_scoped_key_delegates_at_most_its_scopes(world: World) -> None:
     )
     assert inherit.status_code == 201
     assert inherit.json()["scopes"] == sorted(scopes)
+
+
+def test_an_unscoped_key_cannot_mint_a_scope_its_roles_do_not_hold(world: World) -> None:
+    owner = world.key("acme", "owner")  # made without scopes: all an owner's roles allow
+    for scopes in (["platform.manage"], ["model.call", "platform.manage"]):
+        minted = world.client.post(
+            "/api/keys", json={"name": "root", "scopes": scopes}, headers=owner
+        )
+        assert minted.status_code == 403, minted.text
+        body = minted.json()
+        assert body["code"] == "scope_not_held" and body["scope"] == "platform.manage"
+    publisher = world.key("acme", "publisher")
+    minted = world.client.post(
+        "/api/keys", json={"name": "x", "scopes": ["keys.manage"]}, headers=publisher
+    )
+    assert minted.status_code == 403 and minted.json()["code"] == "scope_not_held"
+    names = {k.name for k in world.services.tenancy.list_keys(tenant="acme")}
+    assert names == {"seed"}  # nothing was made
+
+
+def test_the_service_refuses_scopes_the_issuer_does_not_hold(world: World) -> None:
+    tenancy = world.services.tenancy
+    issuer = Principal(id="acme/owner", roles=frozenset({"owner"}), tenant="acme")
+    with pytest.raises(Forbidden) as caught:
+        tenancy.create_key(
+            "acme", "owner", name="x", scopes=["platform.manage"], actor=issuer.id, issuer=issuer
+        )
+    assert caught.value.code == "scope_not_held"
+    with pytest.raises(InvalidInput) as unknown:  # an unknown scope is a 400 first
+        tenancy.create_key("acme", "owner", name="x", scopes=["root"], actor="x", issuer=issuer)
+    assert unknown.value.code == "invalid_scope"
+    made = tenancy.create_key("acme", "owner", name="x", actor=issuer.id, issuer=issuer)
+    assert made.key.scopes is None
 
 
 def test_removed_members_lose_their_keys(world: World) -> None:

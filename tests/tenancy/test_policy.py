@@ -175,6 +175,15 @@ def test_delegable_scopes() -> None:
     with pytest.raises(ValueError, match=r"model\.register"):
         delegable_scopes(scoped, ("model.call", "model.register"))
     assert delegable_scopes(ADMIN, ("platform.manage",)) == ("platform.manage",)
+    # An unscoped key holds what its roles allow, no more: an owner's has no
+    # platform.manage to give, and an admin key scoped down has only its scopes.
+    with pytest.raises(ValueError, match=r"platform\.manage"):
+        delegable_scopes(owner, ("model.call", "platform.manage"))
+    narrowed_admin = Principal(
+        id="admin", roles=frozenset({"admin"}), scopes=frozenset({"audit.read"})
+    )
+    with pytest.raises(ValueError, match=r"keys\.manage"):
+        delegable_scopes(narrowed_admin, ("keys.manage",))
 
 
 def test_assignable_roles() -> None:

@@ -15,7 +15,7 @@ from modelport.api.billing import install_billing
 from modelport.api.body_timeout import BodyReadTimeout
 from modelport.api.hygiene import RequestHygiene
 from modelport.api.limiting import RateLimitHeaders
-from modelport.api.problems import install_error_handlers
+from modelport.api.problems import ErrorBoundary, install_error_handlers
 from modelport.api.routes import (
     aliases,
     backends,
@@ -55,7 +55,9 @@ class ModelportAPI(FastAPI):
     body_read_timeout_seconds = 10.0
 
     def build_middleware_stack(self) -> ASGIApp:
-        lane = InferenceLane(super().build_middleware_stack())
+        # ErrorBoundary again outside Starlette's own error middleware, which raises what
+        # it rendered once more: an error in a middleware must not close the connection.
+        lane = InferenceLane(ErrorBoundary(super().build_middleware_stack()))
         return BodyReadTimeout(lane, seconds=self.body_read_timeout_seconds)
 
 

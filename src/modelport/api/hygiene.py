@@ -13,7 +13,15 @@ JSON bodies (and the JSON header of a binary ``/v2`` request) are checked for
 nesting deeper than ``max_json_depth`` once their last byte arrived, before
 the application parses them. Refusals: 413 ``payload_too_large``, 400
 ``json_too_deep``. Compressed bodies are checked by the route after
-decompression, under ``max_decompressed_request_bytes``.
+decompression, under ``max_decompressed_request_bytes``. A body without a
+``Content-Type`` is JSON, as FastAPI reads it.
+
+NUL is refused in every string that could reach the database as text
+(PostgreSQL cannot store it, and the driver's error was a 500): control
+characters in the path (400 ``invalid_path``), NUL in the query string, and NUL
+in any string (or key) of an ``/api`` JSON body (400 ``invalid_request``).
+Inference bodies (``/v2``, ``:predict``) are left alone: a ``BYTES`` tensor may
+hold any byte.
 
 The other limits live where the data is understood: tensor elements in the v2
 codec (``max_tensor_elements``, 400 ``tensor_too_large``), decompressed size in
@@ -33,6 +41,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.requests import Request
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from modelport.api.context import is_inference
 from modelport.api.problems import headers_of, problem_response, status_of
 from modelport.api.v2.types import INFERENCE_HEADER
 from modelport.errors import InvalidInput, ModelportError, PayloadTooLarge
@@ -41,6 +50,8 @@ if TYPE_CHECKING:
     from modelport.config import Settings
 
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+_ESCAPED_NUL = re.compile(rb"(?<!\\)(?:\\\\)*\\u0000")
+"""``\\u0000`` after an even number of backslashes (``\\\\u0000`` is a backslash and text)."""
 _STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)
 _NOT_BRACKETS = bytes(b for b in range(256) if b not in b"[]{}")
 _OPENERS = np.zeros(256, dtype=np.int8)
@@ -52,6 +63,20 @@ def has_control_characters(path: str) -> bool:
     """No name in modelport contains control characters, and PostgreSQL refuses NUL in
     text: such paths are refused before they reach a query."""
     return _CONTROL.search(path) is not None
+
+
+def has_nul_query(query_string: bytes) -> bool:
+    """Whether a raw query string decodes to text holding NUL (``%00``)."""
+    return b"%00" in query_string or b"\x00" in query_string
+
+
+def check_json_text(raw: bytes) -> None:
+    """Raise ``InvalidInput`` (code ``invalid_request``) for a JSON text with NUL in a
+    string: no text column stores it, and it has no use in names or descriptions."""
+    if b"\x00" in raw or (b"\\u0000" in raw and _ESCAPED_NUL.search(raw) is not None):
+        raise InvalidInput(
+            "a string in the body contains a NUL character (\\u0000)", code="invalid_request"
+        )
 
 
 def json_depth(raw: bytes) -> int:
@@ -101,6 +126,8 @@ class BodyRule:
     prefix: str
     max_bytes: int | None
     """None: not limited here (the route has its own limit)."""
+    text_only: bool = False
+    """JSON bodies may not hold NUL in a string (``check_json_text``)."""
 
 
 class BodyRefused(ModelportError, StarletteHTTPException):
@@ -129,7 +156,7 @@ class RequestHygiene:
         inference = settings.max_inference_request_bytes
         return [
             BodyRule("/api/uploads", None),
-            BodyRule("/api/", settings.max_api_body_bytes),
+            BodyRule("/api/", settings.max_api_body_bytes, text_only=True),
             BodyRule("/v2/", inference),
             BodyRule("/v1/", inference),
         ]
@@ -142,6 +169,12 @@ class RequestHygiene:
             error = InvalidInput("the path contains control characters", code="invalid_path")
             await _refuse(scope, receive, send, error)
             return
+        if scope["type"] == "http" and has_nul_query(scope.get("query_string", b"")):
+            error = InvalidInput(
+                "the query string contains a NUL character (%00)", code="invalid_request"
+            )
+            await _refuse(scope, receive, send, error)
+            return
         rule = self.rule_for(scope["path"]) if scope["type"] == "http" else None
         if rule is None or rule.max_bytes is None:
             await self.app(scope, receive, send)
@@ -152,7 +185,8 @@ class RequestHygiene:
         if declared is not None and declared.strip().isdigit() and int(declared) > limit:
             await _refuse(scope, receive, send, _too_large(limit, int(declared)))
             return
-        guard = _BodyGuard(limit, self._json_prefix(headers))
+        text_only = rule.text_only and not is_inference(scope["path"])
+        guard = _BodyGuard(limit, self._json_prefix(headers), text_only=text_only)
         try:
             await self.app(scope, guard.wrap(receive, self.max_json_depth), guard.watch(send))
         except Exception:
@@ -171,17 +205,18 @@ class RequestHygiene:
             text = header_length.strip()
             return int(text) if text.isdigit() else None
         content_type = headers.get("content-type", "").split(";")[0].strip().lower()
-        if content_type == "application/json" or content_type.endswith("+json"):
-            return -1
+        if content_type in ("", "application/json") or content_type.endswith("+json"):
+            return -1  # no content type: FastAPI (and the v2 codec) read JSON
         return None
 
 
 class _BodyGuard:
     """Counts one request's body as the application reads it."""
 
-    def __init__(self, limit: int, json_prefix: int | None) -> None:
+    def __init__(self, limit: int, json_prefix: int | None, *, text_only: bool = False) -> None:
         self.limit = limit
         self.json_prefix = json_prefix
+        self.text_only = text_only
         self.size = 0
         self.chunks: list[bytes] = []
         self.refusal: ModelportError | None = None
@@ -208,6 +243,8 @@ class _BodyGuard:
                         raw = raw[: self.json_prefix]
                     try:
                         check_json_depth(raw, max_depth)
+                        if self.text_only:
+                            check_json_text(raw)
                     except InvalidInput as error:
                         self.refusal = error
                         raise BodyRefused(error) from None

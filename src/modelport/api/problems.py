@@ -4,6 +4,8 @@ an ``/api`` problem carries."""
 
 from __future__ import annotations
 
+import json
+import logging
 from typing import Any
 
 import orjson
@@ -11,6 +13,7 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.responses import Response
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from modelport.errors import ModelportError
 
@@ -50,6 +53,7 @@ CODE_BY_STATUS = {
     504: "deadline_exceeded",
 }
 PROBLEM_TYPE = "https://modelport.dev/problems/"
+_log = logging.getLogger(__name__)
 
 
 def status_of(exc: ModelportError) -> int:
@@ -92,11 +96,18 @@ def problem_response(
     for key, value in (extra or {}).items():
         problem.setdefault(key, value)
     return Response(
-        orjson.dumps(problem, default=str),
+        _dumps(problem),
         status,
         headers=headers,
         media_type="application/problem+json",
     )
+
+
+def _dumps(problem: dict[str, Any]) -> bytes:
+    try:
+        return orjson.dumps(problem, default=str)
+    except TypeError:  # an integer past 64 bits (an id given in a path): the slow way
+        return json.dumps(problem, default=str).encode()
 
 
 def error_response(request: Request, exc: Exception) -> Response:
@@ -117,6 +128,45 @@ def error_response(request: Request, exc: Exception) -> Response:
     return problem_response(request, 500, "internal_error", detail)
 
 
+class ErrorBoundary:
+    """ASGI middleware: an exception that escapes the application is answered here, and
+    goes no further once the client has its whole answer.
+
+    Starlette's outermost error middleware renders the 500 but raises the exception
+    again, for the server to log; uvicorn then closes the connection, and the client's
+    next request on it (keep-alive) was reset. Here the traceback is logged and the
+    500 is the surface's error (``error_response``). Only an answer cut short (the
+    exception came after its first bytes, e.g. mid-stream) still raises: then the
+    connection must close, the client cannot tell the answer was incomplete otherwise.
+    """
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        started = complete = False
+
+        async def watched(message: Message) -> None:
+            nonlocal started, complete
+            if message["type"] == "http.response.start":
+                started = True
+            elif message["type"] == "http.response.body" and not message.get("more_body"):
+                complete = True
+            await send(message)
+
+        try:
+            await self.app(scope, receive, watched)
+        except Exception as exc:
+            if started and not complete:
+                raise
+            _log.exception("unhandled error on %s %s", scope["method"], scope["path"])
+            if not started:
+                await error_response(Request(scope), exc)(scope, receive, send)
+
+
 def install_error_handlers(app: FastAPI) -> None:
     async def on_error(request: Request, exc: Exception) -> Response:
         return error_response(request, exc)
@@ -135,3 +185,4 @@ def install_error_handlers(app: FastAPI) -> None:
     app.add_exception_handler(ModelportError, on_error)
     app.add_exception_handler(RequestValidationError, on_validation_error)
     app.add_exception_handler(StarletteHTTPException, on_error)
+    app.add_middleware(ErrorBoundary)

@@ -16,6 +16,17 @@ NAMING_CONVENTION = {
     "pk": "pk_%(table_name)s",
 }
 
+ROW_ID_MAX = 2**31 - 1
+"""The largest value of an ``Integer`` id column (PostgreSQL's ``integer`` is 32-bit)."""
+
+
+def is_row_id(value: int) -> bool:
+    """Whether ``value`` can be the id of a row. Ids given from outside (paths, the
+    command line) are checked before a query: PostgreSQL refuses to compare an
+    ``integer`` column with a number past its range (an error, not "no such row"),
+    so a repository answers its own not-found for them instead."""
+    return 1 <= value <= ROW_ID_MAX
+
 
 class UTCDateTime(TypeDecorator[datetime]):
     """Timezone-aware UTC datetimes on every backend (SQLite stores naive values)."""

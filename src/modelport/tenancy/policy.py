@@ -204,13 +204,13 @@ def delegable_scopes(
     """The scopes of a key ``creator`` makes, which may never exceed its own.
 
     An unscoped request inherits the creator's scopes (None: not narrowed). Raises
-    ValueError naming the first requested permission the creator does not hold.
+    ValueError naming the first requested permission the creator does not hold: what
+    its roles allow, narrowed by its credential's scopes (an unscoped credential, the
+    platform admin's included, holds no more than its roles).
     """
-    if creator.scopes is None or P.PLATFORM_MANAGE in permissions_of(creator):
-        return requested
     held = {p.value for p in permissions_of(creator)}
     if requested is None:
-        return tuple(sorted(held))
+        return None if creator.scopes is None else tuple(sorted(held))
     for scope in requested:
         if scope not in held:
             raise ValueError(scope)

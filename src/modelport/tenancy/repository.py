@@ -14,7 +14,7 @@ from sqlalchemy.orm import Session
 
 from modelport.errors import NotFound
 from modelport.registry import repository as registry_repo
-from modelport.store.base import utcnow
+from modelport.store.base import is_row_id, utcnow
 from modelport.store.tables import (
     ApiKeyRow,
     GrantRow,
@@ -390,6 +390,8 @@ def insert_grant(
 
 
 def get_grant(session: Session, grant_id: int) -> Grant:
+    if not is_row_id(grant_id):
+        raise grant_not_found(grant_id)
     stmt, _, _ = _grants_query()
     found = session.execute(stmt.where(GrantRow.id == grant_id)).first()
     if found is None:
@@ -407,7 +409,7 @@ def list_grants(session: Session, *, involving: str | None) -> list[Grant]:
 
 
 def delete_grant(session: Session, grant_id: int) -> None:
-    row = session.get(GrantRow, grant_id)
+    row = session.get(GrantRow, grant_id) if is_row_id(grant_id) else None
     if row is None:
         raise grant_not_found(grant_id)
     session.delete(row)

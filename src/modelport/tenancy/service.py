@@ -17,14 +17,14 @@ from datetime import datetime
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
-from modelport.errors import Conflict, InvalidInput
+from modelport.errors import Conflict, Forbidden, InvalidInput
 from modelport.store import Database
 from modelport.store.base import utcnow
 from modelport.tenancy import audit
 from modelport.tenancy import repository as repo
 from modelport.tenancy.invalidation import Invalidation
 from modelport.tenancy.keys import format_key, hash_secret, new_key_id, new_secret
-from modelport.tenancy.policy import ROLE_PERMISSIONS, check_scopes
+from modelport.tenancy.policy import ROLE_PERMISSIONS, check_scopes, delegable_scopes
 from modelport.tenancy.types import (
     ApiKey,
     AuditPage,
@@ -34,6 +34,7 @@ from modelport.tenancy.types import (
     IssuedKey,
     Member,
     MemberKind,
+    Principal,
     Tenant,
 )
 
@@ -183,10 +184,18 @@ class TenancyService:
         actor: str,
         scopes: list[str] | tuple[str, ...] | None = None,
         expires_at: datetime | None = None,
+        issuer: Principal | None = None,
     ) -> IssuedKey:
-        """A new key for a member or service account; its secret is in the result only."""
+        """A new key for a member or service account; its secret is in the result only.
+
+        ``issuer`` is the principal making the key (None: the operator, from the
+        command line): the key's scopes never exceed what the issuer holds (403
+        ``scope_not_held``), and a key asked for without scopes inherits the issuer's.
+        """
         _check_key_name(name)
         clean = _check_scopes(scopes)
+        if issuer is not None:
+            clean = _delegable(issuer, clean)
         self._check_expiry(expires_at)
         key_id, secret = new_key_id(), new_secret()
         with self.database.transaction() as session:
@@ -372,6 +381,17 @@ def _check_scopes(scopes: list[str] | tuple[str, ...] | None) -> tuple[str, ...]
             f"unknown scope {exc.args[0]!r}: scopes are permission names",
             code="invalid_scope",
             field="scopes",
+        ) from None
+
+
+def _delegable(issuer: Principal, scopes: tuple[str, ...] | None) -> tuple[str, ...] | None:
+    try:
+        return delegable_scopes(issuer, scopes)
+    except ValueError as exc:
+        raise Forbidden(
+            f"a key cannot get {exc.args[0]!r}: the key making it does not hold it",
+            code="scope_not_held",
+            scope=exc.args[0],
         ) from None
 
 

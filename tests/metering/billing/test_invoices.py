@@ -13,7 +13,7 @@ from modelport.errors import Conflict, InvalidInput, NotFound
 from modelport.metering.billing.service import BillingService
 from modelport.metering.billing.types import CreditNoteLine, DocumentStatus
 from modelport.metering.ledger import Ledger
-from modelport.metering.types import BPS, Unit
+from modelport.metering.types import BPS, FREE, Unit
 from modelport.store import Database
 from tests.metering.billing.conftest import Clock
 from tests.metering.billing.factories import DECEMBER, NOVEMBER, event, price
@@ -268,3 +268,27 @@ def test_failed_calls_bill_by_their_failure_rule(billing: BillingService, ledger
         (BPS, 1_000),
         (2_000, 200),
     }
+
+
+def test_a_version_used_free_then_priced_in_one_period_is_invoiced(
+    billing: BillingService, ledger: Ledger
+) -> None:
+    # Free until the publisher set a price mid-month: one line with no price rule and one
+    # with; both tenants' invoices are made (before, sorting the lines failed for all).
+    ledger.record(
+        [
+            event("globex", snapshot=FREE),
+            event("globex", snapshot=price(1_000, rule_id=3)),
+            event("globex", snapshot=FREE),
+            event("initech", snapshot=price(1_000, rule_id=3)),
+        ]
+    )
+    invoices = {i.tenant: i for i in billing.generate("2026-11").invoices}
+    assert sorted(invoices) == ["globex", "initech"]
+    lines = invoices["globex"].content.lines
+    assert [(x.price_rule_id, x.events, x.amount_micros) for x in lines] == [
+        (None, 2, 0),
+        (3, 1, 1_000),
+    ]
+    assert invoices["globex"].total_micros == 1_000
+    assert billing.get_invoice(invoices["globex"].id).content.lines == lines

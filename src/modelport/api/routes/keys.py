@@ -24,7 +24,6 @@ from modelport.tenancy.policy import (
     Permission,
     TenantScoped,
     authorize,
-    delegable_scopes,
     may_issue_for,
     permissions_of,
 )
@@ -99,16 +98,14 @@ def create_key(
     expires_at = body.expires_at
     if body.expires_in_seconds is not None:
         expires_at = utcnow() + timedelta(seconds=body.expires_in_seconds)
-    try:
-        scopes = delegable_scopes(principal, None if body.scopes is None else tuple(body.scopes))
-    except ValueError as exc:
-        raise Forbidden(
-            f"a key cannot get {exc.args[0]!r}: the key making it does not hold it",
-            code="scope_not_held",
-            scope=exc.args[0],
-        ) from None
     issued = get_services(request).tenancy.create_key(
-        tenant, member, name=body.name, scopes=scopes, expires_at=expires_at, actor=principal.id
+        tenant,
+        member,
+        name=body.name,
+        scopes=body.scopes,
+        expires_at=expires_at,
+        actor=principal.id,
+        issuer=principal,
     )
     response.headers.update(NO_STORE)
     response.headers["Location"] = f"/api/keys/{issued.key.id}"

@@ -27,6 +27,7 @@ from modelport.errors import Forbidden, NotFound
 from modelport.registry.repository import model_not_found
 from modelport.store.base import utcnow
 from modelport.tenancy.limits import Budget, BudgetAlert, Limits, ScopeType, period_of
+from modelport.tenancy.limits.service import MAX_CAP_MICROS
 from modelport.tenancy.policy import (
     Decision,
     ModelResource,
@@ -58,10 +59,16 @@ class PutBudget(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     hard_cap_micros: int | None = Field(
-        default=None, ge=0, description="refuse calls (402) once spending this period reaches it"
+        default=None,
+        ge=0,
+        le=MAX_CAP_MICROS,
+        description="refuse calls (402) once spending this period reaches it",
     )
     soft_cap_micros: int | None = Field(
-        default=None, ge=0, description="record an alert once per period when spending reaches it"
+        default=None,
+        ge=0,
+        le=MAX_CAP_MICROS,
+        description="record an alert once per period when spending reaches it",
     )
 
 

@@ -1,16 +1,40 @@
-"""``GET /metrics``: Prometheus text exposition (no authentication, like /healthz)."""
+"""``GET /metrics``: Prometheus text exposition, for the operator only.
+
+The series are labelled with model names, private ones included, so a scrape needs a
+bearer: the ``metrics_token`` setting (for the scraper: it opens nothing else), the
+admin key, or an API key holding ``platform.manage``. Missing or wrong: 401; a
+tenant's key: 403.
+"""
 
 from __future__ import annotations
+
+import hmac
 
 from fastapi import APIRouter, Request
 from starlette.responses import Response
 
+from modelport.api.access import forbidden
+from modelport.api.auth import bearer_token
 from modelport.api.deps import get_services
 from modelport.observability.metrics import CONTENT_TYPE, render
+from modelport.tenancy.policy import Permission, permissions_of
 
 router = APIRouter(tags=["operations"])
 
 
+def require_operator(request: Request) -> None:
+    """Let through the metrics token or an operator's credential; raise otherwise."""
+    services = get_services(request)
+    token = bearer_token(request)
+    scraper = services.settings.metrics_token
+    if token and scraper and hmac.compare_digest(token.encode(), scraper.encode()):
+        return
+    principal = services.authenticator.authenticate(token)
+    if Permission.PLATFORM_MANAGE not in permissions_of(principal):
+        raise forbidden(Permission.PLATFORM_MANAGE)
+
+
 @router.get("/metrics", include_in_schema=False)
 def metrics(request: Request) -> Response:
+    require_operator(request)
     return Response(render(get_services(request).metrics.registry), media_type=CONTENT_TYPE)

@@ -30,12 +30,14 @@ router = APIRouter(tags=["billing"])
 MAX_PAGE = 1000
 CSV_BATCH = 1000
 _FORMULA = ("=", "+", "-", "@", "\t", "\r")
+_SEQ_MAX = 2**63 - 1
 
 
 def _cursor(cursor: str | None) -> int:
     if cursor is None:
         return 0
-    if not cursor.isdigit():
+    # ASCII digits only ("²" is a digit to str.isdigit), within the ledger's 64-bit seq.
+    if not (cursor.isascii() and cursor.isdigit()) or int(cursor) > _SEQ_MAX:
         raise InvalidInput(
             "invalid cursor: pass back the next_cursor of a previous page",
             code="invalid_cursor",

@@ -29,6 +29,7 @@ from modelport.metering.billing.types import (
 from modelport.metering.ledger import entry_of
 from modelport.metering.reservations import reservation_of
 from modelport.metering.types import LedgerEntry, Reservation, UsageEvent
+from modelport.store.base import is_row_id
 from modelport.store.tables import (
     CreditNoteLineRow,
     CreditNoteRow,
@@ -146,7 +147,9 @@ def _invoice(session: Session, row: InvoiceRow) -> Invoice:
 
 
 def invoice_row(session: Session, invoice_id: int, *, lock: bool = False) -> InvoiceRow:
-    row = session.get(InvoiceRow, invoice_id, with_for_update=lock)
+    row = (
+        session.get(InvoiceRow, invoice_id, with_for_update=lock) if is_row_id(invoice_id) else None
+    )
     if row is None:
         raise invoice_not_found(invoice_id)
     return row
@@ -340,7 +343,11 @@ def _statement(session: Session, row: StatementRow) -> Statement:
 
 
 def statement_row(session: Session, statement_id: int, *, lock: bool = False) -> StatementRow:
-    row = session.get(StatementRow, statement_id, with_for_update=lock)
+    row = (
+        session.get(StatementRow, statement_id, with_for_update=lock)
+        if is_row_id(statement_id)
+        else None
+    )
     if row is None:
         raise statement_not_found(statement_id)
     return row

@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
+from functools import total_ordering
 
 
 class DocumentStatus(StrEnum):
@@ -18,7 +19,8 @@ class DocumentStatus(StrEnum):
     FINALIZED = "finalized"
 
 
-@dataclass(frozen=True, order=True)
+@total_ordering
+@dataclass(frozen=True)
 class InvoiceLine:
     """Usage of one model version and unit at one price and charge rate.
 
@@ -41,6 +43,30 @@ class InvoiceLine:
     events: int
     quantity: int
     amount_micros: int
+
+    def sort_key(self) -> tuple[str, str, str, bool, int, int, int, int, int, int, int]:
+        """The fields in order, a free line (no price rule) before the priced ones: a
+        version used free and then priced in one period has both, and ``None`` does not
+        compare with an integer."""
+        rule = self.price_rule_id
+        return (
+            self.model,
+            self.version,
+            self.unit,
+            rule is not None,
+            rule or 0,
+            self.unit_price_micros,
+            self.per_units,
+            self.charge_bps,
+            self.events,
+            self.quantity,
+            self.amount_micros,
+        )
+
+    def __lt__(self, other: object) -> bool:
+        if not isinstance(other, InvoiceLine):
+            return NotImplemented
+        return self.sort_key() < other.sort_key()
 
 
 @dataclass(frozen=True)

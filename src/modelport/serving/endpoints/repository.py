@@ -30,6 +30,7 @@ from modelport.serving.endpoints.types import (
     VersionProgress,
 )
 from modelport.serving.types import FallbackChain
+from modelport.store.base import is_row_id
 from modelport.store.tables import DeploymentRow, EndpointRow
 
 
@@ -190,6 +191,8 @@ def insert_deployment(
 
 
 def _deployment_row(session: Session, endpoint: str, deployment: int) -> tuple[DeploymentRow, str]:
+    if not is_row_id(deployment):
+        raise deployment_not_found(endpoint, deployment)
     row = session.execute(
         select(DeploymentRow, EndpointRow.name)
         .join(EndpointRow, EndpointRow.id == DeploymentRow.endpoint_id)

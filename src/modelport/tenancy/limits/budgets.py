@@ -199,6 +199,13 @@ class DatabaseBudgetGuard:
             return
         period = period_of(self._now())
         spent = budget.spent_micros if budget.period == period else 0
+        # The soft cap first: a burst that crossed both caps between two reads of the
+        # budget is refused at the hard cap, and its soft-cap alert is still due.
+        soft = budget.soft_cap_micros
+        if soft is not None and spent >= soft and (tenant, period) not in self._alerted:
+            self._repository.record_alert(tenant, period, SOFT_CAP, spent=spent, cap=soft)
+            with self._lock:
+                self._alerted.add((tenant, period))
         hard = budget.hard_cap_micros
         if hard is not None and spent >= hard:
             raise PaymentRequired(
@@ -207,11 +214,6 @@ class DatabaseBudgetGuard:
                 spent_micros=spent,
                 cap_micros=hard,
             )
-        soft = budget.soft_cap_micros
-        if soft is not None and spent >= soft and (tenant, period) not in self._alerted:
-            self._repository.record_alert(tenant, period, SOFT_CAP, spent=spent, cap=soft)
-            with self._lock:
-                self._alerted.add((tenant, period))
 
     def staleness(self, tenant: str) -> float | None:
         """Seconds since the cached budget of ``tenant`` went stale (negative while fresh),

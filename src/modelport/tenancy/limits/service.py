@@ -45,6 +45,10 @@ STALE_LIMIT = 10
 _log = logging.getLogger(__name__)
 
 
+MAX_CAP_MICROS = 10**18
+"""A trillion currency units: a bound on a spending cap, below the 64-bit column's limit."""
+
+
 class Admission:
     """A call let through: its rate decision (for the response headers) and the
     concurrency lease it holds until ``release`` (idempotent, thread-safe)."""
@@ -297,8 +301,12 @@ class LimitService:
             ("hard_cap_micros", hard_cap_micros),
             ("soft_cap_micros", soft_cap_micros),
         ):
-            if value is not None and value < 0:
-                raise InvalidInput(f"{name} must not be negative")
+            if value is not None and not 0 <= value <= MAX_CAP_MICROS:
+                raise InvalidInput(
+                    f"{name} must be between 0 and {MAX_CAP_MICROS}",
+                    code="invalid_request",
+                    field=name,
+                )
         budget = self.budget_repository.put(
             tenant, hard_cap_micros=hard_cap_micros, soft_cap_micros=soft_cap_micros
         )
