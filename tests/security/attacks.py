@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tests.security.world import (
+    ADMIN,
     ALIAS,
     ANONYMOUS,
     ATTACKER_ENDPOINT,
@@ -73,6 +74,31 @@ def fill(value: Any, ids: dict[str, str]) -> Any:
     if isinstance(value, list):
         return [fill(v, ids) for v in value]
     return value
+
+
+VOLATILE = frozenset({"traffic", "phases", "health", "breaker", "latency_ms"})
+"""Fields that move by themselves (probes, the traffic window): not part of a resource."""
+
+
+def stable(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: stable(v) for k, v in value.items() if k not in VOLATILE}
+    if isinstance(value, list):
+        return [stable(v) for v in value]
+    return value
+
+
+def admin_view(world: World, paths: tuple[str, ...], ids: dict[str, str]) -> dict[str, Any]:
+    view = {}
+    for template in paths:
+        response = world.client.get(fill(template, ids), headers=ADMIN)
+        assert response.status_code == 200, (template, response.text)
+        view[template] = (
+            stable(response.json())
+            if "json" in response.headers.get("content-type", "")
+            else response.text
+        )
+    return view
 
 
 REFUSED = (401, 403, 404)
@@ -165,6 +191,23 @@ def deploy(model: str, backends: list[str] | None = None, version: str = "1") ->
     if backends:
         wanted["backends"] = backends
     return {"versions": [wanted]}
+
+
+ESTATE = (
+    *MODEL_W,
+    V + "/aliases/{alias}",
+    *ENDPOINT_W,
+    "/api/endpoints?tenant=acme",
+    *BACKEND_W,
+    *GRANT_W,
+    *KEY_W,
+    *TENANT_W,
+    "/api/invoices/{invoice}",
+    "/api/statements/{statement}",
+    "/api/predictions/{prediction}",
+)
+"""Everything the victim has, as the admin reads it (usage, balance and spending are
+left out: a forged usage report, a known hole, still changes them)."""
 
 
 def _ops() -> list[Op]:

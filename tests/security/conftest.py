@@ -8,23 +8,14 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from sqlalchemy import create_engine, text
 from starlette.testclient import TestClient
 
 from modelport.api import create_app
 from modelport.app import build_services
 from modelport.config import Settings
-from modelport.store.base import Base
 from tests.conftest import ADMIN_KEY, PG_ENV, skip_or_fail
-from tests.security.world import World, seed
-
-
-def _truncate(url: str) -> None:
-    engine = create_engine(url)
-    with engine.begin() as conn:
-        names = ", ".join(f'"{t.name}"' for t in Base.metadata.sorted_tables)
-        conn.execute(text(f"TRUNCATE {names} RESTART IDENTITY CASCADE"))
-    engine.dispose()
+from tests.security.attacks import ESTATE, admin_view, hidden_ids
+from tests.security.world import World, seed, truncate
 
 
 def build_world(home: Path, database_url: str) -> Iterator[World]:
@@ -38,7 +29,9 @@ def build_world(home: Path, database_url: str) -> Iterator[World]:
     services = build_services(settings)
     try:
         with TestClient(create_app(services)) as client:
-            yield seed(client, services)
+            world = seed(client, services)
+            world.estate = admin_view(world, ESTATE, hidden_ids(world))
+            yield world
     finally:
         services.close()
 
@@ -57,5 +50,5 @@ def pg_world(tmp_path_factory: pytest.TempPathFactory, postgres_url: str | None)
     if postgres_url is None:
         skip_or_fail(f"PostgreSQL tests need {PG_ENV}")
     assert postgres_url is not None
-    _truncate(postgres_url)
+    truncate(postgres_url)
     yield from build_world(tmp_path_factory.mktemp("security-pg-home"), postgres_url)

@@ -15,38 +15,35 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.security.attacks import GHOST_IDS, OPS, REFUSED, UNAUTHENTICATED, Op, fill, hidden_ids
-from tests.security.world import ADMIN, ATTACKERS, World
+from tests.security.attacks import (
+    ESTATE,
+    GHOST_IDS,
+    OPS,
+    REFUSED,
+    UNAUTHENTICATED,
+    Op,
+    admin_view,
+    fill,
+    hidden_ids,
+)
+from tests.security.world import (
+    ANONYMOUS,
+    ATTACKERS,
+    REVOKED,
+    SCOPED_ADMIN,
+    VICTIM,
+    VICTIM_ROLES,
+    World,
+)
 
-VOLATILE = frozenset({"traffic", "phases", "health", "breaker", "latency_ms"})
-"""Fields that move by themselves (probes, the traffic window): not part of a resource."""
+PG_ATTACKERS = ("owner", "consumer", SCOPED_ADMIN, REVOKED, ANONYMOUS)
+
 UNAUTHORIZED_CODES = frozenset({"invalid_credentials", "key_revoked", "missing_credentials"})
 V2_CODES_HOLE = "hole: /v2 refusal codes"
 
 
 class MissingCode(AssertionError):
     """A refusal without its stable machine ``code``."""
-
-
-def stable(value: Any) -> Any:
-    if isinstance(value, dict):
-        return {k: stable(v) for k, v in value.items() if k not in VOLATILE}
-    if isinstance(value, list):
-        return [stable(v) for v in value]
-    return value
-
-
-def admin_view(world: World, paths: tuple[str, ...], ids: dict[str, str]) -> dict[str, Any]:
-    view = {}
-    for template in paths:
-        response = world.client.get(fill(template, ids), headers=ADMIN)
-        assert response.status_code == 200, (template, response.text)
-        view[template] = (
-            stable(response.json())
-            if "json" in response.headers.get("content-type", "")
-            else response.text
-        )
-    return view
 
 
 def send(world: World, op: Op, ids: dict[str, str], headers: dict[str, str]) -> httpx.Response:
@@ -94,10 +91,10 @@ def same_as_ghost(
     )
 
 
-def _cases() -> list[Any]:
+def _cases(attackers: tuple[str, ...]) -> list[Any]:
     cases = []
     for op in OPS:
-        for who in ATTACKERS:
+        for who in attackers:
             marks = []
             if op.hole is not None and who in op.hole_for:
                 marks.append(pytest.mark.xfail(strict=True, reason=op.hole))
@@ -109,8 +106,7 @@ def _cases() -> list[Any]:
     return cases
 
 
-@pytest.mark.parametrize(("op", "who"), _cases())
-def test_attack_is_refused_and_leaks_nothing(world: World, op: Op, who: str) -> None:
+def attack(world: World, op: Op, who: str) -> None:
     ids = hidden_ids(world)
     headers = world.attacker(who)
     before = admin_view(world, op.witness, ids)
@@ -124,3 +120,27 @@ def test_attack_is_refused_and_leaks_nothing(world: World, op: Op, who: str) -> 
     assert admin_view(world, op.witness, ids) == before, "the victim's resource changed"
     if refused:
         check_code(op, who, response)
+
+
+@pytest.mark.parametrize(("op", "who"), _cases(ATTACKERS))
+def test_attack_is_refused_and_leaks_nothing(world: World, op: Op, who: str) -> None:
+    attack(world, op, who)
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize(("op", "who"), _cases(PG_ATTACKERS))
+def test_attack_on_postgresql(pg_world: World, op: Op, who: str) -> None:
+    """The same attacks by a few of the attackers, on the real PostgreSQL."""
+    attack(pg_world, op, who)
+
+
+@pytest.mark.parametrize("backend", ["world", "pg_world"])
+def test_the_victims_estate_is_untouched(request: pytest.FixtureRequest, backend: str) -> None:
+    """After every attack above: everything the victim had reads the same, and its keys
+    still work. (Runs last in this module.)"""
+    world: World = request.getfixturevalue(backend)
+    ids = hidden_ids(world)
+    assert admin_view(world, ESTATE, ids) == world.estate
+    for role in VICTIM_ROLES:
+        response = world.client.get(f"/api/tenants/{VICTIM}", headers=world.victim(role))
+        assert response.status_code == 200, (role, response.text)

@@ -15,11 +15,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
+from sqlalchemy import create_engine, text
 from starlette.testclient import TestClient
 
 from modelport.app import Services
 from modelport.registry import repository as registry_repo
 from modelport.registry.types import LifecycleState
+from modelport.store.base import Base
 from modelport.tenancy.policy import ALL_PERMISSIONS, Permission
 from tests.conftest import ADMIN_KEY
 from tests.registry.helpers import put_blob
@@ -41,6 +43,8 @@ VICTIM_ROLES = ("owner", "publisher", "deployer", "consumer", "billing")
 ATTACKER_MODEL = "bmodel"
 ATTACKER_ENDPOINT = "b-endpoint"
 INFER = {"inputs": [{"name": "x", "datatype": "FP32", "shape": [1, 4], "data": ROW[0]}]}
+SIZES: dict[str, int] = {}
+"""Blob sizes by digest, for manifests that name a seeded blob."""
 _MARKED = re.compile(r"zqv[A-Za-z0-9_.\-]*", re.IGNORECASE)
 
 ROLES = ("owner", "publisher", "approver", "deployer", "consumer", "billing")
@@ -84,6 +88,8 @@ class World:
     attacker_keys: dict[str, str] = field(default_factory=dict)
     secrets: set[str] = field(default_factory=set)
     """Unmarked victim values that must never reach the attacker (ids, digests)."""
+    estate: dict[str, Any] = field(default_factory=dict)
+    """The victim's resources as the admin read them before any attack."""
 
     def victim(self, role: str) -> dict[str, str]:
         return {"Authorization": f"Bearer {self.victim_keys[role]}"}
@@ -101,6 +107,15 @@ class World:
         return sorted(found)
 
 
+def truncate(url: str) -> None:
+    """Empty every table of the PostgreSQL database at ``url``."""
+    engine = create_engine(url)
+    with engine.begin() as conn:
+        names = ", ".join(f'"{t.name}"' for t in Base.metadata.sorted_tables)
+        conn.execute(text(f"TRUNCATE {names} RESTART IDENTITY CASCADE"))
+    engine.dispose()
+
+
 def _ok(response: httpx.Response, status: int = 200) -> Any:
     assert response.status_code == status, response.text
     return response.json() if response.content else None
@@ -116,7 +131,8 @@ def _force_state(services: Services, owner: str, name: str, version: str, *state
             )
 
 
-def _publish(services: Services, owner: str, name: str, version: str, plus: float) -> str:
+def publish(services: Services, owner: str, name: str, version: str, plus: float) -> str:
+    """Publish an add-constant ONNX version; its blob's digest (``size:`` recorded too)."""
     data = add_constant(plus, name=f"{owner}-{name}-{version}").SerializeToString()
     digest = put_blob(services.blob_store, data)
     manifest = {
@@ -128,6 +144,7 @@ def _publish(services: Services, owner: str, name: str, version: str, plus: floa
         "examples": [],
     }
     services.registry.publish(owner, name, version, manifest, actor=f"{owner}/seed")
+    SIZES[digest] = len(data)
     return digest
 
 
@@ -160,7 +177,7 @@ def seed(client: TestClient, services: Services) -> World:
     # The victim's private model: version 1 approved (and deployed), 2 a candidate.
     registry.create_model(VICTIM, MODEL, actor="acme/zqv-publisher", license="MIT")
     for version, plus in (("1", 1.0), ("2", 2.0)):
-        digest = _publish(services, VICTIM, MODEL, version, plus)
+        digest = publish(services, VICTIM, MODEL, version, plus)
         world.ids[f"digest-{version}"] = digest
         world.secrets.add(digest.removeprefix("sha256:"))
     _force_state(services, VICTIM, MODEL, "1", "validated", "approved")
@@ -169,11 +186,11 @@ def seed(client: TestClient, services: Services) -> World:
         VICTIM, PUBLIC_MODEL, actor="acme/seed", license="MIT", visibility="public"
     )
     for version, plus in (("1", 3.0), ("2", 4.0)):
-        _publish(services, VICTIM, PUBLIC_MODEL, version, plus)
+        publish(services, VICTIM, PUBLIC_MODEL, version, plus)
     _force_state(services, VICTIM, PUBLIC_MODEL, "1", "validated", "approved")
     # The attacker's own model, to aim its usage reports and deployments with.
     registry.create_model(ATTACKER, ATTACKER_MODEL, actor="globex/owner", license="MIT")
-    _publish(services, ATTACKER, ATTACKER_MODEL, "1", 5.0)
+    publish(services, ATTACKER, ATTACKER_MODEL, "1", 5.0)
     _force_state(services, ATTACKER, ATTACKER_MODEL, "1", "validated", "approved")
     _ok(
         client.post(
