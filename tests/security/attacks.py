@@ -272,6 +272,17 @@ def _ops() -> list[Op]:
         also=(409,),
         witness=ENDPOINT_W,
     )
+    add(
+        "model",
+        "call",
+        "POST",
+        "/api/endpoints",
+        {
+            "name": "mole-fallback",
+            "fallback": {"steps": [{"kind": "version", "model": "acme/{model}", "version": "1"}]},
+        },
+        witness=ENDPOINT_W,
+    )
     add("model", "download", "GET", "/api/blobs/{digest}")
     add("model", "download", "HEAD", "/api/blobs/{digest}", allowed=REGISTER)
     modify: list[tuple[str, str, Any]] = [
