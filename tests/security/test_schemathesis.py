@@ -33,7 +33,7 @@ from tests.security.world import seed as seed_world
 pytestmark = [pytest.mark.slow, pytest.mark.postgres]
 
 SEED = 20261201
-EXAMPLES = int(os.environ.get("MODELPORT_TEST_FUZZ_EXAMPLES", "25"))
+EXAMPLES = int(os.environ.get("MODELPORT_TEST_FUZZ_EXAMPLES", "40"))
 """Examples per operation and key (about 60-120 s in all on two cores)."""
 SKIPPED_OPERATIONS: frozenset[str] = frozenset()
 """Operations not fuzzed at all (none)."""
