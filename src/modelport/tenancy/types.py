@@ -34,7 +34,10 @@ class Principal:
 
     @property
     def is_admin(self) -> bool:
-        return "admin" in self.roles
+        """The platform operator: the ``admin`` role on a credential that keeps
+        ``platform.manage`` (a key of an admin member scoped away from it is an ordinary
+        member of its tenant, as ``policy.permissions_of`` has it)."""
+        return "admin" in self.roles and (self.scopes is None or "platform.manage" in self.scopes)
 
 
 @dataclass(frozen=True)

@@ -268,6 +268,21 @@ def test_usage_as_json_pages_and_as_streamed_csv(
         assert client.get("/api/usage", params=bad, headers=billing).status_code in (400, 422)
 
 
+def test_the_csv_file_name_is_made_of_safe_characters(world: World) -> None:
+    """The admin names any tenant; the download's file name (a response header) must
+    still encode, and carry no quote or line break of the caller's."""
+    for tenant, name in (
+        ("\U000e8ff7ü", "usage-__-all.csv"),
+        ('a"b\r\nSet-Cookie: x', "usage-a_b__Set-Cookie__x-all.csv"),
+    ):
+        exported = world.client.get(
+            "/api/usage", params={"format": "csv", "tenant": tenant}, headers=ADMIN
+        )
+        assert exported.status_code == 200, exported.text
+        assert exported.headers["content-disposition"] == f'attachment; filename="{name}"'
+        assert "set-cookie" not in exported.headers
+
+
 def test_reconciliation_over_http(world: World) -> None:
     report = world.client.get(
         "/api/billing/reconciliation",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Annotated, Any
 
@@ -14,7 +15,7 @@ from modelport.api.routes.tenancy_json import audit_event_json
 from modelport.tenancy.audit import MAX_LIMIT
 from modelport.tenancy.policy import Permission, permissions_of
 from modelport.tenancy.repository import tenant_not_found
-from modelport.tenancy.types import AuditQuery
+from modelport.tenancy.types import AuditEvent, AuditQuery
 
 router = APIRouter(tags=["audit"])
 
@@ -35,7 +36,9 @@ def audit_log(
     cursor: str | None = None,
 ) -> dict[str, Any]:
     """Events newest first; pass ``next_cursor`` back as ``cursor`` for the next page."""
+    viewer = None
     if Permission.PLATFORM_MANAGE not in permissions_of(principal):
+        viewer = principal.tenant
         if principal.tenant is None or tenant not in (None, principal.tenant):
             raise tenant_not_found(tenant or "")
         require_tenant(request, principal, principal.tenant, Permission.AUDIT_READ)
@@ -53,7 +56,19 @@ def audit_log(
             cursor=cursor,
         )
     )
-    return {"items": [audit_event_json(e) for e in page.items], "next_cursor": page.next_cursor}
+    items = [audit_event_json(_as_seen_by(e, viewer)) for e in page.items]
+    return {"items": items, "next_cursor": page.next_cursor}
+
+
+def _as_seen_by(event: AuditEvent, viewer: str | None) -> AuditEvent:
+    """The event as ``viewer``'s owners may see it (None: the platform admin sees all).
+
+    A refused attempt on another tenant's resource names that tenant in the log, for its
+    owners; shown to the attempting tenant, it would tell a hidden resource from one
+    that does not exist (which names no tenant). So there it names none."""
+    if viewer is None or event.tenant in (None, viewer) or event.status < 400:
+        return event
+    return replace(event, tenant=None)
 
 
 def _utc(value: datetime | None) -> datetime | None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import csv
 import io
+import re
 from collections.abc import Iterator
 from typing import Annotated, Any, Literal
 
@@ -29,6 +30,9 @@ router = APIRouter(tags=["billing"])
 
 MAX_PAGE = 1000
 CSV_BATCH = 1000
+_UNSAFE = re.compile(r"[^A-Za-z0-9._-]")
+"""Characters kept out of the download's file name: the admin may name any tenant, and
+the name goes into a response header (latin-1 only, and no quotes or line breaks)."""
 _FORMULA = ("=", "+", "-", "@", "\t", "\r")
 _SEQ_MAX = 2**63 - 1
 
@@ -104,7 +108,7 @@ def usage(
     )
     billing = get_services(request).billing
     if _wants_csv(request, format):
-        name = "-".join(["usage", tenant or "all", period or "all"])
+        name = _UNSAFE.sub("_", "-".join(["usage", tenant or "all", period or "all"]))
         return StreamingResponse(
             _csv(billing, query),
             media_type="text/csv; charset=utf-8",
