@@ -89,16 +89,21 @@ def database_url(
     if postgres_url is None:
         skip_or_fail(f"PostgreSQL tests need {PG_ENV}")
     assert postgres_url is not None
+    truncate_tables(postgres_url)
+    return postgres_url
+
+
+def truncate_tables(url: str) -> None:
+    """Empty every table of the PostgreSQL database at ``url`` but the installation's
+    id, which its migration made once."""
     from sqlalchemy import create_engine
 
-    engine = create_engine(postgres_url)
+    engine = create_engine(url)
     with engine.begin() as conn:
-        # Everything but the installation's id, which its migration made once.
         tables = [t for t in Base.metadata.sorted_tables if t.name != "installation"]
         names = ", ".join(f'"{t.name}"' for t in tables)
         conn.execute(text(f"TRUNCATE {names} RESTART IDENTITY CASCADE"))
     engine.dispose()
-    return postgres_url
 
 
 @pytest.fixture

@@ -19,7 +19,6 @@ from tests.security.world import (
     ANONYMOUS,
     ATTACKER_ENDPOINT,
     ATTACKER_MODEL,
-    ATTACKERS,
     BACKEND,
     ENDPOINT,
     INFER,
@@ -202,12 +201,10 @@ ESTATE = (
     *GRANT_W,
     *KEY_W,
     *TENANT_W,
-    "/api/invoices/{invoice}",
-    "/api/statements/{statement}",
+    *MONEY_W,
     "/api/predictions/{prediction}",
 )
-"""Everything the victim has, as the admin reads it (usage, balance and spending are
-left out: a forged usage report, a known hole, still changes them)."""
+"""Everything the victim has, as the admin reads it: its money included."""
 
 
 def _ops() -> list[Op]:
@@ -284,7 +281,7 @@ def _ops() -> list[Op]:
         witness=ENDPOINT_W,
     )
     add("model", "download", "GET", "/api/blobs/{digest}")
-    add("model", "download", "HEAD", "/api/blobs/{digest}", allowed=REGISTER)
+    add("model", "download", "HEAD", "/api/blobs/{digest}")
     modify: list[tuple[str, str, Any]] = [
         ("POST", V + "/versions", {"version": "9", "manifest": B_MANIFEST}),
         ("POST", V + "/versions/2/transitions", {"to": "approved"}),
@@ -469,10 +466,7 @@ def _ops() -> list[Op]:
         "read",
         "GET",
         "/metrics",
-        refused=False,
         ghost=False,
-        hole="hole: /metrics without a key",
-        hole_for=frozenset(ATTACKERS),
     )
     # ---- billing the victim, or through its model: usage reported by someone else. Last:
     # a report that gets through (a hole) adds usage the list attacks above would see.
@@ -492,8 +486,6 @@ def _ops() -> list[Op]:
         [usage_event("forge-2", "acme", f"globex/{ATTACKER_MODEL}")],
         ghost=False,
         witness=MONEY_W,
-        hole="hole: publishers billing any tenant",
-        hole_for=REPORT,
     )
 
     add(

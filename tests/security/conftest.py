@@ -13,9 +13,9 @@ from starlette.testclient import TestClient
 from modelport.api import create_app
 from modelport.app import build_services
 from modelport.config import Settings
-from tests.conftest import ADMIN_KEY, PG_ENV, skip_or_fail
+from tests.conftest import ADMIN_KEY, PG_ENV, skip_or_fail, truncate_tables
 from tests.security.attacks import ESTATE, admin_view, hidden_ids
-from tests.security.world import World, seed, truncate
+from tests.security.world import World, seed
 
 
 def build_world(home: Path, database_url: str) -> Iterator[World]:
@@ -50,5 +50,5 @@ def pg_world(tmp_path_factory: pytest.TempPathFactory, postgres_url: str | None)
     if postgres_url is None:
         skip_or_fail(f"PostgreSQL tests need {PG_ENV}")
     assert postgres_url is not None
-    truncate(postgres_url)
+    truncate_tables(postgres_url)
     yield from build_world(tmp_path_factory.mktemp("security-pg-home"), postgres_url)

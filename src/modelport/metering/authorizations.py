@@ -32,7 +32,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from modelport.errors import Conflict, Forbidden, InvalidInput, NotFound
-from modelport.metering.ingest import ReportedEvent
+from modelport.metering.ingest import PublisherCheck, ReportedEvent
 from modelport.metering.types import Reporter, ReservationState, UsageAuthorization
 from modelport.store import Database
 from modelport.store.base import utcnow
@@ -162,6 +162,22 @@ def _refused(index: int, message: str, code: str, **extra: object) -> Forbidden:
     return Forbidden(
         f"event {index}: {message}", code=code, index=index, permission=USAGE_REPORT, **extra
     )
+
+
+def publisher_check(reporter: Reporter) -> PublisherCheck | None:
+    """The check that ``reporter`` publishes each reported model (None: the admin, who
+    may report anything), for ``parse_batch``: a model of another tenant is refused
+    the same way whether or not it exists."""
+    if reporter.is_admin:
+        return None
+
+    def check(index: int, model: str) -> None:
+        if model.split("/", 1)[0] != reporter.tenant:
+            raise _refused(
+                index, f"usage of {model} may only be reported by its publisher", "forbidden"
+            )
+
+    return check
 
 
 def authorize_reported(

@@ -38,6 +38,11 @@ class ReportedEvent(NamedTuple):
 DigestOf = Callable[[str, str], str | None]
 """``(model, version)`` → the version's manifest digest, or None when it is unknown."""
 
+PublisherCheck = Callable[[int, str], None]
+"""``(index, model)``: raises when the reporter may not report usage of ``model``'s
+owner; runs before the version is looked up, so a refusal tells nothing of whether it
+exists."""
+
 
 def _bad(index: int, message: str) -> InvalidInput:
     return InvalidInput(f"event {index}: {message}", code="invalid_usage_event", index=index)
@@ -88,7 +93,12 @@ def _fields(doc: Any, index: int) -> dict[str, Any]:
 
 
 def parse_event(
-    doc: Any, index: int, prices: PriceBook, digest_of: DigestOf, now: datetime
+    doc: Any,
+    index: int,
+    prices: PriceBook,
+    digest_of: DigestOf,
+    now: datetime,
+    check_publisher: PublisherCheck | None = None,
 ) -> ReportedEvent:
     """One reported document as a priced usage event and the call id it names
     (InvalidInput names what is wrong). The one reading of a document's fields: what
@@ -104,6 +114,8 @@ def parse_event(
     assert model is not None and version is not None and tenant is not None
     if model.count("/") != 1:
         raise _bad(index, "'model' must be 'owner/name'")
+    if check_publisher is not None:
+        check_publisher(index, model)
     try:
         unit = Unit(fields.get("unit"))
         status = UsageStatus(fields.get("status", UsageStatus.SUCCEEDED.value))
@@ -152,7 +164,11 @@ def parse_event(
 
 
 def parse_batch(
-    docs: Any, prices: PriceBook, digest_of: DigestOf, now: datetime
+    docs: Any,
+    prices: PriceBook,
+    digest_of: DigestOf,
+    now: datetime,
+    check_publisher: PublisherCheck | None = None,
 ) -> list[ReportedEvent]:
     """A batch (a JSON array, or ``{"events": [...]}``) as usage events; the whole batch
     is refused when one of its events is malformed."""
@@ -167,4 +183,6 @@ def parse_batch(
         raise InvalidInput(
             f"at most {MAX_BATCH} events per batch", code="invalid_usage_event", limit=MAX_BATCH
         )
-    return [parse_event(doc, i, prices, digest_of, now) for i, doc in enumerate(docs)]
+    return [
+        parse_event(doc, i, prices, digest_of, now, check_publisher) for i, doc in enumerate(docs)
+    ]

@@ -17,7 +17,11 @@ from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any
 
-from modelport.metering.authorizations import UsageAuthorizations, authorize_reported
+from modelport.metering.authorizations import (
+    UsageAuthorizations,
+    authorize_reported,
+    publisher_check,
+)
 from modelport.metering.background import BackgroundLoop
 from modelport.metering.balances import BalanceRepository
 from modelport.metering.ingest import DigestOf, parse_batch
@@ -83,7 +87,7 @@ class MeteringService:
         authorized (see ``.authorizations``: ``Forbidden`` refuses the whole batch);
         idempotent by ``event_id``."""
         now = self._now()
-        reported = parse_batch(docs, self.prices, self._digest_of, now)
+        reported = parse_batch(docs, self.prices, self._digest_of, now, publisher_check(reporter))
         return self.ledger.record(
             [r.event for r in reported],
             guard=lambda session: authorize_reported(session, reporter, reported, now),

@@ -24,7 +24,12 @@ from modelport.tenancy import audit
 from modelport.tenancy import repository as repo
 from modelport.tenancy.invalidation import Invalidation
 from modelport.tenancy.keys import format_key, hash_secret, new_key_id, new_secret
-from modelport.tenancy.policy import ROLE_PERMISSIONS, check_scopes, delegable_scopes
+from modelport.tenancy.policy import (
+    ROLE_PERMISSIONS,
+    check_scopes,
+    delegable_scopes,
+    permissions_of,
+)
 from modelport.tenancy.types import (
     ApiKey,
     AuditPage,
@@ -229,9 +234,13 @@ class TenancyService:
         self.invalidation.publish([key_id])
         return key
 
-    def rotate_key(self, key_id: str, *, actor: str) -> IssuedKey:
+    def rotate_key(self, key_id: str, *, actor: str, issuer: Principal | None = None) -> IssuedKey:
         """Replace a key with a new one (same member, name, scopes and expiry); the old
-        one is revoked in the same transaction (409 ``key_revoked`` if it already was)."""
+        one is revoked in the same transaction (409 ``key_revoked`` if it already was).
+
+        ``issuer`` receives the new key's secret, so, as for ``create_key``, it must hold
+        everything the key can do (403 ``scope_not_held``): its scopes, or, for an
+        unscoped key, what its holder's roles allow."""
         new_id, secret = new_key_id(), new_secret()
         with self.database.transaction() as session:
             old = repo.get_key(session, key_id, lock=True)
@@ -241,6 +250,15 @@ class TenancyService:
                     code="key_revoked",
                     key=key_id,
                 )
+            if issuer is not None:
+                can_do = old.scopes
+                if can_do is None:
+                    holder = repo.get_member(session, old.tenant, old.member)
+                    held = permissions_of(
+                        Principal(id=holder.principal_id, roles=frozenset(holder.roles))
+                    )
+                    can_do = tuple(sorted(p.value for p in held))
+                _delegable(issuer, can_do)
             repo.revoke_key(session, key_id)
             key = repo.insert_key(
                 session,

@@ -156,7 +156,7 @@ def rotate_key(
     """Replace a key with a new one (shown this once); the old one stops working."""
     key = _key_for(request, principal, key_id)
     _check_issuable(request, principal, key.tenant, key.member)
-    issued = get_services(request).tenancy.rotate_key(key_id, actor=principal.id)
+    issued = get_services(request).tenancy.rotate_key(key_id, actor=principal.id, issuer=principal)
     response.headers.update(NO_STORE)
     response.headers["Location"] = f"/api/keys/{issued.key.id}"
     return issued_json(issued)
