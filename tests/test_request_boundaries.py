@@ -26,6 +26,8 @@ ID_ROUTES = [
     ("GET", "/api/invoices/{id}/credit-notes", "invoice_not_found"),
     ("GET", "/api/statements/{id}", "statement_not_found"),
     ("POST", "/api/statements/{id}/finalize", "statement_not_found"),
+    ("GET", "/api/usage/authorizations/{id}", "usage_authorization_not_found"),
+    ("DELETE", "/api/usage/authorizations/{id}", "usage_authorization_not_found"),
 ]
 
 

@@ -35,7 +35,7 @@ from modelport.errors import Conflict, Forbidden, InvalidInput, NotFound
 from modelport.metering.ingest import PublisherCheck, ReportedEvent
 from modelport.metering.types import Reporter, ReservationState, UsageAuthorization
 from modelport.store import Database
-from modelport.store.base import utcnow
+from modelport.store.base import is_row_id, utcnow
 from modelport.store.tables import ReservationRow, UsageAuthorizationRow, UsageEventRow
 
 USAGE_REPORT = "usage.report"
@@ -62,6 +62,14 @@ def authorization_not_found(authorization_id: int) -> NotFound:
         f"usage authorization {authorization_id} not found",
         code="usage_authorization_not_found",
     )
+
+
+def _get(
+    session: Session, authorization_id: int, *, lock: bool = False
+) -> UsageAuthorizationRow | None:
+    if not is_row_id(authorization_id):  # past the column's range: no such row
+        return None
+    return session.get(UsageAuthorizationRow, authorization_id, with_for_update=lock)
 
 
 class UsageAuthorizations:
@@ -124,7 +132,7 @@ class UsageAuthorizations:
 
     def get(self, authorization_id: int) -> UsageAuthorization:
         with self._db.transaction() as session:
-            row = session.get(UsageAuthorizationRow, authorization_id)
+            row = _get(session, authorization_id)
             if row is None:
                 raise authorization_not_found(authorization_id)
             return authorization_of(row)
@@ -148,7 +156,7 @@ class UsageAuthorizations:
         """End a mandate now: later reports under it are refused; what was reported
         before stays. Withdrawing it again changes nothing."""
         with self._db.transaction() as session:
-            row = session.get(UsageAuthorizationRow, authorization_id, with_for_update=True)
+            row = _get(session, authorization_id, lock=True)
             if row is None:
                 raise authorization_not_found(authorization_id)
             if row.withdrawn_at is None:
