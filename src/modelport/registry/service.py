@@ -29,7 +29,7 @@ from modelport.blobs import BlobStore
 from modelport.errors import Conflict, InvalidInput, NotFound, Unprocessable
 from modelport.manifest import UNSAFE_FORMATS, Manifest, canonical_bytes, manifest_digest
 from modelport.manifest import parse_manifest as _parse_manifest
-from modelport.registry import catalog, lifecycle, signing
+from modelport.registry import catalog, content, lifecycle, signing
 from modelport.registry import repository as repo
 from modelport.registry.licenses import normalize_license
 from modelport.registry.names import (
@@ -211,6 +211,7 @@ class RegistryService:
         if existing is not None:
             return Published(existing, created=False)
         self._check_blobs(manifest)
+        self._check_contents(manifest)
         try:
             with self.database.transaction() as session:
                 created = self._insert(
@@ -306,6 +307,14 @@ class RegistryService:
                     digest=entry.digest,
                     stored_size=stored,
                 )
+
+    def _check_contents(self, manifest: Manifest) -> None:
+        """Refuse code-bearing contents (pickles and the like), whatever the file's name
+        or the manifest's format, before a version exists."""
+        for index, entry in enumerate(manifest.files):
+            found = content.find_unsafe(self.blobs, entry.digest, entry.size)
+            if found is not None:
+                raise unsafe_content(entry.path, found, field=f"manifest.files.{index}")
 
     # ---- lifecycle
 
@@ -480,6 +489,19 @@ def parse_manifest(data: Any) -> Manifest:
         )
     normalize_license(manifest.license, field="manifest.license")
     return manifest
+
+
+def unsafe_content(path: str, found: content.Finding, *, field: str) -> InvalidInput:
+    where = f"file {path!r}" + (f" (member {found.member!r})" if found.member else "")
+    return InvalidInput(
+        f"{where} holds {found.detail}: contents that run code when loaded are refused, "
+        "whatever the format or the file's name",
+        code="unsafe_content",
+        field=field,
+        path=path,
+        member=found.member,
+        found=found.kind,
+    )
 
 
 def alias_not_found(owner: str, name: str, alias: str) -> NotFound:
