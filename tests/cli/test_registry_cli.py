@@ -26,6 +26,7 @@ def server(live_server: LiveServer, services: Services) -> LiveServer:
     for version in ("1", "2"):
         manifest = manifest_for(data, fmt="tflite", path="m.tflite", description=version)
         registry.publish("acme", "adder", version, manifest, actor="t")
+    registry.decide_format("tflite", reason="tests: a format without a runtime", actor="admin")
     return live_server
 
 

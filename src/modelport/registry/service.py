@@ -29,7 +29,7 @@ from modelport.blobs import BlobStore
 from modelport.errors import Conflict, InvalidInput, NotFound, Unprocessable
 from modelport.manifest import UNSAFE_FORMATS, Manifest, canonical_bytes, manifest_digest
 from modelport.manifest import parse_manifest as _parse_manifest
-from modelport.registry import catalog, content, lifecycle, signing
+from modelport.registry import catalog, content, formats, lifecycle, signing
 from modelport.registry import repository as repo
 from modelport.registry.licenses import normalize_license
 from modelport.registry.names import (
@@ -48,6 +48,7 @@ from modelport.registry.types import (
     AliasEvent,
     CatalogPage,
     CatalogQuery,
+    FormatDecision,
     LifecycleEvent,
     LifecycleState,
     Lineage,
@@ -338,7 +339,31 @@ class RegistryService:
             vid = repo.version_id(session, owner, name, version, lock=True)
             current = repo.current_state(session, vid)
             lifecycle.check_transition(current, target)
+            if target is LifecycleState.APPROVED:
+                formats.check_approvable(session, repo.version_by_id(session, vid).format)
             return repo.append_event(session, vid, current, target, actor=actor, reason=reason)
+
+    # ---- formats
+
+    def runnable_formats(self) -> frozenset[str]:
+        return formats.runnable_formats()
+
+    def format_decisions(self) -> list[FormatDecision]:
+        with self.database.transaction() as session:
+            return formats.decisions(session)
+
+    def decide_format(self, fmt: str, *, reason: str, actor: str) -> FormatDecision:
+        """Accept a format the platform does not run, so its versions may be approved
+        (the operator's decision; the caller checks who may take it)."""
+        clean = formats.check_decidable(fmt, reason)
+        with self.database.transaction() as session:
+            return formats.decide(session, fmt, reason=clean, actor=actor)
+
+    def withdraw_format(self, fmt: str) -> None:
+        """Withdraw a decision (404 ``format_decision_not_found``); what was approved
+        under it stays approved."""
+        with self.database.transaction() as session:
+            formats.withdraw(session, fmt)
 
     def _validate(
         self, owner: str, name: str, version: str, *, actor: str, reason: str
