@@ -10,7 +10,13 @@ import zipfile
 import numpy as np
 import pytest
 
-from modelport.registry.content import HEAD_BYTES, find_unsafe, is_pickle, sniff_bytes
+from modelport.registry.content import (
+    HEAD_BYTES,
+    MAX_MEMBERS,
+    find_unsafe,
+    is_pickle,
+    sniff_bytes,
+)
 from tests.registry import unsafe_files as uf
 from tests.registry.helpers import onnx_bytes, put_blob
 
@@ -59,6 +65,17 @@ def test_unreadable_archives_are_refused() -> None:
     broken = uf.torch_zip()[:200]  # starts like a zip, has no central directory
     found = sniff_bytes(broken)
     assert found is not None and found.kind == "unreadable_archive"
+    crowded = uf.zip_of({f"m/{i}": b"" for i in range(MAX_MEMBERS + 1)})
+    found = sniff_bytes(crowded)
+    assert found is not None and found.kind == "unreadable_archive"
+
+
+def test_every_member_of_an_archive_is_sniffed() -> None:
+    members = {f"archive/data/{i}": np.ones(256, np.float32).tobytes() for i in range(500)}
+    assert sniff_bytes(uf.zip_of(members)) is None
+    members["archive/data/500"] = uf.malicious_pickle()
+    found = sniff_bytes(uf.zip_of(members))
+    assert found is not None and found.member == "archive/data/500"
 
 
 def test_safe_contents_pass() -> None:

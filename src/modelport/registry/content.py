@@ -51,9 +51,10 @@ from typing import IO, Any
 from modelport.blobs import BlobStore
 
 HEAD_BYTES = 64 * 1024
-"""How much of a file (or zip member, or decompressed stream) is sniffed."""
-MAX_COMPRESSED_READ = 4 * 1024 * 1024
-"""At most this much of a compressed stream is read to fill the head."""
+"""How much of a file (or decompressed stream, or NumPy array in an archive) is sniffed."""
+MEMBER_HEAD_BYTES = 4096
+"""How much of each zip member is sniffed: archives may have thousands (PyTorch keeps
+one per tensor storage), and a pickle shows itself in its first opcodes."""
 MAX_MEMBERS = 10_000
 MAX_DEPTH = 3
 MAX_KERAS_CONFIG = 16 * 1024 * 1024
@@ -82,7 +83,8 @@ class Finding:
 
 def find_unsafe(blobs: BlobStore, digest: str, size: int) -> Finding | None:
     """The first code-bearing content of a stored blob, or None when none is found."""
-    with io.BufferedReader(_BlobReader(blobs, digest, size), buffer_size=HEAD_BYTES) as f:
+    raw = _BlobReader(blobs, digest, size)
+    with io.BufferedReader(raw, buffer_size=MEMBER_HEAD_BYTES * 4) as f:
         return _sniff_file(f, size, depth=0)
 
 
@@ -446,7 +448,9 @@ def _sniff_members(
 
 def _sniff_member(archive: zipfile.ZipFile, info: zipfile.ZipInfo, *, depth: int) -> Finding | None:
     with archive.open(info) as member:
-        head = member.read(HEAD_BYTES)
+        head = member.read(MEMBER_HEAD_BYTES)
+        if head.startswith(_NUMPY_MAGIC):  # its header may be longer
+            head += member.read(HEAD_BYTES - len(head))
         if head.startswith(_ZIP_MAGICS) and depth + 1 < MAX_DEPTH:
             return _sniff_zip(member, depth=depth + 1, required=True)
     return _sniff_head(head, info.file_size, depth=depth + 1)
