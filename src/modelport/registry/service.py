@@ -331,6 +331,8 @@ class RegistryService:
         ``to: validated`` runs a validation first (see ``validation``); the version
         row is locked while the current state is checked and the event appended, so
         two concurrent transitions from the same state cannot both succeed.
+        ``to: approved`` needs a format the platform runs, or one an operator
+        accepted (409 ``format_not_approvable``, see ``formats``).
         """
         target = lifecycle.parse_state(to)
         if target is LifecycleState.VALIDATED:

@@ -153,7 +153,12 @@ class SubprocessValidator:
             else:
                 target = dest / entry.path if dest is not None else None
                 problem = self._stream_verified(entry.digest, target)
-                found = None if problem else find_unsafe(self.blobs, entry.digest, entry.size)
+                found = None
+                if problem is None:
+                    try:
+                        found = find_unsafe(self.blobs, entry.digest, entry.size)
+                    except Exception as exc:  # a backend failure is a failed check, reported
+                        problem = f"could not read blob contents: {exc}"
                 if found is not None:
                     # Published before contents were sniffed, or the sniffing learned more.
                     check["unsafe"] = found.kind
