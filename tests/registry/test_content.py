@@ -13,12 +13,11 @@ import pytest
 from modelport.registry.content import (
     HEAD_BYTES,
     MAX_MEMBERS,
-    find_unsafe,
     is_pickle,
     sniff_bytes,
 )
 from tests.registry import unsafe_files as uf
-from tests.registry.helpers import onnx_bytes, put_blob
+from tests.registry.helpers import onnx_bytes
 
 
 @pytest.mark.parametrize("protocol", range(pickle.HIGHEST_PROTOCOL + 1))
@@ -105,16 +104,3 @@ def test_arbitrary_binary_is_not_taken_for_a_pickle() -> None:
         if rng.random() < 0.5:  # the worst case: a pickle protocol marker first
             data = bytes([0x80, rng.randint(0, 5)]) + data
         assert not is_pickle(data[:HEAD_BYTES], len(data)), data[:32]
-
-
-def test_stored_blobs_are_read_by_ranges(services: object) -> None:
-    from modelport.app import Services
-
-    assert isinstance(services, Services)
-    store = services.blob_store
-    big = onnx_bytes() + bytes(3 * HEAD_BYTES) + uf.torch_zip("x/blob")
-    digest = put_blob(store, big)
-    found = find_unsafe(store, digest, len(big))
-    assert found is not None and found.member == "x/blob"
-    clean = put_blob(store, onnx_bytes())
-    assert find_unsafe(store, clean, len(onnx_bytes())) is None
