@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import pickle
 import random
+import struct
 import zipfile
 
 import numpy as np
@@ -25,6 +26,28 @@ def test_a_malicious_pickle_of_any_protocol_is_found(protocol: int) -> None:
     for data in (uf.malicious_pickle(protocol), uf.padded_pickle(protocol)):
         found = sniff_bytes(data)
         assert found is not None and found.kind == "pickle"
+
+
+def test_a_pickle_behind_a_long_first_argument_is_found() -> None:
+    # No protocol marker, and a first opcode whose argument runs far past any head read.
+    padding = b"y" * (5 * HEAD_BYTES)
+    call = uf.malicious_pickle(0)
+    for data in (
+        b"B" + struct.pack("<I", len(padding)) + padding + b"0" + call,
+        b"\x8e" + struct.pack("<Q", len(padding)) + padding + b"0" + call,
+        b"V" + padding + b"\n0" + call,
+    ):
+        found = sniff_bytes(data)
+        assert found is not None and found.kind == "pickle", data[:8]
+
+
+def test_raw_tensor_data_is_not_taken_for_a_pickle() -> None:
+    # Raw float32 weights (ONNX external data) whose first byte is an opcode with a
+    # 4-byte length: the length fits in a large file, but what follows is no pickle.
+    rng = np.random.default_rng(0)
+    for _ in range(100):
+        weights = rng.standard_normal(200_000).astype(np.float32).tobytes()
+        assert sniff_bytes(b"B" + weights[1:]) is None
 
 
 def test_pickles_in_the_shapes_model_files_take_are_found() -> None:

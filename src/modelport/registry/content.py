@@ -6,15 +6,22 @@ manifest's ``format``; ``find_unsafe`` reads a bounded amount of each blob throu
 ranged reads (the head, and for a zip archive its central directory and the head of
 each member). What is detected:
 
-- a **pickle** stream, any protocol: the head must parse as pickle opcodes with a
+- a **pickle** stream, any protocol: the file parses as pickle opcodes with a
   consistent stack (no pop from an empty stack or past a mark, no read of an unset
-  memo slot) up to a ``STOP``, or up to the end of the head when the file goes on
-  and the opcode cut off there fits in the rest of the file. Every loadable pickle
-  passes this check; arbitrary binary (ONNX protobufs, safetensors, GGUF, raw
-  tensors) and text fail it within a few bytes. This covers PyTorch's legacy format,
-  plain ``pickle``/``joblib``/``cloudpickle``/``dill`` dumps and scikit-learn models;
+  memo slot) up to an import of a global (``GLOBAL``, ``STACK_GLOBAL``, ``INST``
+  naming a well-formed module and name) that is then called (``REDUCE``,
+  ``NEWOBJ``, ``OBJ``, ``BUILD`` of such an object) or followed by a clean
+  ``STOP``. The parse starts on the head and goes on through further reads of the
+  file, skipping over long arguments (at most ``MAX_WINDOWS`` reads; a stream still
+  valid then is taken for a pickle), so padding cannot push the call out of sight.
+  Every loadable pickle that runs code passes this check; arbitrary binary (ONNX
+  protobufs, safetensors, GGUF, raw tensors) and text fail it within a few bytes. A
+  pickle of plain data, which imports nothing, is not refused: loading it runs no
+  code. This covers PyTorch's legacy format (several pickles in a row), plain
+  ``pickle``/``joblib``/``cloudpickle``/``dill`` dumps and scikit-learn models;
 - the same inside a **gzip, zlib, bzip2 or xz** stream (joblib's compressed dumps):
-  the head is decompressed (up to ``HEAD_BYTES``) and sniffed;
+  the head is decompressed (up to ``HEAD_BYTES``) and sniffed, and a stream cut off
+  there with an argument that fits is taken for a pickle;
 - a **zip archive** (starting with ``PK``, or found by its end record) with a member
   named ``*.pkl``, ``*.pickle`` or ``*.joblib`` (PyTorch's zip format and TorchScript
   keep ``data.pkl``), or a member whose contents are any of these (nested archives
@@ -132,12 +139,20 @@ class _BlobReader(io.RawIOBase):
 # ---- one file (or member)
 
 
+def _reader(f: IO[bytes]) -> Reader:
+    def read(offset: int, n: int) -> bytes:
+        f.seek(offset)
+        return f.read(n)
+
+    return read
+
+
 def _sniff_file(f: IO[bytes], size: int, *, depth: int) -> Finding | None:
     f.seek(0)
     head = f.read(HEAD_BYTES)
     if head.startswith(_ZIP_MAGICS):
         return _sniff_zip(f, depth=depth, required=True)
-    found = _sniff_head(head, size, depth=depth)
+    found = _sniff_head(head, size, depth=depth, read=_reader(f))
     if found is not None:
         return found
     if size >= 22 and depth < MAX_DEPTH:
@@ -146,11 +161,14 @@ def _sniff_file(f: IO[bytes], size: int, *, depth: int) -> Finding | None:
     return None
 
 
-def _sniff_head(head: bytes, size: int, *, depth: int) -> Finding | None:
-    """Pickle, NumPy object arrays and compressed pickles, from a file's first bytes."""
+def _sniff_head(
+    head: bytes, size: int, *, depth: int, read: Reader | None = None
+) -> Finding | None:
+    """Pickle, NumPy object arrays and compressed pickles, from a file's first bytes
+    (and, for a pickle, what ``read`` reads beyond them)."""
     if head.startswith(_NUMPY_MAGIC):
         return _sniff_npy(head)
-    if is_pickle(head, size):
+    if is_pickle(head, size, read):
         return Finding("pickle", "a pickle stream (loading it runs the code it names)")
     decompressed = _decompress_head(head)
     if decompressed is not None and depth < MAX_DEPTH:
@@ -164,55 +182,167 @@ def _sniff_head(head: bytes, size: int, *, depth: int) -> Finding | None:
 # ---- pickle
 
 
-def is_pickle(head: bytes, size: int) -> bool:
-    """Whether ``head`` (the first bytes of a ``size``-byte file) is a pickle stream that
-    imports something and calls it or ends cleanly, or one cut off by the end of the head
-    (the rest is unseen, so not shown to be harmless). A pickle of plain data is read on
-    past its ``STOP``: PyTorch's legacy files are several pickles in a row."""
+Reader = Callable[[int, int], bytes]
+"""``read(offset, n)``: up to ``n`` bytes of a file from ``offset``."""
+
+
+def is_pickle(head: bytes, size: int, read: Reader | None = None) -> bool:
+    """Whether a ``size``-byte file starting with ``head`` is a pickle stream that imports
+    something and calls it, or ends cleanly after an import.
+
+    With ``read``, the parse goes on past the head as far as the stream stays valid,
+    skipping over long arguments (at most ``MAX_WINDOWS`` reads; a stream still valid
+    then is taken for a pickle). Without it, a stream cut off by the end of the head
+    with an argument that fits in the file is taken for one. A pickle of plain data is
+    read on past its ``STOP``: PyTorch's legacy files are several pickles in a row."""
     with warnings.catch_warnings():  # arguments decoded from arbitrary bytes may warn
         warnings.simplefilter("ignore")
-        return _is_pickle(head, size)
+        return _Parse(head, size, read).run()
 
 
-def _is_pickle(head: bytes, size: int) -> bool:
-    stream = io.BytesIO(head)
-    stack: list[_Item] = []
-    memo: dict[int, _Item] = {}
-    count = 0
-    start = 0
-    imported = False
-    while True:
-        position = stream.tell()
-        code = stream.read(1)
-        if not code:  # the head ended between opcodes
-            return size > len(head) and (imported or count >= 2)
-        op = pickletools.code2op.get(code.decode("latin-1"))
-        if op is None:
+MAX_WINDOWS = 64
+_MAX_LINE_SCAN = 1 << 20
+_LONG_LINES = frozenset({"UNICODE", "PERSID", "STRING"})
+
+
+class _Parse:
+    """One walk over a pickle stream through windows of the file."""
+
+    def __init__(self, head: bytes, size: int, read: Reader | None) -> None:
+        self.size = size
+        self.read = read
+        self.windows = 0
+        self._window(0, head)
+
+    def _window(self, base: int, data: bytes) -> None:
+        self.base = base
+        self.buf = data
+        self.stream = io.BytesIO(data)
+
+    def _move(self, offset: int) -> bool:
+        """Read the window at ``offset``; False when no more may be read."""
+        assert self.read is not None
+        self.windows += 1
+        if self.windows > MAX_WINDOWS:
             return False
-        arg: Any = None
-        if op.arg is not None:
-            try:
-                arg = op.arg.reader(stream)
-            except (ValueError, OverflowError, struct.error):
-                return count >= 1 and _cut_off(op, head, position, size)
-        count += 1
-        if op.name == "PROTO" and (position != start or not 0 <= arg <= 5):
-            return False
-        effect = _apply(op, arg, stack, memo)
-        if effect is None:
-            return False
-        if effect == "call":
-            return True  # an unpickler runs code here, whatever follows
-        imported = imported or effect == "import"
-        if op.name == "STOP":
-            if imported:
+        self._window(offset, self.read(offset, HEAD_BYTES))
+        return True
+
+    def run(self) -> bool:
+        stack: list[_Item] = []
+        memo: dict[int, _Item] = {}
+        count = 0
+        start = 0
+        imported = False
+        while True:
+            position = self.base + self.stream.tell()
+            code = self.stream.read(1)
+            if not code:  # the window ended between opcodes
+                if position >= self.size:
+                    return False  # the file ended without a STOP
+                if self.read is None:
+                    return imported or count >= 2
+                if not self._move(position):
+                    return True  # still a valid stream after that many reads
+                continue
+            op = pickletools.code2op.get(code.decode("latin-1"))
+            if op is None:
+                return False
+            arg: Any = None
+            if op.arg is not None:
+                try:
+                    arg = op.arg.reader(self.stream)
+                except (ValueError, OverflowError, struct.error):
+                    if self.read is None:
+                        return count >= 1 and _cut_off(
+                            op, self.buf, position - self.base, self.size
+                        )
+                    resume = self._past_argument(op, position)
+                    if resume is None:
+                        return False
+                    if resume is True:
+                        return True
+                    if resume == position:  # the window moved to the opcode: parse it again
+                        continue
+                    arg = _SKIPPED
+            count += 1
+            if op.name == "PROTO" and (position != start or not 0 <= arg <= 5):
+                return False
+            effect = _apply(op, arg, stack, memo)
+            if effect is None:
+                return False
+            if effect == "call":
+                return True  # an unpickler runs code here, whatever follows
+            imported = imported or effect == "import"
+            if op.name == "STOP":
+                if imported:
+                    return True
+                # Plain data so far: another pickle may follow.
+                stack.clear()
+                memo.clear()
+                start = self.base + self.stream.tell()
+
+    def _past_argument(self, op: pickletools.OpcodeInfo, position: int) -> int | bool | None:
+        """Where parsing resumes after the opcode at ``position`` whose argument did not
+        parse in this window: ``position`` (a window now starts there), the offset past a
+        long argument (the window starts there), None when the bytes are not a pickle
+        (the argument is malformed, or runs past the end of the file), True when it
+        cannot be told within the reads allowed."""
+        assert op.arg is not None
+        at = position + 1 - self.base  # where the argument starts, in the window
+        window_end = self.base + len(self.buf)
+        if window_end >= self.size:
+            return None  # the whole rest of the file was there
+        n = op.arg.n
+        if n > 0 or (n != pickletools.UP_TO_NEWLINE and len(self.buf) - at < _LENGTH_PREFIX[n][1]):
+            # A fixed-size argument, or a length prefix, cut by the window's end.
+            if position == self.base or (n > 0 and at + n <= len(self.buf)):
+                return None
+            return position if self._move(position) else True
+        if n == pickletools.UP_TO_NEWLINE:
+            if b"\n" in self.buf[at:]:
+                return None
+            if op.name not in _LONG_LINES:
+                if len(self.buf) - at > _LINE_ARG_MAX or position == self.base:
+                    return None
+                return position if self._move(position) else True
+            newline = self._find_newline(window_end)
+            if newline is None:
                 return True
-            # Plain data so far: another pickle may follow.
-            stack.clear()
-            memo.clear()
-            start = stream.tell()
-            if start == len(head):
-                return size > len(head)
+            if newline < 0:
+                return None  # the line runs to the end of the file
+            return newline + 1 if self._move(newline + 1) else True
+        fmt, width = _LENGTH_PREFIX[n]
+        (length,) = struct.unpack(fmt, self.buf[at : at + width])
+        end = position + 1 + width + length
+        if length < 0 or end <= window_end or end > self.size:
+            return None
+        if end - position <= HEAD_BYTES and position != self.base:
+            return position if self._move(position) else True
+        return end if self._move(end) else True
+
+    def _find_newline(self, offset: int) -> int | None:
+        """The offset of the next newline from ``offset``; -1 when the file ends first;
+        None when it is not found within the reads allowed."""
+        assert self.read is not None
+        scanned = 0
+        while offset < self.size:
+            self.windows += 1
+            if self.windows > MAX_WINDOWS or scanned >= _MAX_LINE_SCAN:
+                return None
+            chunk = self.read(offset, HEAD_BYTES)
+            if not chunk:
+                break
+            found = chunk.find(b"\n")
+            if found >= 0:
+                return offset + found
+            offset += len(chunk)
+            scanned += len(chunk)
+        return -1
+
+
+_SKIPPED = object()
+"""The argument of an opcode whose argument was skipped over (a long string or bytes)."""
 
 
 class _Item:
@@ -453,7 +583,7 @@ def _sniff_member(archive: zipfile.ZipFile, info: zipfile.ZipInfo, *, depth: int
             head += member.read(HEAD_BYTES - len(head))
         if head.startswith(_ZIP_MAGICS) and depth + 1 < MAX_DEPTH:
             return _sniff_zip(member, depth=depth + 1, required=True)
-    return _sniff_head(head, info.file_size, depth=depth + 1)
+        return _sniff_head(head, info.file_size, depth=depth + 1, read=_reader(member))
 
 
 def _sniff_keras(archive: zipfile.ZipFile) -> Finding | None:
