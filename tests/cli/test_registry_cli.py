@@ -26,6 +26,7 @@ def server(live_server: LiveServer, services: Services) -> LiveServer:
     for version in ("1", "2"):
         manifest = manifest_for(data, fmt="tflite", path="m.tflite", description=version)
         registry.publish("acme", "adder", version, manifest, actor="t")
+    registry.decide_format("tflite", reason="tests: a format without a runtime", actor="admin")
     return live_server
 
 
@@ -115,3 +116,16 @@ def test_wrong_key_is_reported(server: LiveServer) -> None:
     )
     assert result.exit_code == 1
     assert "invalid_credentials" in result.output
+
+
+def test_formats_accept_list_withdraw(server: LiveServer, services: Services) -> None:
+    accepted = run_json(server, "formats", "accept", "gguf", "--reason", "llama.cpp backend")
+    assert (accepted["format"], accepted["decided_by"]) == ("gguf", "admin")
+    listed = run(server, "formats", "list")
+    assert listed.exit_code == 0, listed.output
+    assert "onnx" in listed.output and "gguf" in listed.output
+    assert "llama.cpp backend" in listed.output
+    assert run(server, "formats", "withdraw", "gguf").exit_code == 0
+    assert [d.format for d in services.registry.format_decisions()] == ["tflite"]
+    refused = run(server, "formats", "accept", "onnx", "--reason", "x")
+    assert refused.exit_code == 1 and "format_runnable" in refused.output

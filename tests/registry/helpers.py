@@ -105,6 +105,11 @@ class Registry:
         assert response.status_code == status, response.text
         return response.json()
 
+    def accept_format(self, fmt: str) -> None:
+        """The operator's decision that versions of ``fmt`` (not run here) may be approved."""
+        response = self.client.put(f"/api/formats/{fmt}", json={"reason": "tests"})
+        assert response.status_code == 200, response.text
+
     def transition(self, ref: str, version: str, to: str, reason: str = "") -> Any:
         return self.client.post(
             f"/api/models/{ref}/versions/{version}/transitions", json={"to": to, "reason": reason}

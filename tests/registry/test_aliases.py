@@ -20,6 +20,7 @@ def three(registry: Registry) -> Registry:
         # A format the runtime lacks validates on its files alone (no subprocess).
         manifest = manifest_for(registry.data, fmt="tflite", path="m.tflite", description=v)
         registry.publish(REF, v, manifest)
+    registry.accept_format("tflite")
     return registry
 
 

@@ -16,8 +16,10 @@ REF = "acme/adder"
 @pytest.fixture
 def published(registry: Registry) -> Registry:
     registry.create_model(REF)
-    # An unknown (non-executable) format validates on files alone: quick, no subprocess.
+    # An unknown (non-executable) format validates on files alone: quick, no subprocess;
+    # the operator's decision lets its versions be approved.
     registry.publish(REF, "1", manifest_for(registry.data, fmt="tflite", path="m.tflite"))
+    registry.accept_format("tflite")
     return registry
 
 

@@ -6,6 +6,7 @@ import copy
 import threading
 from typing import Any
 
+import numpy as np
 import pytest
 from sqlalchemy import event
 
@@ -13,6 +14,7 @@ from modelport.app import Services
 from modelport.digests import sha256_digest
 from modelport.errors import Conflict
 from modelport.manifest import manifest_digest, parse_manifest
+from tests.registry import unsafe_files as uf
 from tests.registry.helpers import Registry, manifest_for
 
 REF = "acme/adder"
@@ -290,3 +292,60 @@ def test_a_version_and_an_alias_of_one_name_never_both_land(model: Registry) -> 
     assert outcomes["version"].code == "version_conflicts_with_alias"
     assert [v.version for v in services.registry.list_versions("acme", "adder")] == ["1"]
     assert services.registry.resolve("acme", "adder", "prod").version == "1"
+
+
+UNSAFE_PACKAGES = {
+    "pickle": (uf.malicious_pickle(), "model.pt"),
+    "torch zip": (uf.torch_zip(), "model.pt"),
+    "torch zip named onnx": (uf.torch_zip(), "model.onnx"),
+    "pickle named bin": (uf.malicious_pickle(2), "weights.bin"),
+    "legacy torch": (uf.legacy_torch_file(), "model.pth"),
+    "joblib gzip": (uf.compressed("gzip", uf.malicious_pickle()), "model.joblib.gz"),
+    "npz of objects": (uf.zip_of({"a.npy": uf.npy(np.array([None], dtype=object))}), "a.npz"),
+    "keras lambda": (uf.keras_archive(with_lambda=True), "model.keras"),
+}
+
+
+@pytest.mark.parametrize("fmt", ["torch", "pytorch", "pt", "sklearn", "keras", "onnx", "custom"])
+@pytest.mark.parametrize("case", list(UNSAFE_PACKAGES))
+def test_code_bearing_files_are_refused_whatever_the_format_and_name(
+    model: Registry, fmt: str, case: str
+) -> None:
+    data, path = UNSAFE_PACKAGES[case]
+    model.upload(data)
+    manifest = manifest_for(data, fmt=fmt, path=path, examples=[])
+    # The bad file is second, after a good one: every file is sniffed.
+    manifest["files"].insert(0, manifest_for(model.data, path="other/model.onnx")["files"][0])
+    response = _publish(model, manifest)
+    assert response.status_code == 400, response.text
+    problem = response.json()
+    assert problem["code"] == "unsafe_content"
+    assert problem["path"] == path
+    assert problem["field"] == "manifest.files.1"
+    assert path in problem["detail"]
+    assert model.client.get(f"/api/models/{REF}/versions").json()["items"] == []
+
+
+def test_the_archive_member_at_fault_is_named(model: Registry) -> None:
+    data = uf.torch_zip()
+    model.upload(data)
+    response = _publish(model, manifest_for(data, fmt="pytorch", path="model.pt", examples=[]))
+    problem = response.json()
+    assert (problem["code"], problem["member"], problem["found"]) == (
+        "unsafe_content",
+        "archive/data.pkl",
+        "pickle",
+    )
+
+
+def test_safe_files_still_publish(model: Registry) -> None:
+    model.publish(REF, "1")  # ONNX
+    files = {
+        "model.safetensors": uf.safetensors_file(),
+        "labels.txt": b"cat\ndog\ncow\nhen\nbat\n",
+        "embeddings.npy": uf.npy(np.ones((4, 4), dtype=np.float32)),
+    }
+    manifest = manifest_for(model.data, fmt="safetensors", path="model.onnx", examples=[])
+    for path, data in files.items():
+        manifest["files"].append({"path": path, "digest": model.upload(data), "size": len(data)})
+    assert model.publish(REF, "2", manifest)["state"] == "candidate"

@@ -10,7 +10,9 @@ import pytest
 from modelport.app import build_blob_store
 from modelport.config import Settings
 from modelport.manifest import parse_manifest
+from modelport.registry import content
 from modelport.registry.validation import SubprocessValidator
+from tests.registry import unsafe_files as uf
 from tests.registry.helpers import (
     Registry,
     add_one_example,
@@ -171,3 +173,22 @@ def test_missing_blob_is_a_failed_file_check(local_store: Any, tmp_path: Path) -
     )
     assert report["cause"] == "file_check_failed"
     assert report["checks"][0]["detail"] == "blob is not stored"
+
+
+@pytest.mark.parametrize("fmt", ["onnx", "pytorch"])
+def test_validation_refuses_code_bearing_files_published_before_the_check(
+    model: Registry, monkeypatch: pytest.MonkeyPatch, fmt: str
+) -> None:
+    data = uf.torch_zip()
+    model.upload(data)
+    with monkeypatch.context() as patched:  # as if published before contents were sniffed
+        patched.setattr(content, "find_unsafe", lambda *_: None)
+        model.publish(REF, "1", manifest_for(data, fmt=fmt, path="model.onnx"))
+    response = model.transition(REF, "1", "validated")
+    assert response.status_code == 422
+    report = response.json()["report"]
+    assert (report["cause"], report["executed"]) == ("unsafe_content", False)
+    assert report["checks"][0]["unsafe"] == "pickle"
+    assert "archive/data.pkl" in report["checks"][0]["detail"]
+    state = model.client.get(f"/api/models/{REF}/versions/1").json()["state"]
+    assert state == "candidate"

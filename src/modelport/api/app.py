@@ -21,6 +21,7 @@ from modelport.api.routes import (
     backends,
     blobs,
     endpoints,
+    formats,
     health,
     limits,
     metrics,
@@ -103,6 +104,7 @@ def create_app(services: Services) -> FastAPI:
     app.include_router(blobs.router, prefix="/api")
     app.include_router(models.router, prefix="/api")
     app.include_router(versions.router, prefix="/api")
+    app.include_router(formats.router, prefix="/api")
     app.include_router(aliases.router, prefix="/api")
     app.include_router(limits.router, prefix="/api")
     app.include_router(prices.router, prefix="/api")

@@ -41,7 +41,7 @@ def _register() -> None:
         except ImportError:
             continue
         modelport.add_command(getattr(module, name))
-    for group in ("models", "versions", "alias", "tenants", "keys", "billing"):
+    for group in ("models", "versions", "alias", "formats", "tenants", "keys", "billing"):
         try:
             module = __import__(f"modelport.cli.{group}", fromlist=[group])
         except ImportError:

@@ -21,7 +21,9 @@ Datatype = Literal[
 ]  # fmt: skip
 
 UNSAFE_FORMATS = frozenset({"pickle", "pkl", "joblib", "cloudpickle", "dill", "pytorch-pickle"})
-"""Formats whose loading executes code; refused everywhere."""
+"""Format names whose loading executes code; refused everywhere by name. Names alone
+prove nothing: publishing also sniffs every file's contents
+(``modelport.registry.content``)."""
 
 _FORMAT_RE = re.compile(r"^[a-z0-9][a-z0-9._-]{0,31}$")
 _TENSOR_NAME_RE = re.compile(r"^[A-Za-z0-9_.:/-]{1,128}$")
@@ -137,7 +139,14 @@ class Manifest(_Strict):
     """What a model version is. Its canonical digest is the version's identity."""
 
     schema_version: Literal[1] = 1
-    format: str = Field(description="Model format, e.g. 'onnx'.")
+    format: str = Field(
+        description=(
+            "Model format, e.g. 'onnx'. The platform runs 'onnx'; a version of another "
+            "format is stored and checked, and can be approved only once a platform admin "
+            "has accepted that format. Files are refused for code-bearing contents "
+            "(pickles...) whatever the format."
+        )
+    )
     files: list[FileEntry] = Field(min_length=1)
     inputs: list[TensorSpec] = Field(min_length=1)
     outputs: list[TensorSpec] = Field(min_length=1)

@@ -30,7 +30,7 @@ from modelport.blobs import repository as blob_repo
 from modelport.errors import Conflict, InvalidInput, NotFound, Unprocessable
 from modelport.manifest import UNSAFE_FORMATS, Manifest, canonical_bytes, manifest_digest
 from modelport.manifest import parse_manifest as _parse_manifest
-from modelport.registry import catalog, lifecycle, signing
+from modelport.registry import catalog, content, formats, lifecycle, signing
 from modelport.registry import repository as repo
 from modelport.registry.licenses import normalize_license
 from modelport.registry.names import (
@@ -49,6 +49,7 @@ from modelport.registry.types import (
     AliasEvent,
     CatalogPage,
     CatalogQuery,
+    FormatDecision,
     LifecycleEvent,
     LifecycleState,
     Lineage,
@@ -225,6 +226,7 @@ class RegistryService:
         if existing is not None:
             return Published(existing, created=False)
         self._check_blobs(manifest)
+        self._check_contents(manifest)
         try:
             with self.database.transaction() as session:
                 created = self._insert(
@@ -316,6 +318,14 @@ class RegistryService:
                     stored_size=stored,
                 )
 
+    def _check_contents(self, manifest: Manifest) -> None:
+        """Refuse code-bearing contents (pickles and the like), whatever the file's name
+        or the manifest's format, before a version exists."""
+        for index, entry in enumerate(manifest.files):
+            found = content.find_unsafe(self.blobs, entry.digest, entry.size)
+            if found is not None:
+                raise unsafe_content(entry.path, found, field=f"manifest.files.{index}")
+
     # ---- lifecycle
 
     def events(self, owner: str, name: str, version: str) -> list[LifecycleEvent]:
@@ -330,6 +340,8 @@ class RegistryService:
         ``to: validated`` runs a validation first (see ``validation``); the version
         row is locked while the current state is checked and the event appended, so
         two concurrent transitions from the same state cannot both succeed.
+        ``to: approved`` needs a format the platform runs, or one an operator
+        accepted (409 ``format_not_approvable``, see ``formats``).
         """
         target = lifecycle.parse_state(to)
         if target is LifecycleState.VALIDATED:
@@ -338,7 +350,31 @@ class RegistryService:
             vid = repo.version_id(session, owner, name, version, lock=True)
             current = repo.current_state(session, vid)
             lifecycle.check_transition(current, target)
+            if target is LifecycleState.APPROVED:
+                formats.check_approvable(session, repo.version_by_id(session, vid).format)
             return repo.append_event(session, vid, current, target, actor=actor, reason=reason)
+
+    # ---- formats
+
+    def runnable_formats(self) -> frozenset[str]:
+        return formats.runnable_formats()
+
+    def format_decisions(self) -> list[FormatDecision]:
+        with self.database.transaction() as session:
+            return formats.decisions(session)
+
+    def decide_format(self, fmt: str, *, reason: str, actor: str) -> FormatDecision:
+        """Accept a format the platform does not run, so its versions may be approved
+        (the operator's decision; the caller checks who may take it)."""
+        clean = formats.check_decidable(fmt, reason)
+        with self.database.transaction() as session:
+            return formats.decide(session, fmt, reason=clean, actor=actor)
+
+    def withdraw_format(self, fmt: str) -> None:
+        """Withdraw a decision (404 ``format_decision_not_found``); what was approved
+        under it stays approved."""
+        with self.database.transaction() as session:
+            formats.withdraw(session, fmt)
 
     def _validate(
         self, owner: str, name: str, version: str, *, actor: str, reason: str
@@ -489,6 +525,19 @@ def parse_manifest(data: Any) -> Manifest:
         )
     normalize_license(manifest.license, field="manifest.license")
     return manifest
+
+
+def unsafe_content(path: str, found: content.Finding, *, field: str) -> InvalidInput:
+    where = f"file {path!r}" + (f" (member {found.member!r})" if found.member else "")
+    return InvalidInput(
+        f"{where} holds {found.detail}: contents that run code when loaded are refused, "
+        "whatever the format or the file's name",
+        code="unsafe_content",
+        field=field,
+        path=path,
+        member=found.member,
+        found=found.kind,
+    )
 
 
 def alias_not_found(owner: str, name: str, alias: str) -> NotFound:

@@ -85,6 +85,17 @@ class ValidationReport:
 
 
 @dataclass(frozen=True)
+class FormatDecision:
+    """An operator's acceptance of a format the platform does not run (see
+    ``modelport.registry.formats``)."""
+
+    format: str
+    reason: str
+    decided_by: str
+    decided_at: datetime
+
+
+@dataclass(frozen=True)
 class Signature:
     key_id: str
     public_key: bytes

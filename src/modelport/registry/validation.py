@@ -2,7 +2,10 @@
 
 1. Files: every file's blob must be stored with the declared size, and is streamed
    and hashed in full through ``modelport.blobs.verify`` (a stored blob whose bytes
-   no longer match is caught here).
+   no longer match is caught here). Its contents are then sniffed for code-bearing
+   contents (``modelport.registry.content``), as publishing does: a version
+   published before that check, or carrying what it has learnt to see since, fails
+   with cause ``unsafe_content``.
 2. Execution, for a format the runtime knows (``modelport.runtime.formats``): the
    verified files are copied to a private folder and a separate process
    (``modelport.registry.validation_worker``) loads the model and runs every
@@ -17,10 +20,12 @@
 
 The report (a JSON object) is always returned, never raised::
 
-    {"passed": bool, "cause": None | "file_check_failed" | "no_examples" | "load_failed"
+    {"passed": bool, "cause": None | "file_check_failed" | "unsafe_content" | "no_examples"
+        | "load_failed"
         | "examples_failed" | "out_of_memory" | "timeout" | "crashed",
      "detail": str, "format": str, "executed": bool,
-     "checks": [{"check": "file", "path", "digest", "size", "passed", "detail"}],
+     "checks": [{"check": "file", "path", "digest", "size", "passed", "detail",
+                 "unsafe"?: kind of code-bearing content found}],
      "examples": [{"index", "passed", "problems", "ms"}],
      "timings_ms": {"files", "execution", "total"},
      "limits": {"timeout_seconds", "memory_bytes"}}
@@ -44,6 +49,7 @@ from modelport.blobs import BlobStore
 from modelport.blobs.verify import copy_verified, iter_verified
 from modelport.errors import ModelportError
 from modelport.manifest import Manifest, canonical_bytes
+from modelport.registry.content import find_unsafe
 
 WORKER_MODULE = "modelport.registry.validation_worker"
 _STDERR_TAIL = 4000
@@ -97,7 +103,13 @@ class SubprocessValidator:
             files_started = time.perf_counter()
             files_ok = self._check_files(manifest, folder / "files" if executable else None, report)
             report["timings_ms"]["files"] = _ms(files_started)
-            if not files_ok:
+            unsafe = [c["path"] for c in report["checks"] if c.get("unsafe")]
+            if unsafe:
+                report["cause"] = "unsafe_content"
+                report["detail"] = "file(s) hold contents that run code when loaded: " + (
+                    ", ".join(unsafe)
+                )
+            elif not files_ok:
                 bad = [c["path"] for c in report["checks"] if not c["passed"]]
                 report["cause"] = "file_check_failed"
                 report["detail"] = "file(s) do not match the manifest: " + ", ".join(bad)
@@ -141,6 +153,17 @@ class SubprocessValidator:
             else:
                 target = dest / entry.path if dest is not None else None
                 problem = self._stream_verified(entry.digest, target)
+                found = None
+                if problem is None:
+                    try:
+                        found = find_unsafe(self.blobs, entry.digest, entry.size)
+                    except Exception as exc:  # a backend failure is a failed check, reported
+                        problem = f"could not read blob contents: {exc}"
+                if found is not None:
+                    # Published before contents were sniffed, or the sniffing learned more.
+                    check["unsafe"] = found.kind
+                    where = f"member {found.member!r}: " if found.member else ""
+                    problem = f"unsafe content: {where}{found.detail}"
                 check["passed"] = problem is None
                 check["detail"] = problem or "digest verified"
             ok = ok and check["passed"]

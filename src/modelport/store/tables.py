@@ -193,6 +193,19 @@ class AliasRow(Base):
     updated_at: Mapped[datetime] = mapped_column(default=utcnow)
 
 
+class FormatDecisionRow(Base):
+    """An operator's decision that versions of a format the platform does not run may
+    be approved (the reason is kept; withdrawing it deletes the row, the audit log keeps
+    both acts)."""
+
+    __tablename__ = "format_decisions"
+
+    format: Mapped[str] = mapped_column(String(32), primary_key=True)
+    reason: Mapped[str] = mapped_column(Text)
+    decided_by: Mapped[str] = mapped_column(String(128))
+    decided_at: Mapped[datetime] = mapped_column(default=utcnow)
+
+
 class AliasEventRow(Base):
     __tablename__ = "alias_events"
 
