@@ -112,11 +112,16 @@ def test_safe_contents_pass() -> None:
         "json": b'{"labels": ["cat", "dog"]}',
         "gzip of text": uf.compressed("gzip", b"hello\n" * 1000),
         "empty": b"",
-        "plain-data pickle": pickle.dumps({"weights": [1.0, 2.0]}),  # loading runs nothing
     }
     assert uf.safetensors_file()[:2] == b"\x80\x02"
     for name, data in safe.items():
         assert sniff_bytes(data) is None, name
+
+
+def test_a_pickle_of_plain_data_is_refused_too() -> None:
+    for protocol in range(2, pickle.HIGHEST_PROTOCOL + 1):
+        found = sniff_bytes(pickle.dumps({"weights": [1.0, 2.0]}, protocol=protocol))
+        assert found is not None and found.kind == "pickle", protocol
 
 
 def test_arbitrary_binary_is_not_taken_for_a_pickle() -> None:

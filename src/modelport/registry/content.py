@@ -16,8 +16,11 @@ each member). What is detected:
   valid then is taken for a pickle), so padding cannot push the call out of sight.
   Every loadable pickle that runs code passes this check; arbitrary binary (ONNX
   protobufs, safetensors, GGUF, raw tensors) and text fail it within a few bytes. A
-  pickle of plain data, which imports nothing, is not refused: loading it runs no
-  code. This covers PyTorch's legacy format (several pickles in a row), plain
+  pickle of plain data that opens with a protocol marker (``PROTO`` 2 or more, what
+  every writer of the last fifteen years produces) and ends where the file ends is
+  refused too, though it imports nothing: a package is no place for pickles, and its
+  consumers would unpickle it. Without the marker (protocols 0 and 1) only an import
+  makes a stream a pickle, since short text can parse as plain data. This covers PyTorch's legacy format (several pickles in a row), plain
   ``pickle``/``joblib``/``cloudpickle``/``dill`` dumps and scikit-learn models;
 - the same inside a **gzip, zlib, bzip2 or xz** stream (joblib's compressed dumps):
   the head is decompressed (up to ``HEAD_BYTES``) and sniffed, and a stream cut off
@@ -188,7 +191,7 @@ Reader = Callable[[int, int], bytes]
 
 def is_pickle(head: bytes, size: int, read: Reader | None = None) -> bool:
     """Whether a ``size``-byte file starting with ``head`` is a pickle stream that imports
-    something and calls it, or ends cleanly after an import.
+    something and calls it, or ends cleanly after an import or a protocol marker.
 
     With ``read``, the parse goes on past the head as far as the stream stays valid,
     skipping over long arguments (at most ``MAX_WINDOWS`` reads; a stream still valid
@@ -234,6 +237,7 @@ class _Parse:
         count = 0
         start = 0
         imported = False
+        marked = False  # the stream opened with a protocol marker of 2 or more
         while True:
             position = self.base + self.stream.tell()
             code = self.stream.read(1)
@@ -268,6 +272,8 @@ class _Parse:
             count += 1
             if op.name == "PROTO" and (position != start or not 0 <= arg <= 5):
                 return False
+            if op.name == "PROTO" and arg >= 2:
+                marked = True
             effect = _apply(op, arg, stack, memo)
             if effect is None:
                 return False
@@ -277,6 +283,8 @@ class _Parse:
             if op.name == "STOP":
                 if imported:
                     return True
+                if marked and self.base + self.stream.tell() == self.size:
+                    return True  # a whole file of plain data, as pickle.dump writes it
                 # Plain data so far: another pickle may follow.
                 stack.clear()
                 memo.clear()
