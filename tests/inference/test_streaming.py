@@ -14,7 +14,14 @@ from typing import Any
 
 import pytest
 
-from modelport.errors import DeadlineExceeded, Overloaded, PaymentRequired, Unprocessable
+from modelport.errors import (
+    DeadlineExceeded,
+    InvalidInput,
+    Overloaded,
+    PaymentRequired,
+    Unavailable,
+    Unprocessable,
+)
 from modelport.inference.streaming import (
     CallStream,
     GenerateRequest,
@@ -285,11 +292,11 @@ def test_the_deadline_cuts_the_stream_and_the_failure_rule_prices_what_was_deliv
 ) -> None:
     rig.price(rule, bps)
     rig.balances.credit(BalanceScope.TENANT, "beta", 1_000_000, tenant="beta")
-    rig.engine.mode, rig.engine.delay = "count", 0.05
+    rig.engine.mode, rig.engine.delay = "count", 0.1
     received: list[str] = []
 
     async def scenario() -> CallStream:
-        stream = await open_stream(rig, max_tokens=1000, timeout=0.5, rid="late")
+        stream = await open_stream(rig, max_tokens=1000, timeout=1.0, rid="late")
         with pytest.raises(DeadlineExceeded):
             async with stream:
                 async for chunk in stream:
@@ -341,7 +348,7 @@ def test_the_admission_is_released_whatever_ends_the_stream(rig: Rig) -> None:
         with pytest.raises(Overloaded):  # one at a time
             await open_stream(rig, rid="second")
         async with stream:
-            await anext(stream)  # leaves after one chunk
+            await stream.receive()  # leaves after one chunk
         await _drain(open_stream(rig, max_tokens=2))  # the slot came back
 
     asyncio.run(scenario())
@@ -356,3 +363,51 @@ def test_a_tensor_model_cannot_stream(rig: Rig) -> None:
     with pytest.raises(Unprocessable) as caught:
         asyncio.run(rig.calls.stream(CONSUMER, target, request, time.monotonic() + 5))
     assert caught.value.code == "streaming_unsupported"
+
+
+def test_a_dropped_iterator_ends_the_call_as_a_cancellation(rig: Rig) -> None:
+    rig.price()
+    rig.balances.credit(BalanceScope.TENANT, "beta", 1_000_000, tenant="beta")
+    rig.engine.mode, rig.engine.delay = "count", 0.01
+
+    async def scenario() -> CallStream:
+        stream = await open_stream(rig, max_tokens=1000, rid="dropped")
+        async for _ in stream:  # no ``async with``, no aclose: the loop is just left
+            break
+        for _ in range(100):  # the event loop closes the dropped iterator soon after
+            if stream.status is not None:
+                break
+            await asyncio.sleep(0.01)
+        return stream
+
+    stream = asyncio.run(scenario())
+    assert stream.status is UsageStatus.CANCELLED
+    assert rig.engine.cancelled == ["dropped"]
+    assert rig.ledger_events()[Unit.OUTPUT_TOKEN].quantity == 1
+    assert rig.balance()[1] == 0
+
+
+def test_a_backend_that_refuses_before_running_gives_the_hold_back(rig: Rig) -> None:
+    rig.price()
+    rig.balances.credit(BalanceScope.TENANT, "beta", 1_000_000, tenant="beta")
+    backend = rig.calls.backend
+    assert isinstance(backend, LocalBackend)
+    backend.load_on_demand = False  # the version is not loaded here
+
+    with pytest.raises(Unavailable) as caught:
+        asyncio.run(open_stream(rig))
+    assert caught.value.code == "model_not_loaded"
+    assert rig.balance() == (1_000_000, 0)
+    assert rig.ledger_events() == {}
+    assert rig.reservations.held("beta") == []
+
+
+def test_bad_requests_are_refused_before_anything_is_held(rig: Rig) -> None:
+    rig.price()
+    rig.balances.credit(BalanceScope.TENANT, "beta", 1_000_000, tenant="beta")
+    with pytest.raises(InvalidInput) as caught:
+        asyncio.run(open_stream(rig, max_tokens=0))
+    assert caught.value.code == "invalid_max_tokens"
+    with pytest.raises(DeadlineExceeded):
+        asyncio.run(open_stream(rig, timeout=-1))
+    assert rig.balance() == (1_000_000, 0) and rig.engine.records == []

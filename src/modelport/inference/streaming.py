@@ -31,6 +31,7 @@ inference service that wires this in; this module owns the streamed lifecycle on
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
@@ -46,6 +47,11 @@ from modelport.serving.backends.base import Backend
 from modelport.serving.types import StreamChunk, StreamRequest, VersionRef
 from modelport.tenancy import Principal
 from modelport.tenancy.limits import Admission, LimitService, Subject
+
+_log = logging.getLogger(__name__)
+
+_closing: set[asyncio.Task[None]] = set()
+"""Calls being ended because they were dropped without being ended."""
 
 MAX_TOKENS_LIMIT = 1 << 20
 """The most output tokens one request may ask for (its hold grows with it)."""
@@ -151,9 +157,9 @@ async def admit(limits: LimitService, principal: Principal, model: str) -> Admis
 
 
 class CallStream:
-    """One streamed call's chunks (an async iterator, and an async context manager that
-    ends the call on leaving). ``usage`` is what was delivered so far, ``status`` how
-    the call ended (None while it runs)."""
+    """One streamed call: iterate it (or ``receive``) for its chunks; ``aclose`` it, or
+    use it as an async context manager, to end it. ``usage`` is what was delivered so
+    far, ``status`` how the call ended (None while it runs)."""
 
     def __init__(
         self,
@@ -197,23 +203,36 @@ class CallStream:
             await self._end(exc)
             raise
 
-    def __aiter__(self) -> CallStream:
-        return self
+    def __aiter__(self) -> AsyncIterator[StreamChunk]:
+        """The chunks, in order. Leaving the loop early and dropping the iterator ends
+        the call as ``aclose`` does (the iterator is an async generator, closed by the
+        event loop when collected); ``async with`` ends it at a known moment."""
+        return self._iterate()
 
-    async def __anext__(self) -> StreamChunk:
+    async def _iterate(self) -> AsyncIterator[StreamChunk]:
+        try:
+            while (chunk := await self.receive()) is not None:
+                yield chunk
+        finally:
+            await self.aclose()
+
+    async def receive(self) -> StreamChunk | None:
+        """The next chunk with text (or the last one), None once the call ended."""
         while True:
             if self._ending is not None or self._finished:
                 await self.aclose()
-                raise StopAsyncIteration
+                return None
             try:
                 chunk, self._first = self._first or await self._receive(), None
             except StopAsyncIteration:
                 self._finished = True
                 await self._end(None)
-                raise
+                return None
             except BaseException as exc:
                 await self._end(exc)
                 raise
+            if self._ending is not None:
+                return None  # ended meanwhile (``aclose`` from another task): not delivered
             self._metered.deliver(output_tokens=chunk.output_tokens)
             if chunk.finish_reason is not None:
                 self._finished = True
@@ -259,10 +278,7 @@ class CallStream:
             return
         self._ending = asyncio.get_running_loop().create_future()
         try:
-            close = getattr(self._chunks, "aclose", None)
-            if close is not None:
-                # Before settling: the engine stops working for a consumer that left.
-                await close()
+            await self._close_backend()
             if exc is None:
                 await self._meter.succeeded(self._metered)
                 self.status = UsageStatus.SUCCEEDED
@@ -272,6 +288,32 @@ class CallStream:
         finally:
             self._admission.release()
             self._ending.set_result(None)
+
+    async def _close_backend(self) -> None:
+        """Close the backend's stream before settling: the engine stops working for a
+        consumer that left."""
+        close = getattr(self._chunks, "aclose", None)
+        if close is None:
+            return
+        try:
+            await close()
+        except RuntimeError:
+            # Another task is waiting on it (``aclose`` called beside the consumer): the
+            # stream ends when that wait returns. Cancel the consuming task instead to
+            # stop the engine at once.
+            _log.warning("a stream was closed while its consumer waited on it")
+
+    def __del__(self) -> None:
+        if self._ending is None:
+            # Never ended: end it now rather than hold the admission and the reservation
+            # until the reservation expires.
+            try:
+                loop = asyncio.get_running_loop()
+            except RuntimeError:
+                return
+            task = loop.create_task(self.aclose())
+            _closing.add(task)  # the loop keeps only a weak reference to a task
+            task.add_done_callback(_closing.discard)
 
 
 def _status_of(exc: BaseException) -> UsageStatus:
