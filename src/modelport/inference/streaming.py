@@ -38,8 +38,6 @@ from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any
 
-from starlette.concurrency import run_in_threadpool
-
 from modelport.errors import DeadlineExceeded, InvalidInput
 from modelport.metering.meter import InferenceMeter, MeteredCall, stream_call
 from modelport.metering.types import CallInfo, Unit, UsageStatus
@@ -153,7 +151,7 @@ async def admit(limits: LimitService, principal: Principal, model: str) -> Admis
         return limits.admit(subject, stale_ok=True)
     if limits.admitter is not None and limits.is_cached(subject):
         return await limits.admit_grouped(subject)
-    return await run_in_threadpool(limits.admit, subject)
+    return await asyncio.to_thread(limits.admit, subject)
 
 
 class CallStream:

@@ -115,5 +115,5 @@ class ToyGenerativeFormat:
     def load(self, files: dict[str, Path], manifest: Manifest) -> ToyEngine:
         self.loads += 1
         self.engine.mode = str(manifest.runtime.get("mode", self.engine.mode))
-        self.engine.delay = float(manifest.runtime.get("delay", self.engine.delay))  # type: ignore[arg-type]
+        self.engine.delay = float(manifest.runtime.get("delay", self.engine.delay))
         return self.engine
