@@ -30,6 +30,7 @@ from modelport.inference.streaming import (
 )
 from modelport.manifest import Manifest, manifest_digest
 from modelport.metering.balances import BalanceRepository
+from modelport.metering.journal import UsageJournal
 from modelport.metering.ledger import Ledger
 from modelport.metering.meter import InferenceMeter
 from modelport.metering.outbox import LedgerSink, Outbox
@@ -411,3 +412,34 @@ def test_bad_requests_are_refused_before_anything_is_held(rig: Rig) -> None:
     with pytest.raises(DeadlineExceeded):
         asyncio.run(open_stream(rig, timeout=-1))
     assert rig.balance() == (1_000_000, 0) and rig.engine.records == []
+
+
+@pytest.mark.parametrize("end", ["completed", "disconnected"])
+def test_with_the_usage_journal_a_stream_settles_the_same(
+    rig: Rig, tmp_path: Path, end: str
+) -> None:
+    """The embedded default settles through the usage journal, applied moments later."""
+    rig.price()
+    rig.balances.credit(BalanceScope.TENANT, "beta", 1_000_000, tenant="beta")
+    journal = UsageJournal(tmp_path / "journal", rig.reservations)
+    rig.meter.journal = journal
+    rig.engine.mode = "count"
+
+    async def scenario() -> CallStream:
+        stream = await open_stream(rig, max_tokens=4, rid=end)
+        async with stream:
+            async for chunk in stream:
+                if end == "disconnected" and chunk.text.strip() == "2":
+                    break
+        return stream
+
+    try:
+        stream = asyncio.run(scenario())
+        assert journal.flush()
+    finally:
+        journal.close()
+    delivered = 4 if end == "completed" else 2
+    assert stream.status is (UsageStatus.SUCCEEDED if end == "completed" else UsageStatus.CANCELLED)
+    events = rig.ledger_events()
+    assert events[Unit.OUTPUT_TOKEN].quantity == delivered
+    assert rig.balance() == (1_000_000 - 9 * IN_PRICE - delivered * OUT_PRICE, 0)
