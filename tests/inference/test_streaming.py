@@ -443,3 +443,20 @@ def test_with_the_usage_journal_a_stream_settles_the_same(
     events = rig.ledger_events()
     assert events[Unit.OUTPUT_TOKEN].quantity == delivered
     assert rig.balance() == (1_000_000 - 9 * IN_PRICE - delivered * OUT_PRICE, 0)
+
+
+def test_tokens_per_minute_count_the_calls_token_bound_before_it_runs(rig: Rig) -> None:
+    bound = len(PROMPT.encode()) + 32  # the prompt's bytes and max_tokens: 75
+    rig.limits.set_limits(
+        ScopeType.TENANT, "beta", tenant="beta", rpm=None, concurrency=None, tpm=100, actor="t"
+    )
+
+    async def scenario() -> None:
+        await _drain(open_stream(rig, max_tokens=32))  # 75 of 100
+        with pytest.raises(Overloaded) as caught:
+            await open_stream(rig, max_tokens=32, rid="over")
+        assert caught.value.code == "rate_limited"
+        await _drain(open_stream(rig, prompt="hi", max_tokens=100 - bound - 2))  # what is left
+
+    asyncio.run(scenario())
+    assert [r.request.request_id for r in rig.engine.records] == ["r1", "r1"]

@@ -7,13 +7,14 @@ A surface that streams (later the OpenAI-compatible ``/v1``) calls::
         async for chunk in stream:
             ...send chunk...
 
-``stream`` returns once the call is admitted (rate, concurrency, budget), its upper
-bound held (``InferenceMeter``: the prompt's input tokens, at most one per byte, and
-``max_tokens`` output tokens; 402 ``budget_exceeded`` when that does not fit) and the
-backend has accepted the request, so refusals come before any chunk, when a surface
-can still answer with a plain error. Chunks then come in order, each counted as
-delivered when it is handed over. The call ends, once, in one of four ways, and is
-settled and its admission released then:
+``stream`` returns once the call is admitted (rate, concurrency, budget, and its
+tokens-per-minute allowances charged with its token bound: the prompt's bytes plus
+``max_tokens``), its upper bound held (``InferenceMeter``: the prompt's input tokens,
+at most one per byte, and ``max_tokens`` output tokens; 402 ``budget_exceeded`` when
+that does not fit) and the backend has accepted the request, so refusals come before
+any chunk, when a surface can still answer with a plain error. Chunks then come in
+order, each counted as delivered when it is handed over. The call ends, once, in one
+of these ways, and is settled and its admission released then:
 
 - the stream ended: ``succeeded``, the quantities delivered;
 - the consumer stopped (``aclose``, leaving the ``async with`` block, or its task
@@ -102,8 +103,15 @@ class StreamingCalls:
         if timeout <= 0:
             raise DeadlineExceeded("the deadline passed before the call started")
         version = target.version
-        admission = await admit(self.limits, principal, version.model)
+        subject = Subject(
+            tenant=principal.tenant or principal.id, key=principal.key_id, model=version.model
+        )
+        admission = await admit(self.limits, subject)
         try:
+            # Tokens per minute count what the call may use at most, before it runs: a
+            # charge cannot be taken back, and a stream refused midway helps nobody.
+            bound = len(request.prompt.encode("utf-8")) + request.max_tokens
+            await charge_tokens(self.limits, subject, bound)
             call = CallInfo(
                 tenant=principal.tenant or principal.id,
                 key_id=principal.key_id,
@@ -143,15 +151,23 @@ class StreamingCalls:
         return stream
 
 
-async def admit(limits: LimitService, principal: Principal, model: str) -> Admission:
-    """Rate → concurrency → budget for one call of ``model``, without waiting on I/O
-    on the event loop (429 ``rate_limited`` / ``concurrency_limited``, 402)."""
-    subject = Subject(tenant=principal.tenant or principal.id, key=principal.key_id, model=model)
+async def admit(limits: LimitService, subject: Subject) -> Admission:
+    """Rate → concurrency → budget for one call, without waiting on I/O on the event
+    loop (429 ``rate_limited`` / ``concurrency_limited``, 402)."""
     if limits.is_warm(subject):
         return limits.admit(subject, stale_ok=True)
     if limits.admitter is not None and limits.is_cached(subject):
         return await limits.admit_grouped(subject)
     return await asyncio.to_thread(limits.admit, subject)
+
+
+async def charge_tokens(limits: LimitService, subject: Subject, tokens: int) -> None:
+    """Charge ``tokens`` to the subject's tokens-per-minute allowances (429
+    ``rate_limited``); in a thread when the limiter is over the network."""
+    if limits.blocking:
+        await asyncio.to_thread(limits.charge_tokens, subject, tokens)
+    else:
+        limits.charge_tokens(subject, tokens)
 
 
 class CallStream:
