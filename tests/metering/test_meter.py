@@ -10,6 +10,7 @@ from datetime import timedelta
 import pytest
 
 from modelport.errors import DeadlineExceeded, Internal, Overloaded, PaymentRequired, Unavailable
+from modelport.metering.meter import MeteredCall, stream_call
 from modelport.metering.types import (
     BalanceScope,
     CallInfo,
@@ -235,3 +236,15 @@ def test_a_free_version_still_yields_one_usage_event(funded: Metering) -> None:
         0,
         None,
     )
+
+
+def test_a_stream_is_bounded_by_its_prompt_bytes_and_max_tokens() -> None:
+    call = stream_call(CALL, prompt="héllo wörld", max_tokens=5)
+    assert call.quantities == {Unit.INPUT_TOKEN: 13, Unit.OUTPUT_TOKEN: 5}
+    assert CALL.quantities == {}  # the call it was made from is untouched
+    metered = MeteredCall(call, {}, None, T0, 0.0)
+    metered.deliver(input_tokens=2)
+    for _ in range(7):  # a backend that streams more than it was asked for
+        metered.deliver(output_tokens=1)
+    # what is billed never passes what was held
+    assert metered.quantities == {Unit.INPUT_TOKEN: 2, Unit.OUTPUT_TOKEN: 5}

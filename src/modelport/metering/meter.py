@@ -32,12 +32,22 @@ event per unit the version has a price for, ids ``<prediction_id>:<unit>``; a
 version with no price at all still yields one free ``prediction`` event, so usage
 is recorded whatever it costs. Time-priced units are charged at most up to the
 call's deadline (what was reserved), so a call can never overrun its hold.
+
+A streamed call (``modelport.inference.streaming``) has the same lifecycle, bounded
+up front by ``stream_call``: its hold covers the prompt's input tokens (at most one
+per byte of it) and ``max_tokens`` output tokens, taken before the first chunk. As
+chunks go out, ``MeteredCall.deliver`` counts what was delivered (never above those
+bounds); the end settles it as any call: ``succeeded`` when the stream ended,
+``cancelled`` when the consumer went away (charged in full for what was delivered,
+as cancelled work is), ``timeout`` at the deadline (what was delivered, priced by
+the failure rule).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 import math
 import time
@@ -82,6 +92,17 @@ def upper_bound(call: CallInfo, unit: Unit) -> int:
     return call.quantities.get(unit, 0)
 
 
+def stream_call(call: CallInfo, *, prompt: str, max_tokens: int) -> CallInfo:
+    """``call`` bounded as a stream of at most ``max_tokens`` output tokens for
+    ``prompt``: an engine counts at most one input token per byte of the prompt's
+    UTF-8, so the hold covers the prompt before any tokenizer has seen it."""
+    bounds = {
+        Unit.INPUT_TOKEN: len(prompt.encode("utf-8")),
+        Unit.OUTPUT_TOKEN: max_tokens,
+    }
+    return dataclasses.replace(call, quantities={**call.quantities, **bounds})
+
+
 def _upper_cost(call: CallInfo, prices: dict[Unit, PriceSnapshot]) -> int:
     """What the call costs at most: what ``reserve`` holds for it."""
     return sum(price.amount(upper_bound(call, unit)) for unit, price in prices.items())
@@ -117,6 +138,16 @@ class MeteredCall:
             self.compute_ms = compute_seconds * 1000
         if quantities:
             self.quantities.update(quantities)
+
+    def deliver(self, *, input_tokens: int = 0, output_tokens: int = 0) -> None:
+        """Count what a stream delivered: the prompt's tokens once the engine counted
+        them, output tokens as each chunk goes out. Capped at the call's bounds
+        (``stream_call``), so a settlement never exceeds its hold."""
+        quantities = self.quantities
+        for unit, n in ((Unit.INPUT_TOKEN, input_tokens), (Unit.OUTPUT_TOKEN, output_tokens)):
+            if n:
+                done = quantities.get(unit, 0) + n
+                quantities[unit] = min(done, self.call.quantities.get(unit, done))
 
     def ran_version(self, model: str, version: str, manifest_digest: str) -> None:
         """Another version than the one called ran (fallback, retry): bill at its price."""

@@ -114,3 +114,34 @@ class InferenceResult:
 
     outputs: dict[str, np.ndarray]
     timings: InferenceTimings
+
+
+class Contract(StrEnum):
+    """How a runtime serves a version, chosen from its manifest's format and its task."""
+
+    TENSOR = "tensor"
+    """Load, execute batches of tensors, unload; requests merged by the ``Batcher``."""
+    GENERATIVE = "generative"
+    """Submit a request, receive a stream of chunks, cancel; the engine schedules."""
+
+
+@dataclass(frozen=True)
+class GenerationRequest:
+    """One request to a generative engine."""
+
+    prompt: str
+    max_tokens: int
+    """Most output tokens the engine may produce; it stops there (``length``)."""
+    parameters: dict[str, object] = field(default_factory=dict)
+    request_id: str = ""
+
+
+@dataclass(frozen=True)
+class GenerationChunk:
+    """A piece of a generation as the engine produced it, in order."""
+
+    text: str
+    tokens: int
+    """Output tokens this chunk carries."""
+    finish_reason: str | None = None
+    """On the last chunk only: ``stop`` (the engine ended) or ``length`` (``max_tokens``)."""

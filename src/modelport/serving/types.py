@@ -81,6 +81,43 @@ class BackendResponse:
     batch_size: int | None = None
 
 
+@dataclass(frozen=True)
+class StreamRequest:
+    """One generative request to stream from a backend, with the caller's remaining time."""
+
+    version: VersionRef
+    prompt: str
+    max_tokens: int
+    """Most output tokens the stream may carry."""
+    deadline: float
+    """Absolute ``time.monotonic()`` by which the stream must have ended."""
+    task: str = ""
+    """The model's task: with its manifest's format, it decides the runtime's contract."""
+    parameters: Mapping[str, Any] = field(default_factory=dict)
+    request_id: str = ""
+    call_id: str = ""
+    """As ``BackendRequest.call_id``."""
+
+
+@dataclass(frozen=True)
+class StreamChunk:
+    """One piece of a stream, in order. The first chunk a backend yields may carry no
+    text: it reports ``input_tokens`` as soon as the engine accepted the request."""
+
+    index: int
+    """0, 1, 2, ... in the order produced."""
+    text: str
+    output_tokens: int
+    """Output tokens this chunk carries."""
+    backend: str
+    input_tokens: int = 0
+    """The prompt's tokens as the engine counted them, on one chunk of the stream (the
+    first); 0 on the others."""
+    finish_reason: str | None = None
+    """On the last chunk only: ``stop`` (the engine ended), ``length`` (``max_tokens``
+    reached)."""
+
+
 class FallbackKind(StrEnum):
     """Which step of an endpoint's fallback chain answered (absent: the primary did)."""
 

@@ -1,19 +1,31 @@
-"""The format plugin contract.
+"""The format plugin contracts: tensor models and generative engines.
 
-Call order: ``load(files, manifest)`` once → ``execute`` any number of
+A format plugin serves one of two contracts (``runtime.types.Contract``), chosen from
+the manifest's format and the model's task (``runtime.engines.choose_contract``).
+
+**Tensor models** (``ModelFormat`` → ``LoadedModel``). Call order: ``load(files, manifest)`` once → ``execute`` any number of
 times (from worker threads; implementations must be thread-safe for concurrent
 ``execute``) → ``unload`` once. ``estimate_memory`` may be called before ``load`` to
-decide admission.
+decide admission. The host's ``Batcher`` merges requests into the batches it executes.
+
+**Generative engines** (``GenerativeFormat`` → ``GenerativeEngine``). ``load`` once →
+``submit`` any number of times, from the event loop; each submission is a
+``Generation``: an async iterator of chunks in order, which ``cancel`` stops (the
+engine frees what the request held; chunks already produced stay delivered). The
+engine schedules its requests itself (continuous batching belongs to it, not to the
+host's batcher). ``unload`` once, after every generation ended.
 """
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Protocol
 
 import numpy as np
 
 from modelport.manifest import Manifest
+from modelport.runtime.types import GenerationChunk, GenerationRequest
 
 
 class LoadedModel(Protocol):
@@ -30,8 +42,12 @@ class LoadedModel(Protocol):
     def unload(self) -> None: ...
 
 
+TensorModel = LoadedModel
+"""The tensor contract's loaded model, by the name of its contract."""
+
+
 class ModelFormat(Protocol):
-    """Loads one model format from local files."""
+    """Loads one tensor model format from local files."""
 
     name: str
 
@@ -43,3 +59,47 @@ class ModelFormat(Protocol):
     def load(self, files: dict[str, Path], manifest: Manifest) -> LoadedModel:
         """Load from ``files`` (manifest path -> local verified file)."""
         ...
+
+
+TensorFormat = ModelFormat
+"""The tensor contract's format plugin, by the name of its contract."""
+
+
+class Generation(Protocol):
+    """One submitted request: iterate it for its chunks; ``cancel`` stops it."""
+
+    def __aiter__(self) -> AsyncIterator[GenerationChunk]: ...
+
+    def cancel(self) -> None:
+        """Stop producing (idempotent; nothing once the generation ended). Chunks not
+        yet taken are dropped; the iterator then ends."""
+        ...
+
+    @property
+    def input_tokens(self) -> int:
+        """Tokens of the prompt, as the engine counted them (known on submission). At
+        most one per byte of the prompt's UTF-8: what a gateway without the tokenizer
+        reserves for."""
+        ...
+
+
+class GenerativeEngine(Protocol):
+    """A generative model in memory, ready for requests."""
+
+    def submit(self, request: GenerationRequest) -> Generation:
+        """Queue ``request``; its chunks come as it is scheduled."""
+        ...
+
+    def memory_bytes(self) -> int: ...
+
+    def unload(self) -> None: ...
+
+
+class GenerativeFormat(Protocol):
+    """Loads one generative format from local files."""
+
+    name: str
+
+    def estimate_memory(self, manifest: Manifest) -> int: ...
+
+    def load(self, files: dict[str, Path], manifest: Manifest) -> GenerativeEngine: ...

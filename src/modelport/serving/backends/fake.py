@@ -12,12 +12,20 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import deque
-from collections.abc import Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 
 import numpy as np
 
 from modelport.errors import DeadlineExceeded, ModelportError
-from modelport.serving.types import BackendRequest, BackendResponse, Capabilities, Health
+from modelport.serving.backends.base import refuse_stream
+from modelport.serving.types import (
+    BackendRequest,
+    BackendResponse,
+    Capabilities,
+    Health,
+    StreamChunk,
+    StreamRequest,
+)
 
 Answer = Callable[[BackendRequest], Mapping[str, np.ndarray]]
 
@@ -71,6 +79,10 @@ class FakeBackend:
             timings={"execute": self.delay},
             batch_size=1,
         )
+
+    def stream(self, request: StreamRequest) -> AsyncIterator[StreamChunk]:
+        """Tensor answers only: ``streaming_unsupported``."""
+        return refuse_stream(self.name, request)
 
     async def close(self) -> None:
         self.closed = True

@@ -6,19 +6,39 @@ host's errors pass through, except those about one version only (not loaded, fai
 to load or warm up, not enough memory, no runtime for its format): they become
 ``Unavailable`` with ``scope="version"``, never the caller's fault and never counted
 against the backend's circuit breaker.
+
+``stream`` serves a version whose runtime contract (its format and task, see
+``runtime.engines.choose_contract``) is a generative engine, from the
+``GenerativeHost`` the backend was given: the engine is loaded on first use (within
+the deadline), the request submitted, and its chunks yielded as produced, the first
+one (without text) as soon as the engine accepted the request, with its input tokens.
+A consumer that stops (``aclose``, or its task cancelled) cancels the generation; so
+does the deadline (``DeadlineExceeded``). A tensor model cannot stream:
+``Unprocessable`` ``streaming_unsupported``.
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import AsyncIterator
 
-from modelport.errors import DeadlineExceeded, ModelportError, Unavailable
+from modelport.errors import DeadlineExceeded, ModelportError, Unavailable, Unprocessable
 from modelport.runtime.cache import BlobSource
+from modelport.runtime.engines import GenerativeHost, choose_contract
+from modelport.runtime.formats.base import GenerativeEngine
 from modelport.runtime.formats.registry import FORMATS
 from modelport.runtime.host import ModelHost
-from modelport.runtime.types import VersionKey
-from modelport.serving.types import BackendRequest, BackendResponse, Capabilities, Health
+from modelport.runtime.types import Contract, GenerationRequest, VersionKey
+from modelport.serving.backends.base import STREAMING_UNSUPPORTED
+from modelport.serving.types import (
+    BackendRequest,
+    BackendResponse,
+    Capabilities,
+    Health,
+    StreamChunk,
+    StreamRequest,
+)
 
 VERSION_SCOPED = frozenset(
     {
@@ -51,13 +71,16 @@ class LocalBackend:
         name: str = "local",
         load_on_demand: bool = True,
         capabilities: Capabilities | None = None,
+        engines: GenerativeHost | None = None,
     ) -> None:
         self.name = name
         self.host = host
         self.blobs = blobs
         self.load_on_demand = load_on_demand
+        self.engines = engines
+        generative = frozenset(engines.formats) if engines is not None else frozenset()
         self._capabilities = capabilities or Capabilities(
-            formats=frozenset(FORMATS),
+            formats=frozenset(FORMATS) | generative,
             max_batch_size=1 << 20,  # the batcher takes requests of any size
             hardware=frozenset({"cpu"}),
             protocols=frozenset({"v2"}),
@@ -120,6 +143,83 @@ class LocalBackend:
                 code="deadline_exceeded",
                 scope="version",
             ) from None
+
+    async def stream(self, request: StreamRequest) -> AsyncIterator[StreamChunk]:
+        version = request.version
+        generative = frozenset(self.engines.formats) if self.engines is not None else ()
+        contract = choose_contract(
+            version.manifest.format,
+            request.task,
+            tensor_formats=FORMATS,
+            generative_formats=generative,
+        )
+        if contract is not Contract.GENERATIVE or self.engines is None:
+            raise Unprocessable(
+                f"{version.ref} is a tensor model: it answers whole, it cannot stream",
+                code=STREAMING_UNSUPPORTED,
+            )
+        engine = await self._engine(request, self.engines)
+        generation = engine.submit(
+            GenerationRequest(
+                prompt=request.prompt,
+                max_tokens=request.max_tokens,
+                parameters=dict(request.parameters),
+                request_id=request.request_id,
+            )
+        )
+        try:
+            yield StreamChunk(0, "", 0, self.name, input_tokens=generation.input_tokens)
+            index = 1
+            chunks = aiter(generation)
+            while True:
+                remaining = request.deadline - time.monotonic()
+                try:
+                    async with asyncio.timeout(max(0.0, remaining)):
+                        chunk = await anext(chunks)
+                except StopAsyncIteration:
+                    return
+                except TimeoutError:
+                    raise DeadlineExceeded(
+                        f"{version.ref} was still generating at the deadline",
+                        code="deadline_exceeded",
+                    ) from None
+                yield StreamChunk(
+                    index, chunk.text, chunk.tokens, self.name, 0, chunk.finish_reason
+                )
+                index += 1
+        finally:
+            # Normal end: nothing to stop. Otherwise the consumer left (aclose, its task
+            # cancelled) or the deadline passed: the engine stops working for it.
+            generation.cancel()
+
+    async def _engine(self, request: StreamRequest, engines: GenerativeHost) -> GenerativeEngine:
+        version = request.version
+        key = VersionKey(version.model, version.version, version.manifest_digest)
+        engine = engines.engine(key)
+        if engine is not None:
+            return engine
+        if not self.load_on_demand:
+            raise Unavailable(
+                f"{key.ref} is not loaded here", code="model_not_loaded", scope="version"
+            )
+        remaining = request.deadline - time.monotonic()
+        try:
+            return await asyncio.wait_for(
+                engines.ensure_loaded(key, version.manifest, self.blobs),
+                timeout=max(0.0, remaining),
+            )
+        except TimeoutError:
+            raise DeadlineExceeded(
+                f"{key.ref} is still loading (cold start) at the deadline",
+                code="deadline_exceeded",
+                scope="version",
+            ) from None
+        except ModelportError as exc:
+            if exc.code in VERSION_SCOPED:
+                raise Unavailable(
+                    exc.message, code=exc.code, **(exc.extra | {"scope": "version"})
+                ) from exc
+            raise
 
     async def close(self) -> None:
         """The host belongs to the process (``Services.close`` shuts it)."""

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
 import httpx
@@ -39,6 +39,7 @@ from modelport.errors import (
     ModelportError,
     Unavailable,
 )
+from modelport.serving.backends.base import refuse_stream
 from modelport.serving.backends.http_errors import probe_health, remote_error
 from modelport.serving.types import (
     CALL_ID_HEADER,
@@ -46,6 +47,8 @@ from modelport.serving.types import (
     BackendResponse,
     Capabilities,
     Health,
+    StreamChunk,
+    StreamRequest,
 )
 
 TASKS = frozenset({"chat", "completions", "embeddings"})
@@ -183,6 +186,10 @@ class RemoteOpenAIBackend:
 
     def _error(self, response: httpx.Response, ref: str) -> ModelportError:
         return remote_error(self.name, response, ref, _message(response))
+
+    def stream(self, request: StreamRequest) -> AsyncIterator[StreamChunk]:
+        """Not yet: ``streaming_unsupported`` (another backend may stream the version)."""
+        return refuse_stream(self.name, request)
 
     async def close(self) -> None:
         await self._client.aclose()

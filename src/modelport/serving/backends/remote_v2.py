@@ -27,7 +27,7 @@ a body that does not decode           ``Unavailable`` ``backend_bad_response``
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Mapping
 from urllib.parse import quote
 
 import httpx
@@ -39,6 +39,7 @@ from modelport.errors import (
 )
 from modelport.runtime.types import Priority
 from modelport.serving.backends import v2_wire
+from modelport.serving.backends.base import refuse_stream
 from modelport.serving.backends.http_errors import probe_health, remote_error
 from modelport.serving.types import (
     CALL_ID_HEADER,
@@ -46,6 +47,8 @@ from modelport.serving.types import (
     BackendResponse,
     Capabilities,
     Health,
+    StreamChunk,
+    StreamRequest,
     VersionRef,
 )
 
@@ -160,6 +163,10 @@ class RemoteV2Backend:
 
     def _error(self, response: httpx.Response, ref: str) -> ModelportError:
         return remote_error(self.name, response, ref, v2_wire.error_message(response.content))
+
+    def stream(self, request: StreamRequest) -> AsyncIterator[StreamChunk]:
+        """Not yet: ``streaming_unsupported`` (another backend may stream the version)."""
+        return refuse_stream(self.name, request)
 
     async def close(self) -> None:
         await self._client.aclose()

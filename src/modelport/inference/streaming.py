@@ -1,0 +1,338 @@
+"""The streamed call: admit, reserve the upper bound, stream, settle what was delivered.
+
+A surface that streams (later the OpenAI-compatible ``/v1``) calls::
+
+    stream = await calls.stream(principal, target, request, deadline)  # 429 / 402 / 4xx / 5xx
+    async with stream:                       # leaving the block ends the call
+        async for chunk in stream:
+            ...send chunk...
+
+``stream`` returns once the call is admitted (rate, concurrency, budget, and its
+tokens-per-minute allowances charged with its token bound: the prompt's bytes plus
+``max_tokens``), its upper bound held (``InferenceMeter``: the prompt's input tokens,
+at most one per byte, and ``max_tokens`` output tokens; 402 ``budget_exceeded`` when
+that does not fit) and the backend has accepted the request, so refusals come before
+any chunk, when a surface can still answer with a plain error. Chunks then come in
+order, each counted as delivered when it is handed over. The call ends, once, in one
+of these ways, and is settled and its admission released then:
+
+- the stream ended: ``succeeded``, the quantities delivered;
+- the consumer stopped (``aclose``, leaving the ``async with`` block, or its task
+  cancelled): the backend's stream is closed first, which cancels the engine's work,
+  then ``cancelled``, charged for what was delivered;
+- the deadline passed: the backend's stream is cut, ``timeout``; what was delivered
+  is priced by the failure rule;
+- the backend failed: ``failed`` (or the hold given back whole when it refused
+  before running: ``Unavailable``, ``Overloaded``).
+
+The target is already resolved, and access and callable state checked, by the
+inference service that wires this in; this module owns the streamed lifecycle only.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import AsyncIterator, Mapping
+from dataclasses import dataclass, field
+from types import TracebackType
+from typing import Any
+
+from modelport.errors import DeadlineExceeded, InvalidInput
+from modelport.metering.meter import InferenceMeter, MeteredCall, stream_call
+from modelport.metering.types import CallInfo, Unit, UsageStatus
+from modelport.serving.backends.base import Backend
+from modelport.serving.types import StreamChunk, StreamRequest, VersionRef
+from modelport.tenancy import Principal
+from modelport.tenancy.limits import Admission, LimitService, Subject
+
+_log = logging.getLogger(__name__)
+
+_closing: set[asyncio.Task[None]] = set()
+"""Calls being ended because they were dropped without being ended."""
+
+MAX_TOKENS_LIMIT = 1 << 20
+"""The most output tokens one request may ask for (its hold grows with it)."""
+
+
+@dataclass(frozen=True)
+class StreamTarget:
+    """What a stream runs: the resolved version, the model's task (it chooses the
+    runtime's contract with the manifest's format) and the endpoint called, if any."""
+
+    version: VersionRef
+    task: str = ""
+    endpoint: str | None = None
+
+
+@dataclass(frozen=True)
+class GenerateRequest:
+    """A decoded generative request."""
+
+    prompt: str
+    max_tokens: int
+    """Most output tokens to generate: the upper bound the call is held for."""
+    parameters: Mapping[str, Any] = field(default_factory=dict)
+    request_id: str = ""
+
+
+class StreamingCalls:
+    """Streamed calls on one backend, admitted by ``limits`` and metered by ``meter``."""
+
+    def __init__(self, *, backend: Backend, meter: InferenceMeter, limits: LimitService) -> None:
+        self.backend = backend
+        self.meter = meter
+        self.limits = limits
+
+    async def stream(
+        self,
+        principal: Principal,
+        target: StreamTarget,
+        request: GenerateRequest,
+        deadline: float,
+    ) -> CallStream:
+        """Admit, hold the upper bound, start the backend's stream; see the module
+        docstring. ``deadline`` is an absolute ``time.monotonic()``."""
+        if not 1 <= request.max_tokens <= MAX_TOKENS_LIMIT:
+            raise InvalidInput(
+                f"max_tokens must be between 1 and {MAX_TOKENS_LIMIT}",
+                code="invalid_max_tokens",
+            )
+        timeout = deadline - time.monotonic()
+        if timeout <= 0:
+            raise DeadlineExceeded("the deadline passed before the call started")
+        version = target.version
+        subject = Subject(
+            tenant=principal.tenant or principal.id, key=principal.key_id, model=version.model
+        )
+        admission = await admit(self.limits, subject)
+        try:
+            # Tokens per minute count what the call may use at most, before it runs: a
+            # charge cannot be taken back, and a stream refused midway helps nobody.
+            bound = len(request.prompt.encode("utf-8")) + request.max_tokens
+            await charge_tokens(self.limits, subject, bound)
+            call = CallInfo(
+                tenant=principal.tenant or principal.id,
+                key_id=principal.key_id,
+                model=version.model,
+                version=version.version,
+                manifest_digest=version.manifest_digest,
+                task=target.task,
+                endpoint=target.endpoint,
+                request_id=request.request_id,
+                timeout_seconds=timeout,
+            )
+            metered = await self.meter.open(
+                stream_call(call, prompt=request.prompt, max_tokens=request.max_tokens)
+            )
+        except BaseException:
+            admission.release()
+            raise
+        try:
+            chunks = self.backend.stream(
+                StreamRequest(
+                    version=version,
+                    prompt=request.prompt,
+                    max_tokens=request.max_tokens,
+                    deadline=deadline,
+                    task=target.task,
+                    parameters=request.parameters,
+                    request_id=request.request_id,
+                    call_id=metered.reservation.id if metered.reservation else "",
+                )
+            )
+        except BaseException as exc:
+            await self.meter.failed(metered, exc)
+            admission.release()
+            raise
+        stream = CallStream(chunks, metered, self.meter, admission, deadline, request.max_tokens)
+        await stream.start()
+        return stream
+
+
+async def admit(limits: LimitService, subject: Subject) -> Admission:
+    """Rate → concurrency → budget for one call, without waiting on I/O on the event
+    loop (429 ``rate_limited`` / ``concurrency_limited``, 402)."""
+    if limits.is_warm(subject):
+        return limits.admit(subject, stale_ok=True)
+    if limits.admitter is not None and limits.is_cached(subject):
+        return await limits.admit_grouped(subject)
+    return await asyncio.to_thread(limits.admit, subject)
+
+
+async def charge_tokens(limits: LimitService, subject: Subject, tokens: int) -> None:
+    """Charge ``tokens`` to the subject's tokens-per-minute allowances (429
+    ``rate_limited``); in a thread when the limiter is over the network."""
+    if limits.blocking:
+        await asyncio.to_thread(limits.charge_tokens, subject, tokens)
+    else:
+        limits.charge_tokens(subject, tokens)
+
+
+class CallStream:
+    """One streamed call: iterate it (or ``receive``) for its chunks; ``aclose`` it, or
+    use it as an async context manager, to end it. ``usage`` is what was delivered so
+    far, ``status`` how the call ended (None while it runs)."""
+
+    def __init__(
+        self,
+        chunks: AsyncIterator[StreamChunk],
+        metered: MeteredCall,
+        meter: InferenceMeter,
+        admission: Admission,
+        deadline: float,
+        max_tokens: int,
+    ) -> None:
+        self._chunks = chunks
+        self._metered = metered
+        self._meter = meter
+        self._admission = admission
+        self._deadline = deadline
+        self._max_tokens = max_tokens
+        self._first: StreamChunk | None = None
+        self._finished = False
+        """The last chunk went out (or the bound was reached): ending now is a success."""
+        self._ending: asyncio.Future[None] | None = None
+        self.status: UsageStatus | None = None
+
+    @property
+    def prediction_id(self) -> str:
+        return self._metered.prediction_id
+
+    @property
+    def usage(self) -> dict[Unit, int]:
+        """Quantities delivered so far, in the platform's units."""
+        quantities = self._metered.quantities
+        return {unit: quantities.get(unit, 0) for unit in (Unit.INPUT_TOKEN, Unit.OUTPUT_TOKEN)}
+
+    async def start(self) -> None:
+        """Wait for the backend's first chunk, so that a refusal comes before any."""
+        try:
+            self._first = await self._receive()
+        except StopAsyncIteration:
+            self._finished = True
+            await self._end(None)
+        except BaseException as exc:
+            await self._end(exc)
+            raise
+
+    def __aiter__(self) -> AsyncIterator[StreamChunk]:
+        """The chunks, in order. Leaving the loop early and dropping the iterator ends
+        the call as ``aclose`` does (the iterator is an async generator, closed by the
+        event loop when collected); ``async with`` ends it at a known moment."""
+        return self._iterate()
+
+    async def _iterate(self) -> AsyncIterator[StreamChunk]:
+        try:
+            while (chunk := await self.receive()) is not None:
+                yield chunk
+        finally:
+            await self.aclose()
+
+    async def receive(self) -> StreamChunk | None:
+        """The next chunk with text (or the last one), None once the call ended."""
+        while True:
+            if self._ending is not None or self._finished:
+                await self.aclose()
+                return None
+            try:
+                chunk, self._first = self._first or await self._receive(), None
+            except StopAsyncIteration:
+                self._finished = True
+                await self._end(None)
+                return None
+            except BaseException as exc:
+                await self._end(exc)
+                raise
+            if self._ending is not None:
+                return None  # ended meanwhile (``aclose`` from another task): not delivered
+            self._metered.deliver(output_tokens=chunk.output_tokens)
+            if chunk.finish_reason is not None:
+                self._finished = True
+            elif self.usage[Unit.OUTPUT_TOKEN] >= self._max_tokens and chunk.output_tokens:
+                self._finished = True  # the bound it was held for: nothing more is billed
+            if chunk.text or chunk.finish_reason is not None:
+                return chunk
+
+    async def _receive(self) -> StreamChunk:
+        remaining = self._deadline - time.monotonic()
+        try:
+            async with asyncio.timeout(max(0.0, remaining)):
+                chunk = await anext(self._chunks)
+        except TimeoutError:
+            raise DeadlineExceeded(
+                "the stream was still running at the deadline", code="deadline_exceeded"
+            ) from None
+        if chunk.input_tokens:
+            # The engine took the prompt: its tokens are used, whatever comes next.
+            self._metered.deliver(input_tokens=chunk.input_tokens)
+        return chunk
+
+    async def aclose(self) -> None:
+        """End the call now: a success when its last chunk went out, a cancellation
+        otherwise (the engine's work for it stops). Idempotent."""
+        await self._end(None if self._finished else asyncio.CancelledError())
+
+    async def __aenter__(self) -> CallStream:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+    async def _end(self, exc: BaseException | None) -> None:
+        """Close the backend's stream, settle, release the admission: once."""
+        if self._ending is not None:
+            await asyncio.shield(self._ending)
+            return
+        self._ending = asyncio.get_running_loop().create_future()
+        try:
+            await self._close_backend()
+            if exc is None:
+                await self._meter.succeeded(self._metered)
+                self.status = UsageStatus.SUCCEEDED
+            else:
+                await self._meter.failed(self._metered, exc)
+                self.status = _status_of(exc)
+        finally:
+            self._admission.release()
+            self._ending.set_result(None)
+
+    async def _close_backend(self) -> None:
+        """Close the backend's stream before settling: the engine stops working for a
+        consumer that left."""
+        close = getattr(self._chunks, "aclose", None)
+        if close is None:
+            return
+        try:
+            await close()
+        except RuntimeError:
+            # Another task is waiting on it (``aclose`` called beside the consumer): the
+            # stream ends when that wait returns. Cancel the consuming task instead to
+            # stop the engine at once.
+            _log.warning("a stream was closed while its consumer waited on it")
+
+    def __del__(self) -> None:
+        if self._ending is None:
+            # Never ended: end it now rather than hold the admission and the reservation
+            # until the reservation expires.
+            try:
+                loop = asyncio.get_running_loop()
+            except RuntimeError:
+                return
+            task = loop.create_task(self.aclose())
+            _closing.add(task)  # the loop keeps only a weak reference to a task
+            task.add_done_callback(_closing.discard)
+
+
+def _status_of(exc: BaseException) -> UsageStatus:
+    if isinstance(exc, DeadlineExceeded):
+        return UsageStatus.TIMEOUT
+    if isinstance(exc, asyncio.CancelledError | GeneratorExit):
+        return UsageStatus.CANCELLED
+    return UsageStatus.FAILED

@@ -1,0 +1,99 @@
+"""Which contract serves a version, and the host of generative engines.
+
+``choose_contract`` decides from the manifest's format and the model's task: a format
+with only a tensor plugin is served as a tensor model, one with only a generative
+plugin by a generative engine, and one with both (e.g. a format holding embedding
+and text-generation models alike) by its generative plugin for a generative task
+(``GENERATIVE_TASKS``), by its tensor plugin otherwise.
+
+``GenerativeHost`` keeps this process's generative engines, one per version, loaded
+on first use (files fetched and verified by the same ``ModelCache`` as tensor models).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Collection, Mapping
+
+from modelport.errors import InvalidInput, Unprocessable
+from modelport.manifest import UNSAFE_FORMATS, Manifest
+from modelport.runtime.cache import BlobSource, ModelCache
+from modelport.runtime.formats.base import GenerativeEngine, GenerativeFormat
+from modelport.runtime.types import Contract, VersionKey
+
+GENERATIVE_TASKS = frozenset({"text-generation", "chat", "completions"})
+"""Tasks a generative engine serves when a format has both kinds of plugin."""
+
+
+def choose_contract(
+    format: str,
+    task: str,
+    *,
+    tensor_formats: Collection[str],
+    generative_formats: Collection[str],
+) -> Contract:
+    """The contract that serves a version of ``format`` whose model does ``task``;
+    ``unsafe_format`` / ``unsupported_format`` as ``get_format``."""
+    if format in UNSAFE_FORMATS:
+        raise InvalidInput(
+            f"format '{format}' executes code when loaded and is refused", code="unsafe_format"
+        )
+    tensor, generative = format in tensor_formats, format in generative_formats
+    if generative and (not tensor or task in GENERATIVE_TASKS):
+        return Contract.GENERATIVE
+    if tensor:
+        return Contract.TENSOR
+    known = ", ".join(sorted({*tensor_formats, *generative_formats}))
+    raise Unprocessable(
+        f"no runtime for format '{format}' (known: {known})", code="unsupported_format"
+    )
+
+
+class GenerativeHost:
+    """Generative engines of this process by version. Loads are shared: concurrent
+    first requests of a version wait for the same load."""
+
+    def __init__(self, *, cache: ModelCache, formats: Mapping[str, GenerativeFormat]) -> None:
+        self.cache = cache
+        self.formats = formats
+        self._engines: dict[VersionKey, GenerativeEngine] = {}
+        self._loads: dict[VersionKey, asyncio.Future[GenerativeEngine]] = {}
+
+    def engine(self, key: VersionKey) -> GenerativeEngine | None:
+        """The loaded engine of ``key``, if any (no I/O)."""
+        return self._engines.get(key)
+
+    async def ensure_loaded(
+        self, key: VersionKey, manifest: Manifest, source: BlobSource
+    ) -> GenerativeEngine:
+        """The engine of ``key``, loaded (in a worker thread) if it is not yet. The load
+        goes on for later requests when this caller is cancelled."""
+        engine = self._engines.get(key)
+        if engine is not None:
+            return engine
+        load = self._loads.get(key)
+        if load is None:
+            load = asyncio.ensure_future(asyncio.to_thread(self._load, key, manifest, source))
+            self._loads[key] = load
+            load.add_done_callback(lambda _: self._loads.pop(key, None))
+        return await asyncio.shield(load)
+
+    def _load(self, key: VersionKey, manifest: Manifest, source: BlobSource) -> GenerativeEngine:
+        plugin = self.formats.get(manifest.format)
+        if plugin is None:
+            raise Unprocessable(
+                f"no generative runtime for format '{manifest.format}'", code="unsupported_format"
+            )
+        files = self.cache.materialize(manifest, key.manifest_digest, source).files
+        engine = plugin.load(files, manifest)
+        self._engines[key] = engine
+        return engine
+
+    def unload(self, key: VersionKey) -> None:
+        engine = self._engines.pop(key, None)
+        if engine is not None:
+            engine.unload()
+
+    def close(self) -> None:
+        for key in list(self._engines):
+            self.unload(key)
