@@ -74,12 +74,12 @@ class Services:
     changes: ChangeBus
 
     def close(self) -> None:
-        self.changes.close()
         self.repository_sync.close()
         self.metering.close()
         self.limits.close()
         self.host.close()
         self.tenancy.invalidation.close()
+        self.changes.close()
         self.database.dispose()
 
 
@@ -194,18 +194,14 @@ def subscribe_caches(
 
 
 def build_tenancy(
-    settings: Settings, database: Database, keys: Keyspace, changes: ChangeBus
+    settings: Settings, database: Database, changes: ChangeBus
 ) -> tuple[TenancyService, Authenticator]:
     """Tenancy and the authenticator, sharing one key cache and its invalidation."""
-    from modelport.tenancy.invalidation import Invalidation, LocalInvalidation, RedisInvalidation
+    from modelport.tenancy.invalidation import KeyInvalidation
     from modelport.tenancy.keycache import KeyCache
 
     cache = KeyCache(ttl=settings.key_cache_ttl_seconds)
-    invalidation: Invalidation = (
-        RedisInvalidation(cache, settings.redis_url, keys)
-        if settings.redis_url
-        else LocalInvalidation(cache)
-    )
+    invalidation = KeyInvalidation(cache, changes)
     admin = AdminKeyAuthenticator(settings.admin_key)
     return TenancyService(database, invalidation, changes=changes), Authenticator(
         admin, database, cache, invalidation
@@ -523,7 +519,7 @@ def build_services(settings: Settings) -> Services:
 
     metrics = RuntimeMetrics()
     changes = build_change_bus(settings, keys)
-    tenancy, authenticator = build_tenancy(settings, database, keys, changes)
+    tenancy, authenticator = build_tenancy(settings, database, changes)
     validator = SubprocessValidator(
         blob_store,
         work_dir=settings.home / "validation",

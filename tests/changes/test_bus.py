@@ -9,7 +9,14 @@ from collections.abc import Callable, Iterator
 import pytest
 import redis
 
-from modelport.changes import AliasMoved, Change, GrantChanged, LocalChangeBus, VersionPublished
+from modelport.changes import (
+    AliasMoved,
+    Change,
+    GrantChanged,
+    KeysRevoked,
+    LocalChangeBus,
+    VersionPublished,
+)
 from modelport.changes.bus import Subscribers
 from modelport.changes.redis import RedisChangeBus
 from modelport.changes.types import TOPICS, Unreadable, decode, encode
@@ -85,6 +92,7 @@ def test_the_wire_form_round_trips_and_refuses_what_does_not_fit() -> None:
         GRANTED,
         AliasMoved("a", "b", "c", None),
         VersionPublished("a", "b", "1"),
+        KeysRevoked(("k1", "k2")),
     ):
         assert decode(encode(change, "me")) == ("me", change)
     # A topic of a later release: nothing here caches what it names.
@@ -95,6 +103,7 @@ def test_the_wire_form_round_trips_and_refuses_what_does_not_fit() -> None:
         b'{"topic": "registry.alias_moved", "fields": {"owner": "a"}}',
         b'{"topic": "registry.alias_moved", "fields": '
         b'{"owner": "a", "name": "b", "alias": "c", "version": [1]}}',
+        b'{"topic": "tenancy.keys_revoked", "fields": {"key_ids": [1]}}',
     ):
         with pytest.raises(Unreadable):
             decode(bad)
@@ -123,7 +132,7 @@ def test_an_event_reaches_every_process_of_the_installation_once(
     keys = Keyspace(uuid.uuid4().hex)
     here, there = make_bus(keys), make_bus(keys)
     seen_here, seen_there = Seen(here), Seen(there)
-    assert here.wait_subscribed(5) and there.wait_subscribed(5)
+    assert here.wait_live(5) and there.wait_live(5)
     here.publish(MOVED)
     assert seen_here.changes == [MOVED]  # at once, here
     assert eventually(lambda: seen_there.changes == [MOVED])
@@ -139,7 +148,7 @@ def test_another_installation_on_the_same_redis_sees_nothing(
     a, a_too = make_bus(installation_a), make_bus(installation_a)
     b = make_bus(Keyspace(uuid.uuid4().hex))
     seen_a_too, seen_b = Seen(a_too), Seen(b)
-    assert a_too.wait_subscribed(5) and b.wait_subscribed(5)
+    assert a_too.wait_live(5) and b.wait_live(5)
     a.publish(MOVED)
     assert eventually(lambda: seen_a_too.changes == [MOVED])
     # b's own event, published after a's: once b has it, b would have had a's.
@@ -154,7 +163,7 @@ def test_a_lost_subscription_drops_every_cache_and_comes_back(
     keys = Keyspace(uuid.uuid4().hex)
     here, there = make_bus(keys), make_bus(keys)
     seen = Seen(there)
-    assert there.wait_subscribed(5)
+    assert there.wait_live(5)
     resets = seen.resets  # one when the subscription started
     assert resets >= 1
     # Drop the subscriber's connection from the server side, as a network failure would:
@@ -167,7 +176,7 @@ def test_a_lost_subscription_drops_every_cache_and_comes_back(
     finally:
         admin.close()
     assert eventually(lambda: seen.resets > resets)
-    assert eventually(lambda: there.wait_subscribed(0.1), seconds=10)
+    assert eventually(lambda: there.wait_live(0.1), seconds=10)
     here.publish(MOVED)  # delivered again once resubscribed
     assert eventually(lambda: MOVED in seen.changes)
 
@@ -177,7 +186,7 @@ def test_an_unreadable_message_drops_every_cache(
 ) -> None:
     bus = make_bus(Keyspace(uuid.uuid4().hex))
     seen = Seen(bus)
-    assert bus.wait_subscribed(5)
+    assert bus.wait_live(5)
     resets = seen.resets
     publisher = redis.Redis.from_url(redis_url)
     try:
@@ -194,6 +203,6 @@ def test_an_unreachable_redis_does_not_fail_the_publisher() -> None:
     try:
         bus.publish(MOVED)  # logged, not raised: the change is already committed
         assert seen.changes == [MOVED]  # this process's caches still hear of it
-        assert not bus.wait_subscribed(0.3)
+        assert not bus.wait_live(0.3)
     finally:
         bus.close()

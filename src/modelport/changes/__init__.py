@@ -12,6 +12,7 @@ from modelport.changes.types import (
     AliasMoved,
     Change,
     GrantChanged,
+    KeysRevoked,
     VersionPublished,
     VersionTransitioned,
 )
@@ -21,6 +22,7 @@ __all__ = [
     "Change",
     "ChangeBus",
     "GrantChanged",
+    "KeysRevoked",
     "LocalChangeBus",
     "VersionPublished",
     "VersionTransitioned",

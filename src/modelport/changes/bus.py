@@ -39,6 +39,15 @@ class ChangeBus(Protocol):
         """Call ``handler`` whenever events may have been lost (drop everything cached)."""
         ...
 
+    def live(self) -> bool:
+        """Whether every process's events reach this one now (else cache nothing that
+        must never be used stale)."""
+        ...
+
+    def wait_live(self, timeout: float) -> bool:
+        """``live``, waiting up to ``timeout`` seconds for it."""
+        ...
+
     def close(self) -> None: ...
 
 
@@ -90,6 +99,12 @@ class LocalChangeBus(Subscribers):
 
     def publish(self, change: Change) -> None:
         self.deliver(change)
+
+    def live(self) -> bool:
+        return True
+
+    def wait_live(self, timeout: float) -> bool:
+        return True
 
     def close(self) -> None:
         pass

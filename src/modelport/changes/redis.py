@@ -57,8 +57,10 @@ class RedisChangeBus(Subscribers):
         self._subscription.start()
         return undo
 
-    def wait_subscribed(self, timeout: float) -> bool:
-        """Whether other processes' events reach this one (within ``timeout`` seconds)."""
+    def live(self) -> bool:
+        return self._subscription.subscribed.is_set()
+
+    def wait_live(self, timeout: float) -> bool:
         return self._subscription.subscribed.wait(timeout)
 
     def close(self) -> None:

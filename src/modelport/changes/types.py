@@ -58,10 +58,20 @@ class GrantChanged:
     given: bool
 
 
-Change = VersionPublished | VersionTransitioned | AliasMoved | GrantChanged
+@dataclass(frozen=True)
+class KeysRevoked:
+    """API keys revoked, rotated or whose roles changed: no process may keep using what
+    it cached of them."""
+
+    topic: ClassVar[str] = "tenancy.keys_revoked"
+    key_ids: tuple[str, ...]
+
+
+Change = VersionPublished | VersionTransitioned | AliasMoved | GrantChanged | KeysRevoked
 
 TOPICS: dict[str, type[Change]] = {
-    kind.topic: kind for kind in (VersionPublished, VersionTransitioned, AliasMoved, GrantChanged)
+    kind.topic: kind
+    for kind in (VersionPublished, VersionTransitioned, AliasMoved, GrantChanged, KeysRevoked)
 }
 
 
@@ -92,6 +102,13 @@ def decode(data: bytes) -> tuple[str, Change | None]:
     names = {f.name for f in fields(kind)}
     if not isinstance(values, dict) or set(values) != names:
         raise Unreadable(f"the fields of {kind.topic} do not fit")
-    if any(v is not None and not isinstance(v, str | bool) for v in values.values()):
+    if not all(_fits(v) for v in values.values()):
         raise Unreadable(f"the fields of {kind.topic} do not fit")
-    return origin, kind(**values)
+    return origin, kind(**{k: tuple(v) if isinstance(v, list) else v for k, v in values.items()})
+
+
+def _fits(value: Any) -> bool:
+    """A field's value: a string, a flag, none, or a list of strings."""
+    if isinstance(value, list):
+        return all(isinstance(v, str) for v in value)
+    return value is None or isinstance(value, str | bool)
