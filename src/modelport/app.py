@@ -17,6 +17,7 @@ from modelport.blobs.uploads import UploadService
 from modelport.changes import (
     AliasMoved,
     ChangeBus,
+    EndpointChanged,
     GrantChanged,
     LocalChangeBus,
     VersionPublished,
@@ -389,6 +390,7 @@ def build_serving(
     tenancy: TenancyService,
     serving_metrics: ServingMetrics,
     board: HealthBoard,
+    changes: ChangeBus,
 ) -> ServingPlane:
     """Endpoints, deployments and their router, over this process's model host."""
     from modelport.serving.backends.catalog import BackendCatalog
@@ -436,6 +438,7 @@ def build_serving(
             tenant_memory_bytes=settings.serving_tenant_memory_bytes,
         ),
         backend_tenant=remotes.tenant_of,
+        changes=changes,
     )
     controller = Controller(
         endpoints,
@@ -445,6 +448,9 @@ def build_serving(
         clock=clock,
         refresh_seconds=settings.serving_refresh_seconds,
     )
+    # Another process's endpoint changes: followed at once, not at the next tick.
+    changes.subscribe(EndpointChanged, lambda change: controller.nudge())
+    changes.on_reset(controller.nudge)
     idempotency = IdempotencyStore(
         database, clock, window_seconds=settings.serving_idempotency_window_seconds
     )
@@ -537,7 +543,15 @@ def build_services(settings: Settings) -> Services:
     health = build_health(settings, serving_metrics)
     prediction_log, outcomes = build_prediction_log(settings, database, serving_metrics)
     serving = build_serving(
-        settings, database, registry, blob_store, host, tenancy, serving_metrics, health.board
+        settings,
+        database,
+        registry,
+        blob_store,
+        host,
+        tenancy,
+        serving_metrics,
+        health.board,
+        changes,
     )
     serving.router.shadow.record = shadow_recorder(prediction_log.record)
     return Services(

@@ -11,6 +11,7 @@ from modelport.changes.bus import ChangeBus, LocalChangeBus
 from modelport.changes.types import (
     AliasMoved,
     Change,
+    EndpointChanged,
     GrantChanged,
     KeysRevoked,
     VersionPublished,
@@ -21,6 +22,7 @@ __all__ = [
     "AliasMoved",
     "Change",
     "ChangeBus",
+    "EndpointChanged",
     "GrantChanged",
     "KeysRevoked",
     "LocalChangeBus",

@@ -67,11 +67,34 @@ class KeysRevoked:
     key_ids: tuple[str, ...]
 
 
-Change = VersionPublished | VersionTransitioned | AliasMoved | GrantChanged | KeysRevoked
+@dataclass(frozen=True)
+class EndpointChanged:
+    """Endpoint ``name`` was created, or one of its deployments was created, activated,
+    moved (a canary step or halt), rolled back, failed or retired."""
+
+    topic: ClassVar[str] = "serving.endpoint_changed"
+    name: str
+
+
+Change = (
+    VersionPublished
+    | VersionTransitioned
+    | AliasMoved
+    | GrantChanged
+    | KeysRevoked
+    | EndpointChanged
+)
 
 TOPICS: dict[str, type[Change]] = {
     kind.topic: kind
-    for kind in (VersionPublished, VersionTransitioned, AliasMoved, GrantChanged, KeysRevoked)
+    for kind in (
+        VersionPublished,
+        VersionTransitioned,
+        AliasMoved,
+        GrantChanged,
+        KeysRevoked,
+        EndpointChanged,
+    )
 }
 
 
