@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gc
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 from urllib.parse import urlparse
@@ -13,6 +14,15 @@ from modelport.blobs import BlobStore
 from modelport.blobs.local import LocalBlobStore
 from modelport.blobs.service import BlobService
 from modelport.blobs.uploads import UploadService
+from modelport.changes import (
+    AliasMoved,
+    ChangeBus,
+    EndpointChanged,
+    GrantChanged,
+    LocalChangeBus,
+    VersionPublished,
+    VersionTransitioned,
+)
 from modelport.config import Settings
 from modelport.keyspace import Keyspace
 from modelport.registry.service import RegistryService
@@ -25,6 +35,8 @@ from modelport.tenancy.authn import Authenticator
 from modelport.tenancy.service import TenancyService
 
 if TYPE_CHECKING:
+    from modelport.api.access_facts import AccessFacts
+    from modelport.api.v2.dataplane import DataPlane
     from modelport.metering.billing.service import BillingService
     from modelport.metering.service import MeteringService
     from modelport.observability.metrics import RuntimeMetrics
@@ -60,6 +72,7 @@ class Services:
     outcomes: OutcomeService
     billing: BillingService
     repository_sync: RepositorySync
+    changes: ChangeBus
 
     def close(self) -> None:
         self.repository_sync.close()
@@ -67,6 +80,7 @@ class Services:
         self.limits.close()
         self.host.close()
         self.tenancy.invalidation.close()
+        self.changes.close()
         self.database.dispose()
 
 
@@ -135,21 +149,62 @@ def build_keyspace(database: Database) -> Keyspace:
     return Keyspace(installation_id(database))
 
 
+def build_change_bus(settings: Settings, keys: Keyspace) -> ChangeBus:
+    """How change events reach the caches: in this process, and through Redis to every
+    process of the installation when it is set."""
+    if settings.redis_url:
+        from modelport.changes.redis import RedisChangeBus
+
+        return RedisChangeBus(settings.redis_url, keys)
+    return LocalChangeBus()
+
+
+def subscribe_caches(
+    changes: ChangeBus, *, resolutions: DataPlane, access: AccessFacts
+) -> Callable[[], None]:
+    """Subscribe the inference path's caches to the change events they depend on; answers
+    the callable that unsubscribes them all.
+
+    A resolution of ``owner/name`` depends on its versions, their lifecycle states and
+    its aliases; a tenant's grants on the grants given or withdrawn. When events may
+    have been lost, everything is dropped."""
+
+    def forget_model(change: VersionPublished | VersionTransitioned | AliasMoved) -> None:
+        resolutions.forget(change.owner, change.name)
+
+    def forget_grants(change: GrantChanged) -> None:
+        access.forget_grants(change.grantee)
+
+    def forget_everything() -> None:
+        resolutions.forget_all()
+        access.forget_all_grants()
+
+    undo = [
+        changes.subscribe(VersionPublished, forget_model),
+        changes.subscribe(VersionTransitioned, forget_model),
+        changes.subscribe(AliasMoved, forget_model),
+        changes.subscribe(GrantChanged, forget_grants),
+        changes.on_reset(forget_everything),
+    ]
+
+    def unsubscribe() -> None:
+        for step in undo:
+            step()
+
+    return unsubscribe
+
+
 def build_tenancy(
-    settings: Settings, database: Database, keys: Keyspace
+    settings: Settings, database: Database, changes: ChangeBus
 ) -> tuple[TenancyService, Authenticator]:
     """Tenancy and the authenticator, sharing one key cache and its invalidation."""
-    from modelport.tenancy.invalidation import Invalidation, LocalInvalidation, RedisInvalidation
+    from modelport.tenancy.invalidation import KeyInvalidation
     from modelport.tenancy.keycache import KeyCache
 
     cache = KeyCache(ttl=settings.key_cache_ttl_seconds)
-    invalidation: Invalidation = (
-        RedisInvalidation(cache, settings.redis_url, keys)
-        if settings.redis_url
-        else LocalInvalidation(cache)
-    )
+    invalidation = KeyInvalidation(cache, changes)
     admin = AdminKeyAuthenticator(settings.admin_key)
-    return TenancyService(database, invalidation), Authenticator(
+    return TenancyService(database, invalidation, changes=changes), Authenticator(
         admin, database, cache, invalidation
     )
 
@@ -335,6 +390,7 @@ def build_serving(
     tenancy: TenancyService,
     serving_metrics: ServingMetrics,
     board: HealthBoard,
+    changes: ChangeBus,
 ) -> ServingPlane:
     """Endpoints, deployments and their router, over this process's model host."""
     from modelport.serving.backends.catalog import BackendCatalog
@@ -382,6 +438,7 @@ def build_serving(
             tenant_memory_bytes=settings.serving_tenant_memory_bytes,
         ),
         backend_tenant=remotes.tenant_of,
+        changes=changes,
     )
     controller = Controller(
         endpoints,
@@ -391,6 +448,9 @@ def build_serving(
         clock=clock,
         refresh_seconds=settings.serving_refresh_seconds,
     )
+    # Another process's endpoint changes: followed at once, not at the next tick.
+    changes.subscribe(EndpointChanged, lambda change: controller.nudge())
+    changes.on_reset(controller.nudge)
     idempotency = IdempotencyStore(
         database, clock, window_seconds=settings.serving_idempotency_window_seconds
     )
@@ -464,14 +524,17 @@ def build_services(settings: Settings) -> Services:
     from modelport.observability.metrics import RuntimeMetrics
 
     metrics = RuntimeMetrics()
-    tenancy, authenticator = build_tenancy(settings, database, keys)
+    changes = build_change_bus(settings, keys)
+    tenancy, authenticator = build_tenancy(settings, database, changes)
     validator = SubprocessValidator(
         blob_store,
         work_dir=settings.home / "validation",
         timeout_seconds=settings.validation_timeout_seconds,
         memory_bytes=settings.validation_memory_bytes,
     )
-    registry = RegistryService(database, blob_store, signer=signer, validator=validator)
+    registry = RegistryService(
+        database, blob_store, signer=signer, validator=validator, changes=changes
+    )
     host = build_host(settings, metrics)
     from modelport.observability.serving_metrics import ServingMetrics
     from modelport.serving.routing.shadow_log import shadow_recorder
@@ -480,7 +543,15 @@ def build_services(settings: Settings) -> Services:
     health = build_health(settings, serving_metrics)
     prediction_log, outcomes = build_prediction_log(settings, database, serving_metrics)
     serving = build_serving(
-        settings, database, registry, blob_store, host, tenancy, serving_metrics, health.board
+        settings,
+        database,
+        registry,
+        blob_store,
+        host,
+        tenancy,
+        serving_metrics,
+        health.board,
+        changes,
     )
     serving.router.shadow.record = shadow_recorder(prediction_log.record)
     return Services(
@@ -507,6 +578,7 @@ def build_services(settings: Settings) -> Services:
         outcomes=outcomes,
         billing=build_billing(database),
         repository_sync=build_repository_sync(settings, keys),
+        changes=changes,
     )
 
 

@@ -116,6 +116,11 @@ class Settings(BaseSettings):
     load_on_demand: bool = True
     """Load a version on its first inference request (a cold start) instead of refusing it."""
 
+    resolve_cache_ttl_seconds: float = Field(default=1.0, gt=0)
+    """Longest a process reuses what a model reference resolved to (its version, lifecycle
+    state) and a tenant's grants. Changes reach every process at once as change events;
+    this only bounds staleness should an event be lost (Redis away)."""
+
     max_inference_request_bytes: int = Field(default=64 << 20, gt=0)
     """Largest inference request body accepted on ``/v2``."""
 

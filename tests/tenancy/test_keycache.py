@@ -8,8 +8,10 @@ from collections.abc import Iterator
 
 import pytest
 
+from modelport.changes import LocalChangeBus
+from modelport.changes.redis import RedisChangeBus
 from modelport.keyspace import Keyspace
-from modelport.tenancy.invalidation import LocalInvalidation, RedisInvalidation
+from modelport.tenancy.invalidation import KeyInvalidation
 from modelport.tenancy.keycache import KeyCache
 from modelport.tenancy.repository import KeyCredential
 
@@ -66,19 +68,20 @@ def test_local_invalidation_evicts_from_its_cache() -> None:
     cache = KeyCache(ttl=60)
     cache.put(credential("a"), cache.generation)
     cache.put(credential("b"), cache.generation)
-    LocalInvalidation(cache).publish(["a"])
+    KeyInvalidation(cache, LocalChangeBus()).publish(["a"])
     assert cache.get("a") is None and cache.get("b") is not None
 
 
 @pytest.fixture
-def pair(redis_url: str) -> Iterator[tuple[RedisInvalidation, RedisInvalidation]]:
+def pair(redis_url: str) -> Iterator[tuple[KeyInvalidation, KeyInvalidation]]:
     keys = Keyspace(uuid.uuid4().hex)
-    one = RedisInvalidation(KeyCache(ttl=60), redis_url, keys)
-    two = RedisInvalidation(KeyCache(ttl=60), redis_url, keys)
+    one = KeyInvalidation(KeyCache(ttl=60), RedisChangeBus(redis_url, keys))
+    two = KeyInvalidation(KeyCache(ttl=60), RedisChangeBus(redis_url, keys))
     assert one.wait_subscribed(5) and two.wait_subscribed(5)
     yield one, two
-    one.close()
-    two.close()
+    for side in (one, two):
+        side.close()
+        side.changes.close()
 
 
 def eventually(check: object, timeout: float = 3.0) -> bool:
@@ -91,7 +94,7 @@ def eventually(check: object, timeout: float = 3.0) -> bool:
 
 
 def test_redis_invalidation_reaches_the_other_process(
-    pair: tuple[RedisInvalidation, RedisInvalidation],
+    pair: tuple[KeyInvalidation, KeyInvalidation],
 ) -> None:
     one, two = pair
     for side in pair:
@@ -105,14 +108,16 @@ def test_redis_invalidation_reaches_the_other_process(
 
 
 def test_without_its_subscription_a_process_forgets_and_stops_caching(
-    pair: tuple[RedisInvalidation, RedisInvalidation],
+    pair: tuple[KeyInvalidation, KeyInvalidation],
 ) -> None:
     one, _ = pair
     one.cache.put(credential("a"), one.cache.generation)
     # Drop the subscriber's connection from the server side, as a network failure would.
-    for client in one._client.client_list(_type="pubsub"):
-        if client["name"] == one.client_name:
-            one._client.client_kill_filter(_id=client["id"])
+    bus = one.changes
+    assert isinstance(bus, RedisChangeBus)
+    for client in bus._client.client_list(_type="pubsub"):
+        if client["name"] == bus.client_name:
+            bus._client.client_kill_filter(_id=client["id"])
     assert eventually(lambda: one.cache.get("a") is None)
     # It resubscribes by itself.
     assert eventually(one.can_cache, timeout=10)
@@ -120,10 +125,11 @@ def test_without_its_subscription_a_process_forgets_and_stops_caching(
 
 def test_an_unreachable_redis_means_no_caching() -> None:
     cache = KeyCache(ttl=60)
-    down = RedisInvalidation(cache, "redis://127.0.0.1:1/0", Keyspace("down"))
+    down = KeyInvalidation(cache, RedisChangeBus("redis://127.0.0.1:1/0", Keyspace("down")))
     try:
         assert not down.wait_subscribed(0.5)
         assert not down.can_cache()
         down.publish(["a"])  # logged, not raised: the change is already committed
     finally:
         down.close()
+        down.changes.close()

@@ -9,8 +9,9 @@ their queries per inference. Here:
   not deleted), so it is kept for the life of the process (at most ``max_entries``
   models; a model that does not exist is not remembered);
 - **grants** are kept ``ttl`` seconds and never used older: past that, the call waits
-  for a fresh read. Grants given or withdrawn through this process are forgotten at
-  once (``forget_grants``); elsewhere they take effect within ``ttl``.
+  for a fresh read. A grant given or withdrawn anywhere is forgotten as soon as its
+  change event arrives (``forget_grants``, subscribed in ``modelport.app``); should
+  an event be lost, within ``ttl``.
 
 Concurrent callers missing the same fact share one read. The version's lifecycle
 state, the third fact, comes with the resolved version (``DataPlane.target``).
@@ -77,6 +78,12 @@ class AccessFacts:
             # ending from here on keeps nothing.
             self._reads.drop(lambda fact: fact == ("grants", tenant))
             self._grants.pop(tenant, None)
+
+    def forget_all_grants(self) -> None:
+        """Grants may have changed unseen (change events were lost). Safe from any thread."""
+        with self._lock:
+            self._reads.drop(lambda fact: fact[0] == "grants")
+            self._grants.clear()
 
     # ---- reads, one at a time per fact
     async def _read(self, fact: tuple[str, ...], read: Callable[..., T]) -> T:

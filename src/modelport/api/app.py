@@ -38,6 +38,7 @@ from modelport.api.tenancy import install_tenancy
 from modelport.api.v2 import routes as v2
 from modelport.api.v2.dataplane import DataPlane
 from modelport.api.v2.lane import InferenceLane
+from modelport.app import subscribe_caches
 from modelport.blobs.sweeper import periodic_upload_sweep
 
 if TYPE_CHECKING:
@@ -116,14 +117,20 @@ def create_app(services: Services) -> FastAPI:
     app.include_router(metrics.router)
     install_tenancy(app)
     install_billing(app)
-    app.state.access_facts = AccessFacts(services.registry, services.tenancy)
+    ttl = services.settings.resolve_cache_ttl_seconds
+    app.state.access_facts = AccessFacts(services.registry, services.tenancy, ttl=ttl)
     app.state.dataplane = DataPlane(
         services.registry,
         services.host,
         services.blob_store,
         services.metrics,
         load_on_demand=services.settings.load_on_demand,
+        resolve_ttl=ttl,
         sync=services.repository_sync,
+    )
+    # Changes made anywhere (a route, the CLI, another process) reach these caches.
+    subscribe_caches(
+        services.changes, resolutions=app.state.dataplane, access=app.state.access_facts
     )
     # First: the hot inference path should not be matched against every /api route.
     app.router.routes[:0] = [*v2.routes, *predict.routes]

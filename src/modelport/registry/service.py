@@ -27,6 +27,13 @@ from sqlalchemy.orm import Session
 
 from modelport.blobs import BlobStore
 from modelport.blobs import repository as blob_repo
+from modelport.changes import (
+    AliasMoved,
+    ChangeBus,
+    LocalChangeBus,
+    VersionPublished,
+    VersionTransitioned,
+)
 from modelport.errors import Conflict, InvalidInput, NotFound, Unprocessable
 from modelport.manifest import UNSAFE_FORMATS, Manifest, canonical_bytes, manifest_digest
 from modelport.manifest import parse_manifest as _parse_manifest
@@ -82,12 +89,20 @@ class Published:
 
 class RegistryService:
     def __init__(
-        self, database: Database, blobs: BlobStore, *, signer: Signer, validator: Validator
+        self,
+        database: Database,
+        blobs: BlobStore,
+        *,
+        signer: Signer,
+        validator: Validator,
+        changes: ChangeBus | None = None,
     ) -> None:
         self.database = database
         self.blobs = blobs
         self.signer = signer
         self.validator = validator
+        # Told after each commit of a new version, lifecycle event or alias move.
+        self.changes: ChangeBus = changes or LocalChangeBus()
 
     # ---- models
 
@@ -239,6 +254,7 @@ class RegistryService:
             if existing is None:
                 raise
             return Published(existing, created=False)
+        self.changes.publish(VersionPublished(owner, name, version))
         return Published(created, created=True)
 
     def _insert(
@@ -352,7 +368,12 @@ class RegistryService:
             lifecycle.check_transition(current, target)
             if target is LifecycleState.APPROVED:
                 formats.check_approvable(session, repo.version_by_id(session, vid).format)
-            return repo.append_event(session, vid, current, target, actor=actor, reason=reason)
+            event = repo.append_event(session, vid, current, target, actor=actor, reason=reason)
+        self._transitioned(owner, name, version, event)
+        return event
+
+    def _transitioned(self, owner: str, name: str, version: str, event: LifecycleEvent) -> None:
+        self.changes.publish(VersionTransitioned(owner, name, version, event.to_state.value))
 
     # ---- formats
 
@@ -413,6 +434,7 @@ class RegistryService:
                 code="validation_failed",
                 report=report,
             )
+        self._transitioned(owner, name, version, event)
         return event
 
     def validation(self, owner: str, name: str, version: str) -> ValidationReport:
@@ -487,13 +509,16 @@ class RegistryService:
             vid = repo.find_version_id(session, mid, version)
             if vid is None:
                 raise repo.version_not_found(owner, name, version)
-            return repo.set_alias(session, mid, alias, vid, actor=actor)
+            found = repo.set_alias(session, mid, alias, vid, actor=actor)
+        self.changes.publish(AliasMoved(owner, name, alias, found.version))
+        return found
 
     def delete_alias(self, owner: str, name: str, alias: str, *, actor: str) -> None:
         with self.database.transaction() as session:
             mid = repo.model_id(session, owner, name, lock=True)
             if not repo.delete_alias(session, mid, alias, actor=actor):
                 raise alias_not_found(owner, name, alias)
+        self.changes.publish(AliasMoved(owner, name, alias, None))
 
     def alias_history(self, owner: str, name: str, alias: str) -> list[AliasEvent]:
         with self.database.transaction() as session:

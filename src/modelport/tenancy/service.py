@@ -17,6 +17,7 @@ from datetime import datetime
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
+from modelport.changes import ChangeBus, GrantChanged, LocalChangeBus
 from modelport.errors import Conflict, Forbidden, InvalidInput
 from modelport.store import Database
 from modelport.store.base import utcnow
@@ -58,9 +59,11 @@ class TenancyService:
         invalidation: Invalidation,
         *,
         clock: Callable[[], datetime] = utcnow,
+        changes: ChangeBus | None = None,
     ) -> None:
         self.database = database
         self.invalidation = invalidation
+        self.changes: ChangeBus = changes or LocalChangeBus()  # told of grants given or withdrawn
         self._clock = clock
 
     # ---- tenants
@@ -307,11 +310,8 @@ class TenancyService:
                 existing = repo.find_grant(session, namespace, model, grantee)
                 if existing is not None:
                     return existing, False
-                return (
-                    repo.insert_grant(
-                        session, namespace=namespace, model=model, grantee=grantee, actor=actor
-                    ),
-                    True,
+                grant = repo.insert_grant(
+                    session, namespace=namespace, model=model, grantee=grantee, actor=actor
                 )
         except IntegrityError:  # an identical grant was created concurrently
             with self.database.transaction() as session:
@@ -319,6 +319,8 @@ class TenancyService:
             if found is None:
                 raise
             return found, False
+        self.changes.publish(GrantChanged(namespace, grantee, model, given=True))
+        return grant, True
 
     def get_grant(self, grant_id: int) -> Grant:
         with self.database.transaction() as session:
@@ -330,7 +332,9 @@ class TenancyService:
 
     def delete_grant(self, grant_id: int) -> None:
         with self.database.transaction() as session:
+            grant = repo.get_grant(session, grant_id)
             repo.delete_grant(session, grant_id)
+        self.changes.publish(GrantChanged(grant.namespace, grant.grantee, grant.model, given=False))
 
     def grants_to(self, tenant: str) -> GrantSet:
         """Everything other tenants shared with ``tenant``."""

@@ -126,8 +126,6 @@ def transition(
     event = get_services(request).registry.transition(
         owner, name, version, body.to, actor=principal.id, reason=body.reason
     )
-    # Who may call it, and what resolving the model picks, may have changed.
-    request.app.state.dataplane.forget(owner, name)
     return {"state": event.to_state.value, "event": event_json(event)}
 
 

@@ -6,9 +6,9 @@ one, the registry's ``resolve(owner, name, None)`` picks the default. Registry
 answers are cached for ``resolve_ttl`` seconds so the hot path rarely touches the
 database. For one more ``resolve_ttl`` an expired answer is still served while one
 refresh runs; an older one never is. So an alias moved, or a version's lifecycle
-state changed (which decides whether other tenants may call it), takes effect
-within twice ``resolve_ttl`` everywhere, and at once in a process that is told
-(``forget``).
+state changed (which decides whether other tenants may call it), takes effect at
+once wherever the change event reaches (``forget``, subscribed in ``modelport.app``),
+and within twice ``resolve_ttl`` should an event be lost.
 
 Repository loads and unloads reach every process that serves the platform: after a
 local one succeeds it is published on the ``RepositorySync``, and the changes other
@@ -122,6 +122,11 @@ class DataPlane:
         for cache_key in list(self._targets):
             if cache_key[0] == owner and cache_key[1] == name:
                 self._targets.pop(cache_key, None)
+
+    def forget_all(self) -> None:
+        """Drop every cached resolution (changes may have been missed). Safe from any thread."""
+        self._lookups.drop(lambda cache_key: True)
+        self._targets.clear()
 
     def _lookup(self, cache_key: tuple[str, str, str | None]) -> asyncio.Future[Target]:
         return self._lookups.start(cache_key, lambda: self._resolve(cache_key))

@@ -6,7 +6,8 @@ goes through the injected ``Clock``, so tests drive a staged rollout by advancin
 ``ManualClock`` instead of sleeping. State lives in the database (through
 ``EndpointService``); after each change the controller rebuilds the changed
 endpoint's route and swaps it into the router. A watch task also rebuilds every
-route when the database's revision mark moves (a change made by another process).
+route when the database's revision mark moves (a change made by another process),
+checked every ``refresh_seconds`` and at once when a change event arrives (``nudge``).
 
 Rolling out a deployment:
 
@@ -119,14 +120,26 @@ class Controller:
         """The live deployments as this process last saw them (``_follow``)."""
         self._mark: tuple[int, int] | None = None
         self._running = False
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._nudged: asyncio.Event | None = None
 
     # ---- lifetime
     async def start(self) -> None:
         """Build every route, then resume unfinished work (call once, on the serving loop)."""
         self._running = True
+        self._loop, self._nudged = asyncio.get_running_loop(), asyncio.Event()
         await self.refresh_all()
         await self._follow()
         self._spawn(self._watch())
+
+    def nudge(self) -> None:
+        """An endpoint or deployment changed (a change event, from any process): look now,
+        not at the next refresh tick. Safe from any thread; nothing before ``start``."""
+        loop, nudged = self._loop, self._nudged
+        if loop is None or nudged is None or not self._running:
+            return
+        with contextlib.suppress(RuntimeError):  # the loop closed meanwhile
+            loop.call_soon_threadsafe(nudged.set)
 
     def _resume(self, deployment: Deployment) -> None:
         """Take up what a live deployment asks of this process: roll out a pending one;
@@ -203,8 +216,12 @@ class Controller:
         self.router.install_all(await self._call(self.service.routes))
 
     async def _watch(self) -> None:
+        assert self._nudged is not None
         while True:
-            await asyncio.sleep(self.refresh_seconds)
+            # At every tick still, should a change event be lost.
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._nudged.wait(), self.refresh_seconds)
+            self._nudged.clear()
             try:
                 mark = await self._call(self.service.revision_mark)
                 if mark != self._mark:

@@ -35,6 +35,7 @@ from datetime import timedelta
 from sqlalchemy import text
 from sqlalchemy.orm import Session
 
+from modelport.changes import ChangeBus, EndpointChanged, LocalChangeBus
 from modelport.errors import Conflict, InvalidInput, NotFound, Unprocessable
 from modelport.observability.types import LogPolicy
 from modelport.registry.service import RegistryService
@@ -133,6 +134,7 @@ class EndpointService:
         clock: Clock,
         limits: ServingLimits = ServingLimits(),
         backend_tenant: Callable[[str], str | None] = lambda name: None,
+        changes: ChangeBus | None = None,
     ) -> None:
         """``backend_tenant(name)``: the tenant owning a declared remote backend (None:
         no such backend)."""
@@ -144,6 +146,8 @@ class EndpointService:
         self.clock = clock
         self.limits = limits
         self.backend_tenant = backend_tenant
+        # Told after each commit that changes what an endpoint serves or deploys.
+        self.changes: ChangeBus = changes or LocalChangeBus()
 
     # ---- endpoints
     def create_endpoint(
@@ -165,7 +169,7 @@ class EndpointService:
                 tenant, step
             )  # exists and visible; compatibility is checked per deployment
         with self.database.transaction() as session:
-            return repo.insert_endpoint(
+            created = repo.insert_endpoint(
                 session,
                 name=name,
                 tenant=tenant,
@@ -176,6 +180,11 @@ class EndpointService:
                 log_policy=log_policy,
                 actor=actor,
             )
+        self._changed(name)
+        return created
+
+    def _changed(self, name: str) -> None:
+        self.changes.publish(EndpointChanged(name))
 
     def get_endpoint(self, name: str) -> Endpoint:
         with self.database.transaction() as session:
@@ -201,8 +210,9 @@ class EndpointService:
                 # otherwise two that each fit alone could both land over the budget.
                 if self.database.dialect == "postgresql":
                     session.execute(_ADMISSION)
+                created = None
                 if {d.id for d in repo.deployments_in(session, LIVE)} <= checked:
-                    return repo.insert_deployment(
+                    created = repo.insert_deployment(
                         session,
                         name,
                         spec,
@@ -210,6 +220,9 @@ class EndpointService:
                         progress=progress,
                         actor=actor,
                     )
+            if created is not None:
+                self._changed(name)  # every process rolls a pending deployment out
+                return created
         raise Conflict(
             "deployments are being created faster than they can be checked; try again",
             code="deployment_in_progress",
@@ -421,7 +434,7 @@ class EndpointService:
             repo.get_endpoint(session, name, lock=True)
             if repo.get_deployment(session, name, deployment).state is not DeploymentState.PENDING:
                 return None
-            return repo.update_deployment(
+            failed = repo.update_deployment(
                 session,
                 name,
                 deployment,
@@ -430,6 +443,8 @@ class EndpointService:
                 progress=progress,
                 ended_at=self.clock.now(),
             )
+        self._changed(name)
+        return failed
 
     def activate(
         self, name: str, deployment: int, progress: list[VersionProgress]
@@ -475,6 +490,7 @@ class EndpointService:
                 previous=previous,
                 rollback_until=now + window if previous is not None else None,
             )
+        self._changed(name)
         return Activation(switched, activated, tuple(retired))
 
     def set_weights(
@@ -504,7 +520,8 @@ class EndpointService:
                 session, name, deployment, weights=weights, rollout=rollout
             )
             repo.touch(session, name)
-            return updated
+        self._changed(name)
+        return updated
 
     def rollback(self, name: str, deployment: int) -> tuple[Endpoint, Deployment]:
         """Restore the deployment ``deployment`` replaced, at once (409 when it cannot be)."""
@@ -539,6 +556,7 @@ class EndpointService:
             switched = repo.switch(
                 session, name, active=previous, previous=None, rollback_until=None
             )
+        self._changed(name)
         return switched, rolled
 
     def retire(self, name: str, deployment: int) -> Deployment | None:
@@ -556,9 +574,11 @@ class EndpointService:
                 return None
             # The endpoint keeps pointing at it, with its closed window, so that a late
             # rollback is refused as such.
-            return repo.update_deployment(
+            retired = repo.update_deployment(
                 session, name, deployment, state=DeploymentState.RETIRED, ended_at=now
             )
+        self._changed(name)
+        return retired
 
     # ---- routing snapshots
     def revision_mark(self) -> tuple[int, int]:
