@@ -20,8 +20,8 @@ from typing import Protocol
 
 import orjson
 
+from modelport.background.subscription import Subscription, redis_client
 from modelport.keyspace import Keyspace
-from modelport.pubsub import Subscription, redis_client
 from modelport.tenancy.keycache import KeyCache
 
 _log = logging.getLogger(__name__)

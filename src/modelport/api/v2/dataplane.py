@@ -29,7 +29,7 @@ from typing import Any, TypeVar
 
 import numpy as np
 
-from modelport.api.single_flight import SingleFlight, retrieve_failure
+from modelport.background.single_flight import SingleFlight, retrieve_failure
 from modelport.errors import NotFound, Unavailable
 from modelport.manifest import Manifest
 from modelport.registry.service import RegistryService
