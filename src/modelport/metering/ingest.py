@@ -104,8 +104,10 @@ def parse_event(
     assert model is not None and version is not None and tenant is not None
     if model.count("/") != 1:
         raise _bad(index, "'model' must be 'owner/name'")
+    unit_name = _str(fields, "unit", index)
+    assert unit_name is not None
     try:
-        unit = Unit(fields.get("unit"))
+        unit = Unit(unit_name)
         status = UsageStatus(fields.get("status", UsageStatus.SUCCEEDED.value))
     except ValueError as exc:
         raise _bad(index, str(exc)) from None

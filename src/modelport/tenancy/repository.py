@@ -9,8 +9,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
 
-from sqlalchemy import select, update
+from sqlalchemy import Select, select, update
 from sqlalchemy.orm import Session
+from sqlalchemy.sql.selectable import NamedFromClause
 
 from modelport.errors import NotFound
 from modelport.registry import repository as registry_repo
@@ -241,7 +242,7 @@ def _key(row: ApiKeyRow, member: str, tenant: str) -> ApiKey:
     )
 
 
-def _keys_query():  # type: ignore[no-untyped-def]
+def _keys_query() -> Select[ApiKeyRow, str, str]:
     return (
         select(*_KEY_COLUMNS)
         .join(MemberRow, MemberRow.id == ApiKeyRow.member_id)
@@ -339,7 +340,7 @@ def grant_not_found(grant_id: int) -> NotFound:
     return NotFound(f"grant {grant_id} not found", code="grant_not_found", grant=grant_id)
 
 
-def _grants_query():  # type: ignore[no-untyped-def]
+def _grants_query() -> tuple[Select[GrantRow, str, str], NamedFromClause, NamedFromClause]:
     grantor = TenantRow.__table__.alias("grantor")
     grantee = TenantRow.__table__.alias("grantee")
     return (

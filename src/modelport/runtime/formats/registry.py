@@ -22,7 +22,7 @@ def get_format(name: str, **options: object) -> ModelFormat:
             f"no runtime for format '{name}' (known: {', '.join(sorted(FORMATS))})",
             code="unsupported_format",
         ) from None
-    return cls(**options)  # type: ignore[call-arg]
+    return cls(**options)
 
 
 class FormatRegistry:

@@ -43,7 +43,7 @@ import logging
 from collections.abc import Callable, Coroutine
 from concurrent.futures import Future
 from functools import partial
-from typing import Any
+from typing import Any, TypeVar, TypeVarTuple
 
 import anyio.to_thread
 
@@ -67,6 +67,9 @@ from modelport.serving.routing.router import Router
 from modelport.serving.types import VersionRef
 
 log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+Ts = TypeVarTuple("Ts")
 
 
 def key_of(ref: VersionRef) -> VersionKey:
@@ -191,7 +194,7 @@ class Controller:
         if not task.cancelled() and task.exception() is not None:
             log.error("serving controller task failed", exc_info=task.exception())
 
-    async def _call(self, function: Any, *args: Any) -> Any:
+    async def _call(self, function: Callable[[*Ts], T], *args: *Ts) -> T:
         return await anyio.to_thread.run_sync(function, *args)
 
     # ---- routes
