@@ -14,8 +14,8 @@ from sqlalchemy.orm import Session
 from sqlalchemy.sql.selectable import NamedFromClause
 
 from modelport.errors import NotFound
-from modelport.registry import repository as registry_repo
 from modelport.store.base import is_row_id, utcnow
+from modelport.store.blob_lenders import blob_lenders
 from modelport.store.tables import (
     ApiKeyRow,
     GrantRow,
@@ -434,7 +434,7 @@ def grants_to(session: Session, tenant: str) -> GrantSet:
 
 def models_holding_blob(session: Session, digest: str) -> list[tuple[str, str, str]]:
     """(owner, name, visibility) of every model with a version that lists ``digest`` and
-    whose owner holds the blob itself (``registry.repository.blob_lenders``). A version
+    whose owner holds the blob itself (``store.blob_lenders``). A version
     that only borrowed the blob, through read access to another tenant's version, is no
     way to the bytes: the lender's version is, for as long as the reader may see it."""
-    return registry_repo.blob_lenders(session, [digest]).get(digest, [])
+    return blob_lenders(session, [digest]).get(digest, [])
