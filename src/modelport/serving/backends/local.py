@@ -15,7 +15,7 @@ import time
 
 from modelport.errors import DeadlineExceeded, ModelportError, Unavailable
 from modelport.runtime.cache import BlobSource
-from modelport.runtime.formats.registry import FORMATS
+from modelport.runtime.formats.registry import known_formats
 from modelport.runtime.host import ModelHost
 from modelport.runtime.types import VersionKey
 from modelport.serving.types import BackendRequest, BackendResponse, Capabilities, Health
@@ -57,7 +57,7 @@ class LocalBackend:
         self.blobs = blobs
         self.load_on_demand = load_on_demand
         self._capabilities = capabilities or Capabilities(
-            formats=frozenset(FORMATS),
+            formats=known_formats(),
             max_batch_size=1 << 20,  # the batcher takes requests of any size
             hardware=frozenset({"cpu"}),
             protocols=frozenset({"v2"}),
