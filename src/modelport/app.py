@@ -13,6 +13,7 @@ from modelport.blobs import BlobStore
 from modelport.blobs.local import LocalBlobStore
 from modelport.blobs.service import BlobService
 from modelport.blobs.uploads import UploadService
+from modelport.clock import Clock, SystemClock
 from modelport.config import Settings
 from modelport.keyspace import Keyspace
 from modelport.registry.service import RegistryService
@@ -60,6 +61,9 @@ class Services:
     outcomes: OutcomeService
     billing: BillingService
     repository_sync: RepositorySync
+    clock: Clock
+    """The one clock of everything that waits on time (TTL caches, limiters, key
+    expiry, the serving controller): a test hands ``build_services`` a ``ManualClock``."""
 
     def close(self) -> None:
         self.repository_sync.close()
@@ -136,21 +140,22 @@ def build_keyspace(database: Database) -> Keyspace:
 
 
 def build_tenancy(
-    settings: Settings, database: Database, keys: Keyspace
+    settings: Settings, database: Database, keys: Keyspace, clock: Clock | None = None
 ) -> tuple[TenancyService, Authenticator]:
     """Tenancy and the authenticator, sharing one key cache and its invalidation."""
     from modelport.tenancy.invalidation import Invalidation, LocalInvalidation, RedisInvalidation
     from modelport.tenancy.keycache import KeyCache
 
-    cache = KeyCache(ttl=settings.key_cache_ttl_seconds)
+    clock = clock or SystemClock()
+    cache = KeyCache(ttl=settings.key_cache_ttl_seconds, clock=clock.monotonic)
     invalidation: Invalidation = (
         RedisInvalidation(cache, settings.redis_url, keys)
         if settings.redis_url
         else LocalInvalidation(cache)
     )
     admin = AdminKeyAuthenticator(settings.admin_key)
-    return TenancyService(database, invalidation), Authenticator(
-        admin, database, cache, invalidation
+    return TenancyService(database, invalidation, clock=clock.now), Authenticator(
+        admin, database, cache, invalidation, clock=clock.now
     )
 
 
@@ -163,7 +168,9 @@ def build_repository_sync(settings: Settings, keys: Keyspace) -> RepositorySync:
     return LocalRepositorySync()
 
 
-def build_limits(settings: Settings, database: Database, keys: Keyspace) -> LimitService:
+def build_limits(
+    settings: Settings, database: Database, keys: Keyspace, clock: Clock | None = None
+) -> LimitService:
     """Limits counted in this process, or in Redis shared by every gateway when set."""
     from modelport.tenancy.limits import (
         BudgetRepository,
@@ -175,13 +182,15 @@ def build_limits(settings: Settings, database: Database, keys: Keyspace) -> Limi
 
     limits, budgets = LimitRepository(database), BudgetRepository(database)
     ttl = settings.limits_cache_ttl_seconds
+    monotonic = (clock or SystemClock()).monotonic
     if not settings.redis_url:
         return LimitService(
             limits=limits,
             budgets=budgets,
-            rates=InProcessRateLimiter(),
+            rates=InProcessRateLimiter(monotonic),
             slots=InProcessConcurrencyLimiter(),
             cache_ttl_seconds=ttl,
+            clock=monotonic,
         )
     import redis
     from redis.backoff import ExponentialBackoff
@@ -215,11 +224,16 @@ def build_limits(settings: Settings, database: Database, keys: Keyspace) -> Limi
         cache_ttl_seconds=ttl,
         blocking=True,
         closers=[client.close],
+        clock=monotonic,
     )
 
 
 def build_metering(
-    settings: Settings, database: Database, registry: RegistryService, keys: Keyspace
+    settings: Settings,
+    database: Database,
+    registry: RegistryService,
+    keys: Keyspace,
+    clock: Clock | None = None,
 ) -> MeteringService:
     """Metering, its outbox delivered in process, or through a Redis stream
     (``uses_usage_stream``); settlements made durable in the usage journal or the
@@ -250,6 +264,7 @@ def build_metering(
         database,
         default_revenue_share_bps=settings.metering_revenue_share_bps,
         cache_ttl_seconds=settings.limits_cache_ttl_seconds,
+        clock=(clock or SystemClock()).monotonic,
     )
     ledger = Ledger(database)
     outbox = Outbox(database, lease_seconds=lease)
@@ -335,11 +350,11 @@ def build_serving(
     tenancy: TenancyService,
     serving_metrics: ServingMetrics,
     board: HealthBoard,
+    clock: Clock | None = None,
 ) -> ServingPlane:
     """Endpoints, deployments and their router, over this process's model host."""
     from modelport.serving.backends.catalog import BackendCatalog
     from modelport.serving.backends.local import LocalBackend
-    from modelport.serving.clock import SystemClock
     from modelport.serving.dispatch import DispatchConfig, Dispatcher
     from modelport.serving.endpoints.controller import Controller
     from modelport.serving.endpoints.service import EndpointService, ServingLimits
@@ -348,7 +363,7 @@ def build_serving(
     from modelport.serving.routing.replicas import PerVersionReplicas
     from modelport.serving.routing.router import Router
 
-    clock = SystemClock()
+    clock = clock or SystemClock()
     local = LocalBackend(host, blob_store, load_on_demand=settings.load_on_demand)
     board.register(local)
     remotes = BackendCatalog(database, board)
@@ -452,7 +467,10 @@ def build_prediction_log(
     return log, OutcomeService(database, repository, log)
 
 
-def build_services(settings: Settings) -> Services:
+def build_services(settings: Settings, *, clock: Clock | None = None) -> Services:
+    """Every service of a process; ``clock`` (the system's by default) is the one all
+    of them wait on."""
+    clock = clock or SystemClock()
     settings.home.mkdir(parents=True, exist_ok=True)
     url = settings.resolved_database_url
     if settings.should_auto_migrate:
@@ -464,7 +482,7 @@ def build_services(settings: Settings) -> Services:
     from modelport.observability.metrics import RuntimeMetrics
 
     metrics = RuntimeMetrics()
-    tenancy, authenticator = build_tenancy(settings, database, keys)
+    tenancy, authenticator = build_tenancy(settings, database, keys, clock)
     validator = SubprocessValidator(
         blob_store,
         work_dir=settings.home / "validation",
@@ -480,7 +498,15 @@ def build_services(settings: Settings) -> Services:
     health = build_health(settings, serving_metrics)
     prediction_log, outcomes = build_prediction_log(settings, database, serving_metrics)
     serving = build_serving(
-        settings, database, registry, blob_store, host, tenancy, serving_metrics, health.board
+        settings,
+        database,
+        registry,
+        blob_store,
+        host,
+        tenancy,
+        serving_metrics,
+        health.board,
+        clock,
     )
     serving.router.shadow.record = shadow_recorder(prediction_log.record)
     return Services(
@@ -499,14 +525,15 @@ def build_services(settings: Settings) -> Services:
         metrics=metrics,
         host=host,
         tenancy=tenancy,
-        limits=build_limits(settings, database, keys),
-        metering=build_metering(settings, database, registry, keys),
+        limits=build_limits(settings, database, keys, clock),
+        metering=build_metering(settings, database, registry, keys, clock),
         serving=serving,
         health=health,
         prediction_log=prediction_log,
         outcomes=outcomes,
         billing=build_billing(database),
         repository_sync=build_repository_sync(settings, keys),
+        clock=clock,
     )
 
 

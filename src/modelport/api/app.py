@@ -114,7 +114,8 @@ def create_app(services: Services) -> FastAPI:
     app.include_router(metrics.router)
     install_tenancy(app)
     install_billing(app)
-    app.state.access_facts = AccessFacts(services.registry, services.tenancy)
+    monotonic = services.clock.monotonic
+    app.state.access_facts = AccessFacts(services.registry, services.tenancy, clock=monotonic)
     app.state.dataplane = DataPlane(
         services.registry,
         services.host,
@@ -122,6 +123,7 @@ def create_app(services: Services) -> FastAPI:
         services.metrics,
         load_on_demand=services.settings.load_on_demand,
         sync=services.repository_sync,
+        clock=monotonic,
     )
     # First: the hot inference path should not be matched against every /api route.
     app.router.routes[:0] = [*v2.routes, *predict.routes]

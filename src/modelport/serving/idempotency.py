@@ -30,8 +30,8 @@ import anyio.to_thread
 from sqlalchemy import ColumnElement, delete, update
 from sqlalchemy.exc import IntegrityError
 
+from modelport.clock import Clock
 from modelport.errors import Conflict, InvalidInput, Unprocessable
-from modelport.serving.clock import Clock
 from modelport.store import Database
 from modelport.store.database import affected_rows
 from modelport.store.tables import IdempotencyKeyRow

@@ -47,11 +47,11 @@ from typing import Any, TypeVar, TypeVarTuple
 
 import anyio.to_thread
 
+from modelport.clock import Clock
 from modelport.errors import ModelportError
 from modelport.runtime.cache import BlobSource
 from modelport.runtime.host import ModelHost
 from modelport.runtime.types import VersionKey, VersionStatus
-from modelport.serving.clock import Clock
 from modelport.serving.endpoints.rollout import Verdict, judge
 from modelport.serving.endpoints.service import LIVE, EndpointService
 from modelport.serving.endpoints.spec import canary_weights

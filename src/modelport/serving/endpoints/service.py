@@ -35,6 +35,7 @@ from datetime import timedelta
 from sqlalchemy import text
 from sqlalchemy.orm import Session
 
+from modelport.clock import Clock
 from modelport.errors import Conflict, InvalidInput, NotFound, Unprocessable
 from modelport.observability.types import LogPolicy
 from modelport.registry.service import RegistryService
@@ -42,7 +43,6 @@ from modelport.registry.types import LifecycleState, ModelVersion
 from modelport.runtime.cache import BlobSource
 from modelport.runtime.host import ModelHost
 from modelport.runtime.types import Priority
-from modelport.serving.clock import Clock
 from modelport.serving.endpoints import repository as repo
 from modelport.serving.endpoints.compat import incompatibilities
 from modelport.serving.endpoints.spec import (
