@@ -24,6 +24,11 @@ from modelport.app import Services, build_services
 from modelport.config import Settings
 from modelport.store import upgrade
 from modelport.store.base import Base
+from tests.slow_tier import (  # noqa: F401  (hooks: unmarked tests may not start processes)
+    pytest_configure,
+    pytest_runtest_call,
+    pytest_runtest_setup,
+)
 
 ADMIN_KEY = "test-admin-key-" + "x" * 24
 PG_ENV = "MODELPORT_TEST_DATABASE_URL"

@@ -2,11 +2,16 @@
 
 api/cli → services (registry, serving, jobs, metering, tenancy) → store, blobs, runtime.
 Only ``modelport.app`` wires infrastructure; nothing imports it but the surfaces' entry points.
+No two packages import each other (directly or round a longer cycle), a service reads
+another service's data through that service, never through its ``repository`` module, and
+importing a module of ``modelport.api`` does not load the FastAPI app.
 """
 
 from __future__ import annotations
 
 import ast
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -44,6 +49,37 @@ def _imports(path: Path) -> set[str]:
     return {name.split(".")[1] for name in found if name.startswith("modelport.")}
 
 
+def _runtime_imports(path: Path) -> dict[str, int]:
+    """Absolute ``modelport.*`` modules ``path`` imports when it runs (imports under
+    ``if TYPE_CHECKING:`` only name types, and make no cycle), with a line of each."""
+    tree = ast.parse(path.read_text(), filename=str(path))
+    typing_only = {
+        id(inner)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test)
+        for stmt in node.body
+        for inner in ast.walk(stmt)
+    }
+    found: dict[str, int] = {}
+    for node in ast.walk(tree):
+        if id(node) in typing_only:
+            continue
+        names: list[str] = []
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            # ``from modelport.x import repository`` imports the module x.repository
+            names = [node.module] + [f"{node.module}.{alias.name}" for alias in node.names]
+        for name in names:
+            if name.startswith("modelport."):
+                found.setdefault(name, node.lineno)
+    return found
+
+
+def _top(path: Path) -> str:
+    return path.relative_to(SRC).parts[0].removesuffix(".py")
+
+
 def _package_files() -> list[tuple[str, Path]]:
     files = []
     for path in sorted(SRC.rglob("*.py")):
@@ -70,3 +106,92 @@ def test_only_surfaces_import_the_composition_root() -> None:
         and path.relative_to(SRC).parts[0] not in ("cli", "api", "app.py")
     ]
     assert not offenders
+
+
+def _package_graph() -> dict[str, dict[str, str]]:
+    """Package -> package it imports at run time -> where (the first such import)."""
+    graph: dict[str, dict[str, str]] = {}
+    for path in sorted(SRC.rglob("*.py")):
+        source = _top(path)
+        for name, line in _runtime_imports(path).items():
+            target = name.split(".")[1]
+            if target != source:
+                where = f"{path.relative_to(SRC)}:{line} imports {name}"
+                graph.setdefault(source, {}).setdefault(target, where)
+    return graph
+
+
+def _cycles(graph: dict[str, dict[str, str]]) -> list[list[str]]:
+    """The strongly connected components of more than one package (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        for nxt in graph.get(node, {}):
+            if nxt not in index:
+                visit(nxt)
+                low[node] = min(low[node], low[nxt])
+            elif nxt in stack:
+                low[node] = min(low[node], index[nxt])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                member = stack.pop()
+                component.append(member)
+                if member == node:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return found
+
+
+def test_no_import_cycles_between_packages() -> None:
+    graph = _package_graph()
+    problems = [
+        f"{' <-> '.join(cycle)}: "
+        + "; ".join(graph[a][b] for a in cycle for b in cycle if b in graph.get(a, {}))
+        for cycle in _cycles(graph)
+    ]
+    assert not problems, "import cycles between packages:\n" + "\n".join(problems)
+
+
+def test_the_cycle_finder_finds_a_longer_cycle() -> None:
+    graph = {"a": {"b": ""}, "b": {"c": ""}, "c": {"a": ""}, "d": {"a": ""}}
+    assert _cycles(graph) == [["a", "b", "c"]]
+    assert _cycles({"a": {"b": ""}, "b": {}}) == []
+
+
+def test_no_service_imports_another_services_repository() -> None:
+    offenders = []
+    for path in sorted(SRC.rglob("*.py")):
+        source = _top(path)
+        if source not in SERVICES:
+            continue
+        for name, line in _runtime_imports(path).items():
+            parts = name.split(".")
+            if parts[1] in SERVICES and parts[1] != source and parts[-1] == "repository":
+                offenders.append(f"{path.relative_to(SRC)}:{line} imports {name}")
+    assert not offenders, "a service may not read another's repository:\n" + "\n".join(offenders)
+
+
+@pytest.mark.slow  # a fresh interpreter: this one has loaded the app already
+def test_importing_an_api_module_does_not_load_the_app() -> None:
+    code = (
+        "import sys, modelport.api.problems\n"
+        "loaded = [m for m in ('modelport.api.app', 'modelport.app') if m in sys.modules]\n"
+        "assert not loaded, loaded\n"
+        "from modelport.api import create_app\n"
+        "assert callable(create_app) and 'modelport.api.app' in sys.modules\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert done.returncode == 0, done.stderr

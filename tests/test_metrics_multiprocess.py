@@ -95,6 +95,7 @@ def live_files(env: dict[str, str], pid: int) -> list[str]:
     return sorted(p.name for p in Path(env[ENV]).glob(f"gauge_live*_{pid}.db"))
 
 
+@pytest.mark.slow
 def test_scrape_sums_workers_and_drops_dead_ones_from_live_gauges(
     metrics_env: dict[str, str], workers: list[subprocess.Popen[str]]
 ) -> None:
@@ -149,6 +150,7 @@ def test_scrape_sums_workers_and_drops_dead_ones_from_live_gauges(
     stop_worker(b)
 
 
+@pytest.mark.slow
 def test_without_the_folder_a_process_renders_only_itself(
     metrics_env: dict[str, str], workers: list[subprocess.Popen[str]]
 ) -> None:
@@ -190,6 +192,7 @@ def scrape_until(env: dict[str, str], done: Any, timeout: float = 30.0) -> Sampl
         time.sleep(0.1)
 
 
+@pytest.mark.slow
 def test_a_running_worker_folds_its_tallies_for_the_other_workers(
     metrics_env: dict[str, str], workers: list[subprocess.Popen[str]]
 ) -> None:
@@ -207,6 +210,7 @@ def test_a_running_worker_folds_its_tallies_for_the_other_workers(
     assert value(s, "modelport_inference_queue_depth", **LABELS) == 3
 
 
+@pytest.mark.slow
 def test_a_worker_folds_what_is_left_as_it_exits(
     metrics_env: dict[str, str], workers: list[subprocess.Popen[str]]
 ) -> None:

@@ -23,6 +23,7 @@ from modelport.changes import (
     VersionPublished,
     VersionTransitioned,
 )
+from modelport.clock import Clock, SystemClock
 from modelport.config import Settings
 from modelport.keyspace import Keyspace
 from modelport.registry.service import RegistryService
@@ -73,6 +74,9 @@ class Services:
     billing: BillingService
     repository_sync: RepositorySync
     changes: ChangeBus
+    clock: Clock
+    """The one clock of everything that waits on time (TTL caches, limiters, key
+    expiry, the serving controller): a test hands ``build_services`` a ``ManualClock``."""
 
     def close(self) -> None:
         self.repository_sync.close()
@@ -195,17 +199,18 @@ def subscribe_caches(
 
 
 def build_tenancy(
-    settings: Settings, database: Database, changes: ChangeBus
+    settings: Settings, database: Database, changes: ChangeBus, clock: Clock | None = None
 ) -> tuple[TenancyService, Authenticator]:
     """Tenancy and the authenticator, sharing one key cache and its invalidation."""
     from modelport.tenancy.invalidation import KeyInvalidation
     from modelport.tenancy.keycache import KeyCache
 
-    cache = KeyCache(ttl=settings.key_cache_ttl_seconds)
+    clock = clock or SystemClock()
+    cache = KeyCache(ttl=settings.key_cache_ttl_seconds, clock=clock.monotonic)
     invalidation = KeyInvalidation(cache, changes)
     admin = AdminKeyAuthenticator(settings.admin_key)
-    return TenancyService(database, invalidation, changes=changes), Authenticator(
-        admin, database, cache, invalidation
+    return TenancyService(database, invalidation, changes=changes, clock=clock.now), (
+        Authenticator(admin, database, cache, invalidation, clock=clock.now)
     )
 
 
@@ -218,7 +223,9 @@ def build_repository_sync(settings: Settings, keys: Keyspace) -> RepositorySync:
     return LocalRepositorySync()
 
 
-def build_limits(settings: Settings, database: Database, keys: Keyspace) -> LimitService:
+def build_limits(
+    settings: Settings, database: Database, keys: Keyspace, clock: Clock | None = None
+) -> LimitService:
     """Limits counted in this process, or in Redis shared by every gateway when set."""
     from modelport.tenancy.limits import (
         BudgetRepository,
@@ -230,13 +237,15 @@ def build_limits(settings: Settings, database: Database, keys: Keyspace) -> Limi
 
     limits, budgets = LimitRepository(database), BudgetRepository(database)
     ttl = settings.limits_cache_ttl_seconds
+    monotonic = (clock or SystemClock()).monotonic
     if not settings.redis_url:
         return LimitService(
             limits=limits,
             budgets=budgets,
-            rates=InProcessRateLimiter(),
+            rates=InProcessRateLimiter(monotonic),
             slots=InProcessConcurrencyLimiter(),
             cache_ttl_seconds=ttl,
+            clock=monotonic,
         )
     import redis
     from redis.backoff import ExponentialBackoff
@@ -270,11 +279,16 @@ def build_limits(settings: Settings, database: Database, keys: Keyspace) -> Limi
         cache_ttl_seconds=ttl,
         blocking=True,
         closers=[client.close],
+        clock=monotonic,
     )
 
 
 def build_metering(
-    settings: Settings, database: Database, registry: RegistryService, keys: Keyspace
+    settings: Settings,
+    database: Database,
+    registry: RegistryService,
+    keys: Keyspace,
+    clock: Clock | None = None,
 ) -> MeteringService:
     """Metering, its outbox delivered in process, or through a Redis stream
     (``uses_usage_stream``); settlements made durable in the usage journal or the
@@ -305,6 +319,7 @@ def build_metering(
         database,
         default_revenue_share_bps=settings.metering_revenue_share_bps,
         cache_ttl_seconds=settings.limits_cache_ttl_seconds,
+        clock=(clock or SystemClock()).monotonic,
     )
     ledger = Ledger(database)
     outbox = Outbox(database, lease_seconds=lease)
@@ -391,11 +406,11 @@ def build_serving(
     serving_metrics: ServingMetrics,
     board: HealthBoard,
     changes: ChangeBus,
+    clock: Clock | None = None,
 ) -> ServingPlane:
     """Endpoints, deployments and their router, over this process's model host."""
     from modelport.serving.backends.catalog import BackendCatalog
     from modelport.serving.backends.local import LocalBackend
-    from modelport.serving.clock import SystemClock
     from modelport.serving.dispatch import DispatchConfig, Dispatcher
     from modelport.serving.endpoints.controller import Controller
     from modelport.serving.endpoints.service import EndpointService, ServingLimits
@@ -404,7 +419,7 @@ def build_serving(
     from modelport.serving.routing.replicas import PerVersionReplicas
     from modelport.serving.routing.router import Router
 
-    clock = SystemClock()
+    clock = clock or SystemClock()
     local = LocalBackend(host, blob_store, load_on_demand=settings.load_on_demand)
     board.register(local)
     remotes = BackendCatalog(database, board)
@@ -512,7 +527,10 @@ def build_prediction_log(
     return log, OutcomeService(database, repository, log)
 
 
-def build_services(settings: Settings) -> Services:
+def build_services(settings: Settings, *, clock: Clock | None = None) -> Services:
+    """Every service of a process; ``clock`` (the system's by default) is the one all
+    of them wait on."""
+    clock = clock or SystemClock()
     settings.home.mkdir(parents=True, exist_ok=True)
     url = settings.resolved_database_url
     if settings.should_auto_migrate:
@@ -525,7 +543,7 @@ def build_services(settings: Settings) -> Services:
 
     metrics = RuntimeMetrics()
     changes = build_change_bus(settings, keys)
-    tenancy, authenticator = build_tenancy(settings, database, changes)
+    tenancy, authenticator = build_tenancy(settings, database, changes, clock)
     validator = SubprocessValidator(
         blob_store,
         work_dir=settings.home / "validation",
@@ -552,6 +570,7 @@ def build_services(settings: Settings) -> Services:
         serving_metrics,
         health.board,
         changes,
+        clock,
     )
     serving.router.shadow.record = shadow_recorder(prediction_log.record)
     return Services(
@@ -570,8 +589,8 @@ def build_services(settings: Settings) -> Services:
         metrics=metrics,
         host=host,
         tenancy=tenancy,
-        limits=build_limits(settings, database, keys),
-        metering=build_metering(settings, database, registry, keys),
+        limits=build_limits(settings, database, keys, clock),
+        metering=build_metering(settings, database, registry, keys, clock),
         serving=serving,
         health=health,
         prediction_log=prediction_log,
@@ -579,6 +598,7 @@ def build_services(settings: Settings) -> Services:
         billing=build_billing(database),
         repository_sync=build_repository_sync(settings, keys),
         changes=changes,
+        clock=clock,
     )
 
 

@@ -15,6 +15,7 @@ from starlette.testclient import TestClient
 
 from modelport.api import create_app
 from modelport.app import Services, build_services
+from modelport.clock import Clock
 from modelport.config import Settings
 from tests.conftest import ADMIN_KEY
 from tests.models import add_one, mlp
@@ -136,12 +137,13 @@ V2Factory = Callable[..., tuple[TestClient, Services, Publisher]]
 
 @pytest.fixture
 def make_v2(tmp_path: Path) -> Iterator[V2Factory]:
-    """Build services on SQLite with runtime settings overridden; yields (client, services,
-    publisher). The client sends the admin key."""
+    """Build services on SQLite with runtime settings overridden (and the clock, for a test
+    that moves time itself); yields (client, services, publisher). The client sends the
+    admin key."""
     opened: list[tuple[TestClient, Services, bool]] = []
 
     def factory(
-        *, lifespan: bool = True, **overrides: Any
+        *, lifespan: bool = True, clock: Clock | None = None, **overrides: Any
     ) -> tuple[TestClient, Services, Publisher]:
         home = tmp_path / f"home{len(opened)}"
         settings = Settings(
@@ -152,7 +154,7 @@ def make_v2(tmp_path: Path) -> Iterator[V2Factory]:
             runtime_intra_op_threads=1,
             **overrides,
         )
-        services = build_services(settings)
+        services = build_services(settings, clock=clock)
         client = TestClient(create_app(services), headers=dict(AUTH))
         if lifespan:  # off when a live server will run the application's lifespan instead
             client.__enter__()

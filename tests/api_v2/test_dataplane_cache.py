@@ -8,6 +8,7 @@ import asyncio
 
 import pytest
 
+from modelport.clock import ManualClock
 from modelport.errors import NotFound
 from modelport.registry import repository as registry_repo
 
@@ -47,9 +48,9 @@ def _move_unseen(registry, alias: str, version: str) -> None:  # type: ignore[no
         registry_repo.set_alias(session, mid, alias, vid, actor="test")
 
 
-def _two_versions_latest_at_1(v2):  # type: ignore[no-untyped-def]
-    """acme/adder versions 1 and 2, alias ``latest`` at 1; the data plane."""
-    client, _, publisher = v2
+def _two_versions_latest_at_1(make_v2, clock: ManualClock):  # type: ignore[no-untyped-def]
+    """acme/adder versions 1 and 2, alias ``latest`` at 1, on ``clock``; the data plane."""
+    client, _, publisher = make_v2(clock=clock)
     publisher.adder()
     publisher.adder(version="2")
     plane = client.app.state.dataplane
@@ -57,8 +58,9 @@ def _two_versions_latest_at_1(v2):  # type: ignore[no-untyped-def]
     return plane
 
 
-def test_a_stale_answer_is_served_while_one_refresh_runs(v2, monkeypatch) -> None:
-    plane = _two_versions_latest_at_1(v2)
+def test_a_stale_answer_is_served_while_one_refresh_runs(make_v2, monkeypatch) -> None:
+    clock = ManualClock()
+    plane = _two_versions_latest_at_1(make_v2, clock)
     registry = plane.registry
 
     async def scenario() -> tuple[str, list[str], str]:
@@ -66,7 +68,7 @@ def test_a_stale_answer_is_served_while_one_refresh_runs(v2, monkeypatch) -> Non
         first = (await plane.target("acme", "adder", "latest")).version
         # Moved behind this process's back, as when another process's event is lost.
         _move_unseen(registry, "latest", "2")
-        await asyncio.sleep(2.2)  # expired, but well within one more TTL
+        clock.advance(2.2)  # expired, but well within one more TTL
         calls = _counting(plane, monkeypatch)
         served = [(await plane.target("acme", "adder", "latest")).version for _ in range(20)]
         for _ in range(200):  # until the one refresh lands
@@ -82,15 +84,16 @@ def test_a_stale_answer_is_served_while_one_refresh_runs(v2, monkeypatch) -> Non
     assert later == "2"
 
 
-def test_an_answer_expired_for_longer_than_the_ttl_is_never_served(v2) -> None:
-    plane = _two_versions_latest_at_1(v2)
+def test_an_answer_expired_for_longer_than_the_ttl_is_never_served(make_v2) -> None:
+    clock = ManualClock()
+    plane = _two_versions_latest_at_1(make_v2, clock)
     registry = plane.registry
 
     async def scenario() -> tuple[str, str]:
         plane.resolve_ttl = 0.1
         first = (await plane.target("acme", "adder", "latest")).version
         _move_unseen(registry, "latest", "2")
-        await asyncio.sleep(0.25)  # past twice the TTL: the call waits for a fresh answer
+        clock.advance(0.25)  # past twice the TTL: the call waits for a fresh answer
         return first, (await plane.target("acme", "adder", "latest")).version
 
     assert asyncio.run(scenario()) == ("1", "2")
@@ -119,15 +122,16 @@ def test_changes_through_this_process_take_effect_at_once(v2) -> None:
         asyncio.run(resolved())
 
 
-def test_a_version_that_disappears_is_not_served_from_cache(v2, monkeypatch) -> None:
-    client, _, publisher = v2
+def test_a_version_that_disappears_is_not_served_from_cache(make_v2, monkeypatch) -> None:
+    clock = ManualClock()
+    client, _, publisher = make_v2(clock=clock)
     publisher.adder()
     plane = client.app.state.dataplane
 
     async def scenario() -> None:
         plane.resolve_ttl = 1.0
         await plane.target("acme", "adder", "1")
-        await asyncio.sleep(1.1)  # expired, well within one more TTL
+        clock.advance(1.1)  # expired, well within one more TTL
 
         def gone(*args):  # type: ignore[no-untyped-def]
             raise NotFound("no such version")

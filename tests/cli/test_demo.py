@@ -8,8 +8,11 @@ import sys
 from pathlib import Path
 
 import orjson
+import pytest
 
 from tests.conftest import free_port
+
+pytestmark = pytest.mark.slow  # starts real processes
 
 
 def _run_demo(home: Path, port: int) -> subprocess.CompletedProcess[str]:

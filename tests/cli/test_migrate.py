@@ -59,6 +59,7 @@ def _migrate_concurrently(url: str, processes: int = 4) -> None:
         assert proc.returncode == 0, output
 
 
+@pytest.mark.slow
 def test_concurrent_migrations_of_one_sqlite_database_all_succeed(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 'fresh.db'}"
     _migrate_concurrently(url)
@@ -89,6 +90,7 @@ def test_migrate_postgresql(tmp_path: Path, fresh_postgres_url: str) -> None:
     assert {"models", "model_versions", "blobs", "uploads"} <= _tables(fresh_postgres_url)
 
 
+@pytest.mark.slow
 def test_concurrent_migrations_of_one_postgresql_database_all_succeed(
     fresh_postgres_url: str,
 ) -> None:

@@ -10,8 +10,11 @@ import time
 from pathlib import Path
 
 import httpx
+import pytest
 
 from tests.conftest import free_port
+
+pytestmark = pytest.mark.slow  # starts real processes
 
 
 def _env(home: Path, **extra: str) -> dict[str, str]:

@@ -15,7 +15,10 @@ import pytest
 from modelport.cli.workers import Supervisor, listening_socket, reuse_port_supported
 from tests.conftest import free_port
 
-pytestmark = pytest.mark.skipif(not reuse_port_supported(), reason="needs SO_REUSEPORT")
+pytestmark = [
+    pytest.mark.skipif(not reuse_port_supported(), reason="needs SO_REUSEPORT"),
+    pytest.mark.slow,  # starts real worker processes
+]
 
 
 def short_lived(options: dict[str, Any]) -> None:

@@ -16,6 +16,8 @@ from tests.conftest import ADMIN_KEY, free_port
 from tests.limits.conftest import ADDER_BODY, Platform, PlatformFactory, bearer
 from tests.serve_process import serve, wait_healthy
 
+pytestmark = pytest.mark.slow  # starts real processes
+
 
 @pytest.fixture
 def gateways(

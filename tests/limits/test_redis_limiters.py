@@ -133,6 +133,7 @@ time.sleep(600)
 """
 
 
+@pytest.mark.slow
 def test_a_crashed_holders_slot_comes_back_when_its_lease_expires(
     redis_client: redis.Redis, redis_url: str
 ) -> None:

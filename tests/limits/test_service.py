@@ -10,6 +10,7 @@ from datetime import UTC, datetime
 import pytest
 
 from modelport.app import build_keyspace, build_limits
+from modelport.clock import ManualClock
 from modelport.config import Settings
 from modelport.errors import InvalidInput, NotFound, Overloaded, PaymentRequired
 from modelport.store import Database, create_database, upgrade
@@ -259,8 +260,12 @@ def test_spending_starts_again_in_a_new_period(database: Database) -> None:
 def test_stale_rows_serve_calls_while_one_refresh_reads_them_again(
     database: Database, tmp_path
 ) -> None:
+    clock = ManualClock()
     service = build_limits(
-        Settings(home=tmp_path, limits_cache_ttl_seconds=0.2), database, build_keyspace(database)
+        Settings(home=tmp_path, limits_cache_ttl_seconds=0.2),
+        database,
+        build_keyspace(database),
+        clock,
     )
     try:
         service.admit(ACME).release()  # rows and budget cached: no limits
@@ -269,9 +274,9 @@ def test_stale_rows_serve_calls_while_one_refresh_reads_them_again(
         service.repository.put(
             ScopeType.TENANT, "acme", tenant=None, rpm=1, concurrency=None, tpm=None, actor="t"
         )
+        clock.advance(0.25)
+        assert service.policy.staleness(ACME) > 0  # type: ignore[operator]
         deadline = time.monotonic() + 5
-        while service.policy.staleness(ACME) <= 0:  # type: ignore[operator]
-            time.sleep(0.02)
         assert service.is_warm(ACME)  # stale, but usable: the refresh runs in a thread
         while service.policy.staleness(ACME) > 0 and time.monotonic() < deadline:  # type: ignore[operator]
             time.sleep(0.02)
@@ -285,12 +290,16 @@ def test_stale_rows_serve_calls_while_one_refresh_reads_them_again(
 def test_rows_far_past_their_time_are_read_again_before_a_call(
     database: Database, tmp_path
 ) -> None:
+    clock = ManualClock()
     service = build_limits(
-        Settings(home=tmp_path, limits_cache_ttl_seconds=0.01), database, build_keyspace(database)
+        Settings(home=tmp_path, limits_cache_ttl_seconds=0.01),
+        database,
+        build_keyspace(database),
+        clock,
     )
     try:
         service.admit(ACME).release()
-        time.sleep(0.2)  # more than STALE_LIMIT TTLs
+        clock.advance(0.2)  # more than STALE_LIMIT TTLs
         assert not service.is_warm(ACME)
     finally:
         service.close()

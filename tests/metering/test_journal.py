@@ -267,6 +267,7 @@ def test_a_database_outage_keeps_every_record(priced: Metering, folder: Path) ->
     assert ledger_ids(priced) == expected
 
 
+@pytest.mark.slow
 def test_a_dead_writers_journal_is_recovered_and_deleted(priced: Metering, folder: Path) -> None:
     calls = [settlement(priced, n) for n in range(2)]
     # A writer in another process appends and dies without closing its journal.

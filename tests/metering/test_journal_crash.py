@@ -8,6 +8,7 @@ import time
 from pathlib import Path
 
 import httpx
+import pytest
 
 from modelport.metering.balances import BalanceRepository
 from modelport.metering.ledger import Ledger
@@ -17,6 +18,8 @@ from modelport.store.tables import ReservationRow
 from tests.conftest import free_port
 from tests.metering.conftest import ADDER_BODY, make_platform
 from tests.serve_process import serve, wait_for, wait_healthy
+
+pytestmark = pytest.mark.slow  # starts real processes
 
 TENANT = BalanceScope.TENANT
 PRICE = 2_500

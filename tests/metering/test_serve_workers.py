@@ -9,6 +9,7 @@ from pathlib import Path
 
 import httpx
 import psutil
+import pytest
 import redis
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -19,6 +20,8 @@ from modelport.store import Database
 from tests.conftest import ADMIN_KEY, free_port
 from tests.metering.conftest import ADDER_BODY, make_platform
 from tests.serve_process import serve, wait_for, wait_healthy
+
+pytestmark = pytest.mark.slow  # starts real processes
 
 PRICE = 1_000
 CREDIT = 10_000_000

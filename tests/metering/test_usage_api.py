@@ -114,6 +114,7 @@ def test_a_malformed_event_refuses_the_whole_batch(platform: Platform) -> None:
     for bad, message in [
         (cloud_event("x", quantity=-1), "quantity"),
         (cloud_event("x", unit="furlong"), "furlong"),
+        (cloud_event("x", unit=None), "'unit' is required"),
         (cloud_event("x", model="acme/missing"), "not a known version"),
         ({**cloud_event("x"), "time": "yesterday"}, "RFC 3339"),
         ({"data": {"tenant": "beta"}}, "'id' is required"),

@@ -18,10 +18,10 @@ from starlette.testclient import TestClient
 
 from modelport.api import create_app
 from modelport.app import Services, build_services
+from modelport.clock import ManualClock
 from modelport.config import Settings
 from modelport.registry import repository as registry_repo
 from modelport.registry.types import LifecycleState
-from modelport.serving.clock import ManualClock
 from tests.conftest import ADMIN_KEY
 from tests.models import add_one
 from tests.registry.helpers import put_blob
@@ -225,14 +225,6 @@ class Serving:
         )
 
 
-def use_clock(services: Services, clock: ManualClock) -> None:
-    """Make the serving plane wait on ``clock`` (before the app starts)."""
-    plane = services.serving
-    plane.endpoints.clock = clock
-    plane.controller.clock = clock
-    plane.idempotency.clock = clock
-
-
 ServingFactory = Callable[..., Serving]
 
 
@@ -260,9 +252,8 @@ def make_serving(tmp_path: Path, sqlite_template: Path) -> Iterator[ServingFacto
             runtime_intra_op_threads=1,
             **overrides,
         )
-        services = build_services(settings)
         clock = ManualClock()
-        use_clock(services, clock)
+        services = build_services(settings, clock=clock)
         client = TestClient(create_app(services), headers=dict(AUTH))
         client.__enter__()
         opened.append((client, services))

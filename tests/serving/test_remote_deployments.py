@@ -71,6 +71,7 @@ def deploy(serving: Serving, endpoint: str, backends: list[str]) -> dict[str, ob
     return serving.wait(endpoint, response.json()["id"])
 
 
+@pytest.mark.slow
 def test_a_version_served_by_a_remote_backend_alone(plane: Serving, remote: ModelportProcess):
     declare(plane, remote)
     listed = plane.client.get("/api/backends").json()["items"]
@@ -93,6 +94,7 @@ def test_a_version_served_by_a_remote_backend_alone(plane: Serving, remote: Mode
     assert in_use.status_code == 409 and in_use.json()["code"] == "backend_in_use"
 
 
+@pytest.mark.slow
 def test_remote_then_local_survives_the_remote_dying(plane: Serving, remote: ModelportProcess):
     declare(plane, remote)
     deployment = deploy(plane, "adder", ["gpu-pool-a", "local"])

@@ -11,7 +11,9 @@ from typing import Any
 import pytest
 from starlette.testclient import TestClient
 
-from modelport.app import Services
+from modelport.app import Services, build_services
+from modelport.clock import ManualClock
+from modelport.config import Settings
 from modelport.registry import repository as registry_repo
 from modelport.registry.types import LifecycleState
 from tests.conftest import ADMIN_KEY, skip_or_fail
@@ -94,6 +96,19 @@ def seed(client: TestClient, services: Services) -> World:
             world.force_state(tenant, name, version, "validated")
             world.force_state(tenant, name, version, "approved")
     return world
+
+
+@pytest.fixture
+def clock() -> ManualClock:
+    """The clock tenancy's services wait on: a test moves it to pass a TTL or an expiry."""
+    return ManualClock()
+
+
+@pytest.fixture
+def services(settings: Settings, clock: ManualClock) -> Iterator[Services]:
+    built = build_services(settings, clock=clock)
+    yield built
+    built.close()
 
 
 @pytest.fixture

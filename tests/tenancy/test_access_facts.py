@@ -4,13 +4,13 @@ within the TTL when changed elsewhere."""
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 import httpx
 import pytest
 
 from modelport.api.access_facts import AccessFacts
+from modelport.clock import ManualClock
 from tests.tenancy.conftest import World
 
 INPUT = {"inputs": [{"name": "x", "datatype": "FP32", "shape": [1, 4], "data": [1, 2, 3, 4]}]}
@@ -80,13 +80,15 @@ def test_a_grant_withdrawn_here_stops_calls_at_once(world: World) -> None:
     assert infer(world, "acme/private/versions/2").status_code == 200
 
 
-def test_a_grant_withdrawn_elsewhere_stops_calls_within_the_ttl(world: World) -> None:
+def test_a_grant_withdrawn_elsewhere_stops_calls_within_the_ttl(
+    world: World, clock: ManualClock
+) -> None:
     facts(world).ttl = 0.2
     grant, _ = world.services.tenancy.create_grant("acme", "globex", actor="elsewhere")
     assert infer(world, "acme/private/versions/2").status_code == 200
     # Withdrawn behind this process's back, as another process would.
     world.services.tenancy.delete_grant(grant.id)
-    time.sleep(0.25)
+    clock.advance(0.25)
     assert infer(world, "acme/private/versions/2").status_code == 404
 
 
@@ -107,12 +109,12 @@ def test_a_version_taken_out_of_service_here_stops_calls_at_once(world: World) -
 
 
 def test_a_version_taken_out_of_service_elsewhere_stops_calls_within_twice_the_ttl(
-    world: World,
+    world: World, clock: ManualClock
 ) -> None:
     world.client.app.state.dataplane.resolve_ttl = 0.1  # type: ignore[attr-defined]
     assert infer(world, "acme/public/versions/1").status_code == 200
     world.force_state("acme", "public", "1", "deprecated")
-    time.sleep(0.25)
+    clock.advance(0.25)
     assert infer(world, "acme/public/versions/1").status_code == 403
 
 

@@ -21,6 +21,8 @@ from modelport.store import upgrade
 from tests.conftest import PG_ENV, free_port, skip_or_fail
 from tests.tenancy.conftest import bearer
 
+pytestmark = pytest.mark.slow  # starts real processes
+
 ADMIN_KEY = "gateway-admin-key-" + "y" * 24
 ADMIN = bearer(ADMIN_KEY)
 

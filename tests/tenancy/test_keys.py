@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import time
 from datetime import UTC, datetime, timedelta
 
 import pytest
 from sqlalchemy import select
 
+from modelport.clock import ManualClock
 from modelport.errors import Forbidden, InvalidInput
 from modelport.store.tables import ApiKeyRow
 from modelport.tenancy.keys import KEY_PATTERN, hash_secret, parse_key
@@ -109,7 +109,7 @@ def test_rotation_replaces_the_key(world: World) -> None:
     assert states == {old_id: True, new["id"]: False}
 
 
-def test_expired_keys_stop_working(world: World) -> None:
+def test_expired_keys_stop_working(world: World, clock: ManualClock) -> None:
     response = world.client.post(
         "/api/keys",
         json={"name": "short", "expires_in_seconds": 1},
@@ -118,7 +118,7 @@ def test_expired_keys_stop_working(world: World) -> None:
     assert response.status_code == 201
     short = bearer(response.json()["key"])
     assert world.client.get("/api/models", headers=short).status_code == 200
-    time.sleep(1.1)
+    clock.advance(1.1)
     expired = world.client.get("/api/models", headers=short)
     assert expired.status_code == 401 and expired.json()["code"] == "key_expired"
 

@@ -118,7 +118,10 @@ def create_app(services: Services) -> FastAPI:
     install_tenancy(app)
     install_billing(app)
     ttl = services.settings.resolve_cache_ttl_seconds
-    app.state.access_facts = AccessFacts(services.registry, services.tenancy, ttl=ttl)
+    monotonic = services.clock.monotonic
+    app.state.access_facts = AccessFacts(
+        services.registry, services.tenancy, ttl=ttl, clock=monotonic
+    )
     app.state.dataplane = DataPlane(
         services.registry,
         services.host,
@@ -127,6 +130,7 @@ def create_app(services: Services) -> FastAPI:
         load_on_demand=services.settings.load_on_demand,
         resolve_ttl=ttl,
         sync=services.repository_sync,
+        clock=monotonic,
     )
     # Changes made anywhere (a route, the CLI, another process) reach these caches.
     subscribe_caches(

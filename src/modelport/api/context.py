@@ -37,7 +37,7 @@ _log = logging.getLogger(__name__)
 def request_id_of(scope: Scope) -> str:
     for name, value in scope.get("headers", ()):
         if name == b"x-request-id":
-            candidate = value.decode("latin-1")
+            candidate: str = value.decode("latin-1")
             if _REQUEST_ID.match(candidate):
                 return candidate
             break

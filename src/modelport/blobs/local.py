@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import errno
 import hashlib
+import io
 import os
 import secrets
 import shutil
@@ -164,7 +165,7 @@ def _read_range(handle: BinaryIO, start: int, end: int | None, chunk: int) -> It
             yield data
 
 
-def _hash_prefix(handle: BinaryIO, size: int) -> str:
+def _hash_prefix(handle: io.BufferedIOBase, size: int) -> str:
     """Digest of the first ``size`` bytes of an open file."""
     hasher = hashlib.sha256()
     buffer = bytearray(_COPY)

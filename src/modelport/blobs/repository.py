@@ -12,11 +12,12 @@ from collections.abc import Iterable, Sequence
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import delete, insert, select, update
+from sqlalchemy import Insert, delete, insert, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session
 
 from modelport.blobs.types import Blob, Upload
+from modelport.store.database import affected_rows
 from modelport.store.tables import BlobOwnerRow, BlobRow, UploadRow
 
 
@@ -54,7 +55,7 @@ def advance_upload(
         .values(offset=new, updated_at=now, expires_at=expires_at)
         .execution_options(synchronize_session=False)
     )
-    return bool(result.rowcount)
+    return bool(affected_rows(result))
 
 
 def take_upload(session: Session, upload_id: str, now: datetime) -> Upload | None:
@@ -76,7 +77,7 @@ def take_upload(session: Session, upload_id: str, now: datetime) -> Upload | Non
 
 def remove_upload(session: Session, upload_id: str) -> bool:
     result = session.execute(delete(UploadRow).where(UploadRow.id == upload_id))
-    return bool(result.rowcount)
+    return bool(affected_rows(result))
 
 
 def expired_upload_ids(session: Session, now: datetime, limit: int) -> list[str]:
@@ -95,7 +96,7 @@ def remove_expired_upload(session: Session, upload_id: str, now: datetime) -> bo
     result = session.execute(
         delete(UploadRow).where(UploadRow.id == upload_id, UploadRow.expires_at <= now)
     )
-    return bool(result.rowcount)
+    return bool(affected_rows(result))
 
 
 def existing_upload_ids(session: Session, upload_ids: Sequence[str]) -> set[str]:
@@ -109,12 +110,13 @@ def _insert_new(
 ) -> None:
     """Insert a row unless one with its primary key exists (then do nothing)."""
     dialect = session.get_bind().dialect.name
+    statement: Insert
     if dialect == "postgresql":
         statement = postgresql.insert(table).values(values).on_conflict_do_nothing()
     elif dialect == "sqlite":
         statement = sqlite.insert(table).values(values).on_conflict_do_nothing()
     else:
-        key = tuple(values[c.name] for c in table.__table__.primary_key.columns)
+        key = tuple(values[c.name] for c in table.__mapper__.primary_key)
         if session.get(table, key) is not None:
             return
         statement = insert(table).values(values)

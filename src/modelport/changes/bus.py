@@ -16,7 +16,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable
-from typing import Protocol, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from modelport.changes.types import Change
 
@@ -56,7 +56,8 @@ class Subscribers:
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._handlers: dict[type[Change], tuple[Callable[[Change], None], ...]] = {}
+        # Keyed by event class; each handler takes events of its key's class.
+        self._handlers: dict[type, tuple[Callable[[Any], None], ...]] = {}
         self._resets: tuple[Callable[[], None], ...] = ()
 
     def subscribe(self, kind: type[C], handler: Callable[[C], None]) -> Unsubscribe:
@@ -66,7 +67,7 @@ class Subscribers:
                 self._handlers[kind] = tuple(h for h in now if h is not handler)
 
         with self._lock:  # copy on write: delivery reads a tuple without the lock
-            self._handlers[kind] = (*self._handlers.get(kind, ()), handler)  # type: ignore[arg-type]
+            self._handlers[kind] = (*self._handlers.get(kind, ()), handler)
         return remove
 
     def on_reset(self, handler: Callable[[], None]) -> Unsubscribe:

@@ -16,10 +16,10 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
+from modelport.background.subscription import Subscription, redis_client
 from modelport.changes.bus import C, Subscribers, Unsubscribe
 from modelport.changes.types import Change, Unreadable, decode, encode
 from modelport.keyspace import Keyspace
-from modelport.pubsub import Subscription, redis_client
 
 _log = logging.getLogger(__name__)
 

@@ -127,7 +127,10 @@ def decode(data: bytes) -> tuple[str, Change | None]:
         raise Unreadable(f"the fields of {kind.topic} do not fit")
     if not all(_fits(v) for v in values.values()):
         raise Unreadable(f"the fields of {kind.topic} do not fit")
-    return origin, kind(**{k: tuple(v) if isinstance(v, list) else v for k, v in values.items()})
+    arguments: dict[str, Any] = {
+        k: tuple(v) if isinstance(v, list) else v for k, v in values.items()
+    }
+    return origin, kind(**arguments)
 
 
 def _fits(value: Any) -> bool:

@@ -262,9 +262,9 @@ def _walkthrough(
     app.terminal.success(f"default → {VERSION}")
     _step(app, "modelport models list")
     ctx.invoke(list_models, limit=50)
-    target = home / "pulled"
-    _step(app, f"modelport pull {MODEL}:{VERSION} {target}")
-    ctx.invoke(pull, ref=f"{MODEL}:{VERSION}", folder=target)
+    pulled = home / "pulled"
+    _step(app, f"modelport pull {MODEL}:{VERSION} {pulled}")
+    ctx.invoke(pull, ref=f"{MODEL}:{VERSION}", folder=pulled)
     _step(app, f"POST /v2/models/{MODEL}/infer (Open Inference Protocol)")
     request = {
         "inputs": [

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 
 import click
@@ -33,7 +34,7 @@ def pull(app: Application, ref: str, folder: Path, as_json: bool) -> None:
             for entry in entries:
                 dest = _inside(root, entry["path"])
                 task = progress.add_task(entry["path"], total=entry["size"])
-                advance = lambda n, task=task: progress.advance(task, n)  # noqa: E731
+                advance = functools.partial(progress.advance, task)
                 if _intact(dest, entry["digest"], entry["size"]):
                     advance(entry["size"])
                     kept += 1

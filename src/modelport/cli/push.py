@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 from typing import Any
 
@@ -113,7 +114,7 @@ def _upload(app: Application, files: list[LocalFile], chunk_size: int) -> list[L
     with app.terminal.progress() as progress:
         for file in missing:
             task = progress.add_task(file.path, total=file.size)
-            uploader.upload(file, lambda n, task=task: progress.advance(task, n))
+            uploader.upload(file, functools.partial(progress.advance, task))
     return missing
 
 

@@ -40,7 +40,7 @@ class LocalFile:
 
 
 _SIZE = re.compile(r"^\s*(\d+)\s*([a-z]*)\s*$", re.IGNORECASE)
-_FACTORS = {"": 1, "b": 1} | {
+_FACTORS: dict[str, int] = {"": 1, "b": 1} | {
     unit: base**power
     for power, prefix in enumerate("kmgt", start=1)
     for unit, base in ((prefix, 1000), (prefix + "b", 1000), (prefix + "ib", 1024))

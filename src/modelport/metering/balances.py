@@ -27,6 +27,7 @@ from modelport.errors import InvalidInput, NotFound
 from modelport.metering.types import Balance, BalanceScope
 from modelport.store import Database
 from modelport.store.base import UTCDateTime, utcnow
+from modelport.store.database import affected_rows
 from modelport.store.tables import BalanceRow
 
 BUDGET = "budget"
@@ -149,7 +150,7 @@ def _run(
     if kind == BUDGET:
         params["period"] = period_of(now)
     # A statement takes the parameters it names and ignores the others.
-    return session.connection().execute(statements[kind], params).rowcount  # type: ignore[attr-defined]
+    return session.connection().execute(statements[kind], params).rowcount
 
 
 _ROOM = {
@@ -303,7 +304,7 @@ class BalanceRepository:
                 .where(BalanceRow.scope_type == scope.value, BalanceRow.scope_id == scope_id)
                 .values(**values)
             )
-            if updated.rowcount == 0:  # type: ignore[attr-defined]
+            if affected_rows(updated) == 0:
                 session.add(
                     BalanceRow(
                         scope_type=scope.value,

@@ -23,7 +23,7 @@ import asyncio
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from modelport.grouping import GroupThread, answer_loops
+from modelport.background.group_thread import GroupThread, answer_loops
 from modelport.metering.reservations import Reservations
 from modelport.metering.types import Reservation, UsageEvent
 

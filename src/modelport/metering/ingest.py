@@ -116,8 +116,10 @@ def parse_event(
         raise _bad(index, "'model' must be 'owner/name'")
     if check_publisher is not None:
         check_publisher(index, model)
+    unit_name = _str(fields, "unit", index)
+    assert unit_name is not None
     try:
-        unit = Unit(fields.get("unit"))
+        unit = Unit(unit_name)
         status = UsageStatus(fields.get("status", UsageStatus.SUCCEEDED.value))
     except ValueError as exc:
         raise _bad(index, str(exc)) from None

@@ -54,7 +54,7 @@ from typing import Any
 import orjson
 from sqlalchemy import exc as sa_exc
 
-from modelport.metering.background import BackgroundLoop
+from modelport.background.loops import BackgroundLoop
 from modelport.metering.events import event_to_doc
 from modelport.metering.outbox import EncodedEvent, UsageSink
 from modelport.metering.reservations import (

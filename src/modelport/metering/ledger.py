@@ -206,7 +206,7 @@ def _postgres_insert() -> TextClause:
     """The batch as one JSON parameter on PostgreSQL: a multi-row VALUES with thousands
     of bound parameters costs more to build on the client than to run on the server."""
     table = UsageEventRow.__table__
-    dialect = postgresql.dialect()  # type: ignore[no-untyped-call]
+    dialect = postgresql.dialect()
     columns = [c for c in table.columns if c.name != "seq"]
     names = ", ".join(c.name for c in columns)
     shape = ", ".join(f"{c.name} {c.type.compile(dialect=dialect)}" for c in columns)
@@ -268,12 +268,18 @@ class Ledger:
         if not events:
             return IngestResult()
         now = self._now()
-        postgres = self._insert is not None
-        rows = self._postgres_rows(events, now) if postgres else self._sqlite_rows(events, now)
+        insert = self._insert
         # One order for every writer: concurrent batches never wait on each other in a cycle.
-        ordered = [rows[event_id] for event_id in sorted(rows)]
+        docs: list[dict[str, Any]] = []
+        ordered: list[tuple[Any, ...]] = []
+        if insert is not None:
+            by_id = self._postgres_rows(events, now)
+            docs = [by_id[event_id] for event_id in sorted(by_id)]
+        else:
+            values = self._sqlite_rows(events, now)
+            ordered = [values[event_id] for event_id in sorted(values)]
         with self._db.transaction() as session:
-            if postgres:
+            if insert is not None:
                 # Writers take their turn, so ``seq`` (from a sequence, handed out at
                 # insert) rises in commit order: a reader paging by ``seq`` can never see
                 # a row while a lower one is still to commit, and skip it for good.
@@ -281,12 +287,12 @@ class Ledger:
                 session.execute(_TURN)
             if guard is not None:
                 guard(session)
-            if postgres:
-                found = session.scalars(self._insert, {"rows": orjson.dumps(ordered).decode()})
+            if insert is not None:
+                found = session.scalars(insert, {"rows": orjson.dumps(docs).decode()})
                 inserted = set(found.all())
                 owed = [
                     (r["tenant"], r["key_id"], r["amount_micros"])
-                    for r in ordered
+                    for r in docs
                     if r["event_id"] in inserted and r["reservation_id"] is None
                 ]
             else:
@@ -296,7 +302,9 @@ class Ledger:
                     (r[_TENANT], r[_KEY_ID], r[_AMOUNT]) for r in fresh if r[_RESERVATION] is None
                 ]
             self._charge(session, owed, now)
-        new, duplicates, seen = [], [], set()
+        new: list[str] = []
+        duplicates: list[str] = []
+        seen: set[str] = set()
         for event in events:  # a second copy in the same batch is a duplicate too
             fresh_copy = event.event_id in inserted and event.event_id not in seen
             (new if fresh_copy else duplicates).append(event.event_id)

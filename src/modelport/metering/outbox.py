@@ -25,7 +25,7 @@ from datetime import datetime, timedelta
 from typing import Any, Protocol
 
 import orjson
-from sqlalchemy import bindparam, delete, func, or_, select, text, update
+from sqlalchemy import bindparam, delete, func, insert, or_, select, text, update
 from sqlalchemy.orm import Session
 
 from modelport.metering.events import event_from_doc, event_to_doc
@@ -34,7 +34,7 @@ from modelport.store import Database
 from modelport.store.base import UTCDateTime, utcnow
 from modelport.store.tables import UsageOutboxRow
 
-_INSERT = UsageOutboxRow.__table__.insert()
+_INSERT = insert(UsageOutboxRow)
 _INSERT_ENCODED = {
     dialect: text(
         "INSERT INTO usage_outbox (event_id, payload, created_at, attempts) "

@@ -27,7 +27,7 @@ from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
 from typing import Any, NamedTuple
 
-from sqlalchemy import bindparam, select, text, update
+from sqlalchemy import bindparam, insert, select, text, update
 from sqlalchemy.orm import Session
 
 from modelport.errors import PaymentRequired
@@ -37,9 +37,10 @@ from modelport.metering.outbox import EncodedEvent, Outbox
 from modelport.metering.types import Reservation, ReservationState, UsageEvent
 from modelport.store import Database
 from modelport.store.base import UTCDateTime, utcnow
+from modelport.store.database import affected_rows
 from modelport.store.tables import ReservationRow
 
-_INSERT = ReservationRow.__table__.insert()
+_INSERT = insert(ReservationRow)
 _ASYNC_COMMIT = text("SET LOCAL synchronous_commit TO OFF")
 _SETTLE = text(
     "UPDATE reservations SET state = 'settled', settled_micros = :actual, settled_at = :now "
@@ -400,14 +401,16 @@ class Reservations:
             row = session.get(ReservationRow, reservation_id)
             if row is None:
                 return False
-            ended = session.execute(
-                update(ReservationRow)
-                .where(
-                    ReservationRow.id == reservation_id,
-                    ReservationRow.state == ReservationState.HELD.value,
+            ended = affected_rows(
+                session.execute(
+                    update(ReservationRow)
+                    .where(
+                        ReservationRow.id == reservation_id,
+                        ReservationRow.state == ReservationState.HELD.value,
+                    )
+                    .values(state=state.value, settled_at=now)
                 )
-                .values(state=state.value, settled_at=now)
-            ).rowcount  # type: ignore[attr-defined]
+            )
             if ended:
                 for level in row.levels:
                     unhold(session, level, row.amount_micros, now)

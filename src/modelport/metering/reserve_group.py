@@ -23,7 +23,7 @@ import asyncio
 import logging
 from dataclasses import dataclass
 
-from modelport.grouping import GroupThread, answer_loops, await_answer
+from modelport.background.group_thread import GroupThread, answer_loops, await_answer
 from modelport.metering.reservations import HoldOutcome, HoldRequest, Reservations
 from modelport.metering.types import Reservation
 

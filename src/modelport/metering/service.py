@@ -17,12 +17,12 @@ from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any
 
+from modelport.background.loops import BackgroundLoop
 from modelport.metering.authorizations import (
     UsageAuthorizations,
     authorize_reported,
     publisher_check,
 )
-from modelport.metering.background import BackgroundLoop
 from modelport.metering.balances import BalanceRepository
 from modelport.metering.ingest import DigestOf, parse_batch
 from modelport.metering.journal import UsageJournal

@@ -14,6 +14,7 @@ import copy
 import logging
 import time
 from collections.abc import Sequence
+from typing import cast
 
 import orjson
 import redis
@@ -115,7 +116,9 @@ class RedisLedgerConsumer:
         except redis.ResponseError as exc:
             self._regroup_if_lost(exc)
             return []  # the next read takes what the stream holds
-        return [entry for _, entries in found or [] for entry in entries]
+        # The client speaks RESP2, where a read answers [[stream, entries], ...].
+        streams = cast("list[tuple[bytes, list[tuple[bytes, dict[bytes, bytes]]]]]", found or [])
+        return [entry for _, entries in streams for entry in entries]
 
     def claim(self) -> list[tuple[bytes, dict[bytes, bytes]]]:
         """Take over entries other consumers read but never acknowledged."""

@@ -180,9 +180,8 @@ class VersionMetrics:
             self._tick()
 
     def queue_depth(self, depth: int) -> None:
-        if depth.__class__ is not int:
-            depth = float(depth)  # what Gauge.set does: the same error for a bad value
-        self._depth_value = depth
+        # what Gauge.set does: the same error for a bad value
+        self._depth_value = depth if depth.__class__ is int else float(depth)
         if self._periodic and monotonic() >= self._due:
             self._tick()
 

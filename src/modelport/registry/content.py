@@ -204,6 +204,7 @@ def is_pickle(head: bytes, size: int, read: Reader | None = None) -> bool:
 
 
 MAX_WINDOWS = 64
+_OPCODES: dict[str, pickletools.OpcodeInfo] = {op.code: op for op in pickletools.opcodes}
 _MAX_LINE_SCAN = 1 << 20
 _LONG_LINES = frozenset({"UNICODE", "PERSID", "STRING"})
 
@@ -249,7 +250,7 @@ class _Parse:
                 if not self._move(position):
                     return True  # still a valid stream after that many reads
                 continue
-            op = pickletools.code2op.get(code.decode("latin-1"))
+            op = _OPCODES.get(code.decode("latin-1"))
             if op is None:
                 return False
             arg: Any = None
@@ -470,7 +471,7 @@ def _cut_off(op: pickletools.OpcodeInfo, head: bytes, position: int, size: int) 
     fmt, width = _LENGTH_PREFIX[n]
     if len(rest) < width:
         return True
-    (length,) = struct.unpack(fmt, rest[:width])
+    length: int = struct.unpack(fmt, rest[:width])[0]
     end = position + 1 + width + length
     return len(head) < end <= size
 

@@ -31,10 +31,10 @@ _FORMAT_RE = re.compile(r"^[a-z0-9][a-z0-9._-]{0,31}$")
 
 def runnable_formats() -> frozenset[str]:
     """The formats the platform's runtime loads and runs."""
-    # Imported late: the runtime's format plugins pull in onnxruntime.
-    from modelport.runtime.formats import FORMATS
+    # Imported late: keeps the runtime out of the registry's import time.
+    from modelport.runtime.formats.registry import known_formats
 
-    return frozenset(FORMATS)
+    return known_formats()
 
 
 def check_decidable(fmt: str, reason: str) -> str:

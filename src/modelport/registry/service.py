@@ -69,6 +69,7 @@ from modelport.registry.types import (
 from modelport.registry.validation import Validator
 from modelport.store import Database
 from modelport.store.base import utcnow
+from modelport.store.blob_lenders import blob_lenders
 
 ParentFilter = Callable[[str, str, str], bool]
 """(owner, name, visibility) -> whether the publisher may read that model: name it as a
@@ -594,7 +595,7 @@ def _check_blob_access(
     read whose owner holds it; else ``missing_blob`` (see ``RegistryService.publish``)."""
     digests = {entry.digest for entry in manifest.files}
     held = blob_repo.held_by(session, owner, digests)
-    lenders = repo.blob_lenders(session, digests - held)
+    lenders = blob_lenders(session, digests - held)
     for index, entry in enumerate(manifest.files):
         if entry.digest in held:
             continue

@@ -66,10 +66,10 @@ def _ms(start: float) -> float:
 
 
 def executable_formats() -> frozenset[str]:
-    # Imported late: the runtime's format plugins pull in onnxruntime.
-    from modelport.runtime.formats import FORMATS
+    """The formats a validation can load and run (the installed format plugins)."""
+    from modelport.runtime.formats import known_formats
 
-    return frozenset(FORMATS)
+    return known_formats()
 
 
 class SubprocessValidator:

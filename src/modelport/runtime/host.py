@@ -282,7 +282,7 @@ class ModelHost:
         key, manifest = hosted.key, hosted.manifest
         model: LoadedModel | None = None
         kept = False
-        phases: dict[str, float] = {}
+        phases: dict[Phase, float] = {}
         try:
             for victim in teardown:
                 self._release(victim)

@@ -22,16 +22,18 @@ import asyncio
 import re
 import secrets
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import timedelta
 
 import anyio.to_thread
-from sqlalchemy import delete, update
+from sqlalchemy import ColumnElement, delete, update
 from sqlalchemy.exc import IntegrityError
 
+from modelport.clock import Clock
 from modelport.errors import Conflict, InvalidInput, Unprocessable
-from modelport.serving.clock import Clock
 from modelport.store import Database
+from modelport.store.database import affected_rows
 from modelport.store.tables import IdempotencyKeyRow
 
 KEY_RE = re.compile(r"^[\x21-\x7e]{1,255}$")
@@ -174,10 +176,10 @@ class IdempotencyStore:
             result = session.execute(
                 delete(IdempotencyKeyRow).where(IdempotencyKeyRow.expires_at <= self.clock.now())
             )
-            return int(result.rowcount or 0)  # type: ignore[attr-defined]
+            return affected_rows(result)
 
 
-def _claimed(claim: Claim) -> tuple[object, ...]:
+def _claimed(claim: Claim) -> tuple[ColumnElement[bool], ...]:
     return (
         IdempotencyKeyRow.tenant == claim.tenant,
         IdempotencyKeyRow.endpoint == claim.endpoint,
@@ -186,6 +188,6 @@ def _claimed(claim: Claim) -> tuple[object, ...]:
     )
 
 
-def _assign(row: IdempotencyKeyRow, values: dict[str, object]) -> None:
+def _assign(row: IdempotencyKeyRow, values: Mapping[str, object]) -> None:
     for name, value in values.items():
         setattr(row, name, value)

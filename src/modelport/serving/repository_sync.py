@@ -24,8 +24,8 @@ from typing import Literal, Protocol
 
 import orjson
 
+from modelport.background.subscription import Subscription, redis_client
 from modelport.keyspace import Keyspace
-from modelport.pubsub import Subscription, redis_client
 
 _log = logging.getLogger(__name__)
 

@@ -1,7 +1,10 @@
 """The metadata database: typed tables, engine/session setup, migrations.
 
-Repositories for each domain live beside the domain's service and take a
-``Session``; services never commit, the request or task boundary does.
+``Database.transaction()`` is the one transaction boundary: a service method opens it
+and hands the ``Session`` to its domain's repository functions, which live beside the
+service (``registry/repository.py``, ...) and never commit themselves. A query more
+than one service needs (``blob_lenders``) lives here, below them, so that no service
+reads another's repository.
 """
 
 from modelport.store.database import Database, create_database

@@ -7,7 +7,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Engine, create_engine, event
+from sqlalchemy import CursorResult, Engine, Result, create_engine, event
 from sqlalchemy.engine import make_url
 from sqlalchemy.orm import Session, sessionmaker
 
@@ -35,6 +35,14 @@ class Database:
 
     def dispose(self) -> None:
         self.engine.dispose()
+
+
+def affected_rows(result: Result[*tuple[Any, ...]]) -> int:
+    """How many rows an UPDATE or DELETE matched. ``Session.execute`` is typed to return a
+    plain ``Result``; for these statements it is a ``CursorResult``, which counts them."""
+    if not isinstance(result, CursorResult):
+        raise TypeError(f"{type(result).__name__} does not count rows")
+    return result.rowcount
 
 
 def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:

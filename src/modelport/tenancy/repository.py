@@ -9,12 +9,13 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
 
-from sqlalchemy import select, update
+from sqlalchemy import Select, select, update
 from sqlalchemy.orm import Session
+from sqlalchemy.sql.selectable import NamedFromClause
 
 from modelport.errors import NotFound
-from modelport.registry import repository as registry_repo
 from modelport.store.base import is_row_id, utcnow
+from modelport.store.blob_lenders import blob_lenders
 from modelport.store.tables import (
     ApiKeyRow,
     GrantRow,
@@ -241,7 +242,7 @@ def _key(row: ApiKeyRow, member: str, tenant: str) -> ApiKey:
     )
 
 
-def _keys_query():  # type: ignore[no-untyped-def]
+def _keys_query() -> Select[ApiKeyRow, str, str]:
     return (
         select(*_KEY_COLUMNS)
         .join(MemberRow, MemberRow.id == ApiKeyRow.member_id)
@@ -339,7 +340,7 @@ def grant_not_found(grant_id: int) -> NotFound:
     return NotFound(f"grant {grant_id} not found", code="grant_not_found", grant=grant_id)
 
 
-def _grants_query():  # type: ignore[no-untyped-def]
+def _grants_query() -> tuple[Select[GrantRow, str, str], NamedFromClause, NamedFromClause]:
     grantor = TenantRow.__table__.alias("grantor")
     grantee = TenantRow.__table__.alias("grantee")
     return (
@@ -433,7 +434,7 @@ def grants_to(session: Session, tenant: str) -> GrantSet:
 
 def models_holding_blob(session: Session, digest: str) -> list[tuple[str, str, str]]:
     """(owner, name, visibility) of every model with a version that lists ``digest`` and
-    whose owner holds the blob itself (``registry.repository.blob_lenders``). A version
+    whose owner holds the blob itself (``store.blob_lenders``). A version
     that only borrowed the blob, through read access to another tenant's version, is no
     way to the bytes: the lender's version is, for as long as the reader may see it."""
-    return registry_repo.blob_lenders(session, [digest]).get(digest, [])
+    return blob_lenders(session, [digest]).get(digest, [])

@@ -49,6 +49,7 @@ def backend_for(remote: ModelportProcess, **options: Any) -> RemoteV2Backend:
     return RemoteV2Backend("remote", remote.url, api_key=remote.key, **options)
 
 
+@pytest.mark.slow
 def test_remote_answers_with_the_right_numbers(remote: ModelportProcess) -> None:
     adder = remote.versions["acme/adder:1"]
     backend = backend_for(remote)
@@ -58,6 +59,7 @@ def test_remote_answers_with_the_right_numbers(remote: ModelportProcess) -> None
     assert response.backend == "remote"
 
 
+@pytest.mark.slow
 def test_remote_mlp_matches_onnxruntime_run_here(remote: ModelportProcess) -> None:
     features = np.random.default_rng(7).normal(size=(5, 8)).astype(np.float32)
     session = ort.InferenceSession(mlp().SerializeToString(), providers=["CPUExecutionProvider"])
@@ -68,6 +70,7 @@ def test_remote_mlp_matches_onnxruntime_run_here(remote: ModelportProcess) -> No
     np.testing.assert_allclose(response.outputs["probabilities"], expected, rtol=1e-6)
 
 
+@pytest.mark.slow
 def test_health_probe(remote: ModelportProcess) -> None:
     live = backend_for(remote)
     assert with_backend(live, live.health()) is Health.HEALTHY
@@ -75,6 +78,7 @@ def test_health_probe(remote: ModelportProcess) -> None:
     assert with_backend(dead, dead.health()) is Health.UNHEALTHY
 
 
+@pytest.mark.slow
 def test_refused_input_is_invalid_input(remote: ModelportProcess) -> None:
     adder = remote.versions["acme/adder:1"]
     backend = backend_for(remote)
@@ -84,6 +88,7 @@ def test_refused_input_is_invalid_input(remote: ModelportProcess) -> None:
     assert "'x'" in caught.value.message, "the remote's explanation is kept"
 
 
+@pytest.mark.slow
 def test_unknown_model_is_version_scoped_unavailable(remote: ModelportProcess) -> None:
     backend = backend_for(remote)
     with pytest.raises(Unavailable) as caught:
@@ -92,6 +97,7 @@ def test_unknown_model_is_version_scoped_unavailable(remote: ModelportProcess) -
     assert caught.value.extra["scope"] == "version"
 
 
+@pytest.mark.slow
 def test_model_names_can_be_mapped_for_triton_style_servers(remote: ModelportProcess) -> None:
     backend = backend_for(remote, models={"acme/adder-alias": "acme/adder"})
     aliased = version_ref("acme/adder-alias")
@@ -99,6 +105,7 @@ def test_model_names_can_be_mapped_for_triton_style_servers(remote: ModelportPro
     np.testing.assert_array_equal(response.outputs["y"], X + 1)
 
 
+@pytest.mark.slow
 def test_wrong_credentials_are_unavailable_not_the_callers_fault(remote: ModelportProcess) -> None:
     backend = RemoteV2Backend("remote", remote.url, api_key="not-the-key-" + "z" * 20)
     with pytest.raises(Unavailable) as caught:
@@ -125,6 +132,7 @@ def test_a_server_that_never_answers_runs_into_the_deadline() -> None:
         assert time.monotonic() - started < 2.0
 
 
+@pytest.mark.slow
 def test_a_failed_attempt_is_retried_on_another_replica(remote: ModelportProcess) -> None:
     dead = RemoteV2Backend("replica-dead", f"http://127.0.0.1:{free_port()}")
     live = RemoteV2Backend("replica-live", remote.url, api_key=remote.key)
@@ -146,6 +154,7 @@ def test_a_failed_attempt_is_retried_on_another_replica(remote: ModelportProcess
     ]
 
 
+@pytest.mark.slow
 def test_breaker_opens_when_the_remote_dies_and_closes_after_it_restarts(
     remote: ModelportProcess,
 ) -> None:

@@ -18,7 +18,6 @@ from modelport.api.auth import CurrentPrincipal
 from modelport.api.deps import get_services
 from modelport.api.routes.tenancy_json import issued_json, key_json
 from modelport.errors import Forbidden, InvalidInput
-from modelport.store.base import utcnow
 from modelport.tenancy.policy import (
     Decision,
     Permission,
@@ -97,7 +96,7 @@ def create_key(
         raise InvalidInput("give expires_at or expires_in_seconds, not both", code="invalid_expiry")
     expires_at = body.expires_at
     if body.expires_in_seconds is not None:
-        expires_at = utcnow() + timedelta(seconds=body.expires_in_seconds)
+        expires_at = get_services(request).clock.now() + timedelta(seconds=body.expires_in_seconds)
     issued = get_services(request).tenancy.create_key(
         tenant,
         member,

@@ -188,15 +188,17 @@ def _requested(raw: Any, outputs: Sequence[TensorSpec]) -> tuple[str, ...] | Non
         return None
     if not isinstance(raw, list):
         raise InvalidInput("'outputs' must be a list", code="invalid_request")
-    names = [item.get("name") if isinstance(item, dict) else item for item in raw]
     declared = {spec.name for spec in outputs}
-    for name in names:
-        if name not in declared:
+    names: list[str] = []
+    for item in raw:
+        name = item.get("name") if isinstance(item, dict) else item
+        if name not in declared:  # so every name kept is one of the declared strings
             raise InvalidInput(
                 f"unknown output {name!r}; the endpoint gives {', '.join(sorted(declared))}",
                 code="unknown_output",
                 output=str(name),
             )
+        names.append(name)
     return tuple(names) or None
 
 

@@ -1,6 +1,13 @@
-"""The Open Inference Protocol (KServe v2) wire layer: pure code, no I/O.
+"""The Open Inference Protocol (KServe v2) surface.
 
-Typical route use::
+Re-exported here is its wire layer, pure code with no I/O: ``codec`` (parse and encode),
+``types``, ``validate``, ``metadata`` and ``compression`` (``options``, the deadline and
+priority headers, is pure too and imported by name). The modules with
+I/O are imported by name and are not loaded by importing this package: ``routes`` (the
+plain Starlette routes), ``dataplane`` (resolve, load and run a version) and ``lane``
+(the inference lane in front of the middleware stack).
+
+Typical use of the wire layer::
 
     request = parse_infer_request(body, headers.get(INFERENCE_HEADER), max_elements=...)
     validate_request(request, manifest.inputs, manifest.outputs, max_input_bytes=...)

@@ -21,7 +21,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import AsyncIterator, Coroutine, Mapping
+from collections.abc import AsyncIterator, Callable, Coroutine, Mapping
 from concurrent.futures import Future
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -29,7 +29,7 @@ from typing import Any, TypeVar
 
 import numpy as np
 
-from modelport.api.single_flight import SingleFlight, retrieve_failure
+from modelport.background.single_flight import SingleFlight, retrieve_failure
 from modelport.errors import NotFound, Unavailable
 from modelport.manifest import Manifest
 from modelport.registry.service import RegistryService
@@ -82,6 +82,7 @@ class DataPlane:
         load_on_demand: bool = True,
         resolve_ttl: float = 1.0,
         sync: RepositorySync | None = None,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.registry = registry
         self.host = host
@@ -89,6 +90,7 @@ class DataPlane:
         self.observer = observer
         self.load_on_demand = load_on_demand
         self.resolve_ttl = resolve_ttl
+        self._clock = clock
         self.sync: RepositorySync = sync or LocalRepositorySync()
         self._targets: dict[tuple[str, str, str | None], tuple[float, Target]] = {}
         self._lookups: SingleFlight[tuple[str, str, str | None], Target] = SingleFlight()
@@ -105,7 +107,7 @@ class DataPlane:
         cached = self._targets.get(cache_key)
         if cached is not None:
             expires = cached[0]
-            now = time.monotonic()
+            now = self._clock()
             if now < expires:
                 return cached[1]
             if now < expires + self.resolve_ttl:
@@ -143,7 +145,7 @@ class DataPlane:
             return target  # forgotten meanwhile: answer this caller, keep nothing
         if len(self._targets) > 4096:  # many distinct names: start over rather than grow
             self._targets.clear()
-        self._targets[cache_key] = (time.monotonic() + self.resolve_ttl, target)
+        self._targets[cache_key] = (self._clock() + self.resolve_ttl, target)
         return target
 
     def _target(self, found: ModelVersion) -> Target:

@@ -64,7 +64,7 @@ def usage_query(
     model: str | None = None,
     version: str | None = None,
     after_seq: int = 0,
-) -> Select[tuple[UsageEventRow]]:
+) -> Select[UsageEventRow]:
     """Ledger rows in arrival order. A period holds the usage the ledger *recorded* in it."""
     query = select(UsageEventRow).where(UsageEventRow.seq > after_seq)
     if period is not None:
@@ -82,7 +82,7 @@ def usage_query(
     return query.order_by(UsageEventRow.seq)
 
 
-def usage_select(query: UsageQuery) -> Select[tuple[UsageEventRow]]:
+def usage_select(query: UsageQuery) -> Select[UsageEventRow]:
     return usage_query(
         period=Period.parse(query.period) if query.period else None,
         tenant=query.tenant,
@@ -92,16 +92,14 @@ def usage_select(query: UsageQuery) -> Select[tuple[UsageEventRow]]:
     )
 
 
-def stream_events(session: Session, query: Select[tuple[UsageEventRow]]) -> Iterator[UsageEvent]:
+def stream_events(session: Session, query: Select[UsageEventRow]) -> Iterator[UsageEvent]:
     """The events of ``query``, fetched in batches (server-side on PostgreSQL)."""
     rows = session.scalars(query.execution_options(yield_per=STREAM_BATCH))
     for row in rows:
         yield entry_of(row).event
 
 
-def usage_page(
-    session: Session, query: Select[tuple[UsageEventRow]], limit: int
-) -> list[LedgerEntry]:
+def usage_page(session: Session, query: Select[UsageEventRow], limit: int) -> list[LedgerEntry]:
     return [entry_of(row) for row in session.scalars(query.limit(limit))]
 
 

@@ -168,7 +168,8 @@ class RequestQueue:
 
 
 def _trim(batch: list[PendingRequest], rows: int) -> list[PendingRequest]:
-    kept, total = [], 0
+    kept: list[PendingRequest] = []
+    total = 0
     for request in batch:
         if total + request.rows <= rows or not kept:
             kept.append(request)

@@ -1,6 +1,21 @@
-"""Model format plugins. Each format implements ``modelport.runtime.formats.base.ModelFormat``."""
+"""Model format plugins (the ``modelport.formats`` entry point group). Each format
+implements ``modelport.runtime.formats.base.ModelFormat``."""
 
 from modelport.runtime.formats.base import LoadedModel, ModelFormat
-from modelport.runtime.formats.registry import FORMATS, FormatRegistry, get_format
+from modelport.runtime.formats.registry import (
+    FormatRegistry,
+    discover,
+    get_format,
+    installed_formats,
+    known_formats,
+)
 
-__all__ = ["FORMATS", "FormatRegistry", "LoadedModel", "ModelFormat", "get_format"]
+__all__ = [
+    "FormatRegistry",
+    "LoadedModel",
+    "ModelFormat",
+    "discover",
+    "get_format",
+    "installed_formats",
+    "known_formats",
+]

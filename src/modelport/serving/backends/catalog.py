@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from sqlalchemy import select
+from sqlalchemy.orm import Session
 
 from modelport.errors import Conflict, InvalidInput, NotFound
 from modelport.serving.backends.base import Backend
@@ -149,7 +150,7 @@ class BackendCatalog:
         self.board.unregister(name)
         return self._built.pop(name, None)
 
-    def _row(self, session: Any, name: str) -> RemoteBackendRow:
+    def _row(self, session: Session, name: str) -> RemoteBackendRow:
         row = session.scalar(select(RemoteBackendRow).where(RemoteBackendRow.name == name))
         if row is None:
             raise backend_not_found(name)

@@ -27,7 +27,7 @@ from modelport.errors import DeadlineExceeded, ModelportError, Unavailable, Unpr
 from modelport.runtime.cache import BlobSource
 from modelport.runtime.engines import GenerativeHost, choose_contract
 from modelport.runtime.formats.base import GenerativeEngine
-from modelport.runtime.formats.registry import FORMATS
+from modelport.runtime.formats.registry import known_formats
 from modelport.runtime.host import ModelHost
 from modelport.runtime.types import Contract, GenerationRequest, VersionKey
 from modelport.serving.backends.base import STREAMING_UNSUPPORTED
@@ -80,7 +80,7 @@ class LocalBackend:
         self.engines = engines
         generative = frozenset(engines.formats) if engines is not None else frozenset()
         self._capabilities = capabilities or Capabilities(
-            formats=frozenset(FORMATS) | generative,
+            formats=known_formats() | generative,
             max_batch_size=1 << 20,  # the batcher takes requests of any size
             hardware=frozenset({"cpu"}),
             protocols=frozenset({"v2"}),
@@ -150,7 +150,7 @@ class LocalBackend:
         contract = choose_contract(
             version.manifest.format,
             request.task,
-            tensor_formats=FORMATS,
+            tensor_formats=known_formats(),
             generative_formats=generative,
         )
         if contract is not Contract.GENERATIVE or self.engines is None:

@@ -98,6 +98,8 @@ def decode_response(body: bytes, header_length: str | None) -> dict[str, np.ndar
             isinstance(d, int) and not isinstance(d, bool) and d >= 0 for d in shape
         ):
             raise ValueError(f"output '{name}': bad shape {shape!r}")
+        if not isinstance(datatype, str):
+            raise ValueError(f"output '{name}': unsupported datatype {datatype!r}")
         size = (item.get("parameters") or {}).get("binary_data_size")
         try:
             if size is not None:

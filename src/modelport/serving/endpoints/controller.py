@@ -44,15 +44,15 @@ import logging
 from collections.abc import Callable, Coroutine
 from concurrent.futures import Future
 from functools import partial
-from typing import Any
+from typing import Any, TypeVar, TypeVarTuple
 
 import anyio.to_thread
 
+from modelport.clock import Clock
 from modelport.errors import ModelportError
 from modelport.runtime.cache import BlobSource
 from modelport.runtime.host import ModelHost
 from modelport.runtime.types import VersionKey, VersionStatus
-from modelport.serving.clock import Clock
 from modelport.serving.endpoints.rollout import Verdict, judge
 from modelport.serving.endpoints.service import LIVE, EndpointService
 from modelport.serving.endpoints.spec import canary_weights
@@ -68,6 +68,9 @@ from modelport.serving.routing.router import Router
 from modelport.serving.types import VersionRef
 
 log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+Ts = TypeVarTuple("Ts")
 
 
 def key_of(ref: VersionRef) -> VersionKey:
@@ -204,7 +207,7 @@ class Controller:
         if not task.cancelled() and task.exception() is not None:
             log.error("serving controller task failed", exc_info=task.exception())
 
-    async def _call(self, function: Any, *args: Any) -> Any:
+    async def _call(self, function: Callable[[*Ts], T], *args: *Ts) -> T:
         return await anyio.to_thread.run_sync(function, *args)
 
     # ---- routes

@@ -36,6 +36,7 @@ from sqlalchemy import text
 from sqlalchemy.orm import Session
 
 from modelport.changes import ChangeBus, EndpointChanged, LocalChangeBus
+from modelport.clock import Clock
 from modelport.errors import Conflict, InvalidInput, NotFound, Unprocessable
 from modelport.observability.types import LogPolicy
 from modelport.registry.service import RegistryService
@@ -43,7 +44,6 @@ from modelport.registry.types import LifecycleState, ModelVersion
 from modelport.runtime.cache import BlobSource
 from modelport.runtime.host import ModelHost
 from modelport.runtime.types import Priority
-from modelport.serving.clock import Clock
 from modelport.serving.endpoints import repository as repo
 from modelport.serving.endpoints.compat import incompatibilities
 from modelport.serving.endpoints.spec import (

@@ -20,7 +20,7 @@ import asyncio
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from modelport.grouping import GroupThread, answer_loops, await_answer
+from modelport.background.group_thread import GroupThread, answer_loops, await_answer
 from modelport.tenancy.limits.redis import GateAnswer, GateRequest, RedisGate
 from modelport.tenancy.limits.types import RateItem, SlotItem
 

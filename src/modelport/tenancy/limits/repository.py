@@ -9,6 +9,7 @@ from sqlalchemy.exc import IntegrityError
 
 from modelport.store import Database
 from modelport.store.base import utcnow
+from modelport.store.database import affected_rows
 from modelport.store.tables import LimitRow
 from modelport.tenancy.limits.types import Limits, ScopeType
 
@@ -97,4 +98,4 @@ class LimitRepository:
                     LimitRow.scope_type == scope_type.value, LimitRow.scope_id == scope_id
                 )
             )
-            return bool(result.rowcount)  # type: ignore[attr-defined]
+            return bool(affected_rows(result))

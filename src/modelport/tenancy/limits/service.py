@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
+import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
@@ -92,11 +93,12 @@ class LimitService:
         admitter: GroupAdmitter | None = None,
         blocking: bool = False,
         closers: Sequence[Callable[[], object]] = (),
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.repository = limits
         self.budget_repository = budgets
-        self.policy = LimitPolicy(limits, ttl_seconds=cache_ttl_seconds)
-        self._guard = DatabaseBudgetGuard(budgets, ttl_seconds=cache_ttl_seconds)
+        self.policy = LimitPolicy(limits, ttl_seconds=cache_ttl_seconds, clock=clock)
+        self._guard = DatabaseBudgetGuard(budgets, ttl_seconds=cache_ttl_seconds, clock=clock)
         self.guard: BudgetGuard = guard or self._guard
         self.rates = rates
         self.slots = slots

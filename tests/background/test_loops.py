@@ -6,7 +6,7 @@ from __future__ import annotations
 import threading
 import time
 
-from modelport.metering.background import BackgroundLoop
+from modelport.background.loops import BackgroundLoop
 
 
 def run_for(loop: BackgroundLoop, seconds: float) -> None:

@@ -1,5 +1,6 @@
-"""Metering's background work in a serving process: deliver the outbox, consume the
-usage stream (distributed shape), and sweep expired reservations."""
+"""A step repeated in a daemon thread: metering's background work in a serving process
+(deliver the outbox, consume the usage stream, sweep expired reservations, flush the
+usage journal) runs on it."""
 
 from __future__ import annotations
 

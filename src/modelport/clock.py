@@ -1,9 +1,12 @@
-"""Time for the serving control plane, injectable so tests never sleep for real.
+"""The one clock of everything that waits on time, injectable so tests never sleep.
 
-``Clock`` gives wall time (``now``: rollback windows stored in the database),
-monotonic time (``monotonic``: canary steps, latencies) and ``sleep``. The
-controller only ever waits through ``sleep``, so a ``ManualClock`` that a test
-``advance``-s drives a whole staged rollout in milliseconds.
+``Clock`` gives wall time (``now``: key expiry, rollback windows stored in the
+database), monotonic time (``monotonic``: the TTL caches of keys, limits, budgets,
+prices, access facts and resolutions, in-process rate limiters, canary steps) and
+``sleep``. ``modelport.app.build_services`` builds one and hands it to every service;
+a test hands it a ``ManualClock`` and ``advance``-s it to pass a TTL or drive a whole
+staged rollout in milliseconds. (Deadlines of calls in flight stay on
+``time.monotonic``: they measure real work.)
 """
 
 from __future__ import annotations

@@ -1,0 +1,98 @@
+"""Formats are plugins of the ``modelport.formats`` entry point group."""
+
+from __future__ import annotations
+
+import tomllib
+from importlib.metadata import EntryPoint
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from modelport.errors import InvalidInput, Unprocessable
+from modelport.manifest import Manifest
+from modelport.runtime.formats import FormatRegistry, discover, get_format, known_formats
+from modelport.runtime.formats.onnx import OnnxFormat
+from modelport.runtime.formats.registry import GROUP
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+class EchoFormat:
+    """A format a test registers: its model returns its inputs."""
+
+    name = "echo"
+
+    def __init__(self, *, scale: int = 1) -> None:
+        self.scale = scale
+
+    def estimate_memory(self, manifest: Manifest) -> int:
+        return 0
+
+    def load(self, files: dict[str, Path], manifest: Manifest) -> EchoModel:
+        return EchoModel()
+
+
+class EchoModel:
+    def execute(self, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        return dict(inputs)
+
+    def memory_bytes(self) -> int:
+        return 0
+
+    def unload(self) -> None:
+        pass
+
+
+ECHO = EntryPoint("echo", f"{__name__}:EchoFormat", GROUP)
+
+
+def test_onnx_is_declared_as_an_entry_point_of_the_package() -> None:
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    declared = project["entry-points"][GROUP]
+    assert declared == {"onnx": "modelport.runtime.formats.onnx:OnnxFormat"}
+
+
+def test_onnx_is_known_and_loads_with_its_options() -> None:
+    assert "onnx" in known_formats()
+    fmt = get_format("onnx", {"intra_op_threads": 1})
+    assert isinstance(fmt, OnnxFormat)
+
+
+def test_without_the_group_in_the_metadata_the_built_in_onnx_stands_in() -> None:
+    assert set(discover([])) == {"onnx"}
+    assert set(discover([ECHO])) == {"echo", "onnx"}
+
+
+def test_a_registered_plugin_is_loaded_with_its_options() -> None:
+    registry = FormatRegistry({"echo": {"scale": 3}}, plugins=discover([ECHO]))
+    assert registry.names == {"echo", "onnx"}
+    fmt = registry("echo")
+    assert isinstance(fmt, EchoFormat) and fmt.scale == 3
+    assert registry("echo") is fmt  # one instance per format
+    with pytest.raises(Unprocessable) as info:
+        FormatRegistry()("echo")  # not installed: only this registry has it
+    assert info.value.code == "unsupported_format" and "onnx" in info.value.message
+
+
+def test_a_plugin_claiming_an_unsafe_name_is_never_loaded() -> None:
+    sneaky = EntryPoint("pickle", f"{__name__}:EchoFormat", GROUP)
+    plugins = discover([sneaky, ECHO])
+    assert "pickle" not in plugins
+    with pytest.raises(InvalidInput) as info:
+        get_format("pickle", plugins={"pickle": sneaky})
+    assert info.value.code == "unsafe_format"
+
+
+def test_the_first_of_two_plugins_with_one_name_is_kept() -> None:
+    other = EntryPoint("echo", "somewhere.else:Echo", GROUP)
+    assert discover([ECHO, other])["echo"] is ECHO
+
+
+def test_a_plugin_that_cannot_be_imported_fails_its_own_format_only() -> None:
+    broken = EntryPoint("broken", "modelport_no_such_package.formats:Broken", GROUP)
+    registry = FormatRegistry(plugins=discover([broken, ECHO]))
+    with pytest.raises(Unprocessable) as info:
+        registry("broken")
+    assert info.value.code == "unsupported_format" and "could not be loaded" in info.value.message
+    assert isinstance(registry("echo"), EchoFormat)
