@@ -303,7 +303,7 @@ def _instructions(app: Application, url: str, key: str, consumer_key: str) -> No
        -d '{{"inputs":[{{"name":"features","datatype":"FP32","shape":[1,4],"data":[6.7,3.0,5.2,2.3]}}]}}' \\
        {url}/v2/models/{MODEL}/infer
   curl -s -H "Authorization: Bearer {consumer_key}" {url}/api/usage   # acme-labs' own usage
-  curl -s {url}/metrics | grep modelport_
+  curl -s -H "Authorization: Bearer $MODELPORT_API_KEY" {url}/metrics | grep modelport_   # operator only
   open {url}/api/docs for the platform API
 """
     )
