@@ -25,6 +25,8 @@ from modelport.tenancy.authn import Authenticator
 from modelport.tenancy.service import TenancyService
 
 if TYPE_CHECKING:
+    from modelport.inference.repository import ModelRepository
+    from modelport.inference.service import InferenceService
     from modelport.metering.billing.service import BillingService
     from modelport.metering.service import MeteringService
     from modelport.observability.metrics import RuntimeMetrics
@@ -60,6 +62,10 @@ class Services:
     outcomes: OutcomeService
     billing: BillingService
     repository_sync: RepositorySync
+    inference: InferenceService
+    """The inference use case every surface calls."""
+    model_repository: ModelRepository
+    """Which versions this process hosts; loads and unloads (the ``/v2`` repository)."""
 
     def close(self) -> None:
         self.repository_sync.close()
@@ -483,6 +489,22 @@ def build_services(settings: Settings) -> Services:
         settings, database, registry, blob_store, host, tenancy, serving_metrics, health.board
     )
     serving.router.shadow.record = shadow_recorder(prediction_log.record)
+    limits = build_limits(settings, database, keys)
+    metering = build_metering(settings, database, registry, keys)
+    repository_sync = build_repository_sync(settings, keys)
+    inference, model_repository = build_inference(
+        settings,
+        registry,
+        tenancy,
+        host,
+        blob_store,
+        metrics,
+        limits,
+        metering,
+        serving,
+        prediction_log,
+        repository_sync,
+    )
     return Services(
         settings=settings,
         database=database,
@@ -499,15 +521,56 @@ def build_services(settings: Settings) -> Services:
         metrics=metrics,
         host=host,
         tenancy=tenancy,
-        limits=build_limits(settings, database, keys),
-        metering=build_metering(settings, database, registry, keys),
+        limits=limits,
+        metering=metering,
         serving=serving,
         health=health,
         prediction_log=prediction_log,
         outcomes=outcomes,
         billing=build_billing(database),
-        repository_sync=build_repository_sync(settings, keys),
+        repository_sync=repository_sync,
+        inference=inference,
+        model_repository=model_repository,
     )
+
+
+def build_inference(
+    settings: Settings,
+    registry: RegistryService,
+    tenancy: TenancyService,
+    host: ModelHost,
+    blob_store: BlobStore,
+    metrics: RuntimeMetrics,
+    limits: LimitService,
+    metering: MeteringService,
+    serving: ServingPlane,
+    prediction_log: PredictionLog,
+    repository_sync: RepositorySync,
+) -> tuple[InferenceService, ModelRepository]:
+    """The inference service over the serving layer, its caches (resolved versions,
+    access facts), and the model repository sharing the resolutions."""
+    from modelport.inference.access_facts import AccessFacts
+    from modelport.inference.repository import ModelRepository
+    from modelport.inference.service import InferenceService
+    from modelport.inference.targets import VersionTargets
+
+    targets = VersionTargets(registry, metrics)
+    router = serving.router
+    service = InferenceService(
+        targets=targets,
+        facts=AccessFacts(registry, tenancy),
+        limits=limits,
+        meter=metering.meter,
+        serving=serving,
+        dispatcher=router.dispatcher,
+        replicas_for=router.replicas_for,  # the endpoints' replicas: one breaker per version
+        prediction_log=prediction_log,
+        default_timeout_seconds=settings.runtime_infer_timeout_seconds,
+    )
+    repository = ModelRepository(
+        targets, host, blob_store, load_on_demand=settings.load_on_demand, sync=repository_sync
+    )
+    return service, repository
 
 
 def build_app(settings: Settings) -> FastAPI:

@@ -169,9 +169,13 @@ class Dispatcher:
                 request if deadline == request.deadline else replace(request, deadline=deadline)
             )
             try:
-                response = await asyncio.wait_for(
-                    backend.infer(attempt), timeout=max(0.0, deadline - now)
-                )
+                if deadline == request.deadline and getattr(backend, "keeps_deadline", False):
+                    # It gives up by the deadline itself: no timer task per call.
+                    response = await backend.infer(attempt)
+                else:
+                    response = await asyncio.wait_for(
+                        backend.infer(attempt), timeout=max(0.0, deadline - now)
+                    )
                 _check_outputs(request, response)
             except asyncio.CancelledError:
                 breaker.on_ignored(epoch)

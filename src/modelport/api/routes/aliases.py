@@ -58,7 +58,7 @@ def set_alias(
     found = get_services(request).registry.set_alias(
         owner, name, alias, body.version, actor=principal.id
     )
-    request.app.state.dataplane.forget(owner, name)  # /v2 calls by the alias: at once here
+    get_services(request).inference.forget(owner, name)  # /v2 calls by the alias: at once here
     return alias_json(found)
 
 
@@ -68,7 +68,7 @@ def delete_alias(
 ) -> Response:
     require_model(request, principal, owner, name, Permission.VERSION_DEPLOY)
     get_services(request).registry.delete_alias(owner, name, alias, actor=principal.id)
-    request.app.state.dataplane.forget(owner, name)
+    get_services(request).inference.forget(owner, name)
     return Response(status_code=204)
 
 

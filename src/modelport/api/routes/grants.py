@@ -11,7 +11,7 @@ from typing import Any
 from fastapi import APIRouter, Request, Response
 from pydantic import BaseModel, ConfigDict, Field
 
-from modelport.api.access import access_facts, enforce, forbidden, note_tenant, require_tenant
+from modelport.api.access import enforce, forbidden, note_tenant, require_tenant
 from modelport.api.auth import CurrentPrincipal
 from modelport.api.deps import get_services
 from modelport.api.routes.tenancy_json import grant_json
@@ -61,7 +61,7 @@ def create_grant(
     grant, created = services.tenancy.create_grant(
         namespace, body.grantee, model=body.model, actor=principal.id
     )
-    access_facts(request).forget_grants(grant.grantee)
+    get_services(request).inference.forget_grants(grant.grantee)
     response.status_code = 201 if created else 200
     response.headers["Location"] = f"/api/grants/{grant.id}"
     return grant_json(grant)
@@ -94,5 +94,5 @@ def delete_grant(grant_id: int, request: Request, principal: CurrentPrincipal) -
         raise forbidden(Permission.GRANTS_MANAGE)
     require_tenant(request, principal, grant.namespace, Permission.GRANTS_MANAGE)
     get_services(request).tenancy.delete_grant(grant_id)
-    access_facts(request).forget_grants(grant.grantee)
+    get_services(request).inference.forget_grants(grant.grantee)
     return Response(status_code=204)

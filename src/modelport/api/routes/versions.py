@@ -127,7 +127,7 @@ def transition(
         owner, name, version, body.to, actor=principal.id, reason=body.reason
     )
     # Who may call it, and what resolving the model picks, may have changed.
-    request.app.state.dataplane.forget(owner, name)
+    get_services(request).inference.forget(owner, name)
     return {"state": event.to_state.value, "event": event_json(event)}
 
 

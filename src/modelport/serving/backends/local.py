@@ -43,6 +43,11 @@ serving other versions, so it is not counted against this backend's breaker."""
 class LocalBackend:
     """The in-process ``ModelHost``."""
 
+    keeps_deadline = True
+    """The host keeps the request's deadline itself (a load waits until it at most; the
+    batcher drops a request still queued at it), so the dispatcher spares the timer task
+    ``asyncio.wait_for`` would start per call."""
+
     def __init__(
         self,
         host: ModelHost,

@@ -1,0 +1,1 @@
+"""The inference use case: one service every surface calls (``InferenceService``)."""
