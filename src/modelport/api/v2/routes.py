@@ -249,7 +249,10 @@ async def endpoint_ready(request: Request) -> Response:
         if exc.code != "model_not_found":
             raise
         request.scope["path_params"] = {"owner": request.path_params["name"], "name": "ready"}
-        return await metadata(request)
+        try:
+            return await metadata(request)
+        except NotFound:
+            raise exc from None  # neither: the error that names both forms
     return _json({"name": route.endpoint.name, "version": route.versions[0].ref, "ready": True})
 
 
