@@ -142,7 +142,7 @@ class InferenceService:
         await require_model(self.facts, principal, owner, target.name, Permission.MODEL_CALL)
         resolved = await self.targets.target(owner, target.name, target.version)
         require_callable_state(principal, owner, resolved)
-        admission = await self._admit(caller, resolved.model)
+        admission = await self.admit(caller, resolved.model)
         try:
             manifest = resolved.manifest
             try:
@@ -276,7 +276,7 @@ class InferenceService:
         principal = caller.principal
         received_at = datetime.now(UTC)
         started = time.perf_counter()
-        admission = await self._admit(caller, chosen.model)
+        admission = await self.admit(caller, chosen.model)
         try:
             meter = self.meter
             call = await meter.open(
@@ -342,7 +342,7 @@ class InferenceService:
         )
 
     # ---- steps
-    async def _admit(self, caller: Caller, model: str) -> Admission:
+    async def admit(self, caller: Caller, model: str) -> Admission:
         """Rate → concurrency → budget for one call of ``model``; raises 429
         ``rate_limited`` / ``concurrency_limited`` or 402 ``budget_exceeded``. The caller
         must ``release`` the admission, whatever happens next."""
