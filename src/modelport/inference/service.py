@@ -132,6 +132,11 @@ class InferenceService:
             return await self.call_model(caller, target, decode)
         return await self.call_endpoint(caller, target, decode, encode=encode)
 
+    # ---- streaming (the seam): ``stream(caller, target, decode)`` sits here, beside the
+    # calls above, with their resolve / access / admit / decode / reserve steps; the
+    # dispatch step becomes the backend's streaming call, and settlement follows the
+    # stream's end, its deadline or its caller's disconnect (``inference.streaming``).
+
     async def call_model(
         self, caller: Caller, target: ModelTarget, decode: Decoder
     ) -> InferenceResult:

@@ -18,7 +18,13 @@ from modelport.runtime.cache import BlobSource
 from modelport.runtime.formats.registry import FORMATS
 from modelport.runtime.host import ModelHost
 from modelport.runtime.types import VersionKey
-from modelport.serving.types import BackendRequest, BackendResponse, Capabilities, Health
+from modelport.serving.types import (
+    BackendRequest,
+    BackendResponse,
+    Capabilities,
+    Health,
+    VersionRef,
+)
 
 VERSION_SCOPED = frozenset(
     {
@@ -61,6 +67,8 @@ class LocalBackend:
         self.host = host
         self.blobs = blobs
         self.load_on_demand = load_on_demand
+        self._keys: dict[int, tuple[VersionRef, VersionKey]] = {}
+        """Host keys by version (the version kept, so its id is not reused meanwhile)."""
         self._capabilities = capabilities or Capabilities(
             formats=frozenset(FORMATS),
             max_batch_size=1 << 20,  # the batcher takes requests of any size
@@ -76,7 +84,14 @@ class LocalBackend:
 
     async def infer(self, request: BackendRequest) -> BackendResponse:
         version = request.version
-        key = VersionKey(version.model, version.version, version.manifest_digest)
+        known = self._keys.get(id(version))
+        if known is not None and known[0] is version:
+            key = known[1]
+        else:
+            key = VersionKey(version.model, version.version, version.manifest_digest)
+            if len(self._keys) >= 4096:  # many versions: start over rather than grow
+                self._keys.clear()
+            self._keys[id(version)] = (version, key)
         try:
             if not self.host.is_ready(key):
                 await self._ready(key, request)
