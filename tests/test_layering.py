@@ -14,7 +14,7 @@ import pytest
 SRC = Path(__file__).resolve().parents[1] / "src" / "modelport"
 
 SURFACES = {"api", "cli"}
-SERVICES = {"registry", "serving", "jobs", "metering", "tenancy"}
+SERVICES = {"registry", "serving", "jobs", "metering", "tenancy", "inference"}
 FOUNDATION = {"store", "blobs", "runtime"}
 PLAIN = {"errors", "digests", "manifest", "config", "testing", "observability"}
 
