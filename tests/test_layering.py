@@ -30,6 +30,7 @@ FORBIDDEN: dict[str, set[str]] = {
     "metering": SURFACES | {"app"},
     "tenancy": SURFACES | {"app"},
     "jobs": SURFACES | {"app"},
+    "inference": SURFACES | {"app"},
 }
 
 

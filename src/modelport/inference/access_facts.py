@@ -24,8 +24,8 @@ import time
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from modelport.api.single_flight import SingleFlight
 from modelport.registry.service import RegistryService
+from modelport.single_flight import SingleFlight
 from modelport.tenancy.service import TenancyService
 from modelport.tenancy.types import GrantSet
 

@@ -17,7 +17,6 @@ from concurrent.futures import Future
 from contextlib import asynccontextmanager
 from typing import Any, TypeVar
 
-from modelport.api.single_flight import retrieve_failure
 from modelport.errors import NotFound, Unavailable
 from modelport.inference.targets import Target, VersionTargets
 from modelport.runtime.cache import BlobSource
@@ -29,6 +28,7 @@ from modelport.serving.repository_sync import (
     RepositoryChange,
     RepositorySync,
 )
+from modelport.single_flight import retrieve_failure
 
 _log = logging.getLogger(__name__)
 T = TypeVar("T")

@@ -15,13 +15,13 @@ import asyncio
 import time
 from dataclasses import dataclass
 
-from modelport.api.single_flight import SingleFlight
 from modelport.manifest import Manifest
 from modelport.registry.service import RegistryService
 from modelport.registry.types import LifecycleState, ModelVersion
 from modelport.runtime.observer import RuntimeObserver, VersionObserver
 from modelport.runtime.types import VersionKey
 from modelport.serving.types import VersionRef
+from modelport.single_flight import SingleFlight
 
 CacheKey = tuple[str, str, str | None]
 
