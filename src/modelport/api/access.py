@@ -24,9 +24,8 @@ from modelport.digests import check_digest
 from modelport.errors import NotFound
 from modelport.registry.repository import model_not_found
 from modelport.registry.types import CatalogViewer, Lineage, Model
-from modelport.tenancy.enforce import enforce, forbidden
-
-__all__ = ["enforce", "forbidden"]  # the surfaces import both from here
+from modelport.tenancy.enforce import enforce
+from modelport.tenancy.enforce import forbidden as forbidden  # re-exported for the routes
 from modelport.tenancy.policy import (
     Decision,
     ModelResource,
