@@ -125,7 +125,9 @@ class LocalBackend:
     async def _ready(self, key: VersionKey, request: BackendRequest) -> None:
         if not self.load_on_demand and self.host.status(key) is None:
             raise Unavailable(
-                f"{key.ref} is not loaded here", code="model_not_loaded", scope="version"
+                f"{key.ref} is not loaded (load it through the repository API)",
+                code="model_not_loaded",
+                scope="version",
             )
         remaining = request.deadline - time.monotonic()
         try:
