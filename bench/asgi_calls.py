@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 
@@ -28,7 +29,9 @@ async def post(app: Any, path: str, headers: list[tuple[bytes, bytes]], body: by
     async def receive() -> dict[str, Any]:
         nonlocal sent
         if sent:
-            return {"type": "http.disconnect"}
+            # As a server does: the disconnect comes once the connection closes, which
+            # here is never while the call runs (a caller watch must not cancel it).
+            await asyncio.get_running_loop().create_future()
         sent = True
         return {"type": "http.request", "body": body, "more_body": False}
 

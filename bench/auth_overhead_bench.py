@@ -40,7 +40,8 @@ from starlette.routing import Route
 
 from modelport.api import create_app
 from modelport.api.auth import require_principal_async
-from modelport.api.limiting import RateLimitHeaders, admitted
+from modelport.api.calls import caller_of, note_call
+from modelport.api.limiting import RateLimitHeaders
 from modelport.api.problems import install_error_handlers
 from modelport.app import Services, build_services
 from modelport.config import Settings
@@ -64,8 +65,13 @@ def bench_app(services: Services, mode: str) -> ASGIApp:
         principal = await require_principal_async(request)
         if mode in ("auth", "cold"):
             return Response(b"{}", media_type="application/json")
-        async with admitted(request, principal, MODEL):
-            return Response(b"{}", media_type="application/json")
+        caller = caller_of(request, principal)
+        try:
+            admission = await services.inference.admit(caller, MODEL)
+        finally:
+            note_call(request, caller)
+        admission.release()
+        return Response(b"{}", media_type="application/json")
 
     app = Starlette(routes=[Route("/bench", endpoint, methods=["POST"])])
     app.state.services = services

@@ -19,7 +19,7 @@ import pytest
 SRC = Path(__file__).resolve().parents[1] / "src" / "modelport"
 
 SURFACES = {"api", "cli"}
-SERVICES = {"registry", "serving", "jobs", "metering", "tenancy"}
+SERVICES = {"registry", "serving", "jobs", "metering", "tenancy", "inference"}
 FOUNDATION = {"store", "blobs", "runtime"}
 PLAIN = {"errors", "digests", "manifest", "config", "testing", "observability"}
 
@@ -35,6 +35,7 @@ FORBIDDEN: dict[str, set[str]] = {
     "metering": SURFACES | {"app"},
     "tenancy": SURFACES | {"app"},
     "jobs": SURFACES | {"app"},
+    "inference": SURFACES | {"app"},
 }
 
 

@@ -36,8 +36,10 @@ from modelport.tenancy.authn import Authenticator
 from modelport.tenancy.service import TenancyService
 
 if TYPE_CHECKING:
-    from modelport.api.access_facts import AccessFacts
-    from modelport.api.v2.dataplane import DataPlane
+    from modelport.inference.access_facts import AccessFacts
+    from modelport.inference.repository import ModelRepository
+    from modelport.inference.service import InferenceService
+    from modelport.inference.targets import VersionTargets
     from modelport.metering.billing.service import BillingService
     from modelport.metering.service import MeteringService
     from modelport.observability.metrics import RuntimeMetrics
@@ -77,6 +79,10 @@ class Services:
     clock: Clock
     """The one clock of everything that waits on time (TTL caches, limiters, key
     expiry, the serving controller): a test hands ``build_services`` a ``ManualClock``."""
+    inference: InferenceService
+    """The inference use case every surface calls."""
+    model_repository: ModelRepository
+    """Which versions this process hosts; loads and unloads (the ``/v2`` repository)."""
 
     def close(self) -> None:
         self.repository_sync.close()
@@ -164,7 +170,7 @@ def build_change_bus(settings: Settings, keys: Keyspace) -> ChangeBus:
 
 
 def subscribe_caches(
-    changes: ChangeBus, *, resolutions: DataPlane, access: AccessFacts
+    changes: ChangeBus, *, resolutions: VersionTargets, access: AccessFacts
 ) -> Callable[[], None]:
     """Subscribe the inference path's caches to the change events they depend on; answers
     the callable that unsubscribes them all.
@@ -573,6 +579,24 @@ def build_services(settings: Settings, *, clock: Clock | None = None) -> Service
         clock,
     )
     serving.router.shadow.record = shadow_recorder(prediction_log.record)
+    limits = build_limits(settings, database, keys, clock)
+    metering = build_metering(settings, database, registry, keys, clock)
+    repository_sync = build_repository_sync(settings, keys)
+    inference, model_repository = build_inference(
+        settings,
+        registry,
+        tenancy,
+        host,
+        blob_store,
+        metrics,
+        limits,
+        metering,
+        serving,
+        prediction_log,
+        repository_sync,
+        changes,
+        clock,
+    )
     return Services(
         settings=settings,
         database=database,
@@ -589,17 +613,65 @@ def build_services(settings: Settings, *, clock: Clock | None = None) -> Service
         metrics=metrics,
         host=host,
         tenancy=tenancy,
-        limits=build_limits(settings, database, keys, clock),
-        metering=build_metering(settings, database, registry, keys, clock),
+        limits=limits,
+        metering=metering,
         serving=serving,
         health=health,
         prediction_log=prediction_log,
         outcomes=outcomes,
         billing=build_billing(database),
-        repository_sync=build_repository_sync(settings, keys),
+        repository_sync=repository_sync,
         changes=changes,
         clock=clock,
+        inference=inference,
+        model_repository=model_repository,
     )
+
+
+def build_inference(
+    settings: Settings,
+    registry: RegistryService,
+    tenancy: TenancyService,
+    host: ModelHost,
+    blob_store: BlobStore,
+    metrics: RuntimeMetrics,
+    limits: LimitService,
+    metering: MeteringService,
+    serving: ServingPlane,
+    prediction_log: PredictionLog,
+    repository_sync: RepositorySync,
+    changes: ChangeBus,
+    clock: Clock,
+) -> tuple[InferenceService, ModelRepository]:
+    """The inference service over the serving layer, its caches (resolved versions,
+    access facts) subscribed to the change events, and the model repository sharing
+    the resolutions."""
+    from modelport.inference.access_facts import AccessFacts
+    from modelport.inference.repository import ModelRepository
+    from modelport.inference.service import InferenceService
+    from modelport.inference.targets import VersionTargets
+
+    ttl = settings.resolve_cache_ttl_seconds
+    targets = VersionTargets(registry, metrics, resolve_ttl=ttl, clock=clock.monotonic)
+    facts = AccessFacts(registry, tenancy, ttl=ttl, clock=clock.monotonic)
+    # Changes made anywhere (a route, the CLI, another process) reach these caches.
+    subscribe_caches(changes, resolutions=targets, access=facts)
+    router = serving.router
+    service = InferenceService(
+        targets=targets,
+        facts=facts,
+        limits=limits,
+        meter=metering.meter,
+        serving=serving,
+        dispatcher=router.dispatcher,
+        replicas_for=router.replicas_for,  # the endpoints' replicas: one breaker per version
+        prediction_log=prediction_log,
+        default_timeout_seconds=settings.runtime_infer_timeout_seconds,
+    )
+    repository = ModelRepository(
+        targets, host, blob_store, load_on_demand=settings.load_on_demand, sync=repository_sync
+    )
+    return service, repository
 
 
 def build_app(settings: Settings) -> FastAPI:

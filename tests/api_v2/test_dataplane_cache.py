@@ -28,7 +28,7 @@ def _counting(plane, monkeypatch) -> list[tuple]:  # type: ignore[no-untyped-def
 def test_concurrent_first_calls_share_one_lookup(v2, monkeypatch) -> None:
     client, _, publisher = v2
     publisher.adder()
-    plane = client.app.state.dataplane
+    plane = client.app.state.services.inference.targets
     calls = _counting(plane, monkeypatch)
 
     async def many() -> set[str]:
@@ -53,7 +53,7 @@ def _two_versions_latest_at_1(make_v2, clock: ManualClock):  # type: ignore[no-u
     client, _, publisher = make_v2(clock=clock)
     publisher.adder()
     publisher.adder(version="2")
-    plane = client.app.state.dataplane
+    plane = client.app.state.services.inference.targets
     plane.registry.set_alias("acme", "adder", "latest", "1", actor="test")
     return plane
 
@@ -103,7 +103,7 @@ def test_changes_through_this_process_take_effect_at_once(v2) -> None:
     client, _, publisher = v2
     publisher.adder()
     publisher.adder(version="2")
-    plane = client.app.state.dataplane
+    plane = client.app.state.services.inference.targets
     alias = "/api/models/acme/adder/aliases/latest"
     assert client.put(alias, json={"version": "1"}).status_code == 200
 
@@ -126,7 +126,7 @@ def test_a_version_that_disappears_is_not_served_from_cache(make_v2, monkeypatch
     clock = ManualClock()
     client, _, publisher = make_v2(clock=clock)
     publisher.adder()
-    plane = client.app.state.dataplane
+    plane = client.app.state.services.inference.targets
 
     async def scenario() -> None:
         plane.resolve_ttl = 1.0

@@ -21,14 +21,14 @@ from tests.api_v2.conftest import infer_body
             "/v2/models/acme/mlp/versions/3/infer",
             {"owner": "acme", "name": "mlp", "version": "3"},
         ),
-        ("/v2/models/acme/infer", None),  # a model name always has an owner
+        ("/v2/models/fraud/infer", {"name": "fraud"}),  # an endpoint, by its name alone
         ("/v2/models/acme/mlp/versions/3/extra/infer", None),
         ("/v2/models/acme/mlp/ready", None),
         ("/v2/models/acme/mlp/versions//infer", None),
         ("/api/models/acme/mlp/infer", None),
     ],
 )
-def test_only_the_two_infer_paths_take_the_lane(path: str, params: dict | None) -> None:
+def test_only_the_infer_paths_take_the_lane(path: str, params: dict | None) -> None:
     assert infer_path_params(path) == params
 
 
@@ -106,7 +106,7 @@ def test_a_bug_in_the_lane_is_a_500_with_the_request_id_only(v2, monkeypatch, ca
     async def broken(*args, **kwargs):  # type: ignore[no-untyped-def]
         raise RuntimeError("secret internals")
 
-    monkeypatch.setattr(client.app.state.dataplane, "infer", broken)
+    monkeypatch.setattr(client.app.state.services.inference.dispatcher, "dispatch", broken)
     answered = client.post(
         "/v2/models/acme/adder/infer",
         json=infer_body("x", np.ones((1, 4), np.float32)),

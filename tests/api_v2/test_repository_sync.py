@@ -85,6 +85,7 @@ def gateways(
             services.repository_sync.close()
             sync = RedisRepositorySync(redis_url, keys)
             services.repository_sync = sync
+            services.model_repository.sync = sync
             client = TestClient(create_app(services), headers=dict(AUTH))
             client.__enter__()  # the lifespan starts the subscriber
             opened.append(Gateway(client, services, sync))

@@ -9,8 +9,8 @@ from typing import Any
 import httpx
 import pytest
 
-from modelport.api.access_facts import AccessFacts
 from modelport.clock import ManualClock
+from modelport.inference.access_facts import AccessFacts
 from tests.tenancy.conftest import World
 
 INPUT = {"inputs": [{"name": "x", "datatype": "FP32", "shape": [1, 4], "data": [1, 2, 3, 4]}]}
@@ -23,7 +23,7 @@ def infer(world: World, path: str, role: str = "consumer") -> httpx.Response:
 
 
 def facts(world: World) -> AccessFacts:
-    return world.client.app.state.access_facts  # type: ignore[attr-defined,no-any-return]
+    return world.services.inference.facts
 
 
 def count_reads(world: World, monkeypatch: pytest.MonkeyPatch) -> list[str]:
@@ -111,7 +111,7 @@ def test_a_version_taken_out_of_service_here_stops_calls_at_once(world: World) -
 def test_a_version_taken_out_of_service_elsewhere_stops_calls_within_twice_the_ttl(
     world: World, clock: ManualClock
 ) -> None:
-    world.client.app.state.dataplane.resolve_ttl = 0.1  # type: ignore[attr-defined]
+    world.services.inference.targets.resolve_ttl = 0.1
     assert infer(world, "acme/public/versions/1").status_code == 200
     world.force_state("acme", "public", "1", "deprecated")
     clock.advance(0.25)

@@ -57,3 +57,22 @@ def test_separation_of_duties(world: World) -> None:
     # Deploying one's own version is not an approval.
     tenancy.set_roles("acme", "solo", ["publisher", "approver", "deployer"])
     assert decide(world, solo, "s1", "deployed").status_code == 201
+
+
+def test_separation_of_duties_is_tenancys_rule_not_the_routes(world: World) -> None:
+    """Checked by the tenancy service itself, so any surface (a CLI, a job) gets it."""
+    import pytest
+
+    from modelport.errors import Forbidden
+    from modelport.tenancy.types import Principal
+
+    tenancy = world.services.tenancy
+    tenancy.update_tenant("acme", require_separation=True)
+    solo = Principal("solo", frozenset({"publisher", "approver"}), tenant="acme")
+    with pytest.raises(Forbidden) as refused:
+        tenancy.check_transition(solo, "acme", "acme/private:3", "solo", "approved")
+    assert refused.value.code == "separation_of_duties"
+    tenancy.check_transition(solo, "acme", "acme/private:3", "someone-else", "approved")
+    tenancy.check_transition(solo, "acme", "acme/private:3", "solo", "validated")
+    overriding = Principal("solo", frozenset({"owner"}), tenant="acme")
+    tenancy.check_transition(overriding, "acme", "acme/private:3", "solo", "rejected")

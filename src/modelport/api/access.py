@@ -1,5 +1,7 @@
 """Authorization on the HTTP surfaces: gather a resource's facts, ask ``policy.authorize``,
-and turn its answer into the error the caller may see.
+and turn its answer into the error the caller may see (``tenancy.enforce``). The rules
+of an inference call (access to the model, the version's callable state) are the
+inference service's; separation of duties is tenancy's (``check_transition``).
 
 HIDE becomes the very 404 an absent resource gives, so a caller cannot tell a
 private model of another tenant from a model that does not exist. Each check also
@@ -15,57 +17,28 @@ from typing import Annotated
 from fastapi import Depends
 from starlette.requests import Request
 
-from modelport.api.access_facts import AccessFacts
 from modelport.api.auth import CurrentPrincipal
 from modelport.api.deps import get_services
 from modelport.blobs._common import blob_not_found
 from modelport.digests import check_digest
-from modelport.errors import Forbidden, NotFound
+from modelport.errors import NotFound
 from modelport.registry.repository import model_not_found
-from modelport.registry.types import CatalogViewer, LifecycleState, Lineage, Model
-from modelport.runtime.types import VersionKey
+from modelport.registry.types import CatalogViewer, Lineage, Model
+from modelport.tenancy.enforce import enforce as enforce  # re-exported for the routes
+from modelport.tenancy.enforce import forbidden as forbidden  # re-exported for the routes
 from modelport.tenancy.policy import (
     Decision,
     ModelResource,
     Namespace,
     Permission,
     Platform,
-    Resource,
     TenantScoped,
     authorize,
     permissions_of,
-    separation_forbids,
     transition_permission,
 )
 from modelport.tenancy.repository import tenant_not_found
 from modelport.tenancy.types import GrantSet, Principal
-
-SERVABLE_ACROSS_TENANTS = ("approved", "deployed")
-"""States a version must be in before other tenants may call it."""
-
-
-def forbidden(permission: Permission) -> Forbidden:
-    return Forbidden(
-        f"this API key does not allow {permission.value}",
-        code="forbidden",
-        permission=permission.value,
-    )
-
-
-def enforce(
-    principal: Principal,
-    permission: Permission,
-    resource: Resource,
-    *,
-    hidden: Callable[[], NotFound],
-) -> None:
-    """Return if allowed; raise 403, or ``hidden()`` where the caller may not see it."""
-    decision = authorize(principal, permission, resource)
-    if decision is Decision.ALLOW:
-        return
-    if decision is Decision.HIDE:
-        raise hidden()
-    raise forbidden(permission)
 
 
 def note_tenant(request: Request, tenant: str | None) -> None:
@@ -192,13 +165,9 @@ def require_transition(
         return
     services = get_services(request)
     published_by = services.registry.get_version(owner, name, version).created_by
-    tenant = services.tenancy.get_tenant(owner)
-    if separation_forbids(principal, published_by, tenant.require_separation):
-        raise Forbidden(
-            f"{owner} requires separation of duties: {principal.id} published "
-            f"{owner}/{name}:{version} and may not also {to.removesuffix('d')} it",
-            code="separation_of_duties",
-        )
+    services.tenancy.check_transition(
+        principal, owner, f"{owner}/{name}:{version}", published_by, to
+    )
 
 
 def require_uploader(request: Request, principal: Principal) -> None:
@@ -247,49 +216,6 @@ def _uploader(request: Request, principal: CurrentPrincipal) -> Principal:
 
 Uploader = Annotated[Principal, Depends(_uploader)]
 """A route dependency: an authenticated principal that may upload blobs."""
-
-
-async def require_model_async(
-    request: Request, principal: Principal, owner: str, name: str, permission: Permission
-) -> None:
-    """``require_model`` for async routes, from ``AccessFacts``: no query for the admin or
-    for a caller in the model's own namespace (its roles decide; a missing model is the
-    route's own 404), and across tenants only when a fact is not cached."""
-    held = permissions_of(principal)
-    note_tenant(request, owner)
-    if Permission.PLATFORM_MANAGE in held:
-        return
-    hidden = lambda: model_not_found(owner, name)  # noqa: E731
-    if principal.tenant == owner:
-        enforce(principal, permission, ModelResource(owner, "private"), hidden=hidden)
-        return
-    facts = access_facts(request)
-    visibility = await facts.visibility(owner, name)
-    shared = False
-    if visibility != "public" and principal.tenant is not None and not principal.is_admin:
-        grants = await facts.grants(principal.tenant)
-        request.state.grants = grants
-        shared = grants.covers(owner, name)
-    enforce(principal, permission, ModelResource(owner, visibility, shared), hidden=hidden)
-
-
-def require_callable_state(
-    principal: Principal, owner: str, key: VersionKey, state: LifecycleState
-) -> None:
-    """Other tenants may call a version (``key``, now in lifecycle ``state``) only once it
-    is approved (or deployed)."""
-    if principal.is_admin or principal.tenant == owner:
-        return
-    if state.value not in SERVABLE_ACROSS_TENANTS:
-        raise Forbidden(
-            f"{key.ref} is {state.value}; other tenants may call it once approved",
-            code="version_not_approved",
-            state=state.value,
-        )
-
-
-def access_facts(request: Request) -> AccessFacts:
-    return request.app.state.access_facts  # type: ignore[no-any-return]
 
 
 def visible_model_refs(request: Request, principal: Principal, refs: list[str]) -> set[str]:

@@ -10,7 +10,6 @@ from fastapi import FastAPI
 from starlette.types import ASGIApp
 
 from modelport import __version__
-from modelport.api.access_facts import AccessFacts
 from modelport.api.billing import install_billing
 from modelport.api.body_timeout import BodyReadTimeout
 from modelport.api.hygiene import RequestHygiene
@@ -36,9 +35,7 @@ from modelport.api.routes import (
 )
 from modelport.api.tenancy import install_tenancy
 from modelport.api.v2 import routes as v2
-from modelport.api.v2.dataplane import DataPlane
 from modelport.api.v2.lane import InferenceLane
-from modelport.app import subscribe_caches
 from modelport.blobs.sweeper import periodic_upload_sweep
 
 if TYPE_CHECKING:
@@ -74,7 +71,7 @@ def create_app(services: Services) -> FastAPI:
                     services.prediction_log.running(),  # writer; flushes after serving stops
                     services.health.running(),  # backend health probes
                     services.serving.running(),  # deployment controller, routes
-                    app.state.dataplane.syncing(),  # other processes' loads and unloads
+                    services.model_repository.syncing(),  # other processes' loads and unloads
                 ):
                     yield
             finally:
@@ -117,25 +114,6 @@ def create_app(services: Services) -> FastAPI:
     app.include_router(metrics.router)
     install_tenancy(app)
     install_billing(app)
-    ttl = services.settings.resolve_cache_ttl_seconds
-    monotonic = services.clock.monotonic
-    app.state.access_facts = AccessFacts(
-        services.registry, services.tenancy, ttl=ttl, clock=monotonic
-    )
-    app.state.dataplane = DataPlane(
-        services.registry,
-        services.host,
-        services.blob_store,
-        services.metrics,
-        load_on_demand=services.settings.load_on_demand,
-        resolve_ttl=ttl,
-        sync=services.repository_sync,
-        clock=monotonic,
-    )
-    # Changes made anywhere (a route, the CLI, another process) reach these caches.
-    subscribe_caches(
-        services.changes, resolutions=app.state.dataplane, access=app.state.access_facts
-    )
     # First: the hot inference path should not be matched against every /api route.
     app.router.routes[:0] = [*v2.routes, *predict.routes]
     return app

@@ -1,10 +1,7 @@
 """Limits on the HTTP surfaces.
 
-- Inference (``/v2`` infer, later ``/v1`` and endpoint predict): after
-  authentication, ``async with admitted(request, principal, model):`` charges
-  the rate limits, takes a concurrency slot, checks the budget, and gives the
-  slot back when the block ends, whatever ends it (an error, a cancelled
-  request after the client went away).
+- Inference: admitted by ``InferenceService`` (rate, concurrency, budget); its
+  decision reaches the headers through ``api.calls.note_call``.
 - ``/api``: ``check_api_rate`` charges mutations (not reads) to the caller's
   tenant and key allowances, counted apart from inference.
 - ``RateLimitHeaders``: every response of a rate-limited call carries the
@@ -20,17 +17,14 @@
 from __future__ import annotations
 
 import math
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from typing import Any
 
-from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from modelport.api.deps import get_services
 from modelport.tenancy import Principal
-from modelport.tenancy.limits import API, Admission, RateDecision, RateLimited, Subject
+from modelport.tenancy.limits import API, RateDecision, RateLimited, Subject
 
 STATE_KEY = "ratelimit"
 _MUTATIONS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
@@ -46,39 +40,6 @@ def remember(request: Request, decision: RateDecision) -> None:
     """Leave the decision for ``RateLimitHeaders`` to put on the response."""
     if decision.limit:
         request.state.ratelimit = decision
-
-
-async def admit(request: Request, principal: Principal, model: str) -> Admission:
-    """Rate → concurrency → budget for one inference call of ``model`` (``owner/name``);
-    raises 429 ``rate_limited`` / ``concurrency_limited`` or 402 ``budget_exceeded``.
-    The caller must ``release`` the admission, whatever happens next."""
-    limits = get_services(request).limits
-    subject = subject_of(principal, model)
-    try:
-        if limits.is_warm(subject):
-            admission = limits.admit(subject, stale_ok=True)
-        elif limits.admitter is not None and limits.is_cached(subject):
-            # Redis: batched with the other calls' admissions, no thread hop per call.
-            admission = await limits.admit_grouped(subject)
-        else:
-            admission = await run_in_threadpool(limits.admit, subject)
-    except RateLimited as exc:
-        remember(request, exc.decision)
-        raise
-    remember(request, admission.decision)
-    return admission
-
-
-@asynccontextmanager
-async def admitted(request: Request, principal: Principal, model: str) -> AsyncIterator[Admission]:
-    """``admit`` for the length of a block."""
-    admission = await admit(request, principal, model)
-    try:
-        yield admission
-    finally:
-        # Synchronous on purpose: it must run even when the request was cancelled. It
-        # does no I/O (a Redis release is queued).
-        admission.release()
 
 
 def check_api_rate(request: Request, principal: Principal) -> None:

@@ -1,6 +1,6 @@
 """One read at a time per key: concurrent callers on an event loop share it.
 
-The hot path's caches (``DataPlane`` resolutions, ``AccessFacts``) send a miss to the
+The hot path's caches (``VersionTargets`` resolutions, ``AccessFacts``) send a miss to the
 database once, however many callers missed it together: the first starts the read as
 a task, the others await that task. A read nobody awaits any more still finishes (and
 fills its cache), and its failure is not reported as unretrieved.

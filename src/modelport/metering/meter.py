@@ -71,6 +71,7 @@ from modelport.metering.types import (
     PriceSnapshot,
     Reservation,
     Unit,
+    Usage,
     UsageEvent,
     UsageStatus,
 )
@@ -148,6 +149,13 @@ class MeteredCall:
             if n:
                 done = quantities.get(unit, 0) + n
                 quantities[unit] = min(done, self.call.quantities.get(unit, done))
+
+    def record_usage(self, usage: Usage) -> None:
+        """What the work used, as the inference service measured it: compute from its
+        ``cpu_ms`` and ``gpu_ms``, counted units from its quantities."""
+        self.compute_ms = usage.cpu_ms + usage.gpu_ms
+        if usage.input_tokens or usage.output_tokens or usage.images:
+            self.quantities.update(usage.quantities())
 
     def ran_version(self, model: str, version: str, manifest_digest: str) -> None:
         """Another version than the one called ran (fallback, retry): bill at its price."""

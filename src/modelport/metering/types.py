@@ -320,3 +320,34 @@ class CallInfo:
     """The call's deadline, bounding time-priced units in the reservation."""
     quantities: dict[Unit, int] = field(default_factory=dict)
     """Upper bounds of count-priced units known up front (tokens asked for, images)."""
+
+
+@dataclass(slots=True)
+class Usage:
+    """What one call used, in the platform's units; the meter prices and settles from it
+    (``MeteredCall.record_usage``). Not ``frozen``, for the same reason as ``CallInfo``.
+
+    ``rows``: rows of its input batch (reported, not priced); ``input_tokens``,
+    ``output_tokens``, ``images``: counted units; ``seconds``: the call's wall time as
+    measured by the service (the meter prices ``second`` from its own clock);
+    ``cpu_ms`` / ``gpu_ms``: executor time attributed to the call where measured (its
+    rows' share of its batch's execution), priced together as ``compute_ms``."""
+
+    rows: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    images: int = 0
+    seconds: float = 0.0
+    cpu_ms: float = 0.0
+    gpu_ms: float = 0.0
+
+    def quantities(self) -> dict[Unit, int]:
+        """The counted units that are not zero, by unit."""
+        found: dict[Unit, int] = {}
+        if self.input_tokens:
+            found[Unit.INPUT_TOKEN] = self.input_tokens
+        if self.output_tokens:
+            found[Unit.OUTPUT_TOKEN] = self.output_tokens
+        if self.images:
+            found[Unit.IMAGE] = self.images
+        return found

@@ -26,6 +26,8 @@ gauges' ``multiprocess_mode`` says how ``/metrics`` combines them (see ``multipr
 
 from __future__ import annotations
 
+from typing import Any
+
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
 BREAKER_STATE_VALUE = {"closed": 0, "half_open": 1, "open": 2}
@@ -35,6 +37,7 @@ class ServingMetrics:
     def __init__(self, registry: CollectorRegistry | None = None) -> None:
         self.registry = registry if registry is not None else CollectorRegistry()
         r = self.registry
+        self._attempts: dict[tuple[str, str], Any] = {}
         self.attempts = Counter(
             "modelport_serving_attempts",
             "Calls to a backend by outcome.",
@@ -93,7 +96,11 @@ class ServingMetrics:
         )
 
     def attempt(self, backend: str, outcome: str) -> None:
-        self.attempts.labels(backend, outcome).inc()
+        # The labelled child kept: ``labels`` takes a lock and builds a key per call.
+        child = self._attempts.get((backend, outcome))
+        if child is None:
+            child = self._attempts[backend, outcome] = self.attempts.labels(backend, outcome)
+        child.inc()
 
     def fallback(self, endpoint: str, kind: str) -> None:
         self.fallbacks.labels(endpoint, kind).inc()

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from modelport.serving.types import BackendRequest, Capabilities
+from modelport.serving.types import BackendRequest, Capabilities, VersionRef
 
 BYTES_PER_TOKEN = 4
 """Rough size of a token when the caller did not count them (English text, BPE)."""
@@ -67,6 +67,34 @@ def unmet(capabilities: Capabilities, needs: Requirements) -> str | None:
     limit = capabilities.context_length
     if limit is not None and needs.context_tokens > limit:
         return f"needs about {needs.context_tokens} tokens of context, has {limit}"
+    return None
+
+
+def unmet_by_version(capabilities: Capabilities, version: VersionRef) -> str | None:
+    """``unmet`` for what the version alone decides (format, protocol, task, hardware):
+    the same for every request of the version, so the dispatcher keeps the answer."""
+    manifest = version.manifest
+    runtime = manifest.runtime
+    task = runtime.get("task")
+    needs = Requirements(
+        format=manifest.format,
+        protocol=str(runtime.get("protocol") or "v2"),
+        task=str(task) if task is not None else None,
+        hardware=frozenset(manifest.resources.hardware),
+    )
+    return unmet(capabilities, needs)
+
+
+def unmet_by_request(capabilities: Capabilities, request: BackendRequest) -> str | None:
+    """``unmet`` for what the request decides (its rows, its context)."""
+    rows = _rows(request)
+    if rows > capabilities.max_batch_size:
+        return f"{rows} rows is above its max batch size of {capabilities.max_batch_size}"
+    limit = capabilities.context_length
+    if limit is not None:
+        tokens = _context_tokens(request)
+        if tokens > limit:
+            return f"needs about {tokens} tokens of context, has {limit}"
     return None
 
 

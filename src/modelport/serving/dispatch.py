@@ -33,12 +33,12 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from modelport.errors import DeadlineExceeded, ModelportError, Unavailable
-from modelport.manifest import TensorSpec
+from modelport.manifest import Manifest, TensorSpec
 from modelport.observability.serving_metrics import ServingMetrics
 from modelport.runtime.tensors import OIP_TO_NUMPY
 from modelport.serving.answer_cache import input_key
 from modelport.serving.backends.base import Backend
-from modelport.serving.capability import requirements, unmet
+from modelport.serving.capability import unmet_by_request, unmet_by_version
 from modelport.serving.fallback import (
     CALLER_ERRORS,
     CacheOption,
@@ -50,9 +50,11 @@ from modelport.serving.types import (
     Attempt,
     BackendRequest,
     BackendResponse,
+    Capabilities,
     Health,
     Provenance,
     Served,
+    VersionRef,
 )
 
 
@@ -83,6 +85,9 @@ class Dispatcher:
         self.board = board
         self.config = config
         self.metrics = metrics
+        self._static: dict[tuple[int, int], tuple[Capabilities, VersionRef, str | None]] = {}
+        """What the version alone decides of a backend's fitness (the objects are kept, so
+        their ids are not reused while cached)."""
 
     async def dispatch(
         self,
@@ -126,12 +131,15 @@ class Dispatcher:
     ) -> BackendResponse:
         """Run the request's version on the first replica that answers; append each try
         to ``attempts``. Raises the last failure when none answers."""
-        ref = request.version.ref
-        needs = requirements(request)
+        version = request.version
+        ref = version.ref
         capable: list[Backend] = []
         refusals: list[str] = []
         for backend in replicas:
-            why = unmet(backend.capabilities(), needs)
+            capabilities = backend.capabilities()
+            why = self._unmet_by_version(capabilities, version)
+            if why is None:
+                why = unmet_by_request(capabilities, request)
             if why is None:
                 capable.append(backend)
             else:
@@ -143,7 +151,11 @@ class Dispatcher:
                 scope="version",
             )
         # Stable sort: the router's order, with replicas last seen unhealthy at the end.
-        ordered = sorted(capable, key=lambda b: self.board.health(b.name) is Health.UNHEALTHY)
+        ordered = (
+            capable
+            if len(capable) == 1
+            else sorted(capable, key=lambda b: self.board.health(b.name) is Health.UNHEALTHY)
+        )
         last_error: ModelportError | None = None
         tried = 0
         open_breakers: list[str] = []
@@ -169,9 +181,13 @@ class Dispatcher:
                 request if deadline == request.deadline else replace(request, deadline=deadline)
             )
             try:
-                response = await asyncio.wait_for(
-                    backend.infer(attempt), timeout=max(0.0, deadline - now)
-                )
+                if deadline == request.deadline and getattr(backend, "keeps_deadline", False):
+                    # It gives up by the deadline itself: no timer task per call.
+                    response = await backend.infer(attempt)
+                else:
+                    response = await asyncio.wait_for(
+                        backend.infer(attempt), timeout=max(0.0, deadline - now)
+                    )
                 _check_outputs(request, response)
             except asyncio.CancelledError:
                 breaker.on_ignored(epoch)
@@ -214,6 +230,18 @@ class Dispatcher:
             backends=open_breakers,
         )
 
+    def _unmet_by_version(self, capabilities: Capabilities, version: VersionRef) -> str | None:
+        """``unmet_by_version``, kept per capabilities and version (both immutable)."""
+        key = (id(capabilities), id(version))
+        known = self._static.get(key)
+        if known is not None and known[0] is capabilities and known[1] is version:
+            return known[2]
+        why = unmet_by_version(capabilities, version)
+        if len(self._static) >= 4096:  # many versions or rebuilt backends: start over
+            self._static.clear()
+        self._static[key] = (capabilities, version, why)
+        return why
+
     def _count(self, backend: str, outcome: str) -> None:
         if self.metrics is not None:
             self.metrics.attempt(backend, outcome)
@@ -221,7 +249,7 @@ class Dispatcher:
 
 def _check_outputs(request: BackendRequest, response: BackendResponse) -> None:
     """Refuse an answer that does not match the version's declared outputs."""
-    specs = {spec.name: spec for spec in request.version.manifest.outputs}
+    specs = _output_specs(request.version.manifest)
     wanted = request.outputs if request.outputs is not None else tuple(specs)
     for name in wanted:
         array = response.outputs.get(name)
@@ -230,7 +258,9 @@ def _check_outputs(request: BackendRequest, response: BackendResponse) -> None:
                 f"{response.backend} gave no output '{name}'", code="backend_bad_output"
             )
         spec = specs.get(name)
-        if spec is not None and not _conforms(np.asarray(array), spec):
+        if not isinstance(array, np.ndarray):
+            array = np.asarray(array)
+        if spec is not None and not _conforms(array, spec):
             raise Unavailable(
                 f"{response.backend} gave output '{name}' as {array.dtype}{list(array.shape)}, "
                 f"declared {spec.datatype}{spec.shape}",
@@ -238,12 +268,29 @@ def _check_outputs(request: BackendRequest, response: BackendResponse) -> None:
             )
 
 
+_SPECS: dict[int, tuple[Manifest, dict[str, TensorSpec]]] = {}
+
+
+def _output_specs(manifest: Manifest) -> dict[str, TensorSpec]:
+    """The manifest's outputs by name, kept per manifest (immutable) object."""
+    known = _SPECS.get(id(manifest))
+    if known is not None and known[0] is manifest:
+        return known[1]
+    specs = {spec.name: spec for spec in manifest.outputs}
+    if len(_SPECS) >= 4096:
+        _SPECS.clear()
+    _SPECS[id(manifest)] = (manifest, specs)
+    return specs
+
+
 def _conforms(array: np.ndarray, spec: TensorSpec) -> bool:
     if spec.datatype == "BYTES":
         dtype_ok = array.dtype.kind in ("O", "S", "U")
     else:
         dtype_ok = array.dtype == OIP_TO_NUMPY[spec.datatype]
-    shape_ok = array.ndim == len(spec.shape) and all(
-        d == -1 or d == n for d, n in zip(spec.shape, array.shape, strict=True)
-    )
-    return dtype_ok and shape_ok
+    if not dtype_ok or array.ndim != len(spec.shape):
+        return False
+    for declared, actual in zip(spec.shape, array.shape, strict=True):
+        if declared != -1 and declared != actual:
+            return False
+    return True

@@ -13,6 +13,11 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from modelport.manifest import ExampleTensor, Manifest
 from modelport.runtime.types import Priority
 
+HOT_PATH_RECORDS = "BackendRequest, BackendResponse, Attempt, Provenance, Served"
+"""Records made on every call: treat them as immutable, but they are not ``frozen``, since
+a frozen dataclass's ``__init__`` (``object.__setattr__`` per field) costs microseconds
+per call on the event loop (as ``metering.types.CallInfo``)."""
+
 
 @dataclass(frozen=True)
 class VersionRef:
@@ -53,7 +58,7 @@ CALL_ID_HEADER = "Modelport-Call-Id"
 """The header a remote backend receives a call's ``call_id`` in."""
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)  # not frozen: made per call (see HOT_PATH_RECORDS)
 class BackendRequest:
     """One tensor inference to run on a backend, with the caller's remaining time."""
 
@@ -71,7 +76,7 @@ class BackendRequest:
     the call's usage against it (``POST /api/usage/events``, ``call_id``)."""
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)  # not frozen: made per call (see HOT_PATH_RECORDS)
 class BackendResponse:
     outputs: Mapping[str, np.ndarray]
     backend: str
@@ -131,7 +136,7 @@ class FallbackKind(StrEnum):
     """An explicit unavailable error (never an answer)."""
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)  # not frozen: made per call (see HOT_PATH_RECORDS)
 class Attempt:
     """One try of one backend while dispatching a request."""
 
@@ -143,7 +148,7 @@ class Attempt:
     seconds: float
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)  # not frozen: made per call (see HOT_PATH_RECORDS)
 class Provenance:
     """Where an answer came from."""
 
@@ -159,7 +164,7 @@ class Provenance:
     """With a cached answer: how old it is."""
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)  # not frozen: made per call (see HOT_PATH_RECORDS)
 class Served:
     """A dispatched request's answer and its provenance."""
 

@@ -23,13 +23,16 @@ from modelport.store import Database
 from modelport.store.base import utcnow
 from modelport.tenancy import audit
 from modelport.tenancy import repository as repo
+from modelport.tenancy.enforce import check_separation_of_duties
 from modelport.tenancy.invalidation import Invalidation
 from modelport.tenancy.keys import format_key, hash_secret, new_key_id, new_secret
 from modelport.tenancy.policy import (
     ROLE_PERMISSIONS,
+    Permission,
     check_scopes,
     delegable_scopes,
     permissions_of,
+    transition_permission,
 )
 from modelport.tenancy.types import (
     ApiKey,
@@ -109,6 +112,16 @@ class TenancyService:
     def get_tenant(self, slug: str) -> Tenant:
         with self.database.transaction() as session:
             return repo.get_tenant(session, slug)
+
+    def check_transition(
+        self, principal: Principal, owner: str, ref: str, published_by: str, to: str
+    ) -> None:
+        """Separation of duties: where ``owner`` requires it, ``principal`` may not approve
+        or reject (``to``) the version ``ref`` if it published it (``published_by``)."""
+        if principal.tenant != owner or transition_permission(to) is not Permission.VERSION_APPROVE:
+            return
+        tenant = self.get_tenant(owner)
+        check_separation_of_duties(principal, ref, published_by, tenant.require_separation, to)
 
     def list_tenants(self, only: str | None = None) -> list[Tenant]:
         with self.database.transaction() as session:

@@ -1,14 +1,14 @@
 """``POST /api/endpoints/{name}:predict``: one prediction through an endpoint.
 
-The request path: authenticate; find the endpoint in the routing snapshot (no
-database read); ``model.call`` in its tenant (another tenant: 404); decode and
-check the body against the endpoint's schema (``predict_codec``); with an
-``Idempotency-Key``, claim it or replay the first answer; choose the version
-(weights, or sticky by ``X-Subject-Key`` / ``subject``); rate, concurrency and
-budget limits for that version's model; meter (the usage event names the
-version that actually answered); run it through the dispatcher; answer. A caller
-that hangs up once its body is read cancels the call: it is metered ``cancelled``
-and its idempotency key is freed (``api.disconnect``).
+The request path is ``InferenceService.call_endpoint``'s: authenticate; find the
+endpoint in the routing snapshot (no database read); ``model.call`` in its tenant
+(another tenant: 404); decode and check the body against the endpoint's schema
+(``predict_codec``, this route's part); with an ``Idempotency-Key``, claim it or
+replay the first answer; choose the version (weights, or sticky by ``X-Subject-Key``
+/ ``subject``); rate, concurrency and budget limits for that version's model; meter
+(the usage event names the version that actually answered); run it through the
+dispatcher; answer. A caller that hangs up once its body is read cancels the call:
+it is metered ``cancelled`` and its idempotency key is freed (``api.disconnect``).
 
 The response::
 
@@ -26,32 +26,30 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-import time
-from datetime import UTC, datetime
+from collections.abc import Sequence
 from typing import Any
 
-import anyio.to_thread
 import orjson
 from fastapi import APIRouter, Request, Response
 from starlette.routing import BaseRoute
 from starlette.routing import Route as HttpRoute
 
 from modelport.api.auth import require_principal_async
+from modelport.api.calls import caller_of, note_call
 from modelport.api.deps import get_services
 from modelport.api.disconnect import CLIENT_CLOSED, CallerWatch
-from modelport.api.limiting import admitted
-from modelport.api.metering import call_info
-from modelport.api.prediction_records import log_prediction
-from modelport.api.routes.endpoints import require_endpoint
 from modelport.api.routes.predict_codec import PredictRequest, encode_outputs, parse_predict
 from modelport.api.v2.options import TIMEOUT_HEADER, model_parameters, priority_of, timeout_seconds
-from modelport.errors import InvalidInput, ModelportError
-from modelport.serving.idempotency import Claim, Replay
-from modelport.serving.plane import ServingPlane
-from modelport.serving.routing.router import Plan, Prediction
-from modelport.serving.routing.table import Route
-from modelport.tenancy.policy import Permission
-from modelport.tenancy.types import Principal
+from modelport.errors import InvalidInput
+from modelport.inference.types import (
+    Caller,
+    EndpointTarget,
+    InferenceRequest,
+    InferenceResult,
+    Replayed,
+)
+from modelport.manifest import TensorSpec
+from modelport.serving.routing.router import Prediction
 
 router = APIRouter(tags=["endpoints"])
 SUBJECT_HEADER = "x-subject-key"
@@ -90,183 +88,71 @@ against the whole ``/api`` table costs more than routing it to a version."""
 
 
 async def _predict(name: str, request: Request) -> Response:
-    principal = await require_principal_async(request)
-    plane: ServingPlane = get_services(request).serving
-    route = await plane.route(name)
-    require_endpoint(request, principal, route.endpoint, Permission.MODEL_CALL)
-    route.check_active()
-    body = await request.body()
-    # From here a caller that hangs up cancels the call (see ``api.disconnect``).
-    watch = CallerWatch(request.receive)
+    services = get_services(request)
+    caller = caller_of(request, await require_principal_async(request))
+    decoder = _Decoder(request, caller, services.settings.max_tensor_elements)
     try:
-        return await _predict_body(name, request, principal, plane, route, body, watch)
+        outcome = await services.inference.call_endpoint(
+            caller, EndpointTarget(name), decoder.decode, encode=decoder.encode
+        )
     except asyncio.CancelledError:
-        if not watch.caller_gone():
+        if caller.watch is None or not caller.watch.caller_gone():
             raise  # not the caller's doing (the server is stopping)
         return Response(status_code=CLIENT_CLOSED)
     finally:
-        watch.stop()
+        if caller.watch is not None:
+            caller.watch.stop()
+        note_call(request, caller)
+    if isinstance(outcome, Replayed):
+        replayed = {"Idempotent-Replayed": "true"}
+        return Response(outcome.body, outcome.status, media_type=JSON, headers=replayed)
+    body = outcome.body if outcome.body is not None else decoder.encode(outcome)
+    return Response(body, media_type=JSON)
 
 
-async def _predict_body(
-    name: str,
-    request: Request,
-    principal: Principal,
-    plane: ServingPlane,
-    route: Route,
-    body: bytes,
-    watch: CallerWatch,
-) -> Response:
-    settings = get_services(request).settings
-    try:
-        doc = orjson.loads(body)
-    except orjson.JSONDecodeError as exc:
-        raise InvalidInput(f"request body is not valid JSON: {exc}", code="invalid_json") from None
-    parsed = parse_predict(
-        doc, route.inputs, route.outputs, max_elements=settings.max_tensor_elements
-    )
-    timeout = min(
-        route.endpoint.deadline_ms / 1000,
-        timeout_seconds(request.headers.get(TIMEOUT_HEADER), parsed.parameters, float("inf")),
-    )
-    deadline = time.monotonic() + timeout
-    subject = request.headers.get(SUBJECT_HEADER) or parsed.subject
-    key = request.headers.get(IDEMPOTENCY_HEADER)
-    if key is None:
-        return await _run(
-            request, principal, plane, route, parsed, subject, timeout, deadline, watch
-        )
-    tenant = principal.tenant or principal.id
-    fingerprint = hashlib.sha256(f"{subject or ''}\0".encode() + body).hexdigest()
-    claimed = await plane.idempotency.claim(
-        tenant, name, key, fingerprint, hold_seconds=timeout + 5.0, wait_until=deadline
-    )
-    if isinstance(claimed, Replay):
-        return Response(
-            claimed.body, claimed.status, media_type=JSON, headers={"Idempotent-Replayed": "true"}
-        )
-    return await _run_once(
-        request, principal, plane, route, parsed, subject, timeout, deadline, claimed, watch
-    )
+class _Decoder:
+    """The ``:predict`` decoding of one request, for the service to call once it found
+    the endpoint: read the body, watch the caller from then on, parse and check it."""
 
+    def __init__(self, request: Request, caller: Caller, max_elements: int) -> None:
+        self.request = request
+        self.caller = caller
+        self.max_elements = max_elements
+        self.parsed: PredictRequest
 
-async def _run_once(
-    request: Request,
-    principal: Principal,
-    plane: ServingPlane,
-    route: Route,
-    parsed: PredictRequest,
-    subject: str | None,
-    timeout: float,
-    deadline: float,
-    claim: Claim,
-    watch: CallerWatch,
-) -> Response:
-    try:
-        response = await _run(
-            request, principal, plane, route, parsed, subject, timeout, deadline, watch
-        )
-    except BaseException:
-        # Nothing was answered: a retry with the key runs again. Shielded, so that a
-        # caller who went away (cancellation) still frees the key.
-        with anyio.CancelScope(shield=True):
-            await anyio.to_thread.run_sync(plane.idempotency.release, claim)
-        raise
-    await anyio.to_thread.run_sync(
-        plane.idempotency.complete, claim, response.status_code, bytes(response.body)
-    )
-    return response
-
-
-async def _run(
-    request: Request,
-    principal: Principal,
-    plane: ServingPlane,
-    route: Route,
-    parsed: PredictRequest,
-    subject: str | None,
-    timeout: float,
-    deadline: float,
-    watch: CallerWatch,
-) -> Response:
-    plan = plane.router.plan(route.endpoint.name, subject)
-    chosen = plan.version
-    priority = priority_of(parsed.parameters) if "priority" in parsed.parameters else None
-    received_at = datetime.now(UTC)
-    started = time.perf_counter()
-    async with (
-        admitted(request, principal, chosen.model),
-        get_services(request).metering.meter.metered(
-            call_info(
-                request,
-                chosen.model,
-                chosen.version,
-                chosen.manifest_digest,
-                timeout,
-                endpoint=route.endpoint.name,
-            )
-        ) as call,
-    ):
+    async def decode(
+        self, inputs: Sequence[TensorSpec], outputs: Sequence[TensorSpec]
+    ) -> InferenceRequest:
+        request = self.request
+        body = await request.body()
+        # From here a caller that hangs up cancels the call (see ``api.disconnect``).
+        self.caller.watch = CallerWatch(request.receive)
         try:
-            prediction = await plane.router.predict(
-                plan,
-                parsed.inputs,
-                deadline=deadline,
-                priority=priority,
-                outputs=parsed.outputs,
-                parameters=model_parameters(parsed.parameters),
-                prediction_id=call.prediction_id,
-                call_id=call.reservation.id if call.reservation is not None else "",
-            )
-            watch.stop()  # answered: billed as such, whoever reads it
-        except ModelportError as exc:
-            _log(request, plan, call.prediction_id, parsed, None, received_at, started, exc.code)
-            raise
-        ran = prediction.version
-        if ran is not None and ran.ref != chosen.ref:
-            call.ran_version(ran.model, ran.version, ran.manifest_digest)
-        call.record(compute_seconds=_compute_share(prediction, parsed))
-    _log(request, plan, prediction.id, parsed, prediction, received_at, started, "ok")
-    return Response(orjson.dumps(_answer(prediction, parsed)), media_type=JSON)
+            doc = orjson.loads(body)
+        except orjson.JSONDecodeError as exc:
+            raise InvalidInput(
+                f"request body is not valid JSON: {exc}", code="invalid_json"
+            ) from None
+        parsed = self.parsed = parse_predict(doc, inputs, outputs, max_elements=self.max_elements)
+        parameters = parsed.parameters
+        # 0 stands for "none given" (a given timeout is above 0): the endpoint's deadline.
+        timeout = timeout_seconds(request.headers.get(TIMEOUT_HEADER), parameters, 0.0)
+        subject = request.headers.get(SUBJECT_HEADER) or parsed.subject
+        key = request.headers.get(IDEMPOTENCY_HEADER)
+        fingerprint = hashlib.sha256(f"{subject or ''}\0".encode() + body).hexdigest()
+        return InferenceRequest(
+            parsed.inputs,
+            model_parameters(parameters),
+            parsed.outputs,
+            timeout or None,
+            priority_of(parameters) if "priority" in parameters else None,
+            subject,
+            None if key is None else (key, fingerprint),
+        )
 
-
-def _log(
-    request: Request,
-    plan: Plan,
-    prediction_id: str,
-    parsed: PredictRequest,
-    prediction: Prediction | None,
-    received_at: datetime,
-    started: float,
-    status: str,
-) -> None:
-    """Queue the prediction-log record (never waits; a full log counts the drop)."""
-    endpoint = plan.route.endpoint
-    log_prediction(
-        request,
-        prediction_id=prediction_id,
-        endpoint=endpoint.name,
-        owner=endpoint.tenant,
-        chosen=plan.version,
-        provenance=None if prediction is None else prediction.provenance,
-        inputs=parsed.inputs,
-        outputs=None if prediction is None else prediction.outputs,
-        received_at=received_at,
-        latency_seconds=time.perf_counter() - started,
-        stages={} if prediction is None else prediction.timings,
-        status=status,
-        arm=plan.arm,
-        policy=endpoint.log_policy,
-    )
-
-
-def _compute_share(prediction: Prediction, parsed: PredictRequest) -> float:
-    """This request's rows' share of its batch's execution time."""
-    execute = float(prediction.timings.get("execute", 0.0))
-    first = next(iter(parsed.inputs.values()), None)
-    rows = first.shape[0] if first is not None and first.ndim else 1
-    batch = prediction.batch_size or 0
-    return execute * min(1.0, rows / batch) if batch > 0 else execute
+    def encode(self, result: InferenceResult) -> bytes:
+        assert result.prediction is not None
+        return orjson.dumps(_answer(result.prediction, self.parsed))
 
 
 def _answer(prediction: Prediction, parsed: PredictRequest) -> dict[str, Any]:

@@ -5,7 +5,7 @@ request hygiene, rate-limit headers, exception handlers, then route matching
 against every route. For an inference call those layers cost more event-loop
 time than the rest of the platform together, so this middleware, in front of
 the whole stack (``api.app.ModelportAPI``), answers it directly: it matches the
-two infer paths, then does what those layers would have done for it, once and
+infer paths (a model's, a version's, an endpoint's), then does what those layers would have done for it, once and
 inline:
 
 - the request id (honoured from ``X-Request-Id`` or made), returned on the answer;
@@ -39,6 +39,7 @@ from modelport.errors import ModelportError
 from modelport.tenancy.limits import RateDecision
 
 _INFER = re.compile(r"/v2/models/([^/]+)/([^/]+)(?:/versions/([^/]+))?/infer")
+_ENDPOINT_INFER = re.compile(r"/v2/models/([^/]+)/infer")
 _REQUEST_ID = REQUEST_ID_HEADER.lower().encode()
 _EXPECTED = (ModelportError, HTTPException)
 _log = logging.getLogger(__name__)
@@ -50,7 +51,8 @@ def infer_path_params(path: str) -> dict[str, str] | None:
         return None
     match = _INFER.fullmatch(path)
     if match is None:
-        return None
+        single = _ENDPOINT_INFER.fullmatch(path)  # an endpoint, by its name alone
+        return None if single is None else {"name": single.group(1)}
     owner, name, version = match.groups()
     if version is None:
         return {"owner": owner, "name": name}

@@ -20,7 +20,7 @@ the batch's execution time in milliseconds, and the batch's size in rows.
 from __future__ import annotations
 
 import asyncio
-import time
+from collections.abc import Sequence
 from typing import Any
 
 import anyio.to_thread
@@ -31,20 +31,14 @@ from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
 from modelport import __version__
-from modelport.api.access import (
-    require_callable_state,
-    require_model_async,
-    visible_model_refs,
-)
+from modelport.api.access import note_tenant, visible_model_refs
 from modelport.api.auth import require_principal_async
+from modelport.api.calls import caller_of, note_call
 from modelport.api.deps import get_services
 from modelport.api.disconnect import CLIENT_CLOSED, CallerWatch
 from modelport.api.hygiene import check_inference_json
-from modelport.api.limiting import admit
-from modelport.api.metering import call_info, record_inference
 from modelport.api.v2.codec import encode_infer_response, parse_infer_request
 from modelport.api.v2.compression import decode_content
-from modelport.api.v2.dataplane import DataPlane
 from modelport.api.v2.metadata import model_metadata, server_metadata
 from modelport.api.v2.options import (
     TIMEOUT_HEADER,
@@ -53,9 +47,19 @@ from modelport.api.v2.options import (
     timeout_seconds,
 )
 from modelport.api.v2.types import INFERENCE_HEADER
+from modelport.api.v2.types import InferenceRequest as V2Request
 from modelport.api.v2.validate import validate_request
-from modelport.errors import InvalidInput, ModelportError, PayloadTooLarge
-from modelport.runtime.types import InferenceTimings
+from modelport.errors import InvalidInput, NotFound, PayloadTooLarge
+from modelport.inference.service import InferenceService
+from modelport.inference.types import (
+    Caller,
+    EndpointTarget,
+    InferenceRequest,
+    InferenceResult,
+    ModelTarget,
+)
+from modelport.manifest import TensorSpec
+from modelport.serving.routing.table import Route as Route_
 from modelport.tenancy import Permission, Principal
 
 EXTENSIONS = ("binary_tensor_data", "model_repository")
@@ -72,10 +76,6 @@ def _error(message: str, code: str, status: int) -> Response:
 
 async def _authenticate(request: Request) -> Principal:
     return await require_principal_async(request)
-
-
-def _dataplane(request: Request) -> DataPlane:
-    return request.app.state.dataplane  # type: ignore[no-any-return]
 
 
 def _model(request: Request) -> tuple[str, str, str | None]:
@@ -156,10 +156,12 @@ async def server(request: Request) -> Response:
 async def metadata(request: Request) -> Response:
     principal = await _authenticate(request)
     owner, name, version = _model(request)
-    await require_model_async(request, principal, owner, name, Permission.MODEL_READ)
-    plane = _dataplane(request)
-    target = await plane.target(owner, name, version)
-    versions = [target.version] if version else await plane.versions(owner, name)
+    inference = get_services(request).inference
+    note_tenant(request, owner)
+    await inference.require_model(principal, owner, name, Permission.MODEL_READ)
+    repository = get_services(request).model_repository
+    target = await repository.target(owner, name, version)
+    versions = [target.version] if version else await repository.versions(owner, name)
     manifest = target.manifest
     return _json(
         model_metadata(target.model, versions, manifest.format, manifest.inputs, manifest.outputs)
@@ -169,46 +171,127 @@ async def metadata(request: Request) -> Response:
 async def model_ready(request: Request) -> Response:
     principal = await _authenticate(request)
     owner, name, version = _model(request)
-    await require_model_async(request, principal, owner, name, Permission.MODEL_READ)
-    target, is_ready = await _dataplane(request).ready(owner, name, version)
+    note_tenant(request, owner)
+    await get_services(request).inference.require_model(
+        principal, owner, name, Permission.MODEL_READ
+    )
+    repository = get_services(request).model_repository
+    target, is_ready = await repository.ready(owner, name, version)
     if not is_ready:
-        status = _dataplane(request).host.status(target.key)
+        status = repository.host.status(target.key)
         state = status.state.value if status else "not loaded"
         return _error(f"{target.key.ref} is not ready: {state}", "model_not_ready", 503)
     return _json({"name": target.model, "version": target.version, "ready": True})
 
 
 async def infer(request: Request) -> Response:
-    """Authenticate and authorize, then rate limit, concurrency limit and budget
-    (``admit``), then work: metered (``InferenceMeter.open``: its cost reserved
-    before; ``succeeded``/``failed``: settled, its usage events durable, before the
-    answer). Other tenants may call only approved (or deployed) versions. A caller
-    that hangs up once its body is read cancels the call (``api.disconnect``): it
-    leaves the queue or its result is discarded, and it is metered ``cancelled``.
+    """One inference call of a model (``owner/name``) or an endpoint (one segment),
+    through ``InferenceService``: this route parses the body (``decode``, called once
+    the call is admitted) and encodes the answer. A caller that hangs up once its body
+    is read cancels the call (``api.disconnect``): it is metered ``cancelled``.
 
-    This is the hot path, answered through ``lane.InferenceLane``: one flat
-    coroutine, headers read once from the raw list, the version resolved once."""
+    The hot path, answered through ``lane.InferenceLane``: headers read once."""
     services = get_services(request)
-    settings = services.settings
-    plane: DataPlane = request.app.state.dataplane
     headers = dict(request.scope["headers"])  # names are lower-case bytes in ASGI
-    principal = await require_principal_async(request, _bearer(headers))
+    caller = caller_of(request, await require_principal_async(request, _bearer(headers)))
+    decoder = _Decoder(request, headers, services.settings.max_inference_request_bytes, caller)
     params = request.path_params
-    owner, name, version = params["owner"], params["name"], params.get("version")
-    await require_model_async(request, principal, owner, name, Permission.MODEL_CALL)
-    target = await plane.target(owner, name, version)
-    require_callable_state(principal, owner, target.key, target.state)
-    admission = await admit(request, principal, target.model)
-    watch: CallerWatch | None = None
     try:
-        limit = settings.max_inference_request_bytes
+        if "owner" in params:
+            target = ModelTarget(params["owner"], params["name"], params.get("version"))
+            result = await services.inference.call_model(caller, target, decoder.decode)
+        else:
+            result = await _endpoint_call(services.inference, caller, params["name"], decoder)
+    except ClientDisconnect:  # the caller left mid-request: nobody will read an answer
+        return Response(status_code=CLIENT_CLOSED)
+    except asyncio.CancelledError:
+        if caller.watch is None or not caller.watch.caller_gone():
+            raise  # not the caller's doing (the server is stopping)
+        return Response(status_code=CLIENT_CLOSED)
+    finally:
+        if caller.watch is not None:
+            caller.watch.stop()
+        note_call(request, caller)
+    parsed = decoder.parsed
+    encoded = encode_infer_response(
+        result.outputs,
+        model_name=result.model,
+        model_version=result.version,
+        request_id=parsed.id,
+        requested=parsed.outputs,
+        binary_data_output=parsed.binary_data_output,
+    )
+    encoded.headers["Server-Timing"] = _server_timing(result)
+    return Response(encoded.body, headers=encoded.headers)
+
+
+async def endpoint_metadata(request: Request) -> Response:
+    """An endpoint's metadata as a model's: its schema, its active deployment's version."""
+    route = await _endpoint_route(request)
+    stable = route.versions[0]
+    return _json(
+        model_metadata(
+            route.endpoint.name,
+            [stable.ref],
+            stable.manifest.format,
+            route.inputs,
+            route.outputs,
+        )
+    )
+
+
+async def endpoint_ready(request: Request) -> Response:
+    """Ready once the endpoint has an active deployment. ``/v2/models/a/ready`` is also
+    the metadata of a model ``a/ready`` when there is no endpoint ``a``."""
+    try:
+        route = await _endpoint_route(request)
+    except NotFound as exc:
+        if exc.code != "model_not_found":
+            raise
+        request.scope["path_params"] = {"owner": request.path_params["name"], "name": "ready"}
         try:
-            body = await _body(request, limit, headers.get(b"content-length"))
-        except ClientDisconnect:
-            # The caller left mid-request: nobody will read an answer; no error of ours.
-            return Response(status_code=CLIENT_CLOSED)
+            return await metadata(request)
+        except NotFound:
+            raise exc from None  # neither: the error that names both forms
+    return _json({"name": route.endpoint.name, "version": route.versions[0].ref, "ready": True})
+
+
+async def _endpoint_route(request: Request) -> Route_:
+    name = request.path_params["name"]
+    caller = caller_of(request, await _authenticate(request))
+    try:
+        route = await get_services(request).inference.route(caller, name, Permission.MODEL_READ)
+    except NotFound as exc:
+        raise _unknown_name(name, exc) from None
+    finally:
+        note_call(request, caller)
+    route.check_active()
+    return route
+
+
+class _Decoder:
+    """The ``/v2`` decoding of one infer request, for the service to call once admitted:
+    read the body, watch the caller from then on, parse and check it."""
+
+    __slots__ = ("caller", "headers", "limit", "parsed", "request")
+
+    def __init__(
+        self, request: Request, headers: dict[bytes, bytes], limit: int, caller: Caller
+    ) -> None:
+        self.request = request
+        self.headers = headers
+        self.limit = limit
+        self.caller = caller
+        self.parsed: V2Request
+
+    async def decode(
+        self, inputs: Sequence[TensorSpec], outputs: Sequence[TensorSpec]
+    ) -> InferenceRequest:
+        request, headers, limit = self.request, self.headers, self.limit
+        settings = get_services(request).settings
+        body = await _body(request, limit, headers.get(b"content-length"))
         # From here a caller that hangs up cancels the call (see ``api.disconnect``).
-        watch = CallerWatch(request.receive)
+        self.caller.watch = CallerWatch(request.receive)
         header_length = _text(headers.get(_INFERENCE_HEADER))
         encoding = headers.get(b"content-encoding")
         if encoding is not None:
@@ -219,59 +302,37 @@ async def infer(request: Request) -> Response:
         check_inference_json(body, header_length, settings.max_json_depth)
         parsed = parse_infer_request(body, header_length, max_elements=settings.max_tensor_elements)
         parameters = parsed.parameters
-        timeout = timeout_seconds(
-            _text(headers.get(_TIMEOUT_HEADER)),
-            parameters,
-            settings.runtime_infer_timeout_seconds,
+        # 0 stands for "none given" (a given timeout is above 0): the target's default.
+        timeout = timeout_seconds(_text(headers.get(_TIMEOUT_HEADER)), parameters, 0.0)
+        priority = priority_of(parameters) if "priority" in parameters else None
+        validate_request(parsed, inputs, outputs, max_input_bytes=limit)
+        self.parsed = parsed
+        return InferenceRequest(
+            parsed.arrays(), model_parameters(parameters), None, timeout or None, priority
         )
-        deadline = time.monotonic() + timeout
-        priority = priority_of(parameters)
-        await plane.ensure_ready(target)
-        manifest = target.manifest
-        try:
-            validate_request(parsed, manifest.inputs, manifest.outputs, max_input_bytes=limit)
-        except ModelportError:
-            target.observer.request_done("invalid", 0.0)
-            raise
-        inputs = parsed.arrays()
-        key = target.key
-        meter = services.metering.meter
-        info = call_info(request, key.model, key.version, key.manifest_digest, timeout)
-        call = await meter.open(info)  # its cost reserved (402 budget_exceeded)
-        try:
-            result = await plane.infer(
-                target,
-                inputs,
-                deadline=deadline,
-                priority=priority,
-                parameters=model_parameters(parameters),
-            )
-            watch.stop()  # answered: billed as such, whoever reads it
-            record_inference(call, result.timings, inputs)
-        except BaseException as exc:
-            await meter.failed(call, exc)  # cancelled: settled ``cancelled``
-            raise
-        await meter.succeeded(call)  # durable before the answer
-    except asyncio.CancelledError:
-        if watch is None or not watch.caller_gone():
-            raise  # not the caller's doing (the server is stopping)
-        return Response(status_code=CLIENT_CLOSED)
-    finally:
-        if watch is not None:
-            watch.stop()
-        # Synchronous on purpose: it must run even when the request was cancelled.
-        admission.release()
-    encoded = encode_infer_response(
-        result.outputs,
-        model_name=target.model,
-        model_version=target.version,
-        request_id=parsed.id,
-        requested=parsed.outputs,
-        binary_data_output=parsed.binary_data_output,
+
+
+async def _endpoint_call(
+    inference: InferenceService, caller: Caller, name: str, decoder: _Decoder
+) -> InferenceResult:
+    """An endpoint called by its name as a ``/v2`` model (no idempotency key here)."""
+    try:
+        result = await inference.call_endpoint(caller, EndpointTarget(name), decoder.decode)
+    except NotFound as exc:
+        raise _unknown_name(name, exc) from None
+    assert isinstance(result, InferenceResult)
+    return result
+
+
+def _unknown_name(name: str, exc: NotFound) -> NotFound:
+    if exc.code != "endpoint_not_found":
+        return exc
+    return NotFound(
+        f"model {name} not found: a model is named owner/name (/v2/models/acme/fraud/infer), "
+        f"an endpoint by its name alone (/v2/models/fraud/infer), and there is no "
+        f"endpoint {name}",
+        code="model_not_found",
     )
-    response_headers = encoded.headers
-    response_headers["Server-Timing"] = _server_timing(result.timings)
-    return Response(encoded.body, headers=response_headers)
 
 
 _INFERENCE_HEADER = INFERENCE_HEADER.lower().encode()
@@ -289,11 +350,12 @@ def _bearer(headers: dict[bytes, bytes]) -> str | None:
     return token.strip() or None
 
 
-def _server_timing(timings: InferenceTimings) -> str:
+def _server_timing(result: InferenceResult) -> str:
+    timings = result.timings
     return (
-        f"queue;dur={timings.queue_seconds * 1000:.3f}, "
-        f"compute;dur={timings.execute_seconds * 1000:.3f}, "
-        f'batch;desc="{timings.batch_size}"'
+        f"queue;dur={timings.get('queue', 0.0) * 1000:.3f}, "
+        f"compute;dur={timings.get('execute', 0.0) * 1000:.3f}, "
+        f'batch;desc="{result.batch_size or 0}"'
     )
 
 
@@ -301,7 +363,7 @@ def _server_timing(timings: InferenceTimings) -> str:
 async def repository_index(request: Request) -> Response:
     principal = await _authenticate(request)
     body = await _json_body(request)
-    rows = _dataplane(request).index(ready_only=bool(body.get("ready", False)))
+    rows = get_services(request).model_repository.index(ready_only=bool(body.get("ready", False)))
     refs = [row["name"] for row in rows]
     seen = await anyio.to_thread.run_sync(visible_model_refs, request, principal, refs)
     return _json([row for row in rows if row["name"] in seen])
@@ -312,7 +374,10 @@ async def repository_load(request: Request) -> Response:
     ``pinned`` so memory pressure never evicts it. Answers when it is ready."""
     principal = await _authenticate(request)
     owner, name, _ = _model(request)
-    await require_model_async(request, principal, owner, name, Permission.VERSION_DEPLOY)
+    note_tenant(request, owner)
+    await get_services(request).inference.require_model(
+        principal, owner, name, Permission.VERSION_DEPLOY
+    )
     parameters = (await _json_body(request)).get("parameters") or {}
     if not isinstance(parameters, dict):
         raise InvalidInput("'parameters' must be an object", code="invalid_request")
@@ -327,7 +392,7 @@ async def repository_load(request: Request) -> Response:
     pinned = parameters.get("pinned", False)
     if not isinstance(pinned, bool):
         raise InvalidInput("parameter 'pinned' must be true or false", code="invalid_request")
-    status = await _dataplane(request).load(owner, name, version, pinned=pinned)
+    status = await get_services(request).model_repository.load(owner, name, version, pinned=pinned)
     return _json(
         {
             "name": status.key.model,
@@ -343,12 +408,15 @@ async def repository_unload(request: Request) -> Response:
     """Unload one version (parameter ``version``) or every loaded version of the model."""
     principal = await _authenticate(request)
     owner, name, _ = _model(request)
-    await require_model_async(request, principal, owner, name, Permission.VERSION_DEPLOY)
+    note_tenant(request, owner)
+    await get_services(request).inference.require_model(
+        principal, owner, name, Permission.VERSION_DEPLOY
+    )
     parameters = (await _json_body(request)).get("parameters") or {}
     version = parameters.get("version") if isinstance(parameters, dict) else None
     if version is not None and not isinstance(version, str):
         raise InvalidInput("parameter 'version' must be a string", code="invalid_request")
-    keys = await _dataplane(request).unload(owner, name, version)
+    keys = await get_services(request).model_repository.unload(owner, name, version)
     return _json({"unloaded": [{"name": k.model, "version": k.version} for k in keys]})
 
 
@@ -360,6 +428,11 @@ routes: list[BaseRoute] = [
     Route("/v2/health/live", live, methods=["GET"]),
     Route("/v2/health/ready", ready, methods=["GET"]),
     Route("/v2", server, methods=["GET"]),
+    # An endpoint by its name alone; before the model routes, which would take
+    # ``/v2/models/fraud/ready`` for the model ``fraud/ready``.
+    Route("/v2/models/{name}/infer", infer, methods=["POST"]),
+    Route("/v2/models/{name}/ready", endpoint_ready, methods=["GET"]),
+    Route("/v2/models/{name}", endpoint_metadata, methods=["GET"]),
     Route(_MODEL, metadata, methods=["GET"]),
     Route(_VERSION, metadata, methods=["GET"]),
     Route(_MODEL + "/ready", model_ready, methods=["GET"]),

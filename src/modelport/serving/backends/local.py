@@ -38,6 +38,7 @@ from modelport.serving.types import (
     Health,
     StreamChunk,
     StreamRequest,
+    VersionRef,
 )
 
 VERSION_SCOPED = frozenset(
@@ -63,6 +64,11 @@ serving other versions, so it is not counted against this backend's breaker."""
 class LocalBackend:
     """The in-process ``ModelHost``."""
 
+    keeps_deadline = True
+    """The host keeps the request's deadline itself (a load waits until it at most; the
+    batcher drops a request still queued at it), so the dispatcher spares the timer task
+    ``asyncio.wait_for`` would start per call."""
+
     def __init__(
         self,
         host: ModelHost,
@@ -79,6 +85,8 @@ class LocalBackend:
         self.load_on_demand = load_on_demand
         self.engines = engines
         generative = frozenset(engines.formats) if engines is not None else frozenset()
+        self._keys: dict[int, tuple[VersionRef, VersionKey]] = {}
+        """Host keys by version (the version kept, so its id is not reused meanwhile)."""
         self._capabilities = capabilities or Capabilities(
             formats=known_formats() | generative,
             max_batch_size=1 << 20,  # the batcher takes requests of any size
@@ -94,7 +102,14 @@ class LocalBackend:
 
     async def infer(self, request: BackendRequest) -> BackendResponse:
         version = request.version
-        key = VersionKey(version.model, version.version, version.manifest_digest)
+        known = self._keys.get(id(version))
+        if known is not None and known[0] is version:
+            key = known[1]
+        else:
+            key = VersionKey(version.model, version.version, version.manifest_digest)
+            if len(self._keys) >= 4096:  # many versions: start over rather than grow
+                self._keys.clear()
+            self._keys[id(version)] = (version, key)
         try:
             if not self.host.is_ready(key):
                 await self._ready(key, request)
@@ -128,7 +143,9 @@ class LocalBackend:
     async def _ready(self, key: VersionKey, request: BackendRequest) -> None:
         if not self.load_on_demand and self.host.status(key) is None:
             raise Unavailable(
-                f"{key.ref} is not loaded here", code="model_not_loaded", scope="version"
+                f"{key.ref} is not loaded (load it through the repository API)",
+                code="model_not_loaded",
+                scope="version",
             )
         remaining = request.deadline - time.monotonic()
         try:

@@ -14,7 +14,7 @@ their queries per inference. Here:
   an event be lost, within ``ttl``.
 
 Concurrent callers missing the same fact share one read. The version's lifecycle
-state, the third fact, comes with the resolved version (``DataPlane.target``).
+state, the third fact, comes with the resolved version (``VersionTargets.target``).
 """
 
 from __future__ import annotations

@@ -1,14 +1,6 @@
-"""What the ``/v2`` routes do, apart from HTTP: find a version, ready it, run it.
-
-The routes only translate between HTTP and these calls. A model is addressed as
-``owner/name`` with an optional version (a version string or an alias); without
-one, the registry's ``resolve(owner, name, None)`` picks the default. Registry
-answers are cached for ``resolve_ttl`` seconds so the hot path rarely touches the
-database. For one more ``resolve_ttl`` an expired answer is still served while one
-refresh runs; an older one never is. So an alias moved, or a version's lifecycle
-state changed (which decides whether other tenants may call it), takes effect at
-once wherever the change event reaches (``forget``, subscribed in ``modelport.app``),
-and within twice ``resolve_ttl`` should an event be lost.
+"""The model repository (the ``/v2`` repository extension and readiness): which
+versions this process hosts, loading and unloading them, versions resolved through
+``VersionTargets``.
 
 Repository loads and unloads reach every process that serves the platform: after a
 local one succeeds it is published on the ``RepositorySync``, and the changes other
@@ -20,24 +12,17 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import time
-from collections.abc import AsyncIterator, Callable, Coroutine, Mapping
+from collections.abc import AsyncIterator, Coroutine
 from concurrent.futures import Future
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
 from typing import Any, TypeVar
 
-import numpy as np
-
-from modelport.background.single_flight import SingleFlight, retrieve_failure
+from modelport.background.single_flight import retrieve_failure
 from modelport.errors import NotFound, Unavailable
-from modelport.manifest import Manifest
-from modelport.registry.service import RegistryService
-from modelport.registry.types import LifecycleState, ModelVersion
+from modelport.inference.targets import Target, VersionTargets
 from modelport.runtime.cache import BlobSource
 from modelport.runtime.host import ModelHost
-from modelport.runtime.observer import RuntimeObserver, VersionObserver
-from modelport.runtime.types import InferenceResult, LoadState, Priority, VersionKey, VersionStatus
+from modelport.runtime.types import LoadState, VersionKey, VersionStatus
 from modelport.serving.repository_sync import (
     Action,
     LocalRepositorySync,
@@ -56,108 +41,27 @@ _INDEX_STATE = {
 }
 
 
-@dataclass(frozen=True)
-class Target:
-    """A resolved version: what to validate against and where it is hosted."""
-
-    model: str
-    version: str
-    manifest: Manifest
-    key: VersionKey
-    observer: VersionObserver
-    state: LifecycleState
-    """The version's lifecycle state when it was resolved."""
-
-
-class DataPlane:
-    """Resolves, loads and runs versions for the Open Inference Protocol surface."""
+class ModelRepository:
+    """The model repository of this process: which versions are hosted, loading and
+    unloading them here and in every process sharing the sync."""
 
     def __init__(
         self,
-        registry: RegistryService,
+        targets: VersionTargets,
         host: ModelHost,
         blobs: BlobSource,
-        observer: RuntimeObserver,
         *,
         load_on_demand: bool = True,
-        resolve_ttl: float = 1.0,
         sync: RepositorySync | None = None,
-        clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        self.registry = registry
+        self.targets = targets
         self.host = host
         self.blobs = blobs
-        self.observer = observer
         self.load_on_demand = load_on_demand
-        self.resolve_ttl = resolve_ttl
-        self._clock = clock
         self.sync: RepositorySync = sync or LocalRepositorySync()
-        self._targets: dict[tuple[str, str, str | None], tuple[float, Target]] = {}
-        self._lookups: SingleFlight[tuple[str, str, str | None], Target] = SingleFlight()
 
-    # ---- resolution
     async def target(self, owner: str, name: str, version: str | None) -> Target:
-        """The version ``owner/name`` [``version``] names (NotFound when there is none).
-
-        An answer expired less than ``resolve_ttl`` ago is still returned while one
-        refresh runs for every caller (a busy model would otherwise send each of its
-        concurrent callers to the database at every expiry); an older one is not. With
-        no answer to serve, callers share one lookup."""
-        cache_key = (owner, name, version)
-        cached = self._targets.get(cache_key)
-        if cached is not None:
-            expires = cached[0]
-            now = self._clock()
-            if now < expires:
-                return cached[1]
-            if now < expires + self.resolve_ttl:
-                self._lookup(cache_key)
-                return cached[1]
-        return await asyncio.shield(self._lookup(cache_key))
-
-    def forget(self, owner: str, name: str) -> None:
-        """Drop what is cached of ``owner/name`` (its aliases, versions or lifecycle states
-        changed): the next call resolves it afresh, not joining a lookup begun before.
-        Safe from any thread."""
-        # First, so that a lookup ending from here on keeps nothing (``generation``).
-        self._lookups.drop(lambda cache_key: cache_key[:2] == (owner, name))
-        for cache_key in list(self._targets):
-            if cache_key[0] == owner and cache_key[1] == name:
-                self._targets.pop(cache_key, None)
-
-    def forget_all(self) -> None:
-        """Drop every cached resolution (changes may have been missed). Safe from any thread."""
-        self._lookups.drop(lambda cache_key: True)
-        self._targets.clear()
-
-    def _lookup(self, cache_key: tuple[str, str, str | None]) -> asyncio.Future[Target]:
-        return self._lookups.start(cache_key, lambda: self._resolve(cache_key))
-
-    async def _resolve(self, cache_key: tuple[str, str, str | None]) -> Target:
-        generation = self._lookups.generation  # a forget meanwhile: keep nothing
-        try:
-            found = await asyncio.to_thread(self.registry.resolve, *cache_key)
-        except BaseException:
-            self._targets.pop(cache_key, None)  # gone or failing: the next call asks again
-            raise
-        target = self._target(found)
-        if generation != self._lookups.generation:
-            return target  # forgotten meanwhile: answer this caller, keep nothing
-        if len(self._targets) > 4096:  # many distinct names: start over rather than grow
-            self._targets.clear()
-        self._targets[cache_key] = (self._clock() + self.resolve_ttl, target)
-        return target
-
-    def _target(self, found: ModelVersion) -> Target:
-        model = f"{found.owner}/{found.name}"
-        return Target(
-            model=model,
-            version=found.version,
-            manifest=found.manifest,
-            key=VersionKey(model, found.version, found.manifest_digest),
-            observer=self.observer.version(model, found.version),
-            state=found.state,
-        )
+        return await self.targets.target(owner, name, version)
 
     async def ensure_ready(self, target: Target) -> None:
         """Make sure a resolved version is loaded (loading it on demand if allowed)."""
@@ -170,27 +74,13 @@ class DataPlane:
             )
         await self.host.ensure_loaded(target.key, target.manifest, self.blobs)
 
-    # ---- inference
-    async def infer(
-        self,
-        target: Target,
-        inputs: Mapping[str, np.ndarray],
-        *,
-        deadline: float,
-        priority: Priority,
-        parameters: Mapping[str, Any] | None,
-    ) -> InferenceResult:
-        return await self.host.infer(
-            target.key, inputs, deadline=deadline, priority=priority, parameters=parameters
-        )
-
     # ---- readiness and metadata
     async def ready(self, owner: str, name: str, version: str | None) -> tuple[Target, bool]:
         target = await self.target(owner, name, version)
         return target, self.host.is_ready(target.key)
 
     async def versions(self, owner: str, name: str) -> list[str]:
-        found = await asyncio.to_thread(self.registry.list_versions, owner, name)
+        found = await asyncio.to_thread(self.targets.registry.list_versions, owner, name)
         return [v.version for v in found]
 
     # ---- repository

@@ -1,0 +1,423 @@
+"""The inference use case, for every surface: ``/v2`` infer, endpoint ``:predict``, and
+later ``/v1``, gRPC and jobs. A surface parses, calls the service, and encodes.
+
+A call, given who calls (``Caller``), what (``ModelTarget`` or ``EndpointTarget``) and
+the surface's ``Decoder``:
+
+1. resolve: the version (``VersionTargets``, cached) or the endpoint's route (the
+   routing snapshot); check access (``inference.access``) and, for a version of
+   another tenant, its callable state;
+2. admit: rate, concurrency and budget limits (``LimitService``; warm subjects without
+   a thread hop, Redis admissions grouped);
+3. decode the request against the target's declared tensors (the surface's work);
+4. reserve: the meter prices the call and holds its upper cost (reservations grouped;
+   settlements through the journal where there is one);
+5. dispatch through the serving layer (``Dispatcher``: breakers, health, retries,
+   metrics; for an endpoint the router's canary, shadow and fallbacks) to a backend
+   (this process's model host is the ``LocalBackend``);
+6. record: usage quantities (``Usage``) on the metered call, the prediction log for an
+   endpoint; settle, release the admission, and return the ``InferenceResult``.
+
+A call is cancellable: the surface's watch cancels the task when its caller hangs up;
+the meter then settles it ``cancelled`` and the admission is given back. The watch is
+stopped once the backend answered (``Caller.watch``): from there the call is billed as
+answered, whoever reads it.
+
+Streaming calls (generative engines) will sit beside ``call_model``/``call_endpoint``
+as a ``stream(...)`` with the same steps 1-4 and 6, step 5 yielding chunks.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping, Sequence
+from datetime import UTC, datetime
+
+import anyio
+import anyio.to_thread
+import numpy as np
+
+from modelport.errors import ModelportError
+from modelport.inference.access import require_callable_state, require_endpoint, require_model
+from modelport.inference.access_facts import AccessFacts
+from modelport.inference.records import prediction_record
+from modelport.inference.targets import VersionTargets
+from modelport.inference.types import (
+    Caller,
+    Decoder,
+    EndpointTarget,
+    InferenceRequest,
+    InferenceResult,
+    ModelTarget,
+    Replayed,
+    Target,
+    Usage,
+)
+from modelport.metering.meter import InferenceMeter
+from modelport.metering.types import CallInfo
+from modelport.observability.predictions import PredictionLog
+from modelport.runtime.types import Priority
+from modelport.serving.backends.base import Backend
+from modelport.serving.idempotency import Claim, Replay
+from modelport.serving.plane import ServingPlane
+from modelport.serving.routing.dispatch import Dispatcher
+from modelport.serving.routing.router import Plan, Prediction
+from modelport.serving.routing.table import Route
+from modelport.serving.types import BackendRequest, VersionRef
+from modelport.tenancy.limits import Admission, LimitService, RateLimited, Subject
+from modelport.tenancy.policy import Permission
+from modelport.tenancy.types import Principal
+
+Encoder = Callable[[InferenceResult], bytes]
+"""The surface's encoding of an answer, for the service to keep under an idempotency key."""
+
+
+class InferenceService:
+    """Runs inference calls end to end (see the module docstring). One per process."""
+
+    def __init__(
+        self,
+        *,
+        targets: VersionTargets,
+        facts: AccessFacts,
+        limits: LimitService,
+        meter: InferenceMeter,
+        serving: ServingPlane,
+        dispatcher: Dispatcher,
+        replicas_for: Callable[[VersionRef], Sequence[Backend]],
+        prediction_log: PredictionLog,
+        default_timeout_seconds: float = 30.0,
+    ) -> None:
+        self.targets = targets
+        self.facts = facts
+        self.limits = limits
+        self.meter = meter
+        self.serving = serving
+        self.dispatcher = dispatcher
+        self.replicas_for = replicas_for
+        self.prediction_log = prediction_log
+        self.default_timeout_seconds = default_timeout_seconds
+
+    # ---- the caches a change must reach
+    def forget(self, owner: str, name: str) -> None:
+        """``owner/name``'s aliases, versions or lifecycle states changed: the next call
+        resolves it afresh. Safe from any thread."""
+        self.targets.forget(owner, name)
+
+    def forget_grants(self, tenant: str) -> None:
+        """``tenant`` was given or lost a grant. Safe from any thread."""
+        self.facts.forget_grants(tenant)
+
+    # ---- access, for the surfaces' other model routes (metadata, readiness)
+    async def require_model(
+        self, principal: Principal, owner: str, name: str, permission: Permission
+    ) -> None:
+        """Raise unless ``principal`` may do ``permission`` on ``owner/name`` (404 where it
+        may not see it)."""
+        await require_model(self.facts, principal, owner, name, permission)
+
+    async def route(self, caller: Caller, endpoint: str, permission: Permission) -> Route:
+        """The endpoint's route, if the caller may do ``permission`` on it."""
+        route = await self.serving.route(endpoint)
+        caller.about = route.endpoint.tenant
+        require_endpoint(caller.principal, route.endpoint, permission)
+        return route
+
+    # ---- calls
+    async def infer(
+        self, caller: Caller, target: Target, decode: Decoder, *, encode: Encoder | None = None
+    ) -> InferenceResult | Replayed:
+        """One call of ``target`` (see the module docstring)."""
+        if isinstance(target, ModelTarget):
+            return await self.call_model(caller, target, decode)
+        return await self.call_endpoint(caller, target, decode, encode=encode)
+
+    # ---- streaming (the seam): ``stream(caller, target, decode)`` sits here, beside the
+    # calls above, with their resolve / access / admit / decode / reserve steps; the
+    # dispatch step becomes the backend's streaming call, and settlement follows the
+    # stream's end, its deadline or its caller's disconnect (``inference.streaming``).
+
+    async def call_model(
+        self, caller: Caller, target: ModelTarget, decode: Decoder
+    ) -> InferenceResult:
+        """Call a registry version directly (``/v2/models/owner/name[/versions/v]``)."""
+        principal = caller.principal
+        owner = target.owner
+        caller.about = owner
+        await require_model(self.facts, principal, owner, target.name, Permission.MODEL_CALL)
+        resolved = await self.targets.target(owner, target.name, target.version)
+        require_callable_state(principal, owner, resolved)
+        admission = await self.admit(caller, resolved.model)
+        try:
+            manifest = resolved.manifest
+            try:
+                request = await decode(manifest.inputs, manifest.outputs)
+            except ModelportError as exc:
+                if exc.kind == "invalid":
+                    resolved.observer.request_done("invalid", 0.0)
+                raise
+            timeout = request.timeout
+            if timeout is None:
+                timeout = self.default_timeout_seconds
+            key = resolved.key
+            meter = self.meter
+            call = await meter.open(  # its cost reserved (402 budget_exceeded)
+                CallInfo(
+                    tenant=principal.tenant or principal.id,
+                    key_id=principal.key_id,
+                    model=key.model,
+                    version=key.version,
+                    manifest_digest=key.manifest_digest,
+                    request_id=caller.request_id,
+                    timeout_seconds=timeout,
+                )
+            )
+            try:
+                ref = resolved.ref
+                started = time.perf_counter()
+                served = await self.dispatcher.dispatch(
+                    BackendRequest(
+                        ref,
+                        request.inputs,
+                        time.monotonic() + timeout,
+                        request.priority or Priority.INTERACTIVE,
+                        request.outputs,
+                        request.parameters,
+                        call.prediction_id,
+                        call.reservation.id if call.reservation is not None else "",
+                    ),
+                    self.replicas_for(ref),
+                )
+                if caller.watch is not None:
+                    caller.watch.stop()  # answered: billed as such, whoever reads it
+                usage = measure(request.inputs, served.timings, served.batch_size, started)
+                call.record_usage(usage)
+            except BaseException as exc:
+                await meter.failed(call, exc)  # cancelled: settled ``cancelled``
+                raise
+            await meter.succeeded(call)  # durable before the answer
+        finally:
+            # Synchronous on purpose: it must run even when the call was cancelled.
+            admission.release()
+        return InferenceResult(
+            served.outputs,
+            resolved.model,
+            resolved.version,
+            usage,
+            served.provenance,
+            served.timings,
+            served.batch_size,
+            call.prediction_id,
+        )
+
+    async def call_endpoint(
+        self,
+        caller: Caller,
+        target: EndpointTarget,
+        decode: Decoder,
+        *,
+        encode: Encoder | None = None,
+    ) -> InferenceResult | Replayed:
+        """Call an endpoint: its active deployment chooses the version (weights, or sticky
+        by ``subject``). With an idempotency key, the first answer is replayed (encoded by
+        ``encode``) and a call that failed or was cancelled frees the key."""
+        route = await self.route(caller, target.name, Permission.MODEL_CALL)
+        route.check_active()
+        request = await decode(route.inputs, route.outputs)
+        timeout = route.endpoint.deadline_ms / 1000
+        if request.timeout is not None:
+            timeout = min(timeout, request.timeout)
+        deadline = time.monotonic() + timeout
+        if request.idempotency is None:
+            return await self._run_endpoint(caller, route, request, timeout, deadline)
+        principal = caller.principal
+        idempotency = self.serving.idempotency
+        key, fingerprint = request.idempotency
+        claimed = await idempotency.claim(
+            principal.tenant or principal.id,
+            target.name,
+            key,
+            fingerprint,
+            hold_seconds=timeout + 5.0,
+            wait_until=deadline,
+        )
+        if isinstance(claimed, Replay):
+            return Replayed(claimed.body, claimed.status)
+        return await self._run_once(caller, route, request, timeout, deadline, claimed, encode)
+
+    async def _run_once(
+        self,
+        caller: Caller,
+        route: Route,
+        request: InferenceRequest,
+        timeout: float,
+        deadline: float,
+        claim: Claim,
+        encode: Encoder | None,
+    ) -> InferenceResult:
+        idempotency = self.serving.idempotency
+        try:
+            result = await self._run_endpoint(caller, route, request, timeout, deadline)
+            result.body = encode(result) if encode is not None else b""
+        except BaseException:
+            # Nothing was answered: a retry with the key runs again. Shielded, so that a
+            # caller who went away (cancellation) still frees the key.
+            with anyio.CancelScope(shield=True):
+                await anyio.to_thread.run_sync(idempotency.release, claim)
+            raise
+        await anyio.to_thread.run_sync(idempotency.complete, claim, 200, result.body)
+        return result
+
+    async def _run_endpoint(
+        self,
+        caller: Caller,
+        route: Route,
+        request: InferenceRequest,
+        timeout: float,
+        deadline: float,
+    ) -> InferenceResult:
+        plan = self.serving.router.plan(route.endpoint.name, request.subject)
+        chosen = plan.version
+        principal = caller.principal
+        received_at = datetime.now(UTC)
+        started = time.perf_counter()
+        admission = await self.admit(caller, chosen.model)
+        try:
+            meter = self.meter
+            call = await meter.open(
+                CallInfo(
+                    tenant=principal.tenant or principal.id,
+                    key_id=principal.key_id,
+                    model=chosen.model,
+                    version=chosen.version,
+                    manifest_digest=chosen.manifest_digest,
+                    endpoint=route.endpoint.name,
+                    request_id=caller.request_id,
+                    timeout_seconds=timeout,
+                )
+            )
+            try:
+                try:
+                    prediction = await self.serving.router.predict(
+                        plan,
+                        request.inputs,
+                        deadline=deadline,
+                        priority=request.priority,
+                        outputs=request.outputs,
+                        parameters=request.parameters,
+                        prediction_id=call.prediction_id,
+                        call_id=call.reservation.id if call.reservation is not None else "",
+                    )
+                    if caller.watch is not None:
+                        caller.watch.stop()  # answered: billed as such, whoever reads it
+                except ModelportError as exc:
+                    self._log(
+                        caller,
+                        plan,
+                        call.prediction_id,
+                        request,
+                        None,
+                        received_at,
+                        started,
+                        exc.code,
+                    )
+                    raise
+                ran = prediction.version
+                if ran is not None and ran.ref != chosen.ref:
+                    call.ran_version(ran.model, ran.version, ran.manifest_digest)
+                usage = measure(request.inputs, prediction.timings, prediction.batch_size, started)
+                call.record_usage(usage)
+            except BaseException as exc:
+                await meter.failed(call, exc)
+                raise
+            await meter.succeeded(call)
+        finally:
+            admission.release()
+        self._log(caller, plan, prediction.id, request, prediction, received_at, started, "ok")
+        return InferenceResult(
+            prediction.outputs,
+            route.endpoint.name,
+            "" if ran is None else ran.ref,
+            usage,
+            prediction.provenance,
+            prediction.timings,
+            prediction.batch_size,
+            prediction.id,
+            prediction,
+        )
+
+    # ---- steps
+    async def admit(self, caller: Caller, model: str) -> Admission:
+        """Rate → concurrency → budget for one call of ``model``; raises 429
+        ``rate_limited`` / ``concurrency_limited`` or 402 ``budget_exceeded``. The caller
+        must ``release`` the admission, whatever happens next."""
+        principal = caller.principal
+        limits = self.limits
+        subject = Subject(
+            tenant=principal.tenant or principal.id, key=principal.key_id, model=model
+        )
+        try:
+            if limits.is_warm(subject):
+                admission = limits.admit(subject, stale_ok=True)
+            elif limits.admitter is not None and limits.is_cached(subject):
+                # Redis: batched with the other calls' admissions, no thread hop per call.
+                admission = await limits.admit_grouped(subject)
+            else:
+                admission = await anyio.to_thread.run_sync(limits.admit, subject)
+        except RateLimited as exc:
+            caller.rate = exc.decision
+            raise
+        caller.rate = admission.decision
+        return admission
+
+    def _log(
+        self,
+        caller: Caller,
+        plan: Plan,
+        prediction_id: str,
+        request: InferenceRequest,
+        prediction: Prediction | None,
+        received_at: datetime,
+        started: float,
+        status: str,
+    ) -> None:
+        """Queue the prediction-log record (never waits; a full log counts the drop)."""
+        endpoint = plan.route.endpoint
+        principal = caller.principal
+        self.prediction_log.record(
+            prediction_record(
+                prediction_id=prediction_id,
+                endpoint=endpoint.name,
+                owner=endpoint.tenant,
+                chosen=plan.version,
+                provenance=None if prediction is None else prediction.provenance,
+                inputs=request.inputs,
+                outputs=None if prediction is None else prediction.outputs,
+                received_at=received_at,
+                latency_seconds=time.perf_counter() - started,
+                stages={} if prediction is None else prediction.timings,
+                tenant=principal.tenant,
+                key_id=principal.key_id,
+                request_id=caller.request_id,
+                status=status,
+                arm=plan.arm,
+                policy=endpoint.log_policy,
+            )
+        )
+
+
+def measure(
+    inputs: Mapping[str, np.ndarray],
+    timings: Mapping[str, float],
+    batch_size: int | None,
+    started: float,
+) -> Usage:
+    """What a tensor call used: its rows, its wall time since ``started``
+    (``time.perf_counter``), and its rows' share of its batch's execution time as
+    ``cpu_ms`` (the local host runs on CPU)."""
+    first = next(iter(inputs.values()), None)
+    rows = first.shape[0] if first is not None and first.ndim else 1
+    execute = float(timings.get("execute", 0.0))
+    batch = batch_size or 0
+    share = execute * min(1.0, rows / batch) if batch > 0 else execute
+    return Usage(rows=rows, seconds=time.perf_counter() - started, cpu_ms=share * 1000)
