@@ -22,7 +22,7 @@ from modelport.api.deps import get_services
 from modelport.blobs._common import blob_not_found
 from modelport.digests import check_digest
 from modelport.errors import NotFound
-from modelport.registry.repository import model_not_found
+from modelport.registry.errors import model_not_found
 from modelport.registry.types import CatalogViewer, Lineage, Model
 from modelport.tenancy.enforce import enforce as enforce  # re-exported for the routes
 from modelport.tenancy.enforce import forbidden as forbidden  # re-exported for the routes

@@ -12,8 +12,8 @@ from __future__ import annotations
 from modelport.errors import Forbidden
 from modelport.inference.access_facts import AccessFacts
 from modelport.inference.targets import Target
-from modelport.registry.repository import model_not_found
-from modelport.serving.endpoints.repository import endpoint_not_found
+from modelport.registry.errors import model_not_found
+from modelport.serving.endpoints.errors import endpoint_not_found
 from modelport.serving.endpoints.types import Endpoint
 from modelport.tenancy.enforce import enforce
 from modelport.tenancy.policy import ModelResource, Permission, TenantScoped, permissions_of

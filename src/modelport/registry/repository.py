@@ -18,6 +18,7 @@ from modelport.digests import sha256_digest
 from modelport.errors import NotFound
 from modelport.manifest import Manifest
 from modelport.registry import signing
+from modelport.registry.errors import model_not_found
 from modelport.registry.types import (
     Alias,
     AliasEvent,
@@ -58,12 +59,6 @@ def model_record(row: ModelRow, tags: Iterable[str]) -> Model:
         tags=tuple(sorted(tags)),
         created_at=row.created_at,
         created_by=row.created_by,
-    )
-
-
-def model_not_found(owner: str, name: str) -> NotFound:
-    return NotFound(
-        f"model {owner}/{name} not found", code="model_not_found", model=f"{owner}/{name}"
     )
 
 

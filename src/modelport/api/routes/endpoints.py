@@ -21,7 +21,7 @@ from modelport.api.routes.serving_json import deployment_json, endpoint_json
 from modelport.errors import InvalidInput
 from modelport.observability.types import LogPolicy
 from modelport.runtime.types import LoadState
-from modelport.serving.endpoints.repository import endpoint_not_found
+from modelport.serving.endpoints.errors import endpoint_not_found
 from modelport.serving.endpoints.types import (
     CanaryPolicy,
     DeploymentSpec,

@@ -24,7 +24,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from modelport.api.auth import CurrentPrincipal
 from modelport.api.deps import get_services
 from modelport.errors import Forbidden, NotFound
-from modelport.registry.repository import model_not_found
+from modelport.registry.errors import model_not_found
 from modelport.store.base import utcnow
 from modelport.tenancy.limits import Budget, BudgetAlert, Limits, ScopeType, period_of
 from modelport.tenancy.limits.service import MAX_CAP_MICROS

@@ -30,7 +30,7 @@ from modelport.api.deps import get_services
 from modelport.api.routes.endpoints import require_endpoint
 from modelport.errors import Forbidden
 from modelport.observability.types import StoredPrediction
-from modelport.serving.endpoints.repository import endpoint_not_found
+from modelport.serving.endpoints.errors import endpoint_not_found
 from modelport.serving.endpoints.spec import ENDPOINT_NAME_RE
 from modelport.serving.outcomes import Outcome, VersionAccuracy, prediction_not_found
 from modelport.tenancy.policy import Decision, Permission, TenantScoped, authorize

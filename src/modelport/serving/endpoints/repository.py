@@ -19,6 +19,7 @@ from sqlalchemy.orm import Session
 from modelport.errors import Conflict, NotFound
 from modelport.observability.types import LogPolicy
 from modelport.runtime.types import Priority
+from modelport.serving.endpoints.errors import endpoint_not_found
 from modelport.serving.endpoints.spec import spec_from_json, spec_to_json
 from modelport.serving.endpoints.types import (
     Deployment,
@@ -32,10 +33,6 @@ from modelport.serving.endpoints.types import (
 from modelport.serving.types import FallbackChain
 from modelport.store.base import is_row_id
 from modelport.store.tables import DeploymentRow, EndpointRow
-
-
-def endpoint_not_found(name: str) -> NotFound:
-    return NotFound(f"endpoint {name!r} does not exist", code="endpoint_not_found", endpoint=name)
 
 
 def deployment_not_found(name: str, deployment: int) -> NotFound:

@@ -17,7 +17,7 @@ from typing import Any
 from modelport.errors import Unavailable
 from modelport.manifest import TensorSpec
 from modelport.serving.backends.base import Backend
-from modelport.serving.endpoints.repository import endpoint_not_found
+from modelport.serving.endpoints.errors import endpoint_not_found
 from modelport.serving.endpoints.types import Endpoint
 from modelport.serving.routing.traffic import cumulative, pick, subject_point
 from modelport.serving.types import VersionRef
