@@ -23,8 +23,9 @@ the meter then settles it ``cancelled`` and the admission is given back. The wat
 stopped once the backend answered (``Caller.watch``): from there the call is billed as
 answered, whoever reads it.
 
-Streaming calls (generative engines) will sit beside ``call_model``/``call_endpoint``
-as a ``stream(...)`` with the same steps 1-4 and 6, step 5 yielding chunks.
+A generative call is ``stream``: the same resolution and access checks as
+``call_model``, then ``inference.streaming`` (admit, hold the upper bound, the backend's
+stream of chunks, settle what was delivered).
 """
 
 from __future__ import annotations
@@ -41,6 +42,7 @@ from modelport.errors import ModelportError
 from modelport.inference.access import require_callable_state, require_endpoint, require_model
 from modelport.inference.access_facts import AccessFacts
 from modelport.inference.records import prediction_record
+from modelport.inference.streaming import CallStream, GenerateRequest, StreamingCalls, StreamTarget
 from modelport.inference.targets import VersionTargets
 from modelport.inference.types import (
     Caller,
@@ -132,10 +134,23 @@ class InferenceService:
             return await self.call_model(caller, target, decode)
         return await self.call_endpoint(caller, target, decode, encode=encode)
 
-    # ---- streaming (the seam): ``stream(caller, target, decode)`` sits here, beside the
-    # calls above, with their resolve / access / admit / decode / reserve steps; the
-    # dispatch step becomes the backend's streaming call, and settlement follows the
-    # stream's end, its deadline or its caller's disconnect (``inference.streaming``).
+    async def stream(
+        self, caller: Caller, target: ModelTarget, request: GenerateRequest, deadline: float
+    ) -> CallStream:
+        """A generative call of a registry version as a metered stream of chunks: the
+        version resolved, access and its callable state checked as for ``call_model``,
+        then ``StreamingCalls`` on its backend: admitted, its upper bound held before the
+        first chunk, settled at the stream's end, its deadline or its caller leaving
+        (see ``inference.streaming``). ``deadline`` is an absolute ``time.monotonic()``."""
+        principal = caller.principal
+        owner = target.owner
+        caller.about = owner
+        await require_model(self.facts, principal, owner, target.name, Permission.MODEL_CALL)
+        resolved = await self.targets.target(owner, target.name, target.version)
+        require_callable_state(principal, owner, resolved)
+        backend = self.replicas_for(resolved.ref)[0]
+        calls = StreamingCalls(backend=backend, meter=self.meter, limits=self.limits)
+        return await calls.stream(principal, StreamTarget(resolved.ref), request, deadline)
 
     async def call_model(
         self, caller: Caller, target: ModelTarget, decode: Decoder
@@ -352,18 +367,11 @@ class InferenceService:
         ``rate_limited`` / ``concurrency_limited`` or 402 ``budget_exceeded``. The caller
         must ``release`` the admission, whatever happens next."""
         principal = caller.principal
-        limits = self.limits
         subject = Subject(
             tenant=principal.tenant or principal.id, key=principal.key_id, model=model
         )
         try:
-            if limits.is_warm(subject):
-                admission = limits.admit(subject, stale_ok=True)
-            elif limits.admitter is not None and limits.is_cached(subject):
-                # Redis: batched with the other calls' admissions, no thread hop per call.
-                admission = await limits.admit_grouped(subject)
-            else:
-                admission = await anyio.to_thread.run_sync(limits.admit, subject)
+            admission = await self.limits.admit_on_loop(subject)
         except RateLimited as exc:
             caller.rate = exc.decision
             raise

@@ -106,7 +106,7 @@ class StreamingCalls:
         subject = Subject(
             tenant=principal.tenant or principal.id, key=principal.key_id, model=version.model
         )
-        admission = await admit(self.limits, subject)
+        admission = await self.limits.admit_on_loop(subject)
         try:
             # Tokens per minute count what the call may use at most, before it runs: a
             # charge cannot be taken back, and a stream refused midway helps nobody.
@@ -149,16 +149,6 @@ class StreamingCalls:
         stream = CallStream(chunks, metered, self.meter, admission, deadline, request.max_tokens)
         await stream.start()
         return stream
-
-
-async def admit(limits: LimitService, subject: Subject) -> Admission:
-    """Rate → concurrency → budget for one call, without waiting on I/O on the event
-    loop (429 ``rate_limited`` / ``concurrency_limited``, 402)."""
-    if limits.is_warm(subject):
-        return limits.admit(subject, stale_ok=True)
-    if limits.admitter is not None and limits.is_cached(subject):
-        return await limits.admit_grouped(subject)
-    return await asyncio.to_thread(limits.admit, subject)
 
 
 async def charge_tokens(limits: LimitService, subject: Subject, tokens: int) -> None:

@@ -185,6 +185,17 @@ class LimitService:
             raise
         return admission
 
+    async def admit_on_loop(self, subject: Subject) -> Admission:
+        """``admit`` for an event loop, never waiting on I/O there: on the loop when the
+        subject's rows are cached and no limiter talks over the network, through the
+        group ``admitter`` with Redis, else in a worker thread."""
+        if self.is_warm(subject):
+            return self.admit(subject, stale_ok=True)
+        if self.admitter is not None and self.is_cached(subject):
+            # Redis: batched with the other calls' admissions, no thread hop per call.
+            return await self.admit_grouped(subject)
+        return await asyncio.to_thread(self.admit, subject)
+
     async def admit_grouped(self, subject: Subject) -> Admission:
         """``admit(subject, stale_ok=True)`` for an event loop, its rate and slot decision
         sent through the group ``admitter`` (one Redis pipeline per batch of calls, no
