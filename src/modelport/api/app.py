@@ -13,6 +13,7 @@ from modelport import __version__
 from modelport.api.access_facts import AccessFacts
 from modelport.api.billing import install_billing
 from modelport.api.body_timeout import BodyReadTimeout
+from modelport.api.hostless import HostlessDataPlane
 from modelport.api.hygiene import RequestHygiene
 from modelport.api.limiting import RateLimitHeaders
 from modelport.api.problems import ErrorBoundary, install_error_handlers
@@ -122,20 +123,22 @@ def create_app(services: Services) -> FastAPI:
     app.state.access_facts = AccessFacts(
         services.registry, services.tenancy, ttl=ttl, clock=monotonic
     )
-    app.state.dataplane = DataPlane(
-        services.registry,
-        services.host,
-        services.blob_store,
-        services.metrics,
-        load_on_demand=services.settings.load_on_demand,
-        resolve_ttl=ttl,
-        sync=services.repository_sync,
-        clock=monotonic,
-    )
+    dataplane = None
+    if services.host is None:  # a gateway: /v2 answers 503 role_lacks_service
+        app.state.dataplane = HostlessDataPlane(services.settings.role.value)
+    else:
+        app.state.dataplane = dataplane = DataPlane(
+            services.registry,
+            services.host,
+            services.blob_store,
+            services.metrics,
+            load_on_demand=services.settings.load_on_demand,
+            resolve_ttl=ttl,
+            sync=services.repository_sync,
+            clock=monotonic,
+        )
     # Changes made anywhere (a route, the CLI, another process) reach these caches.
-    subscribe_caches(
-        services.changes, resolutions=app.state.dataplane, access=app.state.access_facts
-    )
+    subscribe_caches(services.changes, resolutions=dataplane, access=app.state.access_facts)
     # First: the hot inference path should not be matched against every /api route.
     app.router.routes[:0] = [*v2.routes, *predict.routes]
     return app
