@@ -9,6 +9,7 @@ of workers.
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from concurrent.futures import Future
 from typing import Protocol
 
@@ -35,8 +36,10 @@ class Placement(Protocol):
         """Bytes the held versions may take together; None: no limit known."""
         ...
 
-    def fits(self, needed_bytes: int) -> None:
-        """Raise when versions needing ``needed_bytes`` together cannot be held."""
+    def fits(self, needed_bytes: int, refs: Collection[str]) -> None:
+        """Raise when the live deployments' versions and a new deployment's ``refs``
+        (``owner/name:version``, those not on remote backends), needing
+        ``needed_bytes`` together, cannot be held."""
         ...
 
     def estimate(self, manifest: Manifest) -> int:
@@ -71,7 +74,7 @@ class LocalPlacement:
     def capacity(self) -> int | None:
         return self.host.budget.host_bytes
 
-    def fits(self, needed_bytes: int) -> None:
+    def fits(self, needed_bytes: int, refs: Collection[str]) -> None:
         budget = self.capacity()
         if budget is not None and needed_bytes > budget:
             raise Unprocessable(
@@ -110,9 +113,9 @@ class RemotePlacement:
     def capacity(self) -> int | None:
         return 0
 
-    def fits(self, needed_bytes: int) -> None:
-        if needed_bytes > 0:
-            raise self._refusal()
+    def fits(self, needed_bytes: int, refs: Collection[str]) -> None:
+        if refs:
+            raise self._refusal(", ".join(sorted(refs)))
 
     def estimate(self, manifest: Manifest) -> int:
         return 0  # not held here: whoever holds it budgets it

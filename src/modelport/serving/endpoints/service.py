@@ -339,7 +339,7 @@ class EndpointService:
         # The host holds each version once, whichever deployments share it.
         for ref, size in mine.items():
             host_held[ref] = max(size, host_held.get(ref, 0))
-        self.placement.fits(sum(host_held.values()))
+        self.placement.fits(sum(host_held.values()), list(mine))
         quota = self.limits.tenant_memory_bytes
         asked = sum(mine.values()) * spec.resources.max_replicas
         if quota is not None and tenant_bytes + asked > quota:
