@@ -132,7 +132,7 @@ def test_a_worker_serves_its_hosts_v2_for_the_operators_key(
 def test_a_worker_loads_through_the_repository_extension(
     worker: tuple[TestClient, WorkerServices],
 ) -> None:
-    client, services = worker
+    client, _ = worker
     loaded = client.post(
         "/v2/repository/models/acme/adder/load", json={"parameters": {"version": "1"}}
     )
