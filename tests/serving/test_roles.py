@@ -222,3 +222,18 @@ def test_a_gateway_and_a_worker_serve_an_endpoint_together(
         assert direct.status_code == 503 and direct.json()["code"] == "role_lacks_service"
     finally:
         worker.kill()
+
+
+def test_a_worker_refuses_a_body_over_the_limit(serving: Serving) -> None:
+    serving.publish("acme/adder", "1")
+    settings = serving.services.settings.model_copy(
+        update={"role": Role.WORKER, "max_inference_request_bytes": 64}
+    )
+    services = build_worker_services(settings)
+    try:
+        with TestClient(create_worker_app(services), headers=AUTH) as client:
+            big = client.post("/v2/models/acme/adder/versions/1/infer", json=INFER)
+            assert big.status_code == 413 and big.json()["code"] == "payload_too_large"
+            assert not services.host.statuses()  # refused before anything was loaded
+    finally:
+        services.close()

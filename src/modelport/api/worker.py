@@ -68,17 +68,18 @@ class WorkerSurface:
         ):
             raise Unauthenticated("a worker answers the operator's key only")
 
-    async def _version(self, request: Request) -> VersionRef:
+    async def _version(self, request: Request, version: str | None = None) -> VersionRef:
+        """The version the path names (``version``: the one the body names instead)."""
         params = request.path_params
-        wanted = (params["owner"], params["name"], params["version"])
+        wanted = (params["owner"], params["name"], version or params["version"])
         found = self._versions.get(wanted)
         if found is None:
-            version = await asyncio.to_thread(self.services.registry.get_version, *wanted)
+            stored = await asyncio.to_thread(self.services.registry.get_version, *wanted)
             found = VersionRef(
                 model=f"{wanted[0]}/{wanted[1]}",
-                version=version.version,
-                manifest_digest=version.manifest_digest,
-                manifest=version.manifest,
+                version=stored.version,
+                manifest_digest=stored.manifest_digest,
+                manifest=stored.manifest,
             )
             self._versions[wanted] = found
         return found
@@ -106,8 +107,7 @@ class WorkerSurface:
         version = (body.get("parameters") or {}).get("version") if isinstance(body, dict) else None
         if not isinstance(version, str) or not version:
             raise InvalidInput("parameters.version is required", code="invalid_request")
-        request.path_params["version"] = version
-        ref = await self._version(request)
+        ref = await self._version(request, version)
         host = self.services.host
         await host.ensure_loaded(key_of(ref), ref.manifest, self.services.blob_store)
         return _json({"name": ref.model, "version": ref.version, "loaded": True})
@@ -117,6 +117,9 @@ class WorkerSurface:
         settings = self.services.settings
         ref = await self._version(request)
         limit = settings.max_inference_request_bytes
+        declared = request.headers.get("content-length", "")
+        if declared.isdigit() and int(declared) > limit:  # refused before reading it
+            raise PayloadTooLarge(f"the request is over {limit} bytes", code="payload_too_large")
         body = await request.body()
         if len(body) > limit:
             raise PayloadTooLarge(f"the request is over {limit} bytes", code="payload_too_large")
