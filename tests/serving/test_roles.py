@@ -237,3 +237,26 @@ def test_a_worker_refuses_a_body_over_the_limit(serving: Serving) -> None:
             assert not services.host.statuses()  # refused before anything was loaded
     finally:
         services.close()
+
+
+def test_the_role_comes_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("MODELPORT_ROLE", raising=False)
+    assert Settings().role is Role.ALL
+    monkeypatch.setenv("MODELPORT_ROLE", "gateway")
+    assert Settings().role is Role.GATEWAY
+    monkeypatch.setenv("MODELPORT_ROLE", "pool")
+    with pytest.raises(ValueError, match="role"):
+        Settings()
+
+
+def test_build_app_builds_the_settings_role(tmp_path: Path) -> None:
+    from modelport.app import build_app
+
+    worker = build_app(Settings(home=tmp_path, admin_key=ADMIN_KEY, role=Role.WORKER))
+    try:
+        assert isinstance(worker.state.services, WorkerServices)
+        with TestClient(worker) as client:
+            assert client.get("/v2/health/ready").status_code == 200
+            assert client.get("/api/models", headers=AUTH).status_code == 404
+    finally:
+        worker.state.services.close()
