@@ -123,6 +123,9 @@ def test_a_worker_serves_its_hosts_v2_for_the_operators_key(
     assert tenant_key.status_code == 401
     missing = client.post("/v2/models/acme/adder/versions/9/infer", json=INFER)
     assert missing.status_code == 404
+    metrics = client.get("/metrics")
+    assert metrics.status_code == 200 and 'model="acme/adder"' in metrics.text
+    assert client.get("/metrics", headers={"Authorization": ""}).status_code == 401
     # Nothing of the platform's API is served by a worker.
     assert client.get("/api/models").status_code == 404
     bad = client.post(f"{model}/infer", json={"inputs": [{"name": "x"}]})

@@ -6,7 +6,8 @@ and the operator's key) and does everything else itself: tenants' keys, access,
 limits, metering, the prediction log. So a worker answers only what that backend
 calls: health, a version's readiness, the repository ``load`` it prepares a
 deployment with, and ``infer`` on ``/v2/models/{owner}/{name}/versions/{version}``,
-through the serving layer's local backend. Anything else is not served here.
+through the serving layer's local backend; and ``/metrics`` for the operator (its key
+or the metrics token). Anything else is not served here.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from modelport.api.v2.options import (
 from modelport.api.v2.types import INFERENCE_HEADER
 from modelport.api.v2.validate import validate_request
 from modelport.errors import InvalidInput, PayloadTooLarge, Unauthenticated
+from modelport.observability.metrics import CONTENT_TYPE, render
 from modelport.serving.backends.local import LocalBackend
 from modelport.serving.placement import key_of
 from modelport.serving.types import BackendRequest, VersionRef
@@ -58,13 +60,17 @@ class WorkerSurface:
         self._versions: dict[tuple[str, str, str], VersionRef] = {}
         """Resolved versions: immutable once published, so kept for good."""
 
-    def _authenticate(self, request: Request) -> None:
+    def _authenticate(self, request: Request, *, scraper: bool = False) -> None:
+        """The operator's key, or (``scraper``) the metrics token, else 401."""
         header = request.headers.get("authorization", "")
-        scheme, _, token = header.partition(" ")
+        scheme, _, raw = header.partition(" ")
+        token = raw.strip().encode()
+        keys = [self._admin_key]
+        if scraper and self.services.settings.metrics_token:
+            keys.append(self.services.settings.metrics_token.encode())
         if not (
-            self._admin_key
-            and scheme.lower() == "bearer"
-            and hmac.compare_digest(token.strip().encode(), self._admin_key)
+            scheme.lower() == "bearer"
+            and any(key and hmac.compare_digest(token, key) for key in keys)
         ):
             raise Unauthenticated("a worker answers the operator's key only")
 
@@ -154,10 +160,16 @@ class WorkerSurface:
         )
         return Response(encoded.body, headers=encoded.headers)
 
+    async def metrics(self, request: Request) -> Response:
+        """This worker's runtime metrics (its host's loads, queues, latencies)."""
+        self._authenticate(request, scraper=True)
+        return Response(render(self.services.metrics.registry), media_type=CONTENT_TYPE)
+
     def routes(self) -> list[Route]:
         model = "/v2/models/{owner}/{name}/versions/{version}"
         return [
             Route("/healthz", self.live, methods=["GET"]),
+            Route("/metrics", self.metrics, methods=["GET"]),
             Route("/v2/health/live", self.live, methods=["GET"]),
             Route("/v2/health/ready", self.ready, methods=["GET"]),
             Route(f"{model}/ready", self.model_ready, methods=["GET"]),
