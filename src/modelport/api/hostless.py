@@ -18,6 +18,8 @@ class HostlessDataPlane:
         self.role = role
 
     def __getattr__(self, name: str) -> NoReturn:
+        if name.startswith("__"):  # the interpreter's probes (copy, pickle) are not calls
+            raise AttributeError(name)
         # Any use of the host (target, ready, infer, repository...) is refused alike.
         raise Unavailable(
             f"this process ({self.role}) hosts no models: /v2 is served by the platform's "
