@@ -5,6 +5,7 @@ from __future__ import annotations
 import gc
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from typing import TYPE_CHECKING
 from urllib.parse import urlparse
 
@@ -24,7 +25,7 @@ from modelport.changes import (
     VersionTransitioned,
 )
 from modelport.clock import Clock, SystemClock
-from modelport.config import Settings
+from modelport.config import Role, Settings
 from modelport.keyspace import Keyspace
 from modelport.registry.service import RegistryService
 from modelport.registry.signing import Signer
@@ -46,10 +47,13 @@ if TYPE_CHECKING:
     from modelport.observability.predictions import PredictionLog
     from modelport.observability.serving_metrics import ServingMetrics
     from modelport.runtime.host import ModelHost
+    from modelport.serving.backends.base import Backend
     from modelport.serving.health import HealthBoard, HealthProber
     from modelport.serving.outcomes import OutcomeService
+    from modelport.serving.placement import Placement
     from modelport.serving.plane import ServingPlane
     from modelport.serving.repository_sync import RepositorySync
+    from modelport.serving.routing.shadow import ShadowResult
     from modelport.tenancy.limits import LimitService
 
 
@@ -65,7 +69,8 @@ class Services:
     registry: RegistryService
     authenticator: Authenticator
     metrics: RuntimeMetrics
-    host: ModelHost
+    host: ModelHost | None
+    """None in the ``gateway`` role: versions run on remote backends."""
     tenancy: TenancyService
     limits: LimitService
     metering: MeteringService
@@ -88,9 +93,29 @@ class Services:
         self.repository_sync.close()
         self.metering.close()
         self.limits.close()
-        self.host.close()
+        if self.host is not None:
+            self.host.close()
         self.tenancy.invalidation.close()
         self.changes.close()
+        self.database.dispose()
+
+
+@dataclass
+class WorkerServices:
+    """What a ``worker`` process needs: the model host, and the registry and blobs to
+    load versions from. No metering, billing, limits or tenancy: it answers only the
+    operator's key (its gateway's), which meters the calls it makes."""
+
+    settings: Settings
+    database: Database
+    blob_store: BlobStore
+    registry: RegistryService
+    metrics: RuntimeMetrics
+    host: ModelHost
+    clock: Clock
+
+    def close(self) -> None:
+        self.host.close()
         self.database.dispose()
 
 
@@ -177,16 +202,19 @@ def subscribe_caches(
 
     A resolution of ``owner/name`` depends on its versions, their lifecycle states and
     its aliases; a tenant's grants on the grants given or withdrawn. When events may
-    have been lost, everything is dropped."""
+    have been lost, everything is dropped. ``resolutions`` is None where no model is
+    hosted (a gateway)."""
 
     def forget_model(change: VersionPublished | VersionTransitioned | AliasMoved) -> None:
-        resolutions.forget(change.owner, change.name)
+        if resolutions is not None:
+            resolutions.forget(change.owner, change.name)
 
     def forget_grants(change: GrantChanged) -> None:
         access.forget_grants(change.grantee)
 
     def forget_everything() -> None:
-        resolutions.forget_all()
+        if resolutions is not None:
+            resolutions.forget_all()
         access.forget_all_grants()
 
     undo = [
@@ -407,27 +435,41 @@ def build_serving(
     database: Database,
     registry: RegistryService,
     blob_store: BlobStore,
-    host: ModelHost,
+    host: ModelHost | None,
     tenancy: TenancyService,
     serving_metrics: ServingMetrics,
     board: HealthBoard,
     changes: ChangeBus,
     clock: Clock | None = None,
+    record_shadow: Callable[[ShadowResult], object] | None = None,
 ) -> ServingPlane:
-    """Endpoints, deployments and their router, over this process's model host."""
+    """Endpoints, deployments and their router, over this process's model host, or
+    (``host`` None: a gateway) over remote backends alone."""
+    from modelport.serving.backends.absent import AbsentBackend
     from modelport.serving.backends.catalog import BackendCatalog
     from modelport.serving.backends.local import LocalBackend
     from modelport.serving.dispatch import DispatchConfig, Dispatcher
     from modelport.serving.endpoints.controller import Controller
     from modelport.serving.endpoints.service import EndpointService, ServingLimits
     from modelport.serving.idempotency import IdempotencyStore
+    from modelport.serving.placement import LocalPlacement, RemotePlacement
     from modelport.serving.plane import ServingPlane
     from modelport.serving.routing.replicas import PerVersionReplicas
     from modelport.serving.routing.router import Router
 
     clock = clock or SystemClock()
-    local = LocalBackend(host, blob_store, load_on_demand=settings.load_on_demand)
-    board.register(local)
+    replica: Callable[[str], Backend]
+    placement: Placement
+    if host is None:
+        replica = partial(AbsentBackend, role=settings.role.value)
+        placement = RemotePlacement(settings.role.value)
+    else:
+
+        def replica(name: str) -> Backend:
+            return LocalBackend(host, blob_store, name=name, load_on_demand=settings.load_on_demand)
+
+        placement = LocalPlacement(host, blob_store)
+    board.register(replica("local"))
     remotes = BackendCatalog(database, board)
     router = Router(
         Dispatcher(
@@ -439,19 +481,16 @@ def build_serving(
             metrics=serving_metrics,
         ),
         # One backend per version: a failing version opens its own breaker, not the host's.
-        PerVersionReplicas(
-            lambda name: LocalBackend(
-                host, blob_store, name=name, load_on_demand=settings.load_on_demand
-            )
-        ),
+        PerVersionReplicas(replica),
         shadow_max_in_flight=settings.serving_shadow_max_in_flight,
         remotes=remotes.backend,
+        record_shadow=record_shadow,
     )
     endpoints = EndpointService(
         database,
         registry,
         blob_store,
-        host,
+        placement,
         grants_to=tenancy.grants_to,
         clock=clock,
         limits=ServingLimits(
@@ -464,8 +503,7 @@ def build_serving(
     controller = Controller(
         endpoints,
         router,
-        host,
-        blob_store,
+        placement,
         clock=clock,
         refresh_seconds=settings.serving_refresh_seconds,
     )
@@ -533,33 +571,48 @@ def build_prediction_log(
     return log, OutcomeService(database, repository, log)
 
 
-def build_services(settings: Settings, *, clock: Clock | None = None) -> Services:
-    """Every service of a process; ``clock`` (the system's by default) is the one all
-    of them wait on."""
-    clock = clock or SystemClock()
+def open_database(settings: Settings) -> Database:
+    """The process's database, migrated first when the settings say so."""
     settings.home.mkdir(parents=True, exist_ok=True)
     url = settings.resolved_database_url
     if settings.should_auto_migrate:
         upgrade(url)
-    database = create_database(url)
-    keys = build_keyspace(database)
-    blob_store = build_blob_store(settings)
-    signer = Signer.load_or_create(settings.resolved_signing_key_path)
-    from modelport.observability.metrics import RuntimeMetrics
+    return create_database(url)
 
-    metrics = RuntimeMetrics()
-    changes = build_change_bus(settings, keys)
-    tenancy, authenticator = build_tenancy(settings, database, changes, clock)
+
+def build_registry(
+    settings: Settings, database: Database, blob_store: BlobStore, changes: ChangeBus
+) -> RegistryService:
+    """The registry, signing with this installation's key and validating in a subprocess."""
+    signer = Signer.load_or_create(settings.resolved_signing_key_path)
     validator = SubprocessValidator(
         blob_store,
         work_dir=settings.home / "validation",
         timeout_seconds=settings.validation_timeout_seconds,
         memory_bytes=settings.validation_memory_bytes,
     )
-    registry = RegistryService(
+    return RegistryService(
         database, blob_store, signer=signer, validator=validator, changes=changes
     )
-    host = build_host(settings, metrics)
+
+
+def build_services(settings: Settings, *, clock: Clock | None = None) -> Services:
+    """Every service of a process of role ``all`` or ``gateway`` (which gets no model
+    host: no executor threads, no model cache); ``clock`` (the system's by default) is
+    the one all of them wait on. The ``worker`` role builds ``WorkerServices``."""
+    if settings.role is Role.WORKER:
+        raise ValueError("the worker role builds WorkerServices (build_worker_services)")
+    clock = clock or SystemClock()
+    database = open_database(settings)
+    keys = build_keyspace(database)
+    blob_store = build_blob_store(settings)
+    from modelport.observability.metrics import RuntimeMetrics
+
+    metrics = RuntimeMetrics()
+    changes = build_change_bus(settings, keys)
+    tenancy, authenticator = build_tenancy(settings, database, changes, clock)
+    registry = build_registry(settings, database, blob_store, changes)
+    host = build_host(settings, metrics) if settings.role is Role.ALL else None
     from modelport.observability.serving_metrics import ServingMetrics
     from modelport.serving.routing.shadow_log import shadow_recorder
 
@@ -577,8 +630,8 @@ def build_services(settings: Settings, *, clock: Clock | None = None) -> Service
         health.board,
         changes,
         clock,
+        record_shadow=shadow_recorder(prediction_log.record),
     )
-    serving.router.shadow.record = shadow_recorder(prediction_log.record)
     limits = build_limits(settings, database, keys, clock)
     metering = build_metering(settings, database, registry, keys, clock)
     repository_sync = build_repository_sync(settings, keys)
@@ -632,7 +685,7 @@ def build_inference(
     settings: Settings,
     registry: RegistryService,
     tenancy: TenancyService,
-    host: ModelHost,
+    host: ModelHost | None,
     blob_store: BlobStore,
     metrics: RuntimeMetrics,
     limits: LimitService,
@@ -669,16 +722,47 @@ def build_inference(
         default_timeout_seconds=settings.runtime_infer_timeout_seconds,
     )
     repository = ModelRepository(
-        targets, host, blob_store, load_on_demand=settings.load_on_demand, sync=repository_sync
+        targets,
+        host,
+        blob_store,
+        load_on_demand=settings.load_on_demand,
+        sync=repository_sync,
+        role=settings.role.value,
     )
     return service, repository
 
 
-def build_app(settings: Settings) -> FastAPI:
-    """The application of a serving process (``modelport serve``, the demo)."""
-    from modelport.api import create_app
+def build_worker_services(settings: Settings, *, clock: Clock | None = None) -> WorkerServices:
+    """The services of a ``worker`` process (see ``WorkerServices``)."""
+    from modelport.observability.metrics import RuntimeMetrics
 
-    app = create_app(build_services(settings))
+    database = open_database(settings)
+    blob_store = build_blob_store(settings)
+    metrics = RuntimeMetrics()
+    # A worker publishes no change: versions it reads are immutable.
+    registry = build_registry(settings, database, blob_store, LocalChangeBus())
+    return WorkerServices(
+        settings=settings,
+        database=database,
+        blob_store=blob_store,
+        registry=registry,
+        metrics=metrics,
+        host=build_host(settings, metrics),
+        clock=clock or SystemClock(),
+    )
+
+
+def build_app(settings: Settings) -> FastAPI:
+    """The application of a serving process (``modelport serve``, the demo), for the
+    role its settings name."""
+    if settings.role is Role.WORKER:
+        from modelport.api.worker import create_worker_app
+
+        app = create_worker_app(build_worker_services(settings))
+    else:
+        from modelport.api import create_app
+
+        app = create_app(build_services(settings))
     # What is alive now (modules, tables, schemas, services) lives as long as the
     # process: keep it out of the collector's full passes, whose pauses would otherwise
     # show in the tail latency of every call. A call allocates hundreds of objects and

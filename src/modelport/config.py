@@ -6,6 +6,7 @@ the values it needs from ``modelport.app``.
 
 from __future__ import annotations
 
+from enum import StrEnum
 from pathlib import Path
 from typing import Literal
 
@@ -14,6 +15,19 @@ from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 MIN_ADMIN_KEY_LENGTH = 24
+
+
+class Role(StrEnum):
+    """What one process of the platform does (``MODELPORT_ROLE``, ``serve --role``)."""
+
+    ALL = "all"
+    """Everything in one process: the HTTP surfaces and the model host."""
+    GATEWAY = "gateway"
+    """The HTTP surfaces, auth, limits, metering and routing; no model host: versions
+    are served by remote backends (e.g. workers)."""
+    WORKER = "worker"
+    """The model host only, on the ``/v2`` data plane for the operator's key: a gateway
+    reaches it as a ``remote_v2`` backend. No metering, billing or tenancy."""
 
 
 def default_home() -> Path:
@@ -67,6 +81,10 @@ class Settings(BaseSettings):
 
     auto_migrate: bool | None = None
     """Apply migrations at start; default on for SQLite (embedded), off otherwise."""
+
+    role: Role = Role.ALL
+    """What this process does: ``all`` (the default), ``gateway`` or ``worker`` (see
+    ``Role``)."""
 
     workers: int = Field(default=1, ge=1)
     """Serving processes on the listening port (``modelport serve --workers``).

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from fastapi import FastAPI
 from starlette.types import ASGIApp
@@ -51,7 +51,9 @@ class ModelportAPI(FastAPI):
     limit): layers every infer call would cross for nothing, since the lane renders
     its own errors and checks its own body limit."""
 
-    body_read_timeout_seconds = 10.0
+    def __init__(self, *, body_read_timeout_seconds: float = 10.0, **options: Any) -> None:
+        self.body_read_timeout_seconds = body_read_timeout_seconds
+        super().__init__(**options)
 
     def build_middleware_stack(self) -> ASGIApp:
         # ErrorBoundary again outside Starlette's own error middleware, which raises what
@@ -87,9 +89,9 @@ def create_app(services: Services) -> FastAPI:
         # Tracing is modelport's own to do; FastAPI's probe for a configured provider
         # otherwise runs on every request.
         telemetry={"tracing": False, "metrics": False, "logs": False},
+        body_read_timeout_seconds=services.settings.body_read_timeout_seconds,
     )
     app.state.services = services
-    app.body_read_timeout_seconds = services.settings.body_read_timeout_seconds
     app.add_middleware(RateLimitHeaders)
     app.add_middleware(
         RequestHygiene,

@@ -25,6 +25,14 @@ if TYPE_CHECKING:
     help="Worker processes serving the port (default MODELPORT_WORKERS, else 1). "
     "Above one, MODELPORT_REDIS_URL is required.",
 )
+@click.option(
+    "--role",
+    type=click.Choice(["all", "gateway", "worker"]),
+    default=None,
+    help="What this process does (default MODELPORT_ROLE, else all): gateway serves the "
+    "HTTP surfaces with no model host, worker only its model host's /v2 for the "
+    "operator's key.",
+)
 @click.option("--dev", is_flag=True, help="Generate and print an admin key if none is set.")
 @click.option("--log-level", default="info", show_default=True)
 @click.option(
@@ -39,6 +47,7 @@ def serve(
     host: str,
     port: int,
     workers: int | None,
+    role: str | None,
     dev: bool,
     log_level: str,
     access_log: bool,
@@ -48,7 +57,7 @@ def serve(
 
     from modelport.app import build_app
     from modelport.cli.application import Application
-    from modelport.config import Settings
+    from modelport.config import Role, Settings
     from modelport.errors import ModelportError
     from modelport.tenancy.admin import check_admin_key, generate_admin_key
 
@@ -59,6 +68,8 @@ def serve(
         app.terminal.warn(f"--dev: generated admin key: {settings.admin_key}")
     if workers is not None:
         settings = settings.model_copy(update={"workers": workers})
+    if role is not None:
+        settings = settings.model_copy(update={"role": Role(role)})
     options: dict[str, Any] = {
         "host": host,
         "port": port,
@@ -84,12 +95,13 @@ def _serve_workers(app: Application, settings: Settings, options: dict[str, Any]
 
     Each worker builds its own application from the environment (``app.serve_app``),
     so what the command decided is handed over there: the admin key (``--dev``), the
-    worker count (which splits the memory budgets) and the folder where the workers'
+    worker count (which splits the memory budgets), the role and the folder where the workers'
     Prometheus metrics meet, so a scrape of any worker answers for all of them."""
     import uvicorn
 
-    from modelport.app import build_services
+    from modelport.app import build_services, build_worker_services
     from modelport.cli.workers import APP, Supervisor, listening_socket, reuse_port_supported
+    from modelport.config import Role
     from modelport.errors import InvalidInput
 
     if not settings.redis_url:
@@ -102,13 +114,17 @@ def _serve_workers(app: Application, settings: Settings, options: dict[str, Any]
     # Build the services once here (migrating, when that is on): a setting that cannot
     # work stops the command with its message, instead of failing in every worker,
     # which uvicorn would start again and again.
-    build_services(settings).close()
+    if settings.role is Role.WORKER:
+        build_worker_services(settings).close()
+    else:
+        build_services(settings).close()
     run_dir = settings.home / "run"
     run_dir.mkdir(exist_ok=True)
     metrics_dir = Path(tempfile.mkdtemp(prefix="metrics-", dir=run_dir))
     os.environ.update(
         {
             "MODELPORT_WORKERS": str(settings.workers),
+            "MODELPORT_ROLE": settings.role.value,
             "MODELPORT_ADMIN_KEY": settings.admin_key,
             "MODELPORT_HOME": str(settings.home),
             "PROMETHEUS_MULTIPROC_DIR": str(metrics_dir),

@@ -23,6 +23,7 @@ from modelport.inference.targets import Target, VersionTargets
 from modelport.runtime.cache import BlobSource
 from modelport.runtime.host import ModelHost
 from modelport.runtime.types import LoadState, VersionKey, VersionStatus
+from modelport.serving.placement import ROLE_LACKS_SERVICE
 from modelport.serving.repository_sync import (
     Action,
     LocalRepositorySync,
@@ -48,17 +49,33 @@ class ModelRepository:
     def __init__(
         self,
         targets: VersionTargets,
-        host: ModelHost,
+        host: ModelHost | None,
         blobs: BlobSource,
         *,
         load_on_demand: bool = True,
         sync: RepositorySync | None = None,
+        role: str = "all",
     ) -> None:
+        """``host`` None: a process that hosts no models (a gateway), whose repository
+        answers 503 ``role_lacks_service`` to everything that needs the host."""
         self.targets = targets
-        self.host = host
+        self._host = host
+        self.role = role
         self.blobs = blobs
         self.load_on_demand = load_on_demand
         self.sync: RepositorySync = sync or LocalRepositorySync()
+
+    @property
+    def host(self) -> ModelHost:
+        """This process's model host (503 ``role_lacks_service`` where there is none)."""
+        if self._host is None:
+            raise Unavailable(
+                f"this process ({self.role}) hosts no models: /v2 is served by the "
+                "platform's workers, and endpoints by their deployments' remote backends",
+                code=ROLE_LACKS_SERVICE,
+                role=self.role,
+            )
+        return self._host
 
     async def target(self, owner: str, name: str, version: str | None) -> Target:
         return await self.targets.target(owner, name, version)
@@ -138,6 +155,9 @@ class ModelRepository:
 
         The subscriber's thread only queues a change; one task applies them in the order
         received, so a quick load-then-unload elsewhere ends unloaded here too."""
+        if self._host is None:  # nothing hosted here: nothing to follow
+            yield
+            return
         loop = asyncio.get_running_loop()
         changes: asyncio.Queue[RepositoryChange] = asyncio.Queue()
 

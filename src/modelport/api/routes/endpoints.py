@@ -259,7 +259,7 @@ async def rollback(
 
 
 def _deployment_json(plane: ServingPlane, deployment: Any) -> dict[str, Any]:
-    host = plane.controller.host
+    placement = plane.controller.placement
     stats = plane.router.stats
     live = deployment.state is DeploymentState.PENDING
 
@@ -268,8 +268,7 @@ def _deployment_json(plane: ServingPlane, deployment: Any) -> dict[str, Any]:
         if not live or recorded.state in ("ready", "failed"):
             return recorded
         model, _, version = recorded.ref.rpartition(":")
-        key = host.find(model, version)
-        status = None if key is None else host.status(key)
+        status = placement.lookup(model, version)
         if status is None or status.state is LoadState.UNLOADING:
             return recorded
         return VersionProgress(

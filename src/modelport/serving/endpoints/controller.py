@@ -11,8 +11,8 @@ checked every ``refresh_seconds`` and at once when a change event arrives (``nud
 
 Rolling out a deployment:
 
-1. every version it holds (traffic, shadow, fallback) is loaded on the model host,
-   pinned, each through its phases fetch → verify → load → warm-up; the progress is
+1. every version it holds (traffic, shadow, fallback) is placed (``Placement``: loaded
+   on the local model host), pinned, each through its phases fetch → verify → load → warm-up; the progress is
    recorded as each one finishes;
 2. a version that fails fails the deployment (traffic never moved) and versions no
    live deployment holds are unloaded again;
@@ -50,9 +50,7 @@ import anyio.to_thread
 
 from modelport.clock import Clock
 from modelport.errors import ModelportError
-from modelport.runtime.cache import BlobSource
-from modelport.runtime.host import ModelHost
-from modelport.runtime.types import VersionKey, VersionStatus
+from modelport.runtime.types import VersionStatus
 from modelport.serving.endpoints.rollout import Verdict, judge
 from modelport.serving.endpoints.service import LIVE, EndpointService
 from modelport.serving.endpoints.spec import canary_weights
@@ -64,6 +62,7 @@ from modelport.serving.endpoints.types import (
     RolloutStatus,
     VersionProgress,
 )
+from modelport.serving.placement import Placement
 from modelport.serving.routing.router import Router
 from modelport.serving.types import VersionRef
 
@@ -71,10 +70,6 @@ log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 Ts = TypeVarTuple("Ts")
-
-
-def key_of(ref: VersionRef) -> VersionKey:
-    return VersionKey(ref.model, ref.version, ref.manifest_digest)
 
 
 def progress_of(
@@ -104,16 +99,14 @@ class Controller:
         self,
         service: EndpointService,
         router: Router,
-        host: ModelHost,
-        blobs: BlobSource,
+        placement: Placement,
         *,
         clock: Clock,
         refresh_seconds: float = 2.0,
     ) -> None:
         self.service = service
         self.router = router
-        self.host = host
-        self.blobs = blobs
+        self.placement = placement
         self.clock = clock
         self.refresh_seconds = refresh_seconds
         self._tasks: set[asyncio.Task[Any]] = set()
@@ -254,12 +247,12 @@ class Controller:
             if ref.ref in remote:
                 continue
             try:
-                done = self.host.start_load(key_of(ref), ref.manifest, self.blobs, pinned=True)
+                done = self.placement.place(ref)
             except ModelportError as exc:
                 failure = f"{ref.ref}: {exc.message}"
                 progress[ref.ref] = progress_of(ref, None, exc.message)
                 break
-            progress[ref.ref] = progress_of(ref, self.host.status(key_of(ref)))
+            progress[ref.ref] = progress_of(ref, self.placement.status(ref))
             loads.append((ref, done))
         if failure is None:
             await self._call(self.service.record_progress, name, ident, list(progress.values()))
@@ -300,7 +293,7 @@ class Controller:
             # Shielded: cancelling this wait must not cancel the host's load (others share it).
             status = await asyncio.shield(asyncio.wrap_future(done))
         except ModelportError as exc:
-            progress[ref.ref] = progress_of(ref, self.host.status(key_of(ref)), exc.message)
+            progress[ref.ref] = progress_of(ref, self.placement.status(ref), exc.message)
             return f"{ref.ref}: {exc.message}"
         except Exception as exc:
             progress[ref.ref] = progress_of(ref, None, str(exc))
@@ -339,17 +332,17 @@ class Controller:
             if ref.ref in remote:
                 continue
             with contextlib.suppress(ModelportError):
-                done = self.host.start_load(key_of(ref), ref.manifest, self.blobs, pinned=True)
+                done = self.placement.place(ref)
                 with contextlib.suppress(ModelportError):
                     await asyncio.shield(asyncio.wrap_future(done))
 
     async def _unload_unused(self, refs: list[VersionRef]) -> None:
         live = await self._call(self.service.live_refs)
         for ref in refs:
-            if ref.ref in live or self.host.status(key_of(ref)) is None:
+            if ref.ref in live or self.placement.status(ref) is None:
                 continue
             with contextlib.suppress(ModelportError):
-                await self._call(self.host.unload, key_of(ref))
+                await self._call(self.placement.release, ref)
 
     # ---- rollback
     async def rollback(self, name: str, deployment: int) -> Deployment:

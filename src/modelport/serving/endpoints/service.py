@@ -14,8 +14,9 @@ Contract:
     their digests are verified when the version is fetched, before it is ready;
   * its schema is compatible with the stable version's (422
     ``incompatible_schema``, see ``compat``);
-  * the host's memory budget holds every live deployment's versions together with
-    these (422 ``insufficient_memory``), and the tenant's quota holds its live
+  * the placement (the local host's memory budget; none on a gateway) holds every
+    live deployment's versions together with these (422 ``insufficient_memory``; 503
+    ``role_lacks_service`` on a gateway for a version not on a remote backend), and the tenant's quota holds its live
     deployments' memory times their ``max_replicas`` (422 ``quota_exceeded``);
   * no other deployment of the endpoint is pending (409 ``deployment_in_progress``).
 
@@ -42,7 +43,6 @@ from modelport.observability.types import LogPolicy
 from modelport.registry.service import RegistryService
 from modelport.registry.types import LifecycleState, ModelVersion
 from modelport.runtime.cache import BlobSource
-from modelport.runtime.host import ModelHost
 from modelport.runtime.types import Priority
 from modelport.serving.endpoints import repository as repo
 from modelport.serving.endpoints.compat import incompatibilities
@@ -65,6 +65,7 @@ from modelport.serving.endpoints.types import (
     VersionWeight,
 )
 from modelport.serving.fallback import schema_problems, static_outputs
+from modelport.serving.placement import Placement
 from modelport.serving.routing.table import Route
 from modelport.serving.types import FallbackChain, StaticFallback, VersionFallback, VersionRef
 from modelport.store import Database
@@ -128,7 +129,7 @@ class EndpointService:
         database: Database,
         registry: RegistryService,
         blobs: BlobSource,
-        host: ModelHost,
+        placement: Placement,
         *,
         grants_to: Callable[[str], GrantSet],
         clock: Clock,
@@ -141,7 +142,7 @@ class EndpointService:
         self.database = database
         self.registry = registry
         self.blobs = blobs
-        self.host = host
+        self.placement = placement
         self.grants_to = grants_to
         self.clock = clock
         self.limits = limits
@@ -314,11 +315,7 @@ class EndpointService:
             return spec.resources.memory_bytes
         manifest = found.manifest
         declared = manifest.resources.host_memory_bytes
-        return (
-            declared
-            if declared is not None
-            else self.host.formats(manifest.format).estimate_memory(manifest)
-        )
+        return declared if declared is not None else self.placement.estimate(manifest)
 
     def _check_memory(
         self, endpoint: Endpoint, spec: DeploymentSpec, resolved: dict[str, ModelVersion]
@@ -342,16 +339,7 @@ class EndpointService:
         # The host holds each version once, whichever deployments share it.
         for ref, size in mine.items():
             host_held[ref] = max(size, host_held.get(ref, 0))
-        needed = sum(host_held.values())
-        budget = self.host.budget.host_bytes
-        if budget is not None and needed > budget:
-            raise Unprocessable(
-                f"the deployments would need {needed} bytes of host memory together; the "
-                f"budget is {budget}",
-                code="insufficient_memory",
-                needed_bytes=needed,
-                budget_bytes=budget,
-            )
+        self.placement.fits(sum(host_held.values()), list(mine))
         quota = self.limits.tenant_memory_bytes
         asked = sum(mine.values()) * spec.resources.max_replicas
         if quota is not None and tenant_bytes + asked > quota:

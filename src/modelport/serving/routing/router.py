@@ -26,7 +26,7 @@ from modelport.serving.backends.base import Backend
 from modelport.serving.endpoints.types import LOCAL_BACKEND
 from modelport.serving.fallback import build_fallback
 from modelport.serving.routing.dispatch import Dispatcher, ReplicaProvider
-from modelport.serving.routing.shadow import ShadowRunner
+from modelport.serving.routing.shadow import ShadowResult, ShadowRunner
 from modelport.serving.routing.stats import TrafficStats
 from modelport.serving.routing.table import Route, RoutingTable
 from modelport.serving.types import BackendRequest, Provenance, VersionRef
@@ -91,16 +91,20 @@ class Router:
         shadow_max_in_flight: int = 4,
         rng: random.Random | None = None,
         remotes: Callable[[str], Backend | None] | None = None,
+        record_shadow: Callable[[ShadowResult], object] | None = None,
     ) -> None:
         """``replicas_for`` gives a version's local replicas; ``remotes`` finds a declared
-        remote backend by name (for versions a deployment runs on named backends)."""
+        remote backend by name (for versions a deployment runs on named backends);
+        ``record_shadow`` receives every shadow result (e.g. to the prediction log)."""
         self.dispatcher = dispatcher
         self.replicas_for = replicas_for
         self.remotes = remotes or (lambda name: None)
         self.caches = caches or AnswerCaches()
         self.stats = stats or TrafficStats()
         self.table = RoutingTable()
-        self.shadow = ShadowRunner(dispatcher, self.stats, max_in_flight=shadow_max_in_flight)
+        self.shadow = ShadowRunner(
+            dispatcher, self.stats, max_in_flight=shadow_max_in_flight, record=record_shadow
+        )
         self._rng = rng or random.Random()
 
     # ---- the snapshot
