@@ -62,7 +62,7 @@ from modelport.runtime.types import Priority
 from modelport.serving.backends.base import Backend
 from modelport.serving.idempotency import Claim, Replay
 from modelport.serving.plane import ServingPlane
-from modelport.serving.routing.dispatch import Dispatcher
+from modelport.serving.routing.interface import Dispatcher
 from modelport.serving.routing.router import Plan, Prediction
 from modelport.serving.routing.table import Route
 from modelport.serving.types import BackendRequest, VersionRef

@@ -25,7 +25,7 @@ from modelport.serving.answer_cache import AnswerCaches
 from modelport.serving.backends.base import Backend
 from modelport.serving.endpoints.types import LOCAL_BACKEND
 from modelport.serving.fallback import build_fallback
-from modelport.serving.routing.dispatch import Dispatcher, ReplicaProvider
+from modelport.serving.routing.interface import Dispatcher, ReplicaProvider
 from modelport.serving.routing.shadow import ShadowResult, ShadowRunner
 from modelport.serving.routing.stats import TrafficStats
 from modelport.serving.routing.table import Route, RoutingTable

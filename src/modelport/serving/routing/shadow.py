@@ -25,7 +25,7 @@ from modelport.errors import ModelportError
 from modelport.runtime.types import Priority
 from modelport.serving.backends.base import Backend
 from modelport.serving.endpoints.types import Endpoint
-from modelport.serving.routing.dispatch import Dispatcher
+from modelport.serving.routing.interface import Dispatcher
 from modelport.serving.routing.stats import TrafficStats
 from modelport.serving.types import BackendRequest, Served, VersionRef
 
