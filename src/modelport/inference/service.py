@@ -43,6 +43,7 @@ from modelport.inference.access import require_callable_state, require_endpoint,
 from modelport.inference.access_facts import AccessFacts
 from modelport.inference.records import prediction_record
 from modelport.inference.streaming import CallStream, GenerateRequest, StreamingCalls, StreamTarget
+from modelport.inference.targets import Target as Resolved
 from modelport.inference.targets import VersionTargets
 from modelport.inference.types import (
     Caller,
@@ -142,26 +143,28 @@ class InferenceService:
         then ``StreamingCalls`` on its backend: admitted, its upper bound held before the
         first chunk, settled at the stream's end, its deadline or its caller leaving
         (see ``inference.streaming``). ``deadline`` is an absolute ``time.monotonic()``."""
+        resolved = await self._callable(caller, target)
+        backend = self.replicas_for(resolved.ref)[0]
+        calls = StreamingCalls(backend=backend, meter=self.meter, limits=self.limits)
+        return await calls.stream(caller.principal, StreamTarget(resolved.ref), request, deadline)
+
+    async def _callable(self, caller: Caller, target: ModelTarget) -> Resolved:
+        """The version ``target`` names, once the caller may call it: access (404 for
+        a model it may not see) and the version's callable state."""
         principal = caller.principal
         owner = target.owner
         caller.about = owner
         await require_model(self.facts, principal, owner, target.name, Permission.MODEL_CALL)
         resolved = await self.targets.target(owner, target.name, target.version)
         require_callable_state(principal, owner, resolved)
-        backend = self.replicas_for(resolved.ref)[0]
-        calls = StreamingCalls(backend=backend, meter=self.meter, limits=self.limits)
-        return await calls.stream(principal, StreamTarget(resolved.ref), request, deadline)
+        return resolved
 
     async def call_model(
         self, caller: Caller, target: ModelTarget, decode: Decoder
     ) -> InferenceResult:
         """Call a registry version directly (``/v2/models/owner/name[/versions/v]``)."""
         principal = caller.principal
-        owner = target.owner
-        caller.about = owner
-        await require_model(self.facts, principal, owner, target.name, Permission.MODEL_CALL)
-        resolved = await self.targets.target(owner, target.name, target.version)
-        require_callable_state(principal, owner, resolved)
+        resolved = await self._callable(caller, target)
         admission = await self.admit(caller, resolved.model)
         try:
             manifest = resolved.manifest
