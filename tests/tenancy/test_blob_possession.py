@@ -9,6 +9,7 @@ from typing import Any
 import httpx
 
 from modelport.digests import sha256_digest
+from tests.polling import eventually
 from tests.registry.helpers import manifest_for
 from tests.tenancy.conftest import World, bearer, model_bytes
 
@@ -180,3 +181,54 @@ def test_a_public_version_lends_its_blob_to_every_publisher(world: World) -> Non
     assert publish(world, "globex/private", "9", manifest_for(data)).status_code == 201
     consumer = world.key("globex", "consumer")
     assert world.client.get(f"/api/blobs/{digest}", headers=consumer).content == data
+
+
+def test_a_version_that_mounted_a_file_stops_running_when_the_grant_goes(world: World) -> None:
+    """Reading the bytes is not the only use: a grantee's version built on a granted file
+    answers no call, on /v2 or through an endpoint, once the grant is withdrawn."""
+    _, manifest = acme_private()
+    granted = world.client.post(
+        "/api/grants",
+        json={"grantee": "globex", "model": "private"},
+        headers=world.key("acme", "owner"),
+    )
+    assert granted.status_code == 201, granted.text
+    assert publish(world, "globex/public", "9", manifest).status_code == 201
+    owner = world.key("globex", "owner")
+    for state in ("validated", "approved"):
+        moved = world.client.post(
+            "/api/models/globex/public/versions/9/transitions", json={"to": state}, headers=owner
+        )
+        assert moved.status_code in (200, 201), moved.text
+    assert (
+        world.client.post("/api/endpoints", json={"name": "mounted"}, headers=owner).status_code
+        == 201
+    )
+    body = {"versions": [{"model": "globex/public", "version": "9", "weight": 100}]}
+    deployed = world.client.post("/api/endpoints/mounted/deployments", json=body, headers=owner)
+    assert deployed.status_code == 202, deployed.text
+    path = f"/api/endpoints/mounted/deployments/{deployed.json()['id']}"
+    assert eventually(lambda: world.client.get(path, headers=owner).json()["state"] == "active")
+    tensor = {"inputs": [{"name": "x", "datatype": "FP32", "shape": [1, 4], "data": [1, 2, 3, 4]}]}
+    consumer = world.key("globex", "consumer")
+
+    def v2() -> httpx.Response:
+        return world.client.post(
+            "/v2/models/globex/public/versions/9/infer", json=tensor, headers=consumer
+        )
+
+    def predict() -> httpx.Response:
+        return world.client.post("/api/endpoints/mounted:predict", json=tensor, headers=consumer)
+
+    assert v2().status_code == 200, v2().text
+    assert eventually(lambda: predict().status_code == 200), predict().text
+
+    withdrawn = world.client.delete(
+        f"/api/grants/{granted.json()['id']}", headers=world.key("acme", "owner")
+    )
+    assert withdrawn.status_code == 204, withdrawn.text
+    for call in (v2, predict):
+        refused = call()
+        assert refused.status_code == 403, refused.text
+        assert refused.json()["code"] == "version_files_withdrawn"
+        assert "acme" not in refused.text

@@ -5,6 +5,8 @@
   404 of a model that does not exist.
 - A version of another tenant: callable only once approved (or deployed).
 - An endpoint: only in its own tenant (404 for others).
+- A version whose publisher mounted another tenant's files: only while the publisher
+  may still read them.
 """
 
 from __future__ import annotations
@@ -54,6 +56,24 @@ def require_callable_state(principal: Principal, owner: str, target: Target) -> 
             code="version_not_approved",
             state=state.value,
         )
+
+
+async def require_files_usable(facts: AccessFacts, target: Target) -> None:
+    """A version whose publisher mounted files (listed blobs it does not hold, lent by a
+    version it could read when it published) runs only while its publisher may still
+    read one lender of each: a withdrawn grant ends it (403 ``version_files_withdrawn``).
+    Nothing to check, and no await, for a version whose publisher holds its files."""
+    if not target.borrowed:
+        return
+    owner = target.model.split("/", 1)[0]
+    grants = await facts.grants(owner)
+    for lenders in target.borrowed:
+        if not any(v == "public" or o == owner or grants.covers(o, n) for o, n, v in lenders):
+            raise Forbidden(
+                f"{target.key.ref} lists files its publisher may no longer read (the "
+                "grant it had on their model was withdrawn)",
+                code="version_files_withdrawn",
+            )
 
 
 def require_endpoint(principal: Principal, endpoint: Endpoint, permission: Permission) -> None:

@@ -39,7 +39,12 @@ import anyio.to_thread
 import numpy as np
 
 from modelport.errors import ModelportError
-from modelport.inference.access import require_callable_state, require_endpoint, require_model
+from modelport.inference.access import (
+    require_callable_state,
+    require_endpoint,
+    require_files_usable,
+    require_model,
+)
 from modelport.inference.access_facts import AccessFacts
 from modelport.inference.records import prediction_record
 from modelport.inference.streaming import CallStream, GenerateRequest, StreamingCalls, StreamTarget
@@ -157,6 +162,7 @@ class InferenceService:
         await require_model(self.facts, principal, owner, target.name, Permission.MODEL_CALL)
         resolved = await self.targets.target(owner, target.name, target.version)
         require_callable_state(principal, owner, resolved)
+        await require_files_usable(self.facts, resolved)
         return resolved
 
     async def call_model(
@@ -296,6 +302,11 @@ class InferenceService:
     ) -> InferenceResult:
         plan = self.serving.router.plan(route.endpoint.name, request.subject)
         chosen = plan.version
+        # The chosen version's files: still the publisher's to use (cached, as for /v2).
+        owner, _, name = chosen.model.partition("/")
+        await require_files_usable(
+            self.facts, await self.targets.target(owner, name, chosen.version)
+        )
         principal = caller.principal
         received_at = datetime.now(UTC)
         started = time.perf_counter()

@@ -41,6 +41,9 @@ class Target:
     """The version's lifecycle state when it was resolved."""
     ref: VersionRef
     """The version as the serving layer runs it (built once, not per call)."""
+    borrowed: tuple[tuple[tuple[str, str, str], ...], ...] = ()
+    """For each file its publisher does not hold but mounted, the (owner, name,
+    visibility) of the models that lend it (``RegistryService.borrowed_files``)."""
 
 
 class VersionTargets:
@@ -101,11 +104,11 @@ class VersionTargets:
     async def _resolve(self, cache_key: CacheKey) -> Target:
         generation = self._lookups.generation  # a forget meanwhile: keep nothing
         try:
-            found = await asyncio.to_thread(self.registry.resolve, *cache_key)
+            found, borrowed = await asyncio.to_thread(self._read, *cache_key)
         except BaseException:
             self._targets.pop(cache_key, None)  # gone or failing: the next call asks again
             raise
-        target = self._target(found)
+        target = self._target(found, borrowed)
         if generation != self._lookups.generation:
             return target  # forgotten meanwhile: answer this caller, keep nothing
         if len(self._targets) > 4096:  # many distinct names: start over rather than grow
@@ -113,7 +116,17 @@ class VersionTargets:
         self._targets[cache_key] = (self._clock() + self.resolve_ttl, target)
         return target
 
-    def _target(self, found: ModelVersion) -> Target:
+    def _read(
+        self, owner: str, name: str, ref: str | None
+    ) -> tuple[ModelVersion, tuple[tuple[tuple[str, str, str], ...], ...]]:
+        found = self.registry.resolve(owner, name, ref)
+        digests = {entry.digest for entry in found.manifest.files}
+        borrowed = self.registry.borrowed_files(found.owner, digests)
+        return found, tuple(borrowed.values())
+
+    def _target(
+        self, found: ModelVersion, borrowed: tuple[tuple[tuple[str, str, str], ...], ...] = ()
+    ) -> Target:
         model = f"{found.owner}/{found.name}"
         return Target(
             model=model,
@@ -123,4 +136,5 @@ class VersionTargets:
             observer=self.observer.version(model, found.version),
             state=found.state,
             ref=VersionRef(model, found.version, found.manifest_digest, found.manifest),
+            borrowed=borrowed,
         )

@@ -18,7 +18,7 @@ validation runs.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -177,6 +177,19 @@ class RegistryService:
     def list_versions(self, owner: str, name: str) -> list[ModelVersion]:
         with self.database.transaction() as session:
             return repo.list_versions(session, owner, name)
+
+    def borrowed_files(
+        self, owner: str, digests: Iterable[str]
+    ) -> dict[str, tuple[tuple[str, str, str], ...]]:
+        """For each of ``digests`` that ``owner`` does not hold itself (mounted when it
+        published), the models that lend it: (owner, name, visibility) of those with a
+        version listing it whose owner holds it. A version of ``owner`` may use such a
+        file only while ``owner`` may read one of them."""
+        wanted = set(digests)
+        with self.database.transaction() as session:
+            unheld = wanted - blob_repo.held_by(session, owner, wanted)
+            lenders = blob_lenders(session, unheld)
+        return {digest: tuple(lenders.get(digest, ())) for digest in unheld}
 
     def resolve(self, owner: str, name: str, ref: str | None) -> ModelVersion:
         with self.database.transaction() as session:
