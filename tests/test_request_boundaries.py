@@ -171,3 +171,18 @@ def test_a_500_is_a_problem_and_the_connection_stays_usable(
             assert http.get("/api/models").status_code == 200
         connections = http._transport._pool.connections  # type: ignore[attr-defined]
         assert len(connections) == 1  # one keep-alive connection served all of it
+
+
+def test_readiness_probes_do_not_tell_anyone_the_database_error(
+    client: TestClient, services: Services, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from sqlalchemy.exc import OperationalError
+
+    def down() -> None:
+        raise OperationalError("SELECT 1", {}, Exception('host "db.internal" user "mp_secret"'))
+
+    monkeypatch.setattr(services.database, "transaction", down)
+    for path in ("/readyz", "/v2/health/ready"):
+        response = client.get(path, headers={})
+        assert response.status_code == 503, response.text
+        assert "db.internal" not in response.text and "mp_secret" not in response.text

@@ -20,6 +20,7 @@ the batch's execution time in milliseconds, and the batch's size in rows.
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Sequence
 from typing import Any
 
@@ -62,6 +63,7 @@ from modelport.manifest import TensorSpec
 from modelport.serving.routing.table import Route as Route_
 from modelport.tenancy import Permission, Principal
 
+_log = logging.getLogger(__name__)
 EXTENSIONS = ("binary_tensor_data", "model_repository")
 
 
@@ -142,8 +144,10 @@ async def ready(request: Request) -> Response:
 
     try:
         await asyncio.to_thread(check)
-    except Exception as exc:  # any driver error means not ready
-        return _error(f"not ready: database: {exc}", "not_ready", 503)
+    except Exception:  # any driver error means not ready
+        # Logged, not answered: the probe is open to anyone (see ``routes.health``).
+        _log.warning("readiness: the database does not answer", exc_info=True)
+        return _error("not ready: the database does not answer", "not_ready", 503)
     return _json({"ready": True})
 
 
