@@ -11,6 +11,7 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any, Self
 
 import psycopg
 import pytest
@@ -148,20 +149,20 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-class LiveServer:
-    """uvicorn serving the app on a loopback port in a background thread."""
+class ThreadedServer:
+    """uvicorn serving an ASGI application on a loopback port in a background thread
+    (``lifespan="off"`` for an application whose lifespan already runs elsewhere)."""
 
-    def __init__(self, services: Services) -> None:
-        self.services = services
+    def __init__(self, app: Any, *, lifespan: str = "auto") -> None:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         config = uvicorn.Config(
-            create_app(services), host="127.0.0.1", port=self.port, log_level="warning"
+            app, host="127.0.0.1", port=self.port, log_level="warning", lifespan=lifespan
         )
         self.server = uvicorn.Server(config)
         self.thread = threading.Thread(target=self.server.run, daemon=True)
 
-    def start(self) -> LiveServer:
+    def start(self) -> Self:
         self.thread.start()
         deadline = time.monotonic() + 10
         while not self.server.started:
@@ -173,6 +174,14 @@ class LiveServer:
     def stop(self) -> None:
         self.server.should_exit = True
         self.thread.join(timeout=10)
+
+
+class LiveServer(ThreadedServer):
+    """The platform's application over ``services``, served in a background thread."""
+
+    def __init__(self, services: Services) -> None:
+        self.services = services
+        super().__init__(create_app(services))
 
 
 @pytest.fixture

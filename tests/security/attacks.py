@@ -121,8 +121,6 @@ class Op:
     """Statuses besides 401/403/404 that are a refusal here (e.g. 400 ``unknown_backend``)."""
     witness: tuple[str, ...] = ()
     """Victim paths whose admin view must not change."""
-    hole: str | None = None
-    hole_for: frozenset[str] = NOBODY
 
     @property
     def id(self) -> str:

@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from tests.conftest import ThreadedServer
 from tests.serving.conftest import ROW, Serving, add_constant, failing
 
 BODY = {"inputs": [{"name": "x", "datatype": "FP32", "shape": [1, 4], "data": ROW[0]}]}
@@ -147,7 +148,8 @@ def test_tritonclient_calls_an_endpoint_by_its_name(canary: Serving) -> None:
     tritonclient = pytest.importorskip("tritonclient.http")
     # A second server on the same services, without a lifespan of its own: the test
     # client's already runs the controller.
-    server = _NoLifespanServer(canary).start()
+    # The test client runs the application's lifespan already.
+    server = ThreadedServer(canary.client.app, lifespan="off").start()
     try:
         client = tritonclient.InferenceServerClient(url=server.url.removeprefix("http://"))
         auth = dict(canary.client.headers)
@@ -168,38 +170,3 @@ def test_tritonclient_calls_an_endpoint_by_its_name(canary: Serving) -> None:
         client.close()
     finally:
         server.stop()
-
-
-class _NoLifespanServer:
-    """uvicorn on a loopback port serving the test client's application (whose lifespan
-    the test client already runs)."""
-
-    def __init__(self, serving: Serving) -> None:
-        import threading
-
-        import uvicorn
-
-        from tests.conftest import free_port
-
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        app = serving.client.app
-        config = uvicorn.Config(
-            app, host="127.0.0.1", port=self.port, log_level="warning", lifespan="off"
-        )
-        self.server = uvicorn.Server(config)
-        self.thread = threading.Thread(target=self.server.run, daemon=True)
-
-    def start(self) -> _NoLifespanServer:
-        import time
-
-        self.thread.start()
-        deadline = time.monotonic() + 10
-        while not self.server.started:
-            assert time.monotonic() < deadline, "server did not start"
-            time.sleep(0.01)
-        return self
-
-    def stop(self) -> None:
-        self.server.should_exit = True
-        self.thread.join(timeout=10)

@@ -62,9 +62,7 @@ async def require_files_usable(facts: AccessFacts, target: Target) -> None:
     """A version whose publisher mounted files (listed blobs it does not hold, lent by a
     version it could read when it published) runs only while its publisher may still
     read one lender of each: a withdrawn grant ends it (403 ``version_files_withdrawn``).
-    Nothing to check, and no await, for a version whose publisher holds its files."""
-    if not target.borrowed:
-        return
+    Callers skip it for a version whose publisher holds its files (``borrowed`` empty)."""
     owner = target.model.split("/", 1)[0]
     grants = await facts.grants(owner)
     for lenders in target.borrowed:

@@ -162,7 +162,8 @@ class InferenceService:
         await require_model(self.facts, principal, owner, target.name, Permission.MODEL_CALL)
         resolved = await self.targets.target(owner, target.name, target.version)
         require_callable_state(principal, owner, resolved)
-        await require_files_usable(self.facts, resolved)
+        if resolved.borrowed:  # its publisher mounted files: still its to use?
+            await require_files_usable(self.facts, resolved)
         return resolved
 
     async def call_model(
@@ -302,11 +303,13 @@ class InferenceService:
     ) -> InferenceResult:
         plan = self.serving.router.plan(route.endpoint.name, request.subject)
         chosen = plan.version
-        # The chosen version's files: still the publisher's to use (cached, as for /v2).
+        # The chosen version's files: still its publisher's to use (as for /v2).
         owner, _, name = chosen.model.partition("/")
-        await require_files_usable(
-            self.facts, await self.targets.target(owner, name, chosen.version)
-        )
+        version = self.targets.cached(owner, name, chosen.version)
+        if version is None:
+            version = await self.targets.target(owner, name, chosen.version)
+        if version.borrowed:
+            await require_files_usable(self.facts, version)
         principal = caller.principal
         received_at = datetime.now(UTC)
         started = time.perf_counter()

@@ -83,6 +83,14 @@ class VersionTargets:
                 return cached[1]
         return await asyncio.shield(self._lookup(cache_key))
 
+    def cached(self, owner: str, name: str, version: str | None) -> Target | None:
+        """The cached answer for ``owner/name`` [``version``] while it is fresh, without
+        awaiting (None: ask ``target``)."""
+        cached = self._targets.get((owner, name, version))
+        if cached is not None and self._clock() < cached[0]:
+            return cached[1]
+        return None
+
     def forget(self, owner: str, name: str) -> None:
         """Drop what is cached of ``owner/name`` (its aliases, versions or lifecycle states
         changed): the next call resolves it afresh, not joining a lookup begun before.

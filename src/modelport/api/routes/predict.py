@@ -24,7 +24,6 @@ A replayed answer carries ``Idempotent-Replayed: true``.
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 from collections.abc import Sequence
 from typing import Any
@@ -35,7 +34,7 @@ from starlette.routing import BaseRoute
 from starlette.routing import Route as HttpRoute
 
 from modelport.api.auth import require_principal_async
-from modelport.api.calls import caller_of, note_call
+from modelport.api.calls import answered, caller_of
 from modelport.api.deps import get_services
 from modelport.api.disconnect import CLIENT_CLOSED, CallerWatch
 from modelport.api.routes.predict_codec import PredictRequest, encode_outputs, parse_predict
@@ -91,18 +90,12 @@ async def _predict(name: str, request: Request) -> Response:
     services = get_services(request)
     caller = caller_of(request, await require_principal_async(request))
     decoder = _Decoder(request, caller, services.settings.max_tensor_elements)
-    try:
-        outcome = await services.inference.call_endpoint(
-            caller, EndpointTarget(name), decoder.decode, encode=decoder.encode
-        )
-    except asyncio.CancelledError:
-        if caller.watch is None or not caller.watch.caller_gone():
-            raise  # not the caller's doing (the server is stopping)
+    call = services.inference.call_endpoint(
+        caller, EndpointTarget(name), decoder.decode, encode=decoder.encode
+    )
+    outcome = await answered(request, caller, call)
+    if outcome is None:
         return Response(status_code=CLIENT_CLOSED)
-    finally:
-        if caller.watch is not None:
-            caller.watch.stop()
-        note_call(request, caller)
     if isinstance(outcome, Replayed):
         replayed = {"Idempotent-Replayed": "true"}
         return Response(outcome.body, outcome.status, media_type=JSON, headers=replayed)

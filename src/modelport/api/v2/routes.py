@@ -34,7 +34,7 @@ from starlette.routing import BaseRoute, Route
 from modelport import __version__
 from modelport.api.access import note_tenant, visible_model_refs
 from modelport.api.auth import require_principal_async
-from modelport.api.calls import caller_of, note_call
+from modelport.api.calls import answered, caller_of, note_call
 from modelport.api.deps import get_services
 from modelport.api.disconnect import CLIENT_CLOSED, CallerWatch
 from modelport.api.hygiene import check_inference_json
@@ -200,22 +200,14 @@ async def infer(request: Request) -> Response:
     caller = caller_of(request, await require_principal_async(request, _bearer(headers)))
     decoder = _Decoder(request, headers, services.settings.max_inference_request_bytes, caller)
     params = request.path_params
-    try:
-        if "owner" in params:
-            target = ModelTarget(params["owner"], params["name"], params.get("version"))
-            result = await services.inference.call_model(caller, target, decoder.decode)
-        else:
-            result = await _endpoint_call(services.inference, caller, params["name"], decoder)
-    except ClientDisconnect:  # the caller left mid-request: nobody will read an answer
+    if "owner" in params:
+        target = ModelTarget(params["owner"], params["name"], params.get("version"))
+        call = services.inference.call_model(caller, target, decoder.decode)
+    else:
+        call = _endpoint_call(services.inference, caller, params["name"], decoder)
+    result = await answered(request, caller, call)
+    if result is None:
         return Response(status_code=CLIENT_CLOSED)
-    except asyncio.CancelledError:
-        if caller.watch is None or not caller.watch.caller_gone():
-            raise  # not the caller's doing (the server is stopping)
-        return Response(status_code=CLIENT_CLOSED)
-    finally:
-        if caller.watch is not None:
-            caller.watch.stop()
-        note_call(request, caller)
     parsed = decoder.parsed
     encoded = encode_infer_response(
         result.outputs,
