@@ -239,7 +239,7 @@ def test_a_free_version_still_yields_one_usage_event(funded: Metering) -> None:
 
 
 def test_a_stream_is_bounded_by_its_prompt_bytes_and_max_tokens() -> None:
-    call = stream_call(CALL, prompt="héllo wörld", max_tokens=5)
+    call = stream_call(CALL, prompt_bytes=len("héllo wörld".encode()), max_tokens=5)
     assert call.quantities == {Unit.INPUT_TOKEN: 13, Unit.OUTPUT_TOKEN: 5}
     assert CALL.quantities == {}  # the call it was made from is untouched
     metered = MeteredCall(call, {}, None, T0, 0.0)

@@ -42,6 +42,7 @@ from typing import Any
 from modelport.errors import DeadlineExceeded, InvalidInput
 from modelport.metering.meter import InferenceMeter, MeteredCall, stream_call
 from modelport.metering.types import CallInfo, Unit, UsageStatus
+from modelport.runtime.types import ChatMessage, Priority
 from modelport.serving.backends.base import Backend
 from modelport.serving.types import StreamChunk, StreamRequest, VersionRef
 from modelport.tenancy import Principal
@@ -54,6 +55,13 @@ _closing: set[asyncio.Task[None]] = set()
 
 MAX_TOKENS_LIMIT = 1 << 20
 """The most output tokens one request may ask for (its hold grows with it)."""
+
+CHAT_TEMPLATE_ALLOWANCE = 1024
+"""Bytes held beyond a chat's contents: its template wraps them in tokens of its own
+(roles, separators, a default system prompt)."""
+
+MAX_CHOICES = 16
+"""The most choices (``n``) one request may ask for."""
 
 
 @dataclass(frozen=True)
@@ -72,9 +80,28 @@ class GenerateRequest:
 
     prompt: str
     max_tokens: int
-    """Most output tokens to generate: the upper bound the call is held for."""
+    """Most output tokens to generate per choice: with ``n``, the upper bound the call
+    is held for."""
     parameters: Mapping[str, Any] = field(default_factory=dict)
     request_id: str = ""
+    messages: tuple[ChatMessage, ...] | None = None
+    """A chat to answer (rendered by the engine with the model's template); None for a
+    completion of ``prompt``."""
+    n: int = 1
+    priority: Priority = Priority.INTERACTIVE
+
+    @property
+    def prompt_bytes(self) -> int:
+        """UTF-8 bytes of the prompt or the chat's contents: at least its tokens."""
+        if self.messages is None:
+            return len(self.prompt.encode("utf-8"))
+        contents = sum(len(m.content.encode("utf-8")) + len(m.role) for m in self.messages)
+        return contents + CHAT_TEMPLATE_ALLOWANCE
+
+    @property
+    def output_bound(self) -> int:
+        """The most output tokens the call may produce, all choices together."""
+        return self.max_tokens * self.n
 
 
 class StreamingCalls:
@@ -99,6 +126,8 @@ class StreamingCalls:
                 f"max_tokens must be between 1 and {MAX_TOKENS_LIMIT}",
                 code="invalid_max_tokens",
             )
+        if not 1 <= request.n <= MAX_CHOICES:
+            raise InvalidInput(f"n must be between 1 and {MAX_CHOICES}", code="invalid_n")
         timeout = deadline - time.monotonic()
         if timeout <= 0:
             raise DeadlineExceeded("the deadline passed before the call started")
@@ -110,7 +139,7 @@ class StreamingCalls:
         try:
             # Tokens per minute count what the call may use at most, before it runs: a
             # charge cannot be taken back, and a stream refused midway helps nobody.
-            bound = len(request.prompt.encode("utf-8")) + request.max_tokens
+            bound = request.prompt_bytes + request.output_bound
             await charge_tokens(self.limits, subject, bound)
             call = CallInfo(
                 tenant=principal.tenant or principal.id,
@@ -124,7 +153,9 @@ class StreamingCalls:
                 timeout_seconds=timeout,
             )
             metered = await self.meter.open(
-                stream_call(call, prompt=request.prompt, max_tokens=request.max_tokens)
+                stream_call(
+                    call, prompt_bytes=request.prompt_bytes, max_tokens=request.output_bound
+                )
             )
         except BaseException:
             admission.release()
@@ -140,13 +171,18 @@ class StreamingCalls:
                     parameters=request.parameters,
                     request_id=request.request_id,
                     call_id=metered.reservation.id if metered.reservation else "",
+                    messages=request.messages,
+                    n=request.n,
+                    priority=request.priority,
                 )
             )
         except BaseException as exc:
             await self.meter.failed(metered, exc)
             admission.release()
             raise
-        stream = CallStream(chunks, metered, self.meter, admission, deadline, request.max_tokens)
+        stream = CallStream(
+            chunks, metered, self.meter, admission, deadline, request.output_bound, request.n
+        )
         await stream.start()
         return stream
 
@@ -173,6 +209,7 @@ class CallStream:
         admission: Admission,
         deadline: float,
         max_tokens: int,
+        choices: int = 1,
     ) -> None:
         self._chunks = chunks
         self._metered = metered
@@ -180,6 +217,7 @@ class CallStream:
         self._admission = admission
         self._deadline = deadline
         self._max_tokens = max_tokens
+        self._open_choices = set(range(choices))
         self._first: StreamChunk | None = None
         self._finished = False
         """The last chunk went out (or the bound was reached): ending now is a success."""
@@ -239,7 +277,9 @@ class CallStream:
                 return None  # ended meanwhile (``aclose`` from another task): not delivered
             self._metered.deliver(output_tokens=chunk.output_tokens)
             if chunk.finish_reason is not None:
-                self._finished = True
+                self._open_choices.discard(chunk.choice)
+                if not self._open_choices:
+                    self._finished = True
             elif self.usage[Unit.OUTPUT_TOKEN] >= self._max_tokens and chunk.output_tokens:
                 self._finished = True  # the bound it was held for: nothing more is billed
             if chunk.text or chunk.finish_reason is not None:

@@ -93,12 +93,12 @@ def upper_bound(call: CallInfo, unit: Unit) -> int:
     return call.quantities.get(unit, 0)
 
 
-def stream_call(call: CallInfo, *, prompt: str, max_tokens: int) -> CallInfo:
-    """``call`` bounded as a stream of at most ``max_tokens`` output tokens for
-    ``prompt``: an engine counts at most one input token per byte of the prompt's
-    UTF-8, so the hold covers the prompt before any tokenizer has seen it."""
+def stream_call(call: CallInfo, *, prompt_bytes: int, max_tokens: int) -> CallInfo:
+    """``call`` bounded as a stream of at most ``max_tokens`` output tokens for a prompt
+    of ``prompt_bytes`` UTF-8 bytes: an engine counts at most one input token per byte,
+    so the hold covers the prompt before any tokenizer has seen it."""
     bounds = {
-        Unit.INPUT_TOKEN: len(prompt.encode("utf-8")),
+        Unit.INPUT_TOKEN: prompt_bytes,
         Unit.OUTPUT_TOKEN: max_tokens,
     }
     return dataclasses.replace(call, quantities={**call.quantities, **bounds})

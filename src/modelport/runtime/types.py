@@ -126,14 +126,32 @@ class Contract(StrEnum):
 
 
 @dataclass(frozen=True)
+class ChatMessage:
+    """One message of a chat."""
+
+    role: str
+    """``system``, ``user``, ``assistant`` (or another role the model's template knows)."""
+    content: str
+
+
+@dataclass(frozen=True)
 class GenerationRequest:
     """One request to a generative engine."""
 
     prompt: str
+    """The text to continue (completions); empty when ``messages`` is given."""
     max_tokens: int
-    """Most output tokens the engine may produce; it stops there (``length``)."""
+    """Most output tokens the engine may produce per choice; it stops there (``length``)."""
     parameters: dict[str, object] = field(default_factory=dict)
+    """Sampling: ``temperature``, ``top_p``, ``top_k``, ``stop``, ``seed``, ``logprobs``."""
     request_id: str = ""
+    messages: tuple[ChatMessage, ...] | None = None
+    """A chat (``role``/``content`` pairs): the engine renders it with the model's own
+    chat template. None for a plain completion of ``prompt``."""
+    n: int = 1
+    """Choices to generate; each chunk says which (``GenerationChunk.choice``)."""
+    priority: Priority = Priority.INTERACTIVE
+    """``interactive`` is scheduled before ``batch`` (which may be preempted for it)."""
 
 
 @dataclass(frozen=True)
@@ -144,4 +162,9 @@ class GenerationChunk:
     tokens: int
     """Output tokens this chunk carries."""
     finish_reason: str | None = None
-    """On the last chunk only: ``stop`` (the engine ended) or ``length`` (``max_tokens``)."""
+    """On a choice's last chunk only: ``stop`` (the engine ended) or ``length``
+    (``max_tokens``)."""
+    choice: int = 0
+    """Which of the request's ``n`` choices this chunk continues."""
+    logprobs: tuple[float, ...] | None = None
+    """Log-probabilities of the chunk's tokens, when the request asked for them."""

@@ -11,7 +11,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from modelport.manifest import ExampleTensor, Manifest
-from modelport.runtime.types import Priority
+from modelport.runtime.types import ChatMessage, Priority
 
 HOT_PATH_RECORDS = "BackendRequest, BackendResponse, Attempt, Provenance, Served"
 """Records made on every call: treat them as immutable, but they are not ``frozen``, since
@@ -102,6 +102,11 @@ class StreamRequest:
     request_id: str = ""
     call_id: str = ""
     """As ``BackendRequest.call_id``."""
+    messages: tuple[ChatMessage, ...] | None = None
+    """A chat to answer (``GenerationRequest.messages``); None for a completion."""
+    n: int = 1
+    """Choices to generate: ``max_tokens`` bounds each."""
+    priority: Priority = Priority.INTERACTIVE
 
 
 @dataclass(frozen=True)
@@ -119,8 +124,11 @@ class StreamChunk:
     """The prompt's tokens as the engine counted them, on one chunk of the stream (the
     first); 0 on the others."""
     finish_reason: str | None = None
-    """On the last chunk only: ``stop`` (the engine ended), ``length`` (``max_tokens``
-    reached)."""
+    """On a choice's last chunk only: ``stop`` (the engine ended), ``length``
+    (``max_tokens`` reached)."""
+    choice: int = 0
+    """Which of the request's ``n`` choices the chunk continues."""
+    logprobs: tuple[float, ...] | None = None
 
 
 class FallbackKind(StrEnum):

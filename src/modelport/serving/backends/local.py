@@ -182,6 +182,9 @@ class LocalBackend:
                 max_tokens=request.max_tokens,
                 parameters=dict(request.parameters),
                 request_id=request.request_id,
+                messages=request.messages,
+                n=request.n,
+                priority=request.priority,
             )
         )
         try:
@@ -201,7 +204,14 @@ class LocalBackend:
                         code="deadline_exceeded",
                     ) from None
                 yield StreamChunk(
-                    index, chunk.text, chunk.tokens, self.name, 0, chunk.finish_reason
+                    index,
+                    chunk.text,
+                    chunk.tokens,
+                    self.name,
+                    0,
+                    chunk.finish_reason,
+                    chunk.choice,
+                    chunk.logprobs,
                 )
                 index += 1
         finally:
