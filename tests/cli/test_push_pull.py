@@ -14,7 +14,7 @@ from click.testing import CliRunner, Result
 
 from modelport.app import Services
 from modelport.cli import modelport
-from modelport.cli.transfer import UploadState
+from modelport.client.transfer import UploadState
 from modelport.testing import mlp, save
 from tests.conftest import ADMIN_KEY, LiveServer
 

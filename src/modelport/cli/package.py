@@ -13,7 +13,7 @@ from typing import Any
 
 import orjson
 
-from modelport.cli.transfer import LocalFile
+from modelport.client.transfer import LocalFile
 from modelport.errors import InvalidInput
 from modelport.manifest import parse_manifest
 

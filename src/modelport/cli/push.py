@@ -10,7 +10,7 @@ import click
 
 from modelport.cli.application import Application
 from modelport.cli.package import complete_manifest, package_files
-from modelport.cli.transfer import (
+from modelport.client.transfer import (
     LocalFile,
     TransferError,
     Uploader,
