@@ -21,7 +21,7 @@ _WHERE = "check the URL (--url or MODELPORT_URL) and that the server runs (model
 def normalize_url(url: str) -> str:
     """The server's base URL, without a trailing slash. A URL without a scheme
     (``localhost:8080``) means ``http://``; anything else but http(s) is refused."""
-    text = url.strip().rstrip("/")
+    text = url.strip()
     if not text:
         raise ConfigurationError(
             f"no server URL: set MODELPORT_URL or pass --url (for example {DEFAULT_URL})"
@@ -39,7 +39,7 @@ def normalize_url(url: str) -> str:
         )
     if not parsed.host:
         raise ConfigurationError(f"the server URL {url!r} names no host")
-    return text
+    return text.rstrip("/")
 
 
 def segment(value: str) -> str:
