@@ -22,7 +22,7 @@ from modelport.client import (
     Unauthorized,
 )
 from modelport.client.transport import normalize_url
-from tests.client.conftest import MODEL, ROW, Platform
+from tests.client.platform import MODEL, ROW, Platform
 from tests.conftest import free_port
 
 
