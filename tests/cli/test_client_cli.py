@@ -98,6 +98,9 @@ def test_a_refusal_prints_its_code_and_detail(platform: Platform) -> None:
     assert result.exit_code == 1
     (line,) = failure_lines(result)
     assert line.startswith("error: model_not_found: ")
+    malformed = cli(platform.server.url, "infer", "a/b/c", '{"x": [[1.0]]}')
+    assert malformed.exit_code == 2 and "expected owner/name" in malformed.output
+    assert "Traceback" not in malformed.output
     bad_key = cli(platform.server.url, "models", "list", key="mp_wrong_" + "x" * 30)
     assert bad_key.exit_code == 1
     assert failure_lines(bad_key) == ["error: invalid_credentials: invalid API key"]

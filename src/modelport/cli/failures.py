@@ -10,7 +10,7 @@ import httpx
 from rich.markup import escape
 
 from modelport.cli.terminal import Terminal
-from modelport.client.errors import ApiError, ClientError
+from modelport.client.errors import ApiError, ClientError, ConfigurationError, ConnectionFailed
 from modelport.client.transport import connection_failed, normalize_url
 from modelport.client.types import report_problems
 
@@ -25,8 +25,10 @@ def one_line(exc: BaseException, url: str) -> tuple[str, int] | None:
         exc = connection_failed(url, exc)
     if isinstance(exc, ApiError):
         return f"{exc.code}: {exc.detail}", EXIT_API
-    if isinstance(exc, ClientError):
+    if isinstance(exc, ConnectionFailed | ConfigurationError):
         return exc.message, EXIT_UNREACHABLE
+    if isinstance(exc, ClientError):
+        return exc.message, EXIT_API
     if isinstance(exc, httpx.InvalidURL):
         return f"the server URL {url!r} is not a URL ({exc}); check --url or MODELPORT_URL", (
             EXIT_UNREACHABLE

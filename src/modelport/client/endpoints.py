@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from modelport.client.errors import InvalidReference
 from modelport.client.family import AsyncFamily, Family
 from modelport.client.transport import Call, segment
 from modelport.client.types import Deployment, Endpoint, Rollback, items_of
@@ -74,7 +75,7 @@ def deployment_body(
 def _ref(ref: str) -> tuple[str, str]:
     model, _, version = ref.partition(":")
     if "/" not in model or not version:
-        raise ValueError(f"expected owner/name:version, got {ref!r}")
+        raise InvalidReference(f"expected owner/name:version, got {ref!r}")
     return model, version
 
 

@@ -14,6 +14,7 @@ answer came at all. Every message is one line that says what to check::
     │   └── ServerError       5xx
     ├── ConnectionFailed      the server did not answer
     ├── ConfigurationError    the URL (or another setting) cannot work
+    ├── InvalidReference      a model, version or endpoint reference is malformed
     └── TransferError         an upload or download failed (``modelport.client.transfer``)
 """
 
@@ -96,6 +97,10 @@ class ConnectionFailed(ClientError):
 
 class ConfigurationError(ClientError):
     """A setting cannot work (typically the server URL)."""
+
+
+class InvalidReference(ClientError, ValueError):
+    """A reference the client cannot use (``owner/name``, ``owner/name:V`` expected)."""
 
 
 _BY_STATUS: dict[int, type[ApiError]] = {

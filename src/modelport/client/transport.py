@@ -10,7 +10,12 @@ from urllib.parse import quote
 
 import httpx
 
-from modelport.client.errors import ConfigurationError, ConnectionFailed, error_from_response
+from modelport.client.errors import (
+    ConfigurationError,
+    ConnectionFailed,
+    InvalidReference,
+    error_from_response,
+)
 
 T = TypeVar("T")
 DEFAULT_URL = "http://127.0.0.1:8080"
@@ -51,7 +56,7 @@ def split_model(ref: str) -> tuple[str, str]:
     """``owner/name`` -> (owner, name)."""
     owner, _, name = ref.partition("/")
     if not owner or not name or "/" in name or ":" in name:
-        raise ValueError(f"expected owner/name, got {ref!r}")
+        raise InvalidReference(f"expected owner/name, got {ref!r}")
     return owner, name
 
 
@@ -65,7 +70,7 @@ def version_path(ref: str, version: str | None = None) -> str:
     if version is None:
         ref, _, version = ref.partition(":")
         if not version:
-            raise ValueError(f"expected owner/name:version, got {ref!r}")
+            raise InvalidReference(f"expected owner/name:version, got {ref!r}")
     return f"{model_path(ref)}/versions/{segment(version)}"
 
 
