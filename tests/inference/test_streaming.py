@@ -210,8 +210,11 @@ def test_max_tokens_ends_the_stream_with_length(rig: Rig) -> None:
             return [chunk.text async for chunk in stream]
 
     assert asyncio.run(scenario()) == ["1", " 2", " 3", " 4"]
-    usage = {u: e.quantity for u, e in rig.ledger_events().items()}
-    assert usage == {Unit.PREDICTION: 1}  # unpriced: a free event, usage still recorded
+    events = rig.ledger_events()
+    usage = {u: (e.quantity, e.amount_micros) for u, e in events.items()}
+    # Unpriced: free events, the tokens still recorded.
+    assert usage == {Unit.PREDICTION: (1, 0), Unit.INPUT_TOKEN: (9, 0), Unit.OUTPUT_TOKEN: (4, 0)}
+    assert all(e.compute_ms > 0 for e in events.values())
 
 
 def test_the_upper_bound_is_held_before_the_first_chunk(rig: Rig) -> None:

@@ -129,6 +129,9 @@ class StreamChunk:
     choice: int = 0
     """Which of the request's ``n`` choices the chunk continues."""
     logprobs: tuple[float, ...] | None = None
+    version: VersionRef | None = None
+    """Set by routing on a stream's first chunk: the version whose stream this is (not
+    the one asked for when a fallback answered), so the call is billed at its price."""
 
 
 class FallbackKind(StrEnum):
