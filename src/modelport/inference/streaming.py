@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import time
 from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass, field
@@ -43,6 +44,7 @@ from modelport.errors import DeadlineExceeded, InvalidInput, ModelportError
 from modelport.metering.meter import InferenceMeter, MeteredCall, stream_call
 from modelport.metering.types import CallInfo, Unit, UsageStatus
 from modelport.runtime.types import ChatMessage, Priority
+from modelport.serving.capability import BYTES_PER_TOKEN
 from modelport.serving.types import StreamChunk, StreamRequest, VersionRef
 from modelport.tenancy import Principal
 from modelport.tenancy.limits import Admission, LimitService, Subject
@@ -99,6 +101,17 @@ class GenerateRequest:
             return len(self.prompt.encode("utf-8"))
         contents = sum(len(m.content.encode("utf-8")) + len(m.role) for m in self.messages)
         return contents + CHAT_TEMPLATE_ALLOWANCE
+
+    @property
+    def input_estimate(self) -> int:
+        """The prompt's tokens when no backend counted them (a remote server that
+        reports no usage, or a stream cut before it did): about one per
+        ``BYTES_PER_TOKEN`` bytes of its text."""
+        if self.messages is None:
+            size = len(self.prompt.encode("utf-8"))
+        else:
+            size = sum(len(m.content.encode("utf-8")) for m in self.messages)
+        return math.ceil(size / BYTES_PER_TOKEN)
 
     @property
     def output_bound(self) -> int:
@@ -212,6 +225,7 @@ class StreamingCalls:
             request.output_bound,
             request.n,
             on_end=on_end,
+            input_estimate=request.input_estimate,
         )
         await stream.start()
         return stream
@@ -242,9 +256,11 @@ class CallStream:
         choices: int = 1,
         *,
         on_end: StreamEnded | None = None,
+        input_estimate: int = 0,
     ) -> None:
         self._chunks = chunks
         self._on_end = on_end
+        self._input_estimate = input_estimate
         self._started = time.monotonic()
         self._last_chunk_at: float | None = None
         """When the backend's latest chunk came: the engine worked for the call until then."""
@@ -368,6 +384,10 @@ class CallStream:
                 # The time the engine worked for the call: from its submission to the
                 # last chunk it produced (``compute_ms`` on the usage events).
                 self._metered.record(compute_seconds=self._last_chunk_at - self._started)
+                if not self._metered.quantities.get(Unit.INPUT_TOKEN):
+                    # It ran, but no backend counted the prompt (a remote server that
+                    # reports usage only at the end, or never): estimated.
+                    self._metered.deliver(input_tokens=self._input_estimate)
             if exc is None:
                 await self._meter.succeeded(self._metered)
                 self.status = UsageStatus.SUCCEEDED

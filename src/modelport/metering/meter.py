@@ -143,12 +143,13 @@ class MeteredCall:
 
     def deliver(self, *, input_tokens: int = 0, output_tokens: int = 0) -> None:
         """Count what a stream delivered: the prompt's tokens once the engine counted
-        them, output tokens as each chunk goes out. Capped at the call's bounds
-        (``stream_call``), so a settlement never exceeds its hold."""
+        them, output tokens as each chunk goes out (a negative count corrects an
+        estimate, as a remote server's final usage may). Kept between 0 and the call's
+        bounds (``stream_call``), so a settlement never exceeds its hold."""
         quantities = self.quantities
         for unit, n in ((Unit.INPUT_TOKEN, input_tokens), (Unit.OUTPUT_TOKEN, output_tokens)):
             if n:
-                done = quantities.get(unit, 0) + n
+                done = max(0, quantities.get(unit, 0) + n)
                 quantities[unit] = min(done, self.call.quantities.get(unit, done))
 
     def record_usage(self, usage: Usage) -> None:
