@@ -43,6 +43,7 @@ from modelport.errors import (
     ModelportError,
     Unavailable,
 )
+from modelport.serving.backends.base import STREAMING_UNSUPPORTED
 from modelport.serving.backends.http_errors import probe_health, remote_error
 from modelport.serving.backends.openai_sse import (
     STREAMED_TASKS,
@@ -206,7 +207,7 @@ class RemoteOpenAIBackend:
         if task not in STREAMED_TASKS or task not in self._capabilities.tasks:
             raise Unavailable(
                 f"{self.name} does not stream task {task!r}",
-                code="unsupported_task",
+                code=STREAMING_UNSUPPORTED,
                 scope="version",
             )
         model = self.models.get(version.model, version.model)
