@@ -219,7 +219,11 @@ class StreamOpener:
             else:
                 attempts.append(Attempt(backend.name, ref, "ok", time.monotonic() - now))
                 self._count(backend.name, "ok")
-                return first, self._rest(chunks, backend.name, breaker, epoch), backend.name
+                return (
+                    first,
+                    self._rest(chunks, backend.name, breaker, epoch, request.n),
+                    backend.name,
+                )
             await _close(chunks)
             attempts.append(Attempt(backend.name, ref, error.code, time.monotonic() - now))
             if error.kind in CALLER_ERRORS:
@@ -252,11 +256,17 @@ class StreamOpener:
         backend: str,
         breaker: CircuitBreaker,
         epoch: int,
+        choices: int,
     ) -> AsyncIterator[StreamChunk]:
         """The backend's chunks after the first; its breaker hears how the stream ended."""
         outcome = "ignored"  # the consumer left, or the deadline cut it
+        open_choices = set(range(choices))
         try:
             async for chunk in chunks:
+                if chunk.finish_reason is not None:
+                    open_choices.discard(chunk.choice)
+                    if not open_choices:
+                        outcome = "ok"  # whole: its consumer may stop reading here
                 yield chunk
             outcome = "ok"
         except ModelportError as exc:

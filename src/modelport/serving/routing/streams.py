@@ -93,12 +93,17 @@ class PlannedStream:
         by_chosen = opened.provenance.fallback is None
         ok: bool | None = None  # None: the consumer left, which says nothing of the version
         texts = self.texts
+        open_choices = set(range(request.n))
         try:
             first = opened.first
             texts.setdefault(first.choice, []).append(first.text)
             yield first
             async for chunk in opened.rest:
                 texts.setdefault(chunk.choice, []).append(chunk.text)
+                if chunk.finish_reason is not None:
+                    open_choices.discard(chunk.choice)
+                    if not open_choices:
+                        ok = True  # whole: its consumer may stop reading here
                 yield chunk
             ok = True
         except InvalidInput:
