@@ -242,6 +242,19 @@ def test_an_endpoint_streams_its_version_metered_logged_and_counted(rig: Rig) ->
         "ok",
     )
     assert record.answer_label == PROMPT and record.arm == "stable"
+    assert all(e.compute_ms > 0 for e in events.values())  # the engine's time for it
+
+    # The month's invoice and the publisher's statement show the tokens per line.
+    period = f"{events[Unit.OUTPUT_TOKEN].finished_at:%Y-%m}"
+    generated = rig.services.billing.generate(period)
+    (invoice,) = [i for i in generated.invoices if i.content.tenant == "acme"]
+    lines = {line.unit: (line.quantity, line.amount_micros) for line in invoice.content.lines}
+    assert lines == {"input_token": (5, 50), "output_token": (5, 500)}
+    (statement,) = [s for s in generated.statements if s.publisher == "acme"]
+    assert {line.unit: line.quantity for line in statement.content.lines} == {
+        "input_token": 5,
+        "output_token": 5,
+    }
 
 
 def test_a_subject_sticks_to_one_version_of_a_canary(rig: Rig) -> None:
