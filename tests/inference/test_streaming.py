@@ -259,6 +259,34 @@ def test_a_consumer_that_leaves_cancels_the_engine_and_pays_what_was_delivered(
     assert rig.balance() == (1_000_000 - 9 * IN_PRICE - 3 * OUT_PRICE, 0)
 
 
+@pytest.mark.parametrize("rule", list(FailureRule))
+def test_a_consumer_cut_pays_what_was_delivered_whatever_the_failure_rule(
+    rig: Rig, rule: FailureRule
+) -> None:
+    """The failure-billing policy charges cancelled work as done: the failure rule
+    prices failures and timeouts (the deadline test below), not a caller who left."""
+    rig.price(rule, 5000 if rule is FailureRule.FRACTION else 0)
+    rig.balances.credit(BalanceScope.TENANT, "beta", 1_000_000, tenant="beta")
+    rig.engine.mode = "count"
+
+    async def scenario() -> CallStream:
+        stream = await open_stream(rig, max_tokens=100, rid="cut")
+        async with stream:
+            async for chunk in stream:
+                if chunk.text.strip() == "4":
+                    break
+        return stream
+
+    stream = asyncio.run(scenario())
+    assert stream.status is UsageStatus.CANCELLED
+    out = rig.ledger_events()[Unit.OUTPUT_TOKEN]
+    assert (out.quantity, out.status, out.amount_micros) == (
+        4,
+        UsageStatus.CANCELLED,
+        4 * OUT_PRICE,
+    )
+
+
 def test_a_cancelled_consumer_task_cancels_the_engine_and_settles(rig: Rig) -> None:
     rig.price()
     rig.balances.credit(BalanceScope.TENANT, "beta", 1_000_000, tenant="beta")

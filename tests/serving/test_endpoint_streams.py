@@ -368,6 +368,7 @@ def test_the_shadow_gets_a_drained_copy_compared_and_never_billed(rig: Rig) -> N
     stats, recent = router.stats.shadow(deployment, two.ref)
     assert (stats.requests, stats.errors, stats.disagreements) == (1, 0, 1)
     assert recent[0]["detail"] == "output 'text' differs"
+    assert recent[0]["prediction_id"] == stream.prediction_id  # the copied prediction
     rig.services.metering.deliver()
     billed = {e.event.model + ":" + e.event.version for e in rig.services.metering.ledger.entries()}
     assert billed == {"acme/writer:1"}  # the copy is nobody's bill

@@ -208,6 +208,7 @@ class StreamingCalls:
                     messages=request.messages,
                     n=request.n,
                     priority=request.priority,
+                    prediction_id=metered.prediction_id,
                 )
             )
         except BaseException as exc:

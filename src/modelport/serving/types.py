@@ -107,6 +107,8 @@ class StreamRequest:
     n: int = 1
     """Choices to generate: ``max_tokens`` bounds each."""
     priority: Priority = Priority.INTERACTIVE
+    prediction_id: str = ""
+    """The metered call's prediction id (a shadow copy is recorded against it)."""
 
 
 @dataclass(frozen=True)

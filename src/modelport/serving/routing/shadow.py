@@ -239,7 +239,7 @@ class ShadowRunner:
             endpoint,
             deployment,
             request.version,
-            request.request_id,
+            request.prediction_id or request.request_id,
             prompt_tensor(request.prompt, request.messages),
             received_at,
             started,
