@@ -27,6 +27,9 @@ of these ways, and is settled and its admission released then:
 
 The target is already resolved, and access and callable state checked, by the
 inference service that wires this in; this module owns the streamed lifecycle only.
+The chunks come from a ``StreamSource``: a version's backend, or an endpoint's routing
+(replicas, breakers and fallbacks up to the first chunk; a first chunk naming another
+version bills the call at that version's prices).
 """
 
 from __future__ import annotations
