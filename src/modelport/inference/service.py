@@ -24,8 +24,9 @@ stopped once the backend answered (``Caller.watch``): from there the call is bil
 answered, whoever reads it.
 
 A generative call is ``stream``: the same resolution and access checks as
-``call_model``, then ``inference.streaming`` (admit, hold the upper bound, the backend's
-stream of chunks, settle what was delivered).
+``call_model`` (or, for an endpoint, as ``call_endpoint``, its stream routed by
+``Router.streams``), then ``inference.streaming`` (admit, hold the upper bound, the
+backend's stream of chunks, settle what was delivered).
 """
 
 from __future__ import annotations
