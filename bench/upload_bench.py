@@ -27,7 +27,7 @@ from pathlib import Path
 import httpx
 import psutil
 
-from modelport.cli.transfer import parse_size
+from modelport.client.transfer import parse_size
 from modelport.tenancy.admin import generate_admin_key
 
 MB = 1_000_000
