@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 import orjson
 
-from modelport.errors import InvalidInput
+from modelport.errors import Internal, InvalidInput
 
 OIP_TO_NUMPY: dict[str, np.dtype[Any]] = {
     "BOOL": np.dtype(np.bool_),
@@ -223,7 +223,12 @@ def _as_bytes(item: Any) -> bytes:
         return item
     if isinstance(item, str):
         return item.encode("utf-8")
-    return str(item).encode("utf-8")
+    # A BYTES tensor of other objects (a classifier's dicts...) has no wire form: its
+    # repr would reach callers as if it were data.
+    raise Internal(
+        f"a BYTES element is a {type(item).__name__}, neither bytes nor text",
+        code="output_datatype_mismatch",
+    )
 
 
 _MIN, _MAX = np.minimum.reduce, np.maximum.reduce
