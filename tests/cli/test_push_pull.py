@@ -250,7 +250,7 @@ class TestPush:
         services.uploads.abort(upload.id)
         UploadState().put(live_server.url, sha(data), f"/api/uploads/{upload.id}")
         result = cli(
-            live_server, "push", str(onnx_package), "--model", "a/b", "--version", "1",
+            live_server, "push", str(onnx_package), "--model", "acme/b", "--version", "1",
             "--license", "MIT",
         )  # fmt: skip
         assert result.exit_code == 0, result.output
