@@ -99,9 +99,9 @@ def test_a_default_skl2onnx_classifier_is_pushed_validated_and_called_with_trito
 
     http = httpx.Client(base_url=live_server.url, headers=AUTH)
     validated = http.post(f"/api/models/{REF}/versions/1/transitions", json={"to": "validated"})
-    assert validated.status_code == 200, validated.text
+    assert validated.status_code == 201, validated.text
     report = http.get(f"/api/models/{REF}/versions/1/validation").json()
-    assert report["passed"] is True and report["examples"][0]["passed"] is True
+    assert report["passed"] is True and report["report"]["examples"][0]["passed"] is True
 
     client = triton.InferenceServerClient(url=live_server.url.removeprefix("http://"))
     try:

@@ -188,6 +188,10 @@ def add_example(
     its first example (warm-up runs that one), checked as publishing will check it."""
     manifest = parse_manifest(manifest_data)
     inputs = read_example_input(path, list(manifest.inputs))
+    given = [_tensor(spec, inputs[spec.name]) for spec in manifest.inputs]
+    # The inputs alone first, as publishing checks them: a shape the model does not
+    # declare is refused in the server's words, before the model runs on it.
+    parse_manifest({**manifest_data, "examples": [{"inputs": given}]})
     example = compute_example(manifest, files, inputs)
     completed = {**manifest_data, "examples": [example, *manifest_data.get("examples", [])]}
     parse_manifest(completed)
