@@ -215,3 +215,20 @@ def test_publishing_into_an_owner_that_is_no_tenant_is_refused(
     assert result.exit_code != 0
     assert "tenant_not_found" in result.output
     assert "modelport tenants create nobody" in result.output
+
+
+def test_a_graph_output_that_is_no_tensor_is_refused_naming_the_case(
+    live_server: LiveServer, tmp_path: Path
+) -> None:
+    from tests.runtime.test_onnx_graph import sequence_model
+
+    folder = tmp_path / "seq"
+    folder.mkdir()
+    onnx.save(sequence_model(), folder / "model.onnx")
+    result = cli(
+        live_server, "push", str(folder), "--model", REF, "--version", "1", "--license", "MIT",
+        "--dry-run",
+    )  # fmt: skip
+    assert result.exit_code != 0
+    assert "output 'seq' is a sequence of tensors, not a tensor" in result.output
+    assert "UNDEFINED" not in result.output and "non_tensor_value" in result.output

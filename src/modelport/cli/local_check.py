@@ -13,6 +13,7 @@ checked. The first failure raises ``InvalidInput`` with the code the server woul
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from modelport.cli.transfer import LocalFile
@@ -50,7 +51,7 @@ def check_locally(manifest_data: dict[str, Any], files: list[LocalFile]) -> list
     return done
 
 
-def _run_examples(manifest: Manifest, paths: dict[str, Any]) -> str:
+def _run_examples(manifest: Manifest, paths: dict[str, Path]) -> str:
     try:
         loaded = get_format(manifest.format).load(paths, manifest)
     except ModelportError as exc:
