@@ -53,10 +53,12 @@ def run(directory: Path) -> dict[str, Any]:
         from modelport.manifest import Manifest
         from modelport.runtime.examples import run_example
         from modelport.runtime.formats import get_format
+        from modelport.runtime.outputs import DeclaredOutputs
 
         manifest = Manifest.model_validate_json((directory / "manifest.json").read_bytes())
         files = {f.path: directory / "files" / f.path for f in manifest.files}
-        model = get_format(manifest.format).load(files, manifest)
+        # Examples see what callers will: the declared outputs, in declared datatypes.
+        model = DeclaredOutputs(get_format(manifest.format).load(files, manifest), manifest.outputs)
         result["load_ms"] = _ms(start)
         failed = 0
         for index, example in enumerate(manifest.examples):
