@@ -16,7 +16,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from modelport.cli.transfer import LocalFile
+from modelport.client.transfer import LocalFile
 from modelport.errors import InvalidInput, ModelportError
 from modelport.manifest import Manifest
 from modelport.registry import content
