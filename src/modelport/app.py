@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import gc
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from functools import partial
 from typing import TYPE_CHECKING
@@ -46,6 +46,8 @@ if TYPE_CHECKING:
     from modelport.observability.metrics import RuntimeMetrics
     from modelport.observability.predictions import PredictionLog
     from modelport.observability.serving_metrics import ServingMetrics
+    from modelport.runtime.engines import GenerativeHost
+    from modelport.runtime.formats.base import GenerativeFormat
     from modelport.runtime.host import ModelHost
     from modelport.serving.backends.base import Backend
     from modelport.serving.health import HealthBoard, HealthProber
@@ -88,11 +90,15 @@ class Services:
     """The inference use case every surface calls."""
     model_repository: ModelRepository
     """Which versions this process hosts; loads and unloads (the ``/v2`` repository)."""
+    engines: GenerativeHost | None = None
+    """This process's generative engines (None in the ``gateway`` role)."""
 
     def close(self) -> None:
         self.repository_sync.close()
         self.metering.close()
         self.limits.close()
+        if self.engines is not None:
+            self.engines.close()
         if self.host is not None:
             self.host.close()
         self.tenancy.invalidation.close()
@@ -442,9 +448,11 @@ def build_serving(
     changes: ChangeBus,
     clock: Clock | None = None,
     record_shadow: Callable[[ShadowResult], object] | None = None,
+    engines: GenerativeHost | None = None,
 ) -> ServingPlane:
-    """Endpoints, deployments and their router, over this process's model host, or
-    (``host`` None: a gateway) over remote backends alone."""
+    """Endpoints, deployments and their router, over this process's model host (and
+    its generative ``engines``), or (``host`` None: a gateway) over remote backends
+    alone."""
     from modelport.serving.backends.absent import AbsentBackend
     from modelport.serving.backends.catalog import BackendCatalog
     from modelport.serving.backends.local import LocalBackend
@@ -466,7 +474,13 @@ def build_serving(
     else:
 
         def replica(name: str) -> Backend:
-            return LocalBackend(host, blob_store, name=name, load_on_demand=settings.load_on_demand)
+            return LocalBackend(
+                host,
+                blob_store,
+                name=name,
+                load_on_demand=settings.load_on_demand,
+                engines=engines,
+            )
 
         placement = LocalPlacement(host, blob_store)
     board.register(replica("local"))
@@ -596,10 +610,27 @@ def build_registry(
     )
 
 
-def build_services(settings: Settings, *, clock: Clock | None = None) -> Services:
+def build_engines(
+    host: ModelHost, formats: Mapping[str, GenerativeFormat] | None
+) -> GenerativeHost:
+    """The host of this process's generative engines, sharing the model host's file
+    cache, with the generative format plugins ``formats`` (by format name)."""
+    from modelport.runtime.engines import GenerativeHost
+
+    return GenerativeHost(cache=host.cache, formats=dict(formats or {}))
+
+
+def build_services(
+    settings: Settings,
+    *,
+    clock: Clock | None = None,
+    generative_formats: Mapping[str, GenerativeFormat] | None = None,
+) -> Services:
     """Every service of a process of role ``all`` or ``gateway`` (which gets no model
     host: no executor threads, no model cache); ``clock`` (the system's by default) is
-    the one all of them wait on. The ``worker`` role builds ``WorkerServices``."""
+    the one all of them wait on; ``generative_formats``: the generative format plugins
+    this process's engines load (by format name). The ``worker`` role builds
+    ``WorkerServices``."""
     if settings.role is Role.WORKER:
         raise ValueError("the worker role builds WorkerServices (build_worker_services)")
     clock = clock or SystemClock()
@@ -613,6 +644,7 @@ def build_services(settings: Settings, *, clock: Clock | None = None) -> Service
     tenancy, authenticator = build_tenancy(settings, database, changes, clock)
     registry = build_registry(settings, database, blob_store, changes)
     host = build_host(settings, metrics) if settings.role is Role.ALL else None
+    engines = build_engines(host, generative_formats) if host is not None else None
     from modelport.observability.serving_metrics import ServingMetrics
     from modelport.serving.routing.shadow_log import shadow_recorder
 
@@ -631,6 +663,7 @@ def build_services(settings: Settings, *, clock: Clock | None = None) -> Service
         changes,
         clock,
         record_shadow=shadow_recorder(prediction_log.record),
+        engines=engines,
     )
     limits = build_limits(settings, database, keys, clock)
     metering = build_metering(settings, database, registry, keys, clock)
@@ -678,6 +711,7 @@ def build_services(settings: Settings, *, clock: Clock | None = None) -> Service
         clock=clock,
         inference=inference,
         model_repository=model_repository,
+        engines=engines,
     )
 
 

@@ -118,6 +118,10 @@ class Settings(BaseSettings):
     runtime_infer_timeout_seconds: float = Field(default=30.0, gt=0)
     """Deadline of an inference request that sets none itself."""
 
+    generation_timeout_seconds: float = Field(default=300.0, gt=0)
+    """Deadline of a generation (``/v1`` chat and completions), streamed or not: a
+    longer one is cut (``timeout``, what was delivered settled)."""
+
     runtime_max_batch_size: int = Field(default=64, ge=1)
     """Most rows merged into one execution (capped by the manifest's max_batch_size); 1 turns
     batching off."""

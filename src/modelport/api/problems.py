@@ -1,6 +1,7 @@
 """Render errors once per surface: RFC 9457 problem+json on ``/api``, ``{"error", "code"}``
 on ``/v2``: the protocol's ``error`` message, and beside it the same stable machine ``code``
-an ``/api`` problem carries."""
+an ``/api`` problem carries; OpenAI's error object on ``/v1`` (``api.openai.errors``),
+with that code as its ``code``."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.responses import Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from modelport.api.openai.errors import error_body, is_v1
 from modelport.errors import ModelportError
 
 STATUS_BY_KIND = {
@@ -85,6 +87,13 @@ def problem_response(
     if path.startswith("/v2"):
         body: dict[str, Any] = {"error": detail, "code": code}
         return Response(orjson.dumps(body), status, headers=headers, media_type="application/json")
+    if is_v1(path):
+        return Response(
+            error_body(status, code, detail, extra),
+            status,
+            headers=headers,
+            media_type="application/json",
+        )
     problem: dict[str, Any] = {
         "type": PROBLEM_TYPE + code,
         "title": code.replace("_", " "),

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 from datetime import UTC, datetime
 
 import anyio
@@ -51,6 +52,7 @@ from modelport.inference.records import prediction_record
 from modelport.inference.streaming import CallStream, GenerateRequest, StreamingCalls, StreamTarget
 from modelport.inference.targets import Target as Resolved
 from modelport.inference.targets import VersionTargets
+from modelport.inference.tokens import counts_tokens, input_token_bound, input_tokens, with_tokens
 from modelport.inference.types import (
     Caller,
     Decoder,
@@ -63,7 +65,8 @@ from modelport.inference.types import (
     Usage,
 )
 from modelport.metering.meter import InferenceMeter
-from modelport.metering.types import CallInfo
+from modelport.manifest import TensorSpec
+from modelport.metering.types import CallInfo, Unit
 from modelport.observability.predictions import PredictionLog
 from modelport.runtime.types import Priority
 from modelport.serving.backends.base import Backend
@@ -258,6 +261,7 @@ class InferenceService:
                 timeout = self.default_timeout_seconds
             key = resolved.key
             meter = self.meter
+            tokens = token_bound(manifest.inputs, manifest.outputs, request)
             call = await meter.open(  # its cost reserved (402 budget_exceeded)
                 CallInfo(
                     tenant=principal.tenant or principal.id,
@@ -267,6 +271,7 @@ class InferenceService:
                     manifest_digest=key.manifest_digest,
                     request_id=caller.request_id,
                     timeout_seconds=timeout,
+                    quantities={} if tokens is None else {Unit.INPUT_TOKEN: tokens},
                 )
             )
             try:
@@ -278,7 +283,7 @@ class InferenceService:
                         request.inputs,
                         time.monotonic() + timeout,
                         request.priority or Priority.INTERACTIVE,
-                        request.outputs,
+                        request.outputs if tokens is None else with_tokens(request.outputs),
                         request.parameters,
                         call.prediction_id,
                         call.reservation.id if call.reservation is not None else "",
@@ -288,6 +293,10 @@ class InferenceService:
                 if caller.watch is not None:
                     caller.watch.stop()  # answered: billed as such, whoever reads it
                 usage = measure(request.inputs, served.timings, served.batch_size, started)
+                outputs = served.outputs
+                if tokens is not None:
+                    usage.input_tokens = input_tokens(outputs, tokens)
+                    outputs = _asked(outputs, request.outputs)
                 call.record_usage(usage)
             except BaseException as exc:
                 await meter.failed(call, exc)  # cancelled: settled ``cancelled``
@@ -297,7 +306,7 @@ class InferenceService:
             # Synchronous on purpose: it must run even when the call was cancelled.
             admission.release()
         return InferenceResult(
-            served.outputs,
+            outputs,
             resolved.model,
             resolved.version,
             usage,
@@ -388,6 +397,7 @@ class InferenceService:
         admission = await self.admit(caller, chosen.model)
         try:
             meter = self.meter
+            tokens = token_bound(route.inputs, route.outputs, request)
             call = await meter.open(
                 CallInfo(
                     tenant=principal.tenant or principal.id,
@@ -398,6 +408,7 @@ class InferenceService:
                     endpoint=route.endpoint.name,
                     request_id=caller.request_id,
                     timeout_seconds=timeout,
+                    quantities={} if tokens is None else {Unit.INPUT_TOKEN: tokens},
                 )
             )
             try:
@@ -407,7 +418,7 @@ class InferenceService:
                         request.inputs,
                         deadline=deadline,
                         priority=request.priority,
-                        outputs=request.outputs,
+                        outputs=request.outputs if tokens is None else with_tokens(request.outputs),
                         parameters=request.parameters,
                         prediction_id=call.prediction_id,
                         call_id=call.reservation.id if call.reservation is not None else "",
@@ -430,6 +441,11 @@ class InferenceService:
                 if ran is not None and ran.ref != chosen.ref:
                     call.ran_version(ran.model, ran.version, ran.manifest_digest)
                 usage = measure(request.inputs, prediction.timings, prediction.batch_size, started)
+                if tokens is not None:
+                    usage.input_tokens = input_tokens(prediction.outputs, tokens)
+                    prediction = replace(
+                        prediction, outputs=_asked(prediction.outputs, request.outputs)
+                    )
                 call.record_usage(usage)
             except BaseException as exc:
                 await meter.failed(call, exc)
@@ -507,6 +523,25 @@ def task_of(version: VersionRef) -> str:
     """The model's task as its manifest declares it (``runtime.task``), '' if not."""
     task = version.manifest.runtime.get("task")
     return str(task) if task else ""
+
+
+def token_bound(
+    inputs: Sequence[TensorSpec], outputs: Sequence[TensorSpec], request: InferenceRequest
+) -> int | None:
+    """For a model that counts its input tokens (``inference.tokens``: embeddings), the
+    most the request's texts can make, held before it runs; None for any other."""
+    if not counts_tokens(inputs, outputs):
+        return None
+    return input_token_bound(request.inputs)
+
+
+def _asked(
+    outputs: Mapping[str, np.ndarray], asked: tuple[str, ...] | None
+) -> Mapping[str, np.ndarray]:
+    """``outputs`` without the ``tokens`` the bill needed but the caller did not ask for."""
+    if asked is None:
+        return outputs
+    return {name: array for name, array in outputs.items() if name in asked}
 
 
 def measure(

@@ -1,0 +1,340 @@
+"""Parsing of OpenAI's request bodies into plain records.
+
+Fields OpenAI defines and the platform serves are checked (a bad value is 400 with
+``param`` naming the field); fields it does not know are ignored, as OpenAI does;
+fields OpenAI defines that the platform cannot honour (tools, penalties, logit bias,
+JSON mode, ``echo``, ``best_of``, ``suffix``, token-id prompts) are refused with
+``unsupported_parameter`` rather than silently dropped, unless they hold their
+neutral value. ``null`` is the same as an absent field.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+
+from modelport.errors import InvalidInput
+from modelport.inference.streaming import MAX_CHOICES, MAX_TOKENS_LIMIT
+from modelport.runtime.types import ChatMessage, Priority
+
+DEFAULT_COMPLETION_MAX_TOKENS = 16
+"""OpenAI's default ``max_tokens`` for ``/v1/completions``."""
+DEFAULT_CHAT_MAX_TOKENS = 1024
+"""``max_tokens`` of a chat that sets none: what its call is held for (OpenAI lets the
+model run to its context; a hold needs a bound)."""
+MAX_STOP = 4
+MAX_PROMPTS = 16
+"""Prompts one ``/v1/completions`` request may batch (each is its own metered call)."""
+MAX_EMBEDDING_INPUTS = 2048
+MAX_TOP_LOGPROBS = 20
+MAX_COMPLETION_LOGPROBS = 5
+ROLES = frozenset({"system", "developer", "user", "assistant", "tool"})
+
+
+@dataclass(frozen=True)
+class Sampling:
+    """What chat and completions requests share."""
+
+    model: str
+    max_tokens: int
+    n: int = 1
+    stream: bool = False
+    include_usage: bool = False
+    parameters: Mapping[str, Any] = field(default_factory=dict)
+    """For the engine: ``temperature``, ``top_p``, ``top_k``, ``stop``, ``seed``,
+    ``logprobs`` (True), ``top_logprobs``."""
+    logprobs: bool = False
+    priority: Priority = Priority.INTERACTIVE
+
+
+@dataclass(frozen=True)
+class ChatRequest:
+    sampling: Sampling
+    messages: tuple[ChatMessage, ...]
+
+
+@dataclass(frozen=True)
+class CompletionRequest:
+    sampling: Sampling
+    prompts: tuple[str, ...]
+    """One or more prompts: each is a call of its own, with ``n`` choices."""
+
+
+@dataclass(frozen=True)
+class EmbeddingRequest:
+    model: str
+    texts: tuple[str, ...]
+    encoding_format: str = "float"
+    dimensions: int | None = None
+
+
+def load_json(body: bytes) -> dict[str, Any]:
+    """The body as a JSON object (400 ``invalid_json`` / ``invalid_request``)."""
+    try:
+        doc = orjson.loads(body)
+    except orjson.JSONDecodeError as exc:
+        raise InvalidInput(f"request body is not valid JSON: {exc}", code="invalid_json") from None
+    if not isinstance(doc, dict):
+        raise InvalidInput("request body must be a JSON object", code="invalid_request")
+    return doc
+
+
+def parse_chat(doc: Mapping[str, Any]) -> ChatRequest:
+    _refuse_unsupported(doc, chat=True)
+    messages = _messages(doc.get("messages"))
+    logprobs = bool(_bool(doc, "logprobs"))
+    top = _int(doc, "top_logprobs", 0, MAX_TOP_LOGPROBS)
+    if top is not None and not logprobs:
+        raise _invalid("top_logprobs needs logprobs set to true", "top_logprobs")
+    sampling = _sampling(doc, DEFAULT_CHAT_MAX_TOKENS, logprobs=logprobs, top_logprobs=top)
+    return ChatRequest(sampling, messages)
+
+
+def parse_completion(doc: Mapping[str, Any]) -> CompletionRequest:
+    _refuse_unsupported(doc, chat=False)
+    prompts = _prompts(doc.get("prompt"))
+    count = _int(doc, "logprobs", 0, MAX_COMPLETION_LOGPROBS)
+    sampling = _sampling(
+        doc,
+        DEFAULT_COMPLETION_MAX_TOKENS,
+        logprobs=count is not None,
+        top_logprobs=count or None,
+    )
+    return CompletionRequest(sampling, prompts)
+
+
+def parse_embedding(doc: Mapping[str, Any]) -> EmbeddingRequest:
+    model = _model(doc)
+    raw = doc.get("input")
+    if isinstance(raw, str):
+        texts: tuple[str, ...] = (raw,)
+    elif isinstance(raw, list) and raw and all(isinstance(t, str) for t in raw):
+        texts = tuple(raw)
+    elif isinstance(raw, list) and raw and all(isinstance(t, int | list) for t in raw):
+        raise InvalidInput(
+            "input as token ids is not supported: send the texts",
+            code="unsupported_parameter",
+            param="input",
+        )
+    else:
+        raise _invalid("input must be a string or a non-empty list of strings", "input")
+    if len(texts) > MAX_EMBEDDING_INPUTS:
+        raise _invalid(f"input may hold at most {MAX_EMBEDDING_INPUTS} texts", "input")
+    if any(not t for t in texts):
+        raise _invalid("input texts must not be empty", "input")
+    encoding = doc.get("encoding_format")
+    if encoding is None:
+        encoding = "float"
+    if encoding not in ("float", "base64"):
+        raise _invalid("encoding_format must be 'float' or 'base64'", "encoding_format")
+    dimensions = _int(doc, "dimensions", 1, 1 << 20)
+    return EmbeddingRequest(model, texts, encoding, dimensions)
+
+
+# ---- shared fields
+def _model(doc: Mapping[str, Any]) -> str:
+    model = doc.get("model")
+    if not isinstance(model, str) or not model:
+        raise InvalidInput("model is required (a string)", code="missing_parameter", param="model")
+    return model
+
+
+def _sampling(
+    doc: Mapping[str, Any], default_max: int, *, logprobs: bool, top_logprobs: int | None
+) -> Sampling:
+    model = _model(doc)
+    max_tokens = _int(doc, "max_completion_tokens", 1, MAX_TOKENS_LIMIT, "invalid_max_tokens")
+    if max_tokens is None:
+        max_tokens = _int(doc, "max_tokens", 1, MAX_TOKENS_LIMIT, "invalid_max_tokens")
+    n = _int(doc, "n", 1, MAX_CHOICES, "invalid_n") or 1
+    stream = bool(_bool(doc, "stream"))
+    include_usage = False
+    options = doc.get("stream_options")
+    if options is not None:
+        if not isinstance(options, dict):
+            raise _invalid("stream_options must be an object", "stream_options")
+        if not stream:
+            raise _invalid("stream_options is only allowed with stream: true", "stream_options")
+        include_usage = bool(_bool(options, "include_usage", "stream_options.include_usage"))
+    parameters: dict[str, Any] = {}
+    temperature = _number(doc, "temperature", 0.0, 2.0)
+    if temperature is not None:
+        parameters["temperature"] = temperature
+    top_p = _number(doc, "top_p", 0.0, 1.0)
+    if top_p is not None:
+        if top_p == 0.0:
+            raise _invalid("top_p must be above 0 and at most 1", "top_p")
+        parameters["top_p"] = top_p
+    top_k = _int(doc, "top_k", 0, 1 << 20)
+    if top_k is not None:
+        parameters["top_k"] = top_k
+    stop = _stop(doc.get("stop"))
+    if stop:
+        parameters["stop"] = stop
+    seed = _int(doc, "seed", -(1 << 63), (1 << 64) - 1)
+    if seed is not None:
+        parameters["seed"] = seed
+    if logprobs:
+        parameters["logprobs"] = True
+        if top_logprobs:
+            parameters["top_logprobs"] = top_logprobs
+    return Sampling(
+        model=model,
+        max_tokens=max_tokens or default_max,
+        n=n,
+        stream=stream,
+        include_usage=include_usage,
+        parameters=parameters,
+        logprobs=logprobs,
+        priority=_priority(doc),
+    )
+
+
+def _priority(doc: Mapping[str, Any]) -> Priority:
+    """The ``priority`` extension: ``interactive`` (the default) or ``batch``."""
+    value = doc.get("priority")
+    if value is None:
+        return Priority.INTERACTIVE
+    try:
+        return Priority(value)
+    except ValueError:
+        raise _invalid("priority must be 'interactive' or 'batch'", "priority") from None
+
+
+def _messages(raw: Any) -> tuple[ChatMessage, ...]:
+    if not isinstance(raw, list) or not raw:
+        raise _invalid("messages must be a non-empty list", "messages")
+    messages = []
+    for i, message in enumerate(raw):
+        where = f"messages[{i}]"
+        if not isinstance(message, dict):
+            raise _invalid(f"{where} must be an object", where)
+        role = message.get("role")
+        if role not in ROLES:
+            raise _invalid(f"{where}.role must be one of {', '.join(sorted(ROLES))}", where)
+        if message.get("tool_calls") or message.get("function_call"):
+            raise InvalidInput(
+                "tool calls are not supported", code="unsupported_parameter", param=where
+            )
+        messages.append(ChatMessage("system" if role == "developer" else role, _content(message)))
+    return tuple(messages)
+
+
+def _content(message: Mapping[str, Any]) -> str:
+    content = message.get("content")
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        texts = []
+        for part in content:
+            if not isinstance(part, dict) or part.get("type") != "text":
+                raise InvalidInput(
+                    "only text content parts are supported",
+                    code="unsupported_parameter",
+                    param="messages",
+                )
+            text = part.get("text")
+            if not isinstance(text, str):
+                raise _invalid("a text content part needs its text", "messages")
+            texts.append(text)
+        return "".join(texts)
+    raise _invalid("a message's content must be a string or a list of text parts", "messages")
+
+
+def _prompts(raw: Any) -> tuple[str, ...]:
+    if isinstance(raw, str):
+        return (raw,)
+    if isinstance(raw, list) and raw and all(isinstance(p, str) for p in raw):
+        if len(raw) > MAX_PROMPTS:
+            raise _invalid(f"prompt may hold at most {MAX_PROMPTS} strings", "prompt")
+        return tuple(raw)
+    if isinstance(raw, list) and raw and all(isinstance(p, int | list) for p in raw):
+        raise InvalidInput(
+            "prompts as token ids are not supported: send the text",
+            code="unsupported_parameter",
+            param="prompt",
+        )
+    raise _invalid("prompt must be a string or a non-empty list of strings", "prompt")
+
+
+def _stop(raw: Any) -> list[str]:
+    if raw is None:
+        return []
+    stops = [raw] if isinstance(raw, str) else raw
+    if not isinstance(stops, list) or not all(isinstance(s, str) and s for s in stops):
+        raise _invalid("stop must be a non-empty string or a list of them", "stop")
+    if len(stops) > MAX_STOP:
+        raise _invalid(f"stop may hold at most {MAX_STOP} sequences", "stop")
+    return list(stops)
+
+
+_NEUTRAL: dict[str, tuple[Any, ...]] = {
+    "presence_penalty": (0, 0.0),
+    "frequency_penalty": (0, 0.0),
+    "logit_bias": ({},),
+    "tools": ([],),
+    "functions": ([],),
+    "tool_choice": ("none",),
+    "echo": (False,),
+    "best_of": (1,),
+    "suffix": ("",),
+}
+_CHAT_ONLY = ("tools", "functions", "tool_choice")
+_COMPLETION_ONLY = ("echo", "best_of", "suffix")
+
+
+def _refuse_unsupported(doc: Mapping[str, Any], *, chat: bool) -> None:
+    skipped = _COMPLETION_ONLY if chat else _CHAT_ONLY
+    for name, neutral in _NEUTRAL.items():
+        value = doc.get(name)
+        if name in skipped or value is None or any(value == v for v in neutral):
+            continue
+        raise InvalidInput(
+            f"{name} is not supported by this server", code="unsupported_parameter", param=name
+        )
+    response_format = doc.get("response_format")
+    if response_format is not None and (
+        not isinstance(response_format, dict) or response_format.get("type") != "text"
+    ):
+        raise InvalidInput(
+            "response_format other than text is not supported",
+            code="unsupported_parameter",
+            param="response_format",
+        )
+
+
+# ---- scalars
+def _invalid(message: str, param: str, code: str = "invalid_parameter") -> InvalidInput:
+    return InvalidInput(message, code=code, param=param)
+
+
+def _bool(doc: Mapping[str, Any], name: str, param: str | None = None) -> bool | None:
+    value = doc.get(name)
+    if value is None or isinstance(value, bool):
+        return value
+    raise _invalid(f"{name} must be true or false", param or name)
+
+
+def _int(
+    doc: Mapping[str, Any], name: str, lo: int, hi: int, code: str = "invalid_parameter"
+) -> int | None:
+    value = doc.get(name)
+    if value is None:
+        return None
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    if isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= hi:
+        raise _invalid(f"{name} must be an integer from {lo} to {hi}", name, code)
+    return value
+
+
+def _number(doc: Mapping[str, Any], name: str, lo: float, hi: float) -> float | None:
+    value = doc.get(name)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float) or not lo <= value <= hi:
+        raise _invalid(f"{name} must be a number from {lo:g} to {hi:g}", name)
+    return float(value)
