@@ -64,8 +64,8 @@ from modelport.inference.types import (
     Target,
     Usage,
 )
-from modelport.metering.meter import InferenceMeter
 from modelport.manifest import TensorSpec
+from modelport.metering.meter import InferenceMeter
 from modelport.metering.types import CallInfo, Unit
 from modelport.observability.predictions import PredictionLog
 from modelport.runtime.types import Priority
