@@ -22,6 +22,7 @@ from starlette.testclient import TestClient
 from modelport.api import create_app
 from modelport.app import Services, build_services
 from modelport.config import Settings
+from modelport.errors import InvalidInput, Unavailable
 from modelport.manifest import Manifest
 from modelport.metering.types import BalanceScope, LedgerEntry
 from modelport.runtime.formats import registry as format_registry
@@ -41,6 +42,9 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 # process: asked here, at collection, so no test is taken for one starting processes.
 platform.processor()
 
+FAILING_WORD = "boom"
+"""A word the chat engine fails on when it comes to say it."""
+CONTEXT_LENGTH = 2048
 CHAT_FORMAT = "toy-chat"
 SLOW_FORMAT = "toy-slow"
 EMBED_FORMAT = "test-embed"
@@ -79,6 +83,8 @@ class ChatToyGeneration(ToyGeneration):
                     return
                 mine = words[c:] + words[:c]
                 word = str(i + 1) if self._engine.mode == "count" else mine[i]
+                if word == FAILING_WORD:
+                    raise Unavailable("the engine failed", code="engine_failed")
                 if word in stops:
                     running.remove(c)
                     yield GenerationChunk("", 0, "stop", c)
@@ -101,7 +107,18 @@ class ChatToyGeneration(ToyGeneration):
 
 
 class ChatToyEngine(ToyEngine):
+    """Refuses a request that can never fit its ``context_length`` (prompt words plus
+    ``max_tokens``), as a real engine does, before anything is allocated."""
+
+    context_length: int | None = None
+
     def submit(self, request: GenerationRequest) -> ChatToyGeneration:
+        needed = len(rendered(request).split()) + request.max_tokens
+        if self.context_length is not None and needed > self.context_length:
+            raise InvalidInput(
+                f"{needed} tokens do not fit the context of {self.context_length}",
+                code="context_length_exceeded",
+            )
         record = ToyRecord(request)
         self.records.append(record)
         return ChatToyGeneration(self, record)
@@ -222,6 +239,7 @@ def build_world(home: Path, database_url: str, monkeypatch: pytest.MonkeyPatch) 
     plugins = format_registry.discover([EMBED_ENTRY])
     monkeypatch.setattr(format_registry, "installed_formats", lambda: plugins)
     engine, slow = ChatToyEngine(), ChatToyEngine(mode="count", delay=0.02)
+    engine.context_length = CONTEXT_LENGTH
     settings = Settings(
         home=home,
         database_url=database_url,
