@@ -200,12 +200,26 @@ class World:
 
 
 def publish(
-    admin: TestClient, services: Services, ref: str, fmt: str, task: str, **manifest: Any
+    admin: TestClient,
+    services: Services,
+    ref: str,
+    fmt: str,
+    task: str,
+    *,
+    visibility: str = "public",
+    **manifest: Any,
 ) -> None:
+    """Publish ``ref`` version 1 (a file of made-up weights) and approve it."""
     owner, name = ref.split("/")
     created = admin.post(
         "/api/models",
-        json={"owner": owner, "name": name, "license": "MIT", "visibility": "public", "task": task},
+        json={
+            "owner": owner,
+            "name": name,
+            "license": "MIT",
+            "visibility": visibility,
+            "task": task,
+        },
     )
     assert created.status_code == 201, created.text
     data = f"{ref} weights".encode()
@@ -277,13 +291,21 @@ def world(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[World]:
     built.services.close()
 
 
+@pytest.fixture(scope="module")
+def shared_world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
+    """One platform for a module's tests that change nothing but their own calls."""
+    home = tmp_path_factory.mktemp("shared")
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        built = build_world(home / "home", f"sqlite:///{home / 'home.db'}", monkeypatch)
+        yield built
+        built.server.stop()
+        built.services.close()
+
+
 @pytest.fixture
-def world_on(
-    tmp_path: Path, database_url: str, monkeypatch: pytest.MonkeyPatch
-) -> Iterator[World]:
+def world_on(tmp_path: Path, database_url: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[World]:
     """The platform on each database (SQLite, and PostgreSQL where configured)."""
     built = build_world(tmp_path / "home", database_url, monkeypatch)
     yield built
     built.server.stop()
     built.services.close()
-
