@@ -207,9 +207,10 @@ def publish(
     task: str,
     *,
     visibility: str = "public",
+    approved: bool = True,
     **manifest: Any,
 ) -> None:
-    """Publish ``ref`` version 1 (a file of made-up weights) and approve it."""
+    """Publish ``ref`` version 1 (a file of made-up weights), approved unless not."""
     owner, name = ref.split("/")
     created = admin.post(
         "/api/models",
@@ -232,7 +233,8 @@ def publish(
     }
     response = admin.post(f"/api/models/{ref}/versions", json={"version": "1", "manifest": doc})
     assert response.status_code == 201, response.text
-    approve(services, owner, name, "1")
+    if approved:
+        approve(services, owner, name, "1")
 
 
 TEXT_IO = {
