@@ -200,7 +200,7 @@ def test_an_error_after_the_first_chunk_ends_the_stream_with_an_error_event(
     assert "[DONE]" not in raw.text and '"code":"engine_failed"' in raw.text
 
 
-def test_the_same_error_before_any_chunk_is_a_plain_http_error(world: World) -> None:
+def test_the_same_error_in_a_whole_answer_is_a_plain_http_error(world: World) -> None:
     with pytest.raises(openai.InternalServerError) as caught:
         chat(world, model="acme/writer", messages=[{"role": "user", "content": FAILING_WORD}])
     assert caught.value.status_code == 503 and caught.value.code == "engine_failed"

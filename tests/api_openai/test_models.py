@@ -25,6 +25,10 @@ def test_the_list_holds_what_the_key_may_call(world: World) -> None:
     assert writer.created > 0
     everything = {m.id for m in world.client(ADMIN_KEY).models.list()}
     assert everything == PUBLISHED | {"gamma/secret", "acme/draft"}
+    for hidden in ("acme/draft", "gamma/secret"):
+        with pytest.raises(openai.NotFoundError):
+            world.client().models.retrieve(hidden)
+        assert world.client(ADMIN_KEY).models.retrieve(hidden).id == hidden
 
 
 def test_one_model_by_its_names(shared_world: World) -> None:

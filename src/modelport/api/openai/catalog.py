@@ -72,17 +72,30 @@ def _models(request: Request, principal: Principal) -> list[Model]:
     return found[:MAX_MODELS]
 
 
-def _may_call(request: Request, principal: Principal, model: Model) -> bool:
+def callable_model(
+    request: Request, principal: Principal, owner: str, name: str, version: str | None
+) -> Model | None:
+    """``owner/name`` if ``principal`` may call it at ``version`` (None: its default)."""
+    try:
+        model = get_services(request).registry.get_model(owner, name)
+    except NotFound:
+        return None
+    return model if _may_call(request, principal, model, version) else None
+
+
+def _may_call(
+    request: Request, principal: Principal, model: Model, version: str | None = None
+) -> bool:
     resource = model_resource(request, principal, model.owner, model.name, model.visibility.value)
     if authorize(principal, Permission.MODEL_CALL, resource) is not Decision.ALLOW:
         return False
     try:
-        version = get_services(request).registry.resolve(model.owner, model.name, None)
+        resolved = get_services(request).registry.resolve(model.owner, model.name, version)
     except NotFound:
-        return False  # nothing to serve yet
+        return False  # nothing to serve (yet)
     if principal.is_admin or principal.tenant == model.owner:
         return True
-    return version.state.value in SERVABLE_ACROSS_TENANTS
+    return resolved.state.value in SERVABLE_ACROSS_TENANTS
 
 
 def _endpoints(request: Request, principal: Principal) -> list[Endpoint]:

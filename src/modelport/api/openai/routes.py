@@ -16,6 +16,7 @@ A caller that hangs up ends its calls: settled ``cancelled`` for what was delive
 from __future__ import annotations
 
 import time
+from collections.abc import Awaitable
 from typing import Any
 
 import anyio.to_thread
@@ -28,7 +29,12 @@ from modelport.api.auth import require_principal_async
 from modelport.api.calls import answered, caller_of, note_call
 from modelport.api.deps import get_services
 from modelport.api.disconnect import CLIENT_CLOSED, CallerWatch
-from modelport.api.openai.catalog import callable_models, endpoint_object, model_object
+from modelport.api.openai.catalog import (
+    callable_model,
+    callable_models,
+    endpoint_object,
+    model_object,
+)
 from modelport.api.openai.embeddings import EmbeddingDecoder, embedding_answer
 from modelport.api.openai.encode import ChunkHeader, chat_completion, text_completion
 from modelport.api.openai.generation import (
@@ -48,10 +54,11 @@ from modelport.api.openai.requests import (
 )
 from modelport.api.openai.sse import EventStream
 from modelport.errors import NotFound, PayloadTooLarge
+from modelport.inference.service import InferenceService
 from modelport.inference.streaming import GenerateRequest
 from modelport.inference.types import Caller, EndpointTarget, InferenceResult, Target
 from modelport.runtime.types import ChatMessage
-from modelport.tenancy import Permission
+from modelport.tenancy import Permission, Principal
 
 
 def _json(doc: Any, status: int = 200) -> Response:
@@ -100,12 +107,11 @@ async def get_model(request: Request) -> Response:
         if isinstance(target, EndpointTarget):
             route = await services.inference.route(caller, target.name, Permission.MODEL_CALL)
             return _json(endpoint_object(route.endpoint))
-        owner = target.owner
-        await services.inference.require_model(principal, owner, target.name, Permission.MODEL_CALL)
-        registry = services.registry
-        model = await anyio.to_thread.run_sync(registry.get_model, owner, target.name)
-        if target.version is not None:
-            await anyio.to_thread.run_sync(registry.resolve, owner, target.name, target.version)
+        model = await anyio.to_thread.run_sync(
+            callable_model, request, principal, target.owner, target.name, target.version
+        )
+        if model is None:
+            raise NotFound(f"no model {name}", code="model_not_found")
         return _json(model_object(model, name))
     except NotFound as exc:
         raise _not_found(name, exc) from None
@@ -128,7 +134,7 @@ async def completions(request: Request) -> Response | EventStream:
 
 async def _generate(
     request: Request,
-    principal: Any,
+    principal: Principal,
     sampling: Sampling,
     prompts: tuple[str | None, ...],
     messages: tuple[ChatMessage, ...] | None,
@@ -172,7 +178,7 @@ async def _generate(
 
 
 async def _open(
-    inference: Any,
+    inference: InferenceService,
     caller: Caller,
     target: Target,
     requests: list[GenerateRequest],
@@ -187,8 +193,8 @@ async def _open(
         raise _not_found(sampling.model, exc) from None
 
 
-async def _complete(opening: Any, model: str, chat: bool) -> dict[str, Any]:
-    calls: Calls = await opening
+async def _complete(opening: Awaitable[Calls], model: str, chat: bool) -> dict[str, Any]:
+    calls = await opening
     choices = await collect(calls)
     created = int(time.time())
     if chat:
