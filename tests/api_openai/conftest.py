@@ -14,6 +14,7 @@ from importlib.metadata import EntryPoint
 from pathlib import Path
 from typing import Any
 
+import httpx
 import numpy as np
 import openai
 import pytest
@@ -35,6 +36,7 @@ from modelport.testing.toy_engine import (
 )
 from tests.conftest import ADMIN_KEY, LiveServer
 from tests.metering.conftest import approve
+from tests.polling import eventually
 from tests.registry.helpers import put_blob
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
@@ -193,6 +195,31 @@ class World:
         self.services.metering.deliver()
         balance = self.services.metering.balances.get(BalanceScope.TENANT, "beta")
         return balance.balance_micros, balance.reserved_micros
+
+    def deploy(self, endpoint: str, ref: str) -> None:
+        """Make beta's ``endpoint`` and deploy ``ref`` (``owner/name:version``) to it,
+        through the live server: its controller rolls the deployment out on the
+        server's own loop. Returns once the deployment is active and routed."""
+        admin = httpx.Client(base_url=self.url, headers={"Authorization": f"Bearer {ADMIN_KEY}"})
+        with admin:
+            created = admin.post("/api/endpoints", json={"name": endpoint, "tenant": "beta"})
+            assert created.status_code == 201, created.text
+            model, version = ref.split(":")
+            deployed = admin.post(
+                f"/api/endpoints/{endpoint}/deployments",
+                json={"versions": [{"model": model, "version": version, "weight": 100}]},
+            )
+            assert deployed.status_code == 202, deployed.text
+            ident = deployed.json()["id"]
+            router = self.services.serving.router
+
+            def routed() -> bool:
+                state = admin.get(f"/api/endpoints/{endpoint}/deployments/{ident}").json()["state"]
+                assert state in ("pending", "active"), state
+                route = router.table.find(endpoint)
+                return state == "active" and route is not None and route.deployment == ident
+
+            assert eventually(routed, 30), "the deployment was never routed"
 
     def entries(self) -> list[LedgerEntry]:
         self.services.metering.deliver()

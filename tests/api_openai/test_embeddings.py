@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import time
 
 import httpx
 import numpy as np
@@ -132,23 +131,7 @@ def test_a_v2_call_of_an_embedding_model_is_billed_by_the_token_too(world: World
 
 
 def test_an_endpoint_serving_an_embedding_model(world: World) -> None:
-    admin = world.admin
-    created = admin.post("/api/endpoints", json={"name": "vectors", "tenant": "beta"})
-    assert created.status_code == 201, created.text
-    deployed = admin.post(
-        "/api/endpoints/vectors/deployments",
-        json={"versions": [{"model": "acme/embedder", "version": "1", "weight": 100}]},
-    )
-    assert deployed.status_code == 202, deployed.text
-    ident = deployed.json()["id"]
-    deadline = time.monotonic() + 30
-    while True:
-        state = admin.get(f"/api/endpoints/vectors/deployments/{ident}").json()["state"]
-        route = world.services.serving.router.table.find("vectors")
-        if state == "active" and route is not None and route.deployment == ident:
-            break
-        assert state in ("pending", "active") and time.monotonic() < deadline, state
-        time.sleep(0.02)
+    world.deploy("vectors", "acme/embedder:1")
     answer = world.client().embeddings.create(model="vectors", input=TEXTS, encoding_format="float")
     assert [d.embedding for d in answer.data] == [expected(t) for t in TEXTS]
     assert answer.usage.prompt_tokens == TOKENS

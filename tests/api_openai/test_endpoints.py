@@ -7,7 +7,6 @@ and these tests are skipped, saying why."""
 from __future__ import annotations
 
 import inspect
-import time
 
 import openai
 import pytest
@@ -27,29 +26,8 @@ pytestmark = pytest.mark.skipif(
 )
 
 
-def deploy(world: World, endpoint: str, ref: str) -> None:
-    admin = world.admin
-    created = admin.post("/api/endpoints", json={"name": endpoint, "tenant": "beta"})
-    assert created.status_code == 201, created.text
-    model, version = ref.split(":")
-    deployed = admin.post(
-        f"/api/endpoints/{endpoint}/deployments",
-        json={"versions": [{"model": model, "version": version, "weight": 100}]},
-    )
-    assert deployed.status_code == 202, deployed.text
-    ident = deployed.json()["id"]
-    deadline = time.monotonic() + 30
-    while True:
-        state = admin.get(f"/api/endpoints/{endpoint}/deployments/{ident}").json()["state"]
-        route = world.services.serving.router.table.find(endpoint)
-        if state == "active" and route is not None and route.deployment == ident:
-            return
-        assert state in ("pending", "active") and time.monotonic() < deadline, state
-        time.sleep(0.02)
-
-
 def test_a_chat_through_an_endpoint_whole_and_streamed(world: World) -> None:
-    deploy(world, "chat", "acme/writer:1")
+    world.deploy("chat", "acme/writer:1")
     client = world.client()
     hello = [{"role": "user", "content": "hello endpoint"}]
     answer = client.chat.completions.create(model="chat", messages=hello)
