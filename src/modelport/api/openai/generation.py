@@ -68,8 +68,7 @@ async def open_calls(
     streams: list[CallStream] = []
     try:
         for request in requests:
-            # ``stream`` takes an EndpointTarget once the service streams endpoints.
-            streams.append(await inference.stream(caller, target, request, deadline))  # type: ignore[arg-type]
+            streams.append(await inference.stream(caller, target, request, deadline))
     except BaseException:
         for stream in streams:
             await stream.aclose()
