@@ -58,6 +58,7 @@ def test_a_chat_with_every_served_field() -> None:
             "stream": True,
             "stream_options": {"include_usage": True},
             "priority": "batch",
+            "user": "u-1",
             "presence_penalty": 0,
             "tools": [],
             "whatever": {"unknown": "ignored"},
@@ -66,7 +67,7 @@ def test_a_chat_with_every_served_field() -> None:
     assert parsed.messages == (ChatMessage("system", "terse"), ChatMessage("user", "ab"))
     s = parsed.sampling
     assert (s.max_tokens, s.n, s.stream, s.include_usage, s.logprobs) == (9, 2, True, True, True)
-    assert s.priority is Priority.BATCH
+    assert s.priority is Priority.BATCH and s.user == "u-1"
     assert s.parameters == {
         "temperature": 0.0,
         "top_p": 1.0,
@@ -92,6 +93,7 @@ def test_defaults_and_nulls() -> None:
         ({"seed": 1.5}, "seed"),
         ({"stream": "yes"}, "stream"),
         ({"priority": "urgent"}, "priority"),
+        ({"user": 7}, "user"),
         ({"messages": [{"role": "user", "content": [{"type": "image_url"}]}]}, "messages"),
         ({"messages": [{"role": "assistant", "content": None}]}, "messages"),
     ],

@@ -48,6 +48,8 @@ class Sampling:
     ``logprobs`` (True), ``top_logprobs``."""
     logprobs: bool = False
     priority: Priority = Priority.INTERACTIVE
+    user: str | None = None
+    """The end user the call is for: an endpoint's canary keeps one on one version."""
 
 
 @dataclass(frozen=True)
@@ -69,6 +71,7 @@ class EmbeddingRequest:
     texts: tuple[str, ...]
     encoding_format: str = "float"
     dimensions: int | None = None
+    user: str | None = None
 
 
 def load_json(body: bytes) -> dict[str, Any]:
@@ -131,7 +134,7 @@ def parse_embedding(doc: Mapping[str, Any]) -> EmbeddingRequest:
     if encoding not in ("float", "base64"):
         raise _invalid("encoding_format must be 'float' or 'base64'", "encoding_format")
     dimensions = _int(doc, "dimensions", 1, 1 << 20)
-    return EmbeddingRequest(model, texts, encoding, dimensions)
+    return EmbeddingRequest(model, texts, encoding, dimensions, _user(doc))
 
 
 # ---- shared fields
@@ -190,7 +193,21 @@ def _sampling(
         parameters=parameters,
         logprobs=logprobs,
         priority=_priority(doc),
+        user=_user(doc),
     )
+
+
+MAX_USER = 256
+
+
+def _user(doc: Mapping[str, Any]) -> str | None:
+    """OpenAI's ``user``: who the call is for (an endpoint's sticky routing subject)."""
+    value = doc.get("user")
+    if value is None or value == "":
+        return None
+    if not isinstance(value, str) or len(value) > MAX_USER:
+        raise _invalid(f"user must be a string of at most {MAX_USER} characters", "user")
+    return value
 
 
 def _priority(doc: Mapping[str, Any]) -> Priority:

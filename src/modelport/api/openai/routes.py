@@ -151,6 +151,7 @@ async def _generate(
             messages=messages,
             n=sampling.n,
             priority=sampling.priority,
+            subject=sampling.user,
         )
         for prompt in prompts
     ]
