@@ -69,9 +69,7 @@ class EmbeddingDecoder:
         asked = [vectors.name]
         if any(s.name == TOKENS_OUTPUT for s in outputs):
             asked.append(TOKENS_OUTPUT)
-        return InferenceRequest(
-            {text.name: array}, outputs=tuple(asked), subject=self.request.user
-        )
+        return InferenceRequest({text.name: array}, outputs=tuple(asked), subject=self.request.user)
 
 
 def embedding_answer(
