@@ -482,7 +482,7 @@ def build_serving(
                 engines=engines,
             )
 
-        placement = LocalPlacement(host, blob_store)
+        placement = LocalPlacement(host, blob_store, engines)
     board.register(replica("local"))
     remotes = BackendCatalog(database, board)
     router = Router(

@@ -1,5 +1,6 @@
 """Chat through an endpoint by its name (``model="chat"``), whole and streamed: the
-endpoint's route chooses the version, as for every endpoint call."""
+endpoint's route chooses the version, as for every endpoint call. The generative
+version is deployed as a tensor one is: the deployment loads its engine (placement)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from tests.api_openai.conftest import World
 
 
 def test_a_chat_through_an_endpoint_whole_and_streamed(world: World) -> None:
-    world.install("chat", "acme/writer:1")
+    world.deploy("chat", "acme/writer:1")  # through the controller: its engine is loaded
     client = world.client()
     hello = [{"role": "user", "content": "hello endpoint"}]
     answer = client.chat.completions.create(model="chat", messages=hello)
@@ -30,3 +31,14 @@ def test_an_unknown_endpoint_is_404_model_not_found(world: World) -> None:
             model="no-such-endpoint", messages=[{"role": "user", "content": "x"}]
         )
     assert caught.value.code == "model_not_found"
+
+
+def test_a_deployed_generative_version_reports_its_engine_loaded(world: World) -> None:
+    world.deploy("chat", "acme/writer:1")
+    shown = world.admin.get("/api/endpoints/chat").json()
+    assert shown["name"] == "chat"
+    deployments = world.admin.get("/api/endpoints/chat/deployments").json()
+    newest = deployments["items"][0] if isinstance(deployments, dict) else deployments[0]
+    (version,) = newest["versions"]
+    assert (version["model"], version["version"], version["state"]) == ("acme/writer", "1", "ready")
+    assert "load" in version["phases"]

@@ -16,8 +16,10 @@ from typing import Protocol
 from modelport.errors import Unavailable, Unprocessable
 from modelport.manifest import Manifest
 from modelport.runtime.cache import BlobSource
+from modelport.runtime.engines import GenerativeHost
 from modelport.runtime.host import ModelHost
 from modelport.runtime.types import VersionKey, VersionStatus
+from modelport.serving.generative_placement import GenerativePlacement, is_generative
 from modelport.serving.types import VersionRef
 
 ROLE_LACKS_SERVICE = "role_lacks_service"
@@ -65,11 +67,16 @@ class Placement(Protocol):
 
 
 class LocalPlacement:
-    """This process's ``ModelHost``: its memory budget, its loads."""
+    """This process's ``ModelHost``: its memory budget, its loads; and, for versions a
+    generative engine serves, its ``GenerativeHost`` (``engines``)."""
 
-    def __init__(self, host: ModelHost, blobs: BlobSource) -> None:
+    def __init__(
+        self, host: ModelHost, blobs: BlobSource, engines: GenerativeHost | None = None
+    ) -> None:
         self.host = host
         self.blobs = blobs
+        self.generative = None if engines is None else GenerativePlacement(engines, blobs)
+        self._engines = engines
 
     def capacity(self) -> int | None:
         return self.host.budget.host_bytes
@@ -86,19 +93,30 @@ class LocalPlacement:
             )
 
     def estimate(self, manifest: Manifest) -> int:
+        if self.generative is not None and is_generative(manifest, self._engines):
+            return self.generative.estimate(manifest)
         return self.host.formats(manifest.format).estimate_memory(manifest)
 
     def place(self, ref: VersionRef) -> Future[VersionStatus]:
+        if self.generative is not None and is_generative(ref.manifest, self._engines):
+            return self.generative.place(key_of(ref), ref.manifest)
         return self.host.start_load(key_of(ref), ref.manifest, self.blobs, pinned=True)
 
     def status(self, ref: VersionRef) -> VersionStatus | None:
-        return self.host.status(key_of(ref))
+        key = key_of(ref)
+        if self.generative is not None and (found := self.generative.status(key)):
+            return found
+        return self.host.status(key)
 
     def lookup(self, model: str, version: str) -> VersionStatus | None:
+        if self.generative is not None and (found := self.generative.lookup(model, version)):
+            return found
         key = self.host.find(model, version)
         return None if key is None else self.host.status(key)
 
     def release(self, ref: VersionRef) -> None:
+        if self.generative is not None and self.generative.release(key_of(ref)):
+            return
         self.host.unload(key_of(ref))
 
 
