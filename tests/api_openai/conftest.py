@@ -6,7 +6,6 @@ official ``openai`` SDK."""
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import os
 import platform
 from collections.abc import AsyncIterator, Iterator
@@ -221,27 +220,6 @@ class World:
                 return state == "active" and route is not None and route.deployment == ident
 
             assert eventually(routed, 30), "the deployment was never routed"
-
-    def install(self, endpoint: str, ref: str) -> None:
-        """Make beta's ``endpoint`` and route it to ``ref`` as an active deployment would
-        (a generative version is not deployable through the controller yet)."""
-        created = self.admin.post("/api/endpoints", json={"name": endpoint, "tenant": "beta"})
-        assert created.status_code == 201, created.text
-        owner, _, rest = ref.partition("/")
-        name, _, version = rest.partition(":")
-        target = asyncio.run(self.services.inference.targets.target(owner, name, version))
-        serving = self.services.serving
-        base = serving.endpoints.route(endpoint)
-        route = dataclasses.replace(
-            base,
-            # Newer than any rebuild from the database (which knows no deployment here).
-            endpoint=dataclasses.replace(base.endpoint, revision=base.endpoint.revision + 1000),
-            deployment=1,
-            versions=(target.ref,),
-            weights=(100,),
-            backends={target.ref.ref: ("local",)},
-        )
-        serving.router.install(route)
 
     def entries(self) -> list[LedgerEntry]:
         self.services.metering.deliver()
