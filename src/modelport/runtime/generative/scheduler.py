@@ -216,4 +216,3 @@ class Scheduler:
             out.preempted.append(victim)
             self.preemptions += 1
         return True
-

@@ -49,6 +49,15 @@ class IncrementalDetokenizer:
             return str(after[len(before) :])
         return ""
 
+    def flush(self) -> str:
+        """At the end: the text still waiting for the rest of a character (decoded as
+        the replacement character, as a full decode would)."""
+        decode = self._tokenizer.decode
+        before = decode(self.ids[self._prefix : self._read], skip_special_tokens=True)
+        after = decode(self.ids[self._prefix :], skip_special_tokens=True)
+        self._prefix = self._read = len(self.ids)
+        return str(after[len(before) :]) if len(after) > len(before) else ""
+
 
 @dataclass
 class StopText:
