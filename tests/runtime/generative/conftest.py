@@ -8,9 +8,9 @@ import os
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-from collections.abc import Callable, Iterator  # noqa: E402
+from collections.abc import Callable, Iterator
 
-import pytest  # noqa: E402
+import pytest
 
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")

@@ -156,7 +156,7 @@ class TorchGenerativeEngine:
         name: str = "",
         metrics: GenerationMetrics | None = None,
     ) -> None:
-        self.model = model.eval()
+        self.model = model.eval()  # type: ignore[no-untyped-call]
         self.tokenizer = tokenizer
         self.config = config
         self.name = name
@@ -284,8 +284,8 @@ class TorchGenerativeEngine:
                 _log.exception("generation step failed (%s)", self.name)
                 with self._cond:
                     failed = [*self.scheduler.running, *self.scheduler.waiting()]
-                    for seq in failed:
-                        self._leave(seq)
+                    for gone in failed:
+                        self._leave(gone)
                 self._fail([s for s in failed if isinstance(s, _Sequence)], exc)
             self._gauges()
 

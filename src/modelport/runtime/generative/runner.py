@@ -24,15 +24,16 @@ from transformers import PreTrainedModel
 from transformers.cache_utils import Cache, CacheLayerMixin
 
 
-class _SlotLayer(CacheLayerMixin):
+class _SlotLayer(CacheLayerMixin):  # type: ignore[no-untyped-call]
     """One layer's pools; what ``update`` writes and reads is set per step."""
 
     is_compileable = False
     is_sliding = False
 
     def __init__(self, keys: torch.Tensor, values: torch.Tensor, plan: _StepPlan) -> None:
-        super().__init__()
-        self.keys, self.values, self.plan = keys, values, plan
+        super().__init__()  # type: ignore[no-untyped-call]
+        self.keys, self.values = keys, values
+        self.pool_keys, self.pool_values, self.plan = keys, values, plan
         self.is_initialized = True
 
     def lazy_initialization(self, key_states: torch.Tensor, value_states: torch.Tensor) -> None:
@@ -45,11 +46,12 @@ class _SlotLayer(CacheLayerMixin):
         rows, heads, length, dim = key_states.shape
         flat_keys = key_states.transpose(1, 2).reshape(rows * length, heads, dim)
         flat_values = value_states.transpose(1, 2).reshape(rows * length, heads, dim)
-        self.keys.index_copy_(0, plan.write, flat_keys.to(self.keys.dtype))
-        self.values.index_copy_(0, plan.write, flat_values.to(self.values.dtype))
+        keys, values = self.pool_keys, self.pool_values
+        keys.index_copy_(0, plan.write, flat_keys.to(keys.dtype))
+        values.index_copy_(0, plan.write, flat_values.to(values.dtype))
         if plan.read is None:  # a prefill: the past is exactly what was just computed
             return key_states, value_states
-        return self.keys[plan.read].transpose(1, 2), self.values[plan.read].transpose(1, 2)
+        return keys[plan.read].transpose(1, 2), values[plan.read].transpose(1, 2)
 
     def get_mask_sizes(self, query_length: int) -> tuple[int, int]:
         return self.plan.kv_length, 0
@@ -117,7 +119,7 @@ class BatchRunner:
         ]
         self._free = list(range(capacity_tokens - 1, -1, -1))
         self._base = model.base_model
-        self._head = model.get_output_embeddings()
+        self._head = model.get_output_embeddings()  # type: ignore[no-untyped-call]
         self._min = torch.finfo(self.dtype).min
 
     def pool_bytes(self) -> int:

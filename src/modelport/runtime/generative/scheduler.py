@@ -176,9 +176,11 @@ class Scheduler:
                 seq = queue[0]
                 if out.admitted and seq.prefill_tokens > prefill_budget:
                     return out
-                if not self._room_for(seq):
-                    if priority is not Priority.INTERACTIVE or not self._preempt_for(seq, out):
-                        return out
+                fits = self._room_for(seq) or (
+                    priority is Priority.INTERACTIVE and self._preempt_for(seq, out)
+                )
+                if not fits:
+                    return out
                 queue.popleft()
                 self.ledger.reserve(seq.reserve_tokens)
                 self.running.append(seq)
