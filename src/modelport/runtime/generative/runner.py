@@ -10,8 +10,10 @@ step, with a per-step 4D mask hiding the padding: a step costs the rows' work, a
 sequence can join or leave between any two steps without touching the others. The
 last pool row is a scratch slot that absorbs the writes of padding positions.
 
-Prefill rows are right-padded to the longest prompt of the step; a preempted sequence
-is recomputed from its prompt and the tokens it had generated.
+Prefill rows are left-padded to the longest prompt of the step, so that the model's
+own head computes every row's logits at the last position only
+(``logits_to_keep=1``); a preempted sequence is recomputed from its prompt and the
+tokens it had generated.
 """
 
 from __future__ import annotations
@@ -118,8 +120,6 @@ class BatchRunner:
             for _ in range(int(text.num_hidden_layers))
         ]
         self._free = list(range(capacity_tokens - 1, -1, -1))
-        self._base = model.base_model
-        self._head = model.get_output_embeddings()  # type: ignore[no-untyped-call]
         self._min = torch.finfo(self.dtype).min
 
     def pool_bytes(self) -> int:
@@ -143,20 +143,24 @@ class BatchRunner:
         """Logits of the next token of each row ([rows, vocab])."""
         lengths = [len(r.tokens) for r in rows]
         q = max(lengths)
+        # Left padding: every row's last token is at the last position, where the
+        # model's own head computes its logits.
+        pads = torch.tensor([q - n for n in lengths])
         ids = torch.zeros((len(rows), q), dtype=torch.long)
         write = torch.full((len(rows), q), self.scratch, dtype=torch.long)
         for i, row in enumerate(rows):
-            ids[i, : lengths[i]] = torch.tensor(row.tokens, dtype=torch.long)
-            write[i, : lengths[i]] = row.slots[: lengths[i]]
-        positions = torch.arange(q).expand(len(rows), q)
+            ids[i, q - lengths[i] :] = torch.tensor(row.tokens, dtype=torch.long)
+            write[i, q - lengths[i] :] = row.slots[: lengths[i]]
+        positions = (torch.arange(q)[None, :] - pads[:, None]).clamp(min=0)
         keys = torch.arange(q)
-        visible = (keys[None, None, :] <= keys[None, :, None]) & (
-            keys[None, None, :] < torch.tensor(lengths)[:, None, None]
+        causal = keys[None, None, :] <= keys[None, :, None]
+        # A padding query sees itself only (its output is dropped; a row seeing
+        # nothing would make a softmax over nothing).
+        visible = (causal & (keys[None, None, :] >= pads[:, None, None])) | (
+            keys[None, None, :] == keys[None, :, None]
         )
         plan = _StepPlan(write.flatten().to(self.device), None, q, q)
-        hidden = self._forward(ids, positions, visible, plan)
-        last = hidden[torch.arange(len(rows)), torch.tensor(lengths) - 1]
-        return self._logits(last)
+        return self._forward(ids, positions, visible, plan)
 
     def decode(self, rows: list[DecodeRow]) -> torch.Tensor:
         """Logits of the token after each row's newest one ([rows, vocab])."""
@@ -169,24 +173,19 @@ class BatchRunner:
         write = torch.stack([r.slots[r.position] for r in rows])
         visible = (torch.arange(length)[None, :] <= positions)[:, None, :]
         plan = _StepPlan(write.to(self.device), read.to(self.device), length, 1)
-        hidden = self._forward(ids, positions, visible, plan)
-        return self._logits(hidden[:, -1])
+        return self._forward(ids, positions, visible, plan)
 
     def _forward(
         self, ids: torch.Tensor, positions: torch.Tensor, visible: torch.Tensor, plan: _StepPlan
     ) -> torch.Tensor:
         mask = torch.zeros(visible.shape, dtype=self.dtype).masked_fill(~visible, self._min)
-        out = self._base(
+        out = self.model(
             input_ids=ids.to(self.device),
             position_ids=positions.to(self.device),
             attention_mask=mask[:, None].to(self.device),
             cache=SlotCache(self.pools, plan),
             use_cache=True,
+            logits_to_keep=1,
         )
-        hidden: torch.Tensor = out.last_hidden_state
-        return hidden
-
-    def _logits(self, hidden: torch.Tensor) -> torch.Tensor:
-        head: Any = self._head
-        logits: torch.Tensor = head(hidden)
+        logits: torch.Tensor = out.logits[:, -1]
         return logits
