@@ -10,7 +10,8 @@ For each number of concurrent streams (all arriving at once, greedy chat request
 - ``static``: one ``generate`` call over the whole group as a left-padded static batch.
 
 It prints aggregate generated tokens/s and p50/p99 time to first token (TTFT), and
-the engine's ratios against both references.
+the engine's ratios against both references. Beside the wall clock it reports the
+process's CPU time per generated token, which a busy shared machine distorts less.
 
     PYTHONPATH=src .venv/bin/python bench/generative_bench.py            # 1 4 16 32, 32 tokens
     PYTHONPATH=src .venv/bin/python bench/generative_bench.py --streams 1 16 --tokens 64
@@ -22,6 +23,7 @@ import argparse
 import asyncio
 import os
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -53,6 +55,13 @@ class Run:
     tokens: int
     seconds: float
     ttft: list[float]
+    cpu_seconds: float = 0.0
+    """CPU time of this process (every thread) during the run: steadier than the wall
+    clock on a shared machine."""
+
+    @property
+    def cpu_ms_per_token(self) -> float:
+        return self.cpu_seconds * 1000 / self.tokens
 
     @property
     def tokens_per_second(self) -> float:
@@ -166,6 +175,13 @@ def engine_run(engine: TorchGenerativeEngine, prompts: int, tokens: int) -> Run:
     return asyncio.run(run())
 
 
+def timed(run: Callable[..., Run], *args: Any) -> Run:
+    started = time.process_time()
+    result = run(*args)
+    result.cpu_seconds = time.process_time() - started
+    return result
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--streams", type=int, nargs="+", default=[1, 4, 16, 32])
@@ -201,7 +217,7 @@ def main() -> None:
 
     print(
         f"\n{'streams':>7} {'mode':>10} {'tok/s':>8} {'TTFT p50':>9} {'TTFT p99':>9}"
-        f" {'tokens':>7} {'seconds':>8}"
+        f" {'tokens':>7} {'seconds':>8} {'CPU ms/token':>13}"
     )
     single_ttft: float | None = None
     summary = []
@@ -209,15 +225,15 @@ def main() -> None:
         for n in args.streams:
             prompts = chats(tokenizer, n)
             runs = {
-                "engine": engine_run(engine, n, args.tokens),
-                "sequential": sequential(model, tokenizer, prompts, args.tokens),
-                "static": static_batch(model, tokenizer, prompts, args.tokens),
+                "engine": timed(engine_run, engine, n, args.tokens),
+                "sequential": timed(sequential, model, tokenizer, prompts, args.tokens),
+                "static": timed(static_batch, model, tokenizer, prompts, args.tokens),
             }
             for mode, run in runs.items():
                 print(
                     f"{n:>7} {mode:>10} {run.tokens_per_second:>8.1f}"
                     f" {run.ttft_pct(0.5) * 1000:>7.0f}ms {run.ttft_pct(0.99) * 1000:>7.0f}ms"
-                    f" {run.tokens:>7} {run.seconds:>8.2f}",
+                    f" {run.tokens:>7} {run.seconds:>8.2f} {run.cpu_ms_per_token:>13.1f}",
                     flush=True,
                 )
             eng = runs["engine"]
@@ -230,16 +246,17 @@ def main() -> None:
                     eng.tokens_per_second / runs["static"].tokens_per_second,
                     eng.ttft_pct(0.5) / single_ttft,
                     eng.ttft_pct(0.99) / single_ttft,
+                    runs["sequential"].cpu_ms_per_token / eng.cpu_ms_per_token,
                 )
             )
     finally:
         engine.unload()
     print(
         f"\n{'streams':>7} {'vs seq tok/s':>13} {'vs static tok/s':>16}"
-        f" {'TTFT p50/1-stream':>18} {'TTFT p99/1-stream':>18}"
+        f" {'TTFT p50/1-stream':>18} {'TTFT p99/1-stream':>18} {'vs seq CPU/token':>17}"
     )
-    for n, seq, static, p50, p99 in summary:
-        print(f"{n:>7} {seq:>12.2f}x {static:>15.2f}x {p50:>17.2f}x {p99:>17.2f}x")
+    for n, seq, static, p50, p99, cpu in summary:
+        print(f"{n:>7} {seq:>12.2f}x {static:>15.2f}x {p50:>17.2f}x {p99:>17.2f}x {cpu:>16.2f}x")
 
 
 if __name__ == "__main__":

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 import torch
 
-from modelport.errors import InvalidInput, Unavailable
+from modelport.errors import InvalidInput, Overloaded, Unavailable
 from modelport.runtime.types import ChatMessage, GenerationRequest, Priority
 from tests.runtime.generative.helpers import (
     Collected,
@@ -291,3 +291,27 @@ def test_unload_ends_open_generations(make_engine) -> None:
             engine.submit(greedy(PROMPTS[0], 4))
 
     asyncio.run(run())
+
+
+def test_requests_beyond_max_running_wait_their_turn(make_engine, model, tokenizer) -> None:
+    engine = make_engine(max_running=1)
+
+    async def run() -> list[Any]:
+        gens = [engine.submit(greedy(p, 6)) for p in PROMPTS[:3]]
+        return await asyncio.gather(*(collect(g) for g in gens))
+
+    for prompt, got in zip(PROMPTS, asyncio.run(run()), strict=False):
+        assert got.text() == reference(model, tokenizer, ids_of(tokenizer, prompt), 6).text
+
+
+def test_queue_full_with_retry_after(make_engine) -> None:
+    engine = make_engine(max_waiting=1)
+
+    async def submit() -> None:
+        engine.submit(GenerationRequest(prompt="Hi", max_tokens=4, n=2))
+
+    with pytest.raises(Overloaded) as exc:
+        asyncio.run(submit())
+    assert exc.value.code == "queue_full"
+    assert exc.value.extra["retry_after"] > 0
+    assert engine.scheduler.waiting_count == 0

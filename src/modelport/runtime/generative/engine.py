@@ -356,6 +356,7 @@ class TorchGenerativeEngine:
             seq.first_token_at = now
             self.metrics.time_to_first_token.observe(now - seq.submitted_at)
         finish: str | None = None
+        text = ""
         if token in self.eos:
             finish = "stop"
         else:
@@ -364,11 +365,9 @@ class TorchGenerativeEngine:
                 finish = "stop"
             elif seq.generated_tokens >= seq.max_tokens:
                 finish = "length"
-        if finish is None:
-            pass
-        elif token in self.eos or not seq.text.stopped:
+        if finish is not None and not seq.text.stopped:
             # The end: a character still incomplete, then the text held back for stops.
-            text = (text if token not in self.eos else "") + seq.text.add(seq.detokenizer.flush())
+            text += seq.text.add(seq.detokenizer.flush())
             if seq.text.stopped:
                 finish = "stop"
             text += seq.text.flush()

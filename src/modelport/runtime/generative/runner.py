@@ -134,7 +134,9 @@ class BatchRunner:
             raise RuntimeError(f"{tokens} KV slots asked, {len(self._free)} free")
         taken = self._free[len(self._free) - tokens :]
         del self._free[len(self._free) - tokens :]
-        return torch.tensor(taken, dtype=torch.long, device=self.device)
+        # Slot lists stay on the CPU: each step builds its index tensors from them and
+        # moves those once.
+        return torch.tensor(taken, dtype=torch.long)
 
     def release(self, slots: torch.Tensor) -> None:
         self._free.extend(slots.tolist())
