@@ -298,7 +298,6 @@ class TorchGenerativeEngine:
             self.metrics.preemptions.inc(len(preempted))
         for seq in admitted:
             seq.slots = self.runner.allocate(seq.reserve_tokens)
-        chunks: dict[TorchGeneration, list[GenerationChunk | BaseException]] = {}
         finished: list[_Sequence] = []
         produced = 0
         for rows, run in (
@@ -310,6 +309,7 @@ class TorchGenerativeEngine:
             logits = run(rows)
             tokens, logprobs = sample(logits, [s.params for s in rows], [s.generator for s in rows])
             now = time.monotonic()
+            chunks: dict[TorchGeneration, list[GenerationChunk | BaseException]] = {}
             for seq, token, logprob in zip(rows, tokens, logprobs, strict=True):
                 chunk = self._accept(seq, token, logprob, now)
                 if chunk is not None:
@@ -317,13 +317,15 @@ class TorchGenerativeEngine:
                     if chunk.finish_reason is not None:
                         finished.append(seq)
             produced += len(rows)
+            # Sent before the decode that follows: a joining sequence's first token
+            # does not wait for the others' step.
+            for generation, items in chunks.items():
+                self._post(generation, items)
         self.metrics.generated_tokens.inc(produced)
         if finished:
             with self._cond:
                 for seq in finished:
                     self._leave(seq)
-        for generation, items in chunks.items():
-            self._post(generation, items)
 
     def _prefill(self, rows: list[_Sequence]) -> torch.Tensor:
         return self.runner.prefill(
