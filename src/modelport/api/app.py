@@ -14,6 +14,9 @@ from modelport.api.billing import install_billing
 from modelport.api.body_timeout import BodyReadTimeout
 from modelport.api.hygiene import RequestHygiene
 from modelport.api.limiting import RateLimitHeaders
+from modelport.api.openapi import describe_api
+from modelport.api.openapi import v2 as v2_openapi
+from modelport.api.openapi.ui import install_docs
 from modelport.api.problems import ErrorBoundary, install_error_handlers
 from modelport.api.routes import (
     aliases,
@@ -53,7 +56,16 @@ class ModelportAPI(FastAPI):
 
     def __init__(self, *, body_read_timeout_seconds: float = 10.0, **options: Any) -> None:
         self.body_read_timeout_seconds = body_read_timeout_seconds
+        self._described: tuple[dict[str, Any], dict[str, Any]] | None = None
         super().__init__(**options)
+
+    def openapi(self) -> dict[str, Any]:
+        """FastAPI's generated document as ``openapi.describe_api`` corrects it (made again
+        only when FastAPI's is)."""
+        generated = super().openapi()
+        if self._described is None or self._described[0] is not generated:
+            self._described = (generated, describe_api(generated))
+        return self._described[1]
 
     def build_middleware_stack(self) -> ASGIApp:
         # ErrorBoundary again outside Starlette's own error middleware, which raises what
@@ -84,7 +96,7 @@ def create_app(services: Services) -> FastAPI:
         lifespan=lifespan,
         version=__version__,
         openapi_url="/api/openapi.json",
-        docs_url="/api/docs",
+        docs_url=None,  # served from the package by install_docs, not from a CDN
         redoc_url=None,
         # Tracing is modelport's own to do; FastAPI's probe for a configured provider
         # otherwise runs on every request.
@@ -99,6 +111,8 @@ def create_app(services: Services) -> FastAPI:
         max_json_depth=services.settings.max_json_depth,
     )
     install_error_handlers(app)
+    install_docs(app, "/api/openapi.json")
+    app.include_router(v2_openapi.router)
     app.include_router(health.router)
     app.include_router(uploads.router, prefix="/api")
     app.include_router(blobs.router, prefix="/api")

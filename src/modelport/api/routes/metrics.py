@@ -34,7 +34,20 @@ def require_operator(request: Request) -> None:
         raise forbidden(Permission.PLATFORM_MANAGE)
 
 
-@router.get("/metrics", include_in_schema=False)
+@router.get(
+    "/metrics",
+    response_class=Response,
+    responses={
+        200: {
+            "description": "Prometheus text exposition (or OpenMetrics, when asked for in "
+            "`Accept`)",
+            "content": {
+                "text/plain": {"schema": {"type": "string"}},
+                "application/openmetrics-text": {"schema": {"type": "string"}},
+            },
+        }
+    },
+)
 def metrics(request: Request) -> Response:
     require_operator(request)
     return Response(render(get_services(request).metrics.registry), media_type=CONTENT_TYPE)
