@@ -43,6 +43,7 @@ if TYPE_CHECKING:
     from modelport.inference.targets import VersionTargets
     from modelport.metering.billing.service import BillingService
     from modelport.metering.service import MeteringService
+    from modelport.observability.http_metrics import HttpMetrics
     from modelport.observability.metrics import RuntimeMetrics
     from modelport.observability.predictions import PredictionLog
     from modelport.observability.serving_metrics import ServingMetrics
@@ -88,6 +89,8 @@ class Services:
     """The inference use case every surface calls."""
     model_repository: ModelRepository
     """Which versions this process hosts; loads and unloads (the ``/v2`` repository)."""
+    http_metrics: HttpMetrics
+    """Requests by route, method and status, on ``metrics.registry``."""
 
     def close(self) -> None:
         self.repository_sync.close()
@@ -117,6 +120,18 @@ class WorkerServices:
     def close(self) -> None:
         self.host.close()
         self.database.dispose()
+
+
+def build_metrics() -> RuntimeMetrics:
+    """The process's metrics registry: the runtime's series, and the process, Python
+    platform and garbage collector series (with several workers, a scrape shows every
+    worker's process series instead: ``observability.process_metrics``)."""
+    from modelport.observability import process_metrics
+    from modelport.observability.metrics import RuntimeMetrics
+
+    metrics = RuntimeMetrics()
+    process_metrics.install(metrics.registry)
+    return metrics
 
 
 def build_blob_store(settings: Settings) -> BlobStore:
@@ -606,13 +621,12 @@ def build_services(settings: Settings, *, clock: Clock | None = None) -> Service
     database = open_database(settings)
     keys = build_keyspace(database)
     blob_store = build_blob_store(settings)
-    from modelport.observability.metrics import RuntimeMetrics
-
-    metrics = RuntimeMetrics()
+    metrics = build_metrics()
     changes = build_change_bus(settings, keys)
     tenancy, authenticator = build_tenancy(settings, database, changes, clock)
     registry = build_registry(settings, database, blob_store, changes)
     host = build_host(settings, metrics) if settings.role is Role.ALL else None
+    from modelport.observability.http_metrics import HttpMetrics
     from modelport.observability.serving_metrics import ServingMetrics
     from modelport.serving.routing.shadow_log import shadow_recorder
 
@@ -678,6 +692,7 @@ def build_services(settings: Settings, *, clock: Clock | None = None) -> Service
         clock=clock,
         inference=inference,
         model_repository=model_repository,
+        http_metrics=HttpMetrics(metrics.registry),
     )
 
 
@@ -734,11 +749,9 @@ def build_inference(
 
 def build_worker_services(settings: Settings, *, clock: Clock | None = None) -> WorkerServices:
     """The services of a ``worker`` process (see ``WorkerServices``)."""
-    from modelport.observability.metrics import RuntimeMetrics
-
     database = open_database(settings)
     blob_store = build_blob_store(settings)
-    metrics = RuntimeMetrics()
+    metrics = build_metrics()
     # A worker publishes no change: versions it reads are immutable.
     registry = build_registry(settings, database, blob_store, LocalChangeBus())
     return WorkerServices(

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from fastapi import APIRouter
+from fastapi import FastAPI
 from starlette.responses import JSONResponse
 
 from modelport import __version__
@@ -419,10 +419,11 @@ def v2_document() -> dict[str, Any]:
     }
 
 
-router = APIRouter()
+def install_v2_document(app: FastAPI) -> None:
+    """Serve ``v2_document`` at ``V2_OPENAPI_URL`` (built once)."""
+    document = v2_document()
 
+    async def v2_openapi() -> JSONResponse:
+        return JSONResponse(document)
 
-@router.get(V2_OPENAPI_URL, include_in_schema=False)
-def v2_openapi() -> JSONResponse:
-    """The ``/v2`` document (``v2_document``)."""
-    return JSONResponse(v2_document())
+    app.add_api_route(V2_OPENAPI_URL, v2_openapi, methods=["GET"], include_in_schema=False)
