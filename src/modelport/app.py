@@ -765,9 +765,18 @@ def build_worker_services(settings: Settings, *, clock: Clock | None = None) -> 
     )
 
 
+def configure_logging(settings: Settings) -> None:
+    """The process's logging, as the settings say (``MODELPORT_LOG_FORMAT``,
+    ``MODELPORT_LOG_LEVEL``): once, as a serving process starts."""
+    from modelport import logs
+
+    logs.configure(settings.log_format, settings.log_level)
+
+
 def build_app(settings: Settings) -> FastAPI:
     """The application of a serving process (``modelport serve``, the demo), for the
-    role its settings name."""
+    role its settings name; the process's logging configured first."""
+    configure_logging(settings)
     if settings.role is Role.WORKER:
         from modelport.api.worker import create_worker_app
 
