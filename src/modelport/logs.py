@@ -19,7 +19,7 @@ import logging
 import sys
 from contextvars import ContextVar
 from datetime import UTC, datetime
-from typing import Any, Literal
+from typing import IO, Any, Literal
 
 LogFormat = Literal["text", "json"]
 REQUEST_ID: ContextVar[str | None] = ContextVar("modelport_request_id", default=None)
@@ -79,18 +79,25 @@ class JsonFormatter(logging.Formatter):
         return json.dumps(doc, default=str)
 
 
-def formatter(fmt: LogFormat) -> logging.Formatter:
-    return JsonFormatter() if fmt == "json" else logging.Formatter(TEXT_FORMAT)
-
-
-def configure(fmt: LogFormat = "text", level: str = "INFO") -> None:
-    """Send every log record of the process to standard error in ``fmt``, from ``level``
-    up. Safe to call again (it replaces its own handler, leaves others alone)."""
+def unconfigure() -> None:
+    """Remove the handler ``configure`` installed (tests)."""
     root = logging.getLogger()
     for existing in list(root.handlers):
         if existing.get_name() == _HANDLER_NAME:
             root.removeHandler(existing)
-    handler = logging.StreamHandler(sys.stderr)
+
+
+def formatter(fmt: LogFormat) -> logging.Formatter:
+    return JsonFormatter() if fmt == "json" else logging.Formatter(TEXT_FORMAT)
+
+
+def configure(fmt: LogFormat = "text", level: str = "INFO", stream: IO[str] | None = None) -> None:
+    """Send every log record of the process to ``stream`` (standard error) in ``fmt``,
+    from ``level`` up. Safe to call again (it replaces its own handler, leaves others
+    alone)."""
+    unconfigure()
+    root = logging.getLogger()
+    handler = logging.StreamHandler(stream or sys.stderr)
     handler.set_name(_HANDLER_NAME)
     handler.setFormatter(formatter(fmt))
     handler.addFilter(RequestIdFilter())
