@@ -4,7 +4,7 @@ and its body matches the documented schema (problem+json errors included), opera
 that declare a key refuse a request without one, and nothing answers 5xx.
 
 Bounded: a fixed number of examples per operation (``MODELPORT_TEST_DOC_EXAMPLES``, default
-6), from a fixed seed, with the admin key and a tenant owner's key, against the seeded world
+4), from a fixed seed, with the admin key and a tenant owner's key, against the seeded world
 of the security suite on SQLite, served in a thread of this process.
 """
 
@@ -39,7 +39,7 @@ from tests.security.world import ADMIN, World
 from tests.security.world import seed as seed_world
 
 SEED = 20261217
-EXAMPLES = int(os.environ.get("MODELPORT_TEST_DOC_EXAMPLES", "6"))
+EXAMPLES = int(os.environ.get("MODELPORT_TEST_DOC_EXAMPLES", "4"))
 CHECKS = [
     not_a_server_error,
     status_code_conformance,
