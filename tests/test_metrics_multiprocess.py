@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import platform
 import subprocess
 import sys
 import time
@@ -24,6 +25,13 @@ from tests.metrics_process import BACKEND, MODEL, VERSION
 SCRIPT = Path(__file__).with_name("metrics_process.py")
 LABELS = {"model": MODEL, "version": VERSION}
 Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
+PYTHON_INFO = {
+    "implementation": platform.python_implementation(),
+    "major": str(sys.version_info.major),
+    "minor": str(sys.version_info.minor),
+    "patchlevel": str(sys.version_info.micro),
+    "version": platform.python_version(),
+}
 
 
 @pytest.fixture
@@ -125,7 +133,12 @@ def test_scrape_sums_workers_and_drops_dead_ones_from_live_gauges(
     # livemax: the worst worker's breaker; livemostrecent: the newest probe (b's)
     assert value(s, "modelport_serving_breaker_state", backend=BACKEND) == 2
     assert value(s, "modelport_serving_backend_up", backend=BACKEND) == 0
-    assert not any(("pid", str(a.pid)) in labels for _, labels in s)
+    gauges = [labels for name, labels in s if name.startswith("modelport_")]
+    assert not any(("pid", str(a.pid)) in labels for labels in gauges)
+    # Each live worker's process series, by pid (the aggregate has none of its own).
+    cpu = {dict(labels)["pid"] for name, labels in s if name == "process_cpu_seconds_total"}
+    assert {str(a.pid), str(b.pid)} <= cpu
+    assert value(s, "python_info", **PYTHON_INFO) == 1
 
     stop_worker(a)
     _, s = scrape(metrics_env)

@@ -43,6 +43,7 @@ if TYPE_CHECKING:
     from modelport.inference.targets import VersionTargets
     from modelport.metering.billing.service import BillingService
     from modelport.metering.service import MeteringService
+    from modelport.observability.http_metrics import HttpMetrics
     from modelport.observability.metrics import RuntimeMetrics
     from modelport.observability.predictions import PredictionLog
     from modelport.observability.serving_metrics import ServingMetrics
@@ -90,6 +91,8 @@ class Services:
     """The inference use case every surface calls."""
     model_repository: ModelRepository
     """Which versions this process hosts; loads and unloads (the ``/v2`` repository)."""
+    http_metrics: HttpMetrics
+    """Requests by route, method and status, on ``metrics.registry``."""
     engines: GenerativeHost | None = None
     """This process's generative engines (None in the ``gateway`` role)."""
 
@@ -123,6 +126,18 @@ class WorkerServices:
     def close(self) -> None:
         self.host.close()
         self.database.dispose()
+
+
+def build_metrics() -> RuntimeMetrics:
+    """The process's metrics registry: the runtime's series, and the process, Python
+    platform and garbage collector series (with several workers, a scrape shows every
+    worker's process series instead: ``observability.process_metrics``)."""
+    from modelport.observability import process_metrics
+    from modelport.observability.metrics import RuntimeMetrics
+
+    metrics = RuntimeMetrics()
+    process_metrics.install(metrics.registry)
+    return metrics
 
 
 def build_blob_store(settings: Settings) -> BlobStore:
@@ -637,14 +652,13 @@ def build_services(
     database = open_database(settings)
     keys = build_keyspace(database)
     blob_store = build_blob_store(settings)
-    from modelport.observability.metrics import RuntimeMetrics
-
-    metrics = RuntimeMetrics()
+    metrics = build_metrics()
     changes = build_change_bus(settings, keys)
     tenancy, authenticator = build_tenancy(settings, database, changes, clock)
     registry = build_registry(settings, database, blob_store, changes)
     host = build_host(settings, metrics) if settings.role is Role.ALL else None
     engines = build_engines(host, generative_formats) if host is not None else None
+    from modelport.observability.http_metrics import HttpMetrics
     from modelport.observability.serving_metrics import ServingMetrics
     from modelport.serving.routing.shadow_log import shadow_recorder
 
@@ -712,6 +726,7 @@ def build_services(
         inference=inference,
         model_repository=model_repository,
         engines=engines,
+        http_metrics=HttpMetrics(metrics.registry),
     )
 
 
@@ -768,11 +783,9 @@ def build_inference(
 
 def build_worker_services(settings: Settings, *, clock: Clock | None = None) -> WorkerServices:
     """The services of a ``worker`` process (see ``WorkerServices``)."""
-    from modelport.observability.metrics import RuntimeMetrics
-
     database = open_database(settings)
     blob_store = build_blob_store(settings)
-    metrics = RuntimeMetrics()
+    metrics = build_metrics()
     # A worker publishes no change: versions it reads are immutable.
     registry = build_registry(settings, database, blob_store, LocalChangeBus())
     return WorkerServices(
@@ -786,9 +799,18 @@ def build_worker_services(settings: Settings, *, clock: Clock | None = None) -> 
     )
 
 
+def configure_logging(settings: Settings) -> None:
+    """The process's logging, as the settings say (``MODELPORT_LOG_FORMAT``,
+    ``MODELPORT_LOG_LEVEL``): once, as a serving process starts."""
+    from modelport import logs
+
+    logs.configure(settings.log_format, settings.log_level)
+
+
 def build_app(settings: Settings) -> FastAPI:
     """The application of a serving process (``modelport serve``, the demo), for the
-    role its settings name."""
+    role its settings name; the process's logging configured first."""
+    configure_logging(settings)
     if settings.role is Role.WORKER:
         from modelport.api.worker import create_worker_app
 

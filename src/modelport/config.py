@@ -61,6 +61,15 @@ class Settings(BaseSettings):
     characters): give it to the Prometheus scraper instead of the admin key. Empty:
     only the operator (the admin key, or a key holding ``platform.manage``) may."""
 
+    log_format: Literal["text", "json"] = "text"
+    """How the serving process writes its logs to standard error: readable ``text`` lines,
+    or one ``json`` object a line (for a log collector)."""
+
+    log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR", "debug", "info", "warning", "error"] = (
+        "INFO"
+    )
+    """The least severe records written (``INFO`` shows every lifecycle event)."""
+
     signing_key_path: Path | None = None
     """Ed25519 private key (PEM) that signs manifests; default ``home/keys/signing.pem``."""
 

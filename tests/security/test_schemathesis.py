@@ -29,7 +29,8 @@ from tests.conftest import ADMIN_KEY, PG_ENV, LiveServer, skip_or_fail, truncate
 from tests.security.world import ADMIN
 from tests.security.world import seed as seed_world
 
-pytestmark = [pytest.mark.slow, pytest.mark.postgres]
+# The run is bounded by its examples, not by time: on a loaded machine it can pass 300 s.
+pytestmark = [pytest.mark.slow, pytest.mark.postgres, pytest.mark.timeout(900)]
 
 SEED = 20261201
 EXAMPLES = int(os.environ.get("MODELPORT_TEST_FUZZ_EXAMPLES", "40"))

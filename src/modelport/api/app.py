@@ -15,7 +15,11 @@ from modelport.api.body_timeout import BodyReadTimeout
 from modelport.api.hygiene import RequestHygiene
 from modelport.api.limiting import RateLimitHeaders
 from modelport.api.openai import routes as v1
+from modelport.api.openapi import describe_api
+from modelport.api.openapi.ui import install_docs
+from modelport.api.openapi.v2 import install_v2_document
 from modelport.api.problems import ErrorBoundary, install_error_handlers
+from modelport.api.request_metrics import RequestMetrics, RouteTemplates
 from modelport.api.routes import (
     aliases,
     backends,
@@ -41,26 +45,50 @@ from modelport.blobs.sweeper import periodic_upload_sweep
 
 if TYPE_CHECKING:
     from modelport.app import Services
+    from modelport.observability.http_metrics import HttpMetrics
 
 
 class ModelportAPI(FastAPI):
-    """FastAPI with the inference lane in front of its whole middleware stack, and the
-    body read timeout in front of that (it guards every request, infer calls too).
+    """FastAPI with the inference lane in front of its whole middleware stack, the body
+    read timeout in front of that (it guards every request, infer calls too), and the
+    request metrics outermost.
 
     ``add_middleware`` would put the lane inside the middlewares FastAPI itself
     installs around the user's (server errors, exception telemetry, the body
     limit): layers every infer call would cross for nothing, since the lane renders
     its own errors and checks its own body limit."""
 
-    def __init__(self, *, body_read_timeout_seconds: float = 10.0, **options: Any) -> None:
+    def __init__(
+        self,
+        *,
+        body_read_timeout_seconds: float = 10.0,
+        http_metrics: HttpMetrics | None = None,
+        **options: Any,
+    ) -> None:
         self.body_read_timeout_seconds = body_read_timeout_seconds
+        self.http_metrics = http_metrics
+        self._described: tuple[dict[str, Any], dict[str, Any]] | None = None
         super().__init__(**options)
+
+    def openapi(self) -> dict[str, Any]:
+        """FastAPI's generated document as ``openapi.describe_api`` corrects it (made again
+        only when FastAPI's is)."""
+        generated = super().openapi()
+        if self._described is None or self._described[0] is not generated:
+            self._described = (generated, describe_api(generated))
+        return self._described[1]
 
     def build_middleware_stack(self) -> ASGIApp:
         # ErrorBoundary again outside Starlette's own error middleware, which raises what
         # it rendered once more: an error in a middleware must not close the connection.
         lane = InferenceLane(ErrorBoundary(super().build_middleware_stack()))
-        return BodyReadTimeout(lane, seconds=self.body_read_timeout_seconds)
+        guarded = BodyReadTimeout(lane, seconds=self.body_read_timeout_seconds)
+        if self.http_metrics is None:
+            return guarded
+        # Outermost: every request counts, the ones refused by the layers above too.
+        documented = list(self.openapi().get("paths", {}))
+        templates = RouteTemplates.of(self.router.routes, documented)
+        return RequestMetrics(guarded, self.http_metrics, templates)
 
 
 def create_app(services: Services) -> FastAPI:
@@ -85,12 +113,13 @@ def create_app(services: Services) -> FastAPI:
         lifespan=lifespan,
         version=__version__,
         openapi_url="/api/openapi.json",
-        docs_url="/api/docs",
+        docs_url=None,  # served from the package by install_docs, not from a CDN
         redoc_url=None,
         # Tracing is modelport's own to do; FastAPI's probe for a configured provider
         # otherwise runs on every request.
         telemetry={"tracing": False, "metrics": False, "logs": False},
         body_read_timeout_seconds=services.settings.body_read_timeout_seconds,
+        http_metrics=services.http_metrics,
     )
     app.state.services = services
     app.add_middleware(RateLimitHeaders)
@@ -100,6 +129,8 @@ def create_app(services: Services) -> FastAPI:
         max_json_depth=services.settings.max_json_depth,
     )
     install_error_handlers(app)
+    install_docs(app, "/api/openapi.json")
+    install_v2_document(app)
     app.include_router(health.router)
     app.include_router(uploads.router, prefix="/api")
     app.include_router(blobs.router, prefix="/api")

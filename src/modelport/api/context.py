@@ -3,7 +3,8 @@
 A pure ASGI middleware (request bodies keep streaming through it untouched):
 
 - honours a well-formed ``X-Request-Id`` or makes one, puts it on
-  ``request.state.request_id`` and returns it on every response;
+  ``request.state.request_id`` and on the request's log records (``logs.REQUEST_ID``),
+  and returns it on every response;
 - writes one audit event for each authenticated mutating request (``POST``, ``PUT``,
   ``PATCH``, ``DELETE`` on ``/api`` or ``/v2``, but not inference calls), whatever
   its outcome, and for every 403 on any method. The event is committed before the
@@ -25,6 +26,7 @@ from starlette.datastructures import MutableHeaders
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from modelport.ids import unique_id
+from modelport.logs import REQUEST_ID
 from modelport.tenancy.audit import NewAuditEvent
 from modelport.tenancy.types import Principal
 
@@ -86,6 +88,7 @@ class RequestContextMiddleware:
         request_id = request_id_of(scope)
         state: dict[str, Any] = scope.setdefault("state", {})
         state["request_id"] = request_id
+        REQUEST_ID.set(request_id)  # on every log record of the request (``logs``)
         started = False
 
         async def send_with_context(message: Message) -> None:

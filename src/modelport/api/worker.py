@@ -34,7 +34,7 @@ from modelport.api.v2.options import (
 from modelport.api.v2.types import INFERENCE_HEADER
 from modelport.api.v2.validate import validate_request
 from modelport.errors import InvalidInput, PayloadTooLarge, Unauthenticated
-from modelport.observability.metrics import CONTENT_TYPE, render
+from modelport.observability.metrics import exposition
 from modelport.serving.backends.local import LocalBackend
 from modelport.serving.placement import key_of
 from modelport.serving.types import BackendRequest, VersionRef
@@ -163,7 +163,10 @@ class WorkerSurface:
     async def metrics(self, request: Request) -> Response:
         """This worker's runtime metrics (its host's loads, queues, latencies)."""
         self._authenticate(request, scraper=True)
-        return Response(render(self.services.metrics.registry), media_type=CONTENT_TYPE)
+        body, content_type = exposition(
+            self.services.metrics.registry, request.headers.get("accept", "")
+        )
+        return Response(body, headers={"Content-Type": content_type})
 
     def routes(self) -> list[Route]:
         model = "/v2/models/{owner}/{name}/versions/{version}"

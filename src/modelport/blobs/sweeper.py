@@ -10,6 +10,7 @@ from collections.abc import AsyncIterator
 import anyio.to_thread
 
 from modelport.blobs.uploads import UploadService
+from modelport.logs import log_event
 
 log = logging.getLogger(__name__)
 
@@ -24,7 +25,13 @@ async def periodic_upload_sweep(
         while True:
             await asyncio.sleep(interval_seconds)
             try:
-                await anyio.to_thread.run_sync(uploads.sweep_expired)
+                removed = await anyio.to_thread.run_sync(uploads.sweep_expired)
+                log_event(
+                    log,
+                    "uploads.swept",
+                    level=logging.INFO if removed else logging.DEBUG,
+                    removed=removed,
+                )
             except Exception:  # a failed sweep is retried next time; never kill the server
                 log.exception("sweeping expired uploads failed")
 

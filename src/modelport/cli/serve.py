@@ -34,7 +34,13 @@ if TYPE_CHECKING:
     "operator's key.",
 )
 @click.option("--dev", is_flag=True, help="Generate and print an admin key if none is set.")
-@click.option("--log-level", default="info", show_default=True)
+@click.option(
+    "--log-level",
+    type=click.Choice(["debug", "info", "warning", "error"], case_sensitive=False),
+    default=None,
+    help="The least severe log records written (default MODELPORT_LOG_LEVEL, else info); "
+    "MODELPORT_LOG_FORMAT=json writes them as JSON lines.",
+)
 @click.option(
     "--access-log/--no-access-log",
     default=False,
@@ -49,13 +55,13 @@ def serve(
     workers: int | None,
     role: str | None,
     dev: bool,
-    log_level: str,
+    log_level: str | None,
     access_log: bool,
 ) -> None:
     """Start the platform: HTTP API on HOST:PORT (uvloop, httptools)."""
     import uvicorn
 
-    from modelport.app import build_app
+    from modelport.app import build_app, configure_logging
     from modelport.cli.application import Application
     from modelport.config import Role, Settings
     from modelport.errors import ModelportError
@@ -70,10 +76,15 @@ def serve(
         settings = settings.model_copy(update={"workers": workers})
     if role is not None:
         settings = settings.model_copy(update={"role": Role(role)})
+    if log_level is not None:
+        settings = settings.model_copy(update={"log_level": log_level.upper()})
+    configure_logging(settings)
     options: dict[str, Any] = {
         "host": host,
         "port": port,
-        "log_level": log_level,
+        "log_level": settings.log_level.lower(),
+        # uvicorn's records go through the platform's handler (``logs.configure``).
+        "log_config": None,
         "access_log": access_log,
         "loop": "uvloop",
         "http": "httptools",
@@ -126,6 +137,7 @@ def _serve_workers(app: Application, settings: Settings, options: dict[str, Any]
             "MODELPORT_WORKERS": str(settings.workers),
             "MODELPORT_ROLE": settings.role.value,
             "MODELPORT_ADMIN_KEY": settings.admin_key,
+            "MODELPORT_LOG_LEVEL": settings.log_level,
             "MODELPORT_HOME": str(settings.home),
             "PROMETHEUS_MULTIPROC_DIR": str(metrics_dir),
         }

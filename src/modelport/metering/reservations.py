@@ -22,6 +22,7 @@ recorded once by the ledger, which deduplicates by ``event_id``.
 
 from __future__ import annotations
 
+import logging
 import secrets
 from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
@@ -31,6 +32,7 @@ from sqlalchemy import bindparam, insert, select, text, update
 from sqlalchemy.orm import Session
 
 from modelport.errors import PaymentRequired
+from modelport.logs import log_event
 from modelport.metering.balances import existing_levels, hold, lock_order, room, unhold
 from modelport.metering.balances import settle as settle_level
 from modelport.metering.outbox import EncodedEvent, Outbox
@@ -39,6 +41,8 @@ from modelport.store import Database
 from modelport.store.base import UTCDateTime, utcnow
 from modelport.store.database import affected_rows
 from modelport.store.tables import ReservationRow
+
+log = logging.getLogger(__name__)
 
 _INSERT = insert(ReservationRow)
 _ASYNC_COMMIT = text("SET LOCAL synchronous_commit TO OFF")
@@ -429,7 +433,14 @@ class Reservations:
         )
         with self._db.transaction() as session:
             due = list(session.scalars(query))
-        return sum(self._end(rid, ReservationState.EXPIRED) for rid in due)
+        expired = sum(self._end(rid, ReservationState.EXPIRED) for rid in due)
+        log_event(
+            log,
+            "reservations.swept",
+            level=logging.INFO if expired else logging.DEBUG,
+            expired=expired,
+        )
+        return expired
 
     def get(self, reservation_id: str) -> Reservation | None:
         with self._db.transaction() as session:

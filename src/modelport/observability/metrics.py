@@ -56,7 +56,7 @@ from time import monotonic
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
-from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
+from prometheus_client.exposition import CONTENT_TYPE_LATEST, choose_encoder
 
 from modelport.observability.multiprocess import exposed, multiprocess_dir
 
@@ -403,7 +403,15 @@ def render(registry: CollectorRegistry) -> bytes:
     """The Prometheus text exposition of ``registry``, or in multiprocess mode of every
     worker's metrics summed (``multiprocess.exposed``), this process's tallies folded first
     (the aggregate reads the files, not ``registry``)."""
+    return exposition(registry)[0]
+
+
+def exposition(registry: CollectorRegistry, accept: str = "") -> tuple[bytes, str]:
+    """``render``'s page and its content type, in the format ``accept`` (a request's
+    ``Accept`` header) asks for: OpenMetrics for ``application/openmetrics-text``, else
+    the Prometheus text format."""
     shown = exposed(registry)
     if shown is not registry:
         flush_all()
-    return generate_latest(shown)
+    encode, content_type = choose_encoder(accept)
+    return encode(shown), content_type

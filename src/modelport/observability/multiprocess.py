@@ -7,7 +7,8 @@ which lands on any one worker, renders the files of all of them (``exposed``): c
 histograms are summed, gauges combine as their ``multiprocess_mode`` says.
 
 Only ``Counter``, ``Histogram`` and ``Gauge`` work in this mode: no ``set_function``,
-``Info``, ``Enum`` or custom collectors (the aggregate never sees the process's registry).
+``Info``, ``Enum`` or custom collectors (the aggregate never sees the process's registry);
+the process and platform series are added to the aggregate itself (``process_metrics``).
 
 A worker calls ``prepare_worker()`` as it starts, so that the ``live*`` gauges of a worker
 that died (and was restarted with a new pid) stop counting.
@@ -21,6 +22,8 @@ from pathlib import Path
 
 from prometheus_client import CollectorRegistry, values
 from prometheus_client.multiprocess import MultiProcessCollector, mark_process_dead
+
+from modelport.observability.process_metrics import install_aggregate
 
 ENV = "PROMETHEUS_MULTIPROC_DIR"
 _LIVE_FILE = re.compile(r"^gauge_live[a-z]+_(\d+)\.db$")  # what mark_process_dead removes
@@ -47,6 +50,7 @@ def exposed(registry: CollectorRegistry) -> CollectorRegistry:
         return registry
     aggregate = CollectorRegistry()
     MultiProcessCollector(aggregate, path=path)
+    install_aggregate(aggregate, path)  # every live worker's process_* series
     return aggregate
 
 

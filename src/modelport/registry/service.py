@@ -18,6 +18,7 @@ validation runs.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -35,6 +36,7 @@ from modelport.changes import (
     VersionTransitioned,
 )
 from modelport.errors import Conflict, InvalidInput, NotFound, Unprocessable
+from modelport.logs import log_event
 from modelport.manifest import UNSAFE_FORMATS, Manifest, canonical_bytes, manifest_digest
 from modelport.manifest import parse_manifest as _parse_manifest
 from modelport.registry import catalog, content, formats, lifecycle, signing
@@ -71,6 +73,8 @@ from modelport.registry.validation import Validator
 from modelport.store import Database
 from modelport.store.base import utcnow
 from modelport.store.blob_lenders import blob_lenders
+
+log = logging.getLogger(__name__)
 
 ParentFilter = Callable[[str, str, str], bool]
 """(owner, name, visibility) -> whether the publisher may read that model: name it as a
@@ -270,6 +274,15 @@ class RegistryService:
                 raise
             return Published(existing, created=False)
         self.changes.publish(VersionPublished(owner, name, version))
+        log_event(
+            log,
+            "version.published",
+            model=f"{owner}/{name}",
+            version=version,
+            manifest_digest=digest,
+            format=manifest.format,
+            actor=actor,
+        )
         return Published(created, created=True)
 
     def _insert(
@@ -387,8 +400,17 @@ class RegistryService:
         self._transitioned(owner, name, version, event)
         return event
 
-    def _transitioned(self, owner: str, name: str, version: str, event: LifecycleEvent) -> None:
-        self.changes.publish(VersionTransitioned(owner, name, version, event.to_state.value))
+    def _transitioned(self, owner: str, name: str, version: str, change: LifecycleEvent) -> None:
+        self.changes.publish(VersionTransitioned(owner, name, version, change.to_state.value))
+        log_event(
+            log,
+            "version.transitioned",
+            model=f"{owner}/{name}",
+            version=version,
+            from_state=change.from_state.value if change.from_state else None,
+            to_state=change.to_state.value,
+            actor=change.actor,
+        )
 
     # ---- formats
 
@@ -420,6 +442,15 @@ class RegistryService:
             lifecycle.check_transition(repo.current_state(session, vid), LifecycleState.VALIDATED)
             record = repo.version_by_id(session, vid)
         report = self.validator.validate(record.manifest)
+        log_event(
+            log,
+            "version.validation",
+            level=logging.INFO if report["passed"] else logging.WARNING,
+            model=f"{owner}/{name}",
+            version=version,
+            passed=report["passed"],
+            detail=report.get("detail", ""),
+        )
         refused: Conflict | None = None
         event: LifecycleEvent | None = None
         # The report is stored whatever happens next, so errors are raised after commit.

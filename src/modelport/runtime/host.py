@@ -29,6 +29,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
+import logging
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -40,6 +42,7 @@ import numpy as np
 import psutil
 
 from modelport.errors import Conflict, ModelportError, NotFound, Unavailable, Unprocessable
+from modelport.logs import log_event
 from modelport.manifest import Manifest
 from modelport.runtime.admission import (
     MemoryBudget,
@@ -63,6 +66,8 @@ from modelport.runtime.types import (
     VersionKey,
     VersionStatus,
 )
+
+log = logging.getLogger(__name__)
 
 ExecutorFactory = Callable[[LoadedModel, BatchingConfig, str], Executor]
 
@@ -191,9 +196,19 @@ class ModelHost:
             hosted.host_bytes, hosted.device_bytes = host_needed, device_needed
             generation = hosted.generation
             teardown = [self._detach(self._hosted[v]) for v in victims]
+        log_event(
+            log,
+            "model.load_started",
+            model=key.model,
+            version=key.version,
+            pinned=pinned,
+            host_bytes=host_needed,
+            evicting=",".join(v.ref for v in victims),
+        )
         worker = threading.Thread(
-            target=self._load,
-            args=(hosted, generation, fmt, source, teardown),
+            # In the caller's context: the load's records carry its request id.
+            target=contextvars.copy_context().run,
+            args=(self._load, hosted, generation, fmt, source, teardown),
             name=f"load-{key.ref}",
             daemon=True,  # a hung load must not keep the process alive
         )
@@ -315,6 +330,15 @@ class ModelHost:
                 with contextlib.suppress(Exception):
                     model.unload()
         if kept:
+            log_event(
+                log,
+                "model.loaded",
+                model=key.model,
+                version=key.version,
+                phases=",".join(f"{p}={s:.4f}s" for p, s in phases.items()),
+                host_bytes=hosted.host_bytes,
+                memory_source=hosted.memory_source,
+            )
             for phase, seconds in phases.items():
                 hosted.observer.load_phase(str(phase), seconds)
             hosted.observer.memory(hosted.host_bytes, hosted.device_bytes)
@@ -355,6 +379,16 @@ class ModelHost:
             error = Unavailable(hosted.cause, code="load_failed")
         hosted.host_bytes = hosted.device_bytes = 0
         hosted.observer.memory(0, 0)
+        log_event(
+            log,
+            "model.load_failed",
+            level=logging.WARNING,
+            model=hosted.key.model,
+            version=hosted.key.version,
+            code=hosted.cause_code,
+            cause=hosted.cause,
+            phases=",".join(hosted.phases),
+        )
         if not hosted.done.done():
             hosted.done.set_exception(error)
 
@@ -381,6 +415,13 @@ class ModelHost:
                 raise NotFound(f"{key.ref} is not loaded", code="model_not_loaded")
             if hosted.state is LoadState.UNLOADING:
                 return
+            log_event(
+                log,
+                "model.unload_started",
+                model=key.model,
+                version=key.version,
+                state=hosted.state.value,
+            )
             if hosted.state is LoadState.LOADING:
                 # The load thread sees the state change and drops what it loads.
                 self._abandoned[hosted.generation] = (hosted.host_bytes, hosted.device_bytes)
@@ -402,6 +443,7 @@ class ModelHost:
         return hosted
 
     def _release(self, hosted: _Hosted, *, drain_timeout: float = 30.0) -> None:
+        started = time.perf_counter()
         try:
             for loop, batcher in list(hosted.batchers.items()):
                 if loop.is_closed():
@@ -423,6 +465,13 @@ class ModelHost:
             hosted.observer.memory(0, 0)
             with self._lock:
                 self._abandoned.pop(-id(hosted), None)
+            log_event(
+                log,
+                "model.unloaded",
+                model=hosted.key.model,
+                version=hosted.key.version,
+                drain_and_free_seconds=round(time.perf_counter() - started, 4),
+            )
 
     def close(self) -> None:
         """Unload everything (at process exit)."""

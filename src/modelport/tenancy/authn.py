@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from datetime import datetime
 
 from modelport.errors import Unauthenticated
+from modelport.logs import log_event
 from modelport.store import Database
 from modelport.store.base import utcnow
 from modelport.tenancy import repository as repo
@@ -14,6 +16,8 @@ from modelport.tenancy.invalidation import Invalidation
 from modelport.tenancy.keycache import KeyCache
 from modelport.tenancy.keys import parse_key, secret_matches
 from modelport.tenancy.types import Principal, principal_id
+
+log = logging.getLogger(__name__)
 
 
 def invalid_credentials() -> Unauthenticated:
@@ -49,6 +53,21 @@ class Authenticator:
         return self._authenticate(token, cached_only=True)
 
     def _authenticate(self, token: str | None, *, cached_only: bool) -> Principal | None:
+        try:
+            return self._check(token, cached_only=cached_only)
+        except Unauthenticated as exc:
+            # Never the token: only the key id it names (public: in every listing).
+            parsed = parse_key(token) if token else None
+            log_event(
+                log,
+                "login.refused",
+                level=logging.WARNING,
+                code=exc.code,
+                key_id=parsed.key_id if parsed else None,
+            )
+            raise
+
+    def _check(self, token: str | None, *, cached_only: bool) -> Principal | None:
         if not token:
             raise Unauthenticated("missing bearer token", code="missing_credentials")
         if self.admin.matches(token):

@@ -10,6 +10,7 @@ Every method opens its own transaction.
 
 from __future__ import annotations
 
+import logging
 import re
 from collections.abc import Callable
 from datetime import datetime
@@ -19,6 +20,7 @@ from sqlalchemy.orm import Session
 
 from modelport.changes import ChangeBus, GrantChanged, LocalChangeBus
 from modelport.errors import Conflict, Forbidden, InvalidInput
+from modelport.logs import log_event
 from modelport.store import Database
 from modelport.store.base import utcnow
 from modelport.tenancy import audit
@@ -46,6 +48,8 @@ from modelport.tenancy.types import (
     Principal,
     Tenant,
 )
+
+log = logging.getLogger(__name__)
 
 SLUG_RE = re.compile(r"^[a-z0-9][a-z0-9-]{0,63}$")
 """Tenant slugs; a subset of model owner names, since a slug is a model namespace."""
@@ -231,6 +235,16 @@ class TenancyService:
                 expires_at=expires_at,
                 actor=actor,
             )
+        log_event(
+            log,
+            "key.created",
+            key_id=key_id,
+            tenant=tenant,
+            member=member,
+            key_name=name,
+            scopes=",".join(clean or ()),
+            actor=actor,
+        )
         return IssuedKey(key, format_key(key_id, secret))
 
     def get_key(self, key_id: str) -> ApiKey:
@@ -248,6 +262,7 @@ class TenancyService:
         with self.database.transaction() as session:
             key = repo.revoke_key(session, key_id)
         self.invalidation.publish([key_id])
+        log_event(log, "key.revoked", key_id=key_id, tenant=key.tenant, member=key.member)
         return key
 
     def rotate_key(self, key_id: str, *, actor: str, issuer: Principal | None = None) -> IssuedKey:
@@ -289,6 +304,15 @@ class TenancyService:
                 rotated_from=key_id,
             )
         self.invalidation.publish([key_id])
+        log_event(
+            log,
+            "key.rotated",
+            key_id=key_id,
+            new_key_id=new_id,
+            tenant=key.tenant,
+            member=key.member,
+            actor=actor,
+        )
         return IssuedKey(key, format_key(new_id, secret))
 
     def _check_expiry(self, expires_at: datetime | None) -> None:

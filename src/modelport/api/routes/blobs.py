@@ -11,6 +11,7 @@ from starlette.responses import Response, StreamingResponse
 from modelport.api.access import require_blob
 from modelport.api.auth import CurrentPrincipal
 from modelport.api.deps import get_services
+from modelport.api.openapi import problems
 from modelport.api.problems import problem_response
 from modelport.blobs.types import Blob
 
@@ -54,7 +55,19 @@ def blob_headers(blob: Blob) -> dict[str, str]:
     }
 
 
-@router.head("/blobs/{digest}")
+@router.head(
+    "/blobs/{digest}",
+    response_class=Response,
+    responses={
+        200: {
+            "description": "The blob is stored and readable",
+            "headers": {
+                "Content-Length": {"schema": {"type": "integer"}, "description": "Its size"},
+                "Blob-Digest": {"schema": {"type": "string"}, "description": "Its digest"},
+            },
+        }
+    },
+)
 def head_blob(digest: str, request: Request, principal: CurrentPrincipal) -> Response:
     """A blob's size (``Content-Length``) and digest; 404 if it is not stored or the
     caller may not read it (``require_blob``): ``modelport push`` then uploads it."""
@@ -64,7 +77,21 @@ def head_blob(digest: str, request: Request, principal: CurrentPrincipal) -> Res
     return Response(status_code=200, headers=headers, media_type="application/octet-stream")
 
 
-@router.get("/blobs/{digest}", response_class=StreamingResponse)
+_BYTES = {"schema": {"type": "string", "format": "binary"}}
+
+
+@router.get(
+    "/blobs/{digest}",
+    response_class=StreamingResponse,
+    responses={
+        200: {"description": "The blob", "content": {"application/octet-stream": _BYTES}},
+        206: {
+            "description": "The range asked for",
+            "content": {"application/octet-stream": _BYTES},
+        },
+        **problems(416),
+    },
+)
 def get_blob(digest: str, request: Request, principal: CurrentPrincipal) -> Response:
     """Stream a blob, or one ``Range: bytes=a-b`` of it (206)."""
     require_blob(request, principal, digest)

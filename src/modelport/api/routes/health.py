@@ -6,6 +6,7 @@ import logging
 
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
+from pydantic import BaseModel, Field
 from sqlalchemy import text
 
 from modelport.api.deps import get_services
@@ -14,13 +15,26 @@ router = APIRouter(tags=["operations"])
 log = logging.getLogger(__name__)
 
 
-@router.get("/healthz")
+class Health(BaseModel):
+    status: str = Field(description="`ok`", examples=["ok"])
+
+
+class Readiness(BaseModel):
+    status: str = Field(description="`ok`, or `unavailable`", examples=["ok"])
+    database: str | None = Field(default=None, description="`unavailable` when it does not answer")
+
+
+@router.get("/healthz", response_model=Health)
 def healthz() -> dict[str, str]:
     """The process is up."""
     return {"status": "ok"}
 
 
-@router.get("/readyz")
+@router.get(
+    "/readyz",
+    response_model=Readiness,
+    responses={503: {"model": Readiness, "description": "Not ready: the database does not answer"}},
+)
 def readyz(request: Request) -> JSONResponse:
     """The process can serve: its database answers."""
     services = get_services(request)

@@ -16,7 +16,7 @@ from starlette.responses import Response
 from modelport.api.access import forbidden
 from modelport.api.auth import bearer_token
 from modelport.api.deps import get_services
-from modelport.observability.metrics import CONTENT_TYPE, render
+from modelport.observability.metrics import exposition
 from modelport.tenancy.policy import Permission, permissions_of
 
 router = APIRouter(tags=["operations"])
@@ -34,7 +34,23 @@ def require_operator(request: Request) -> None:
         raise forbidden(Permission.PLATFORM_MANAGE)
 
 
-@router.get("/metrics", include_in_schema=False)
+@router.get(
+    "/metrics",
+    response_class=Response,
+    responses={
+        200: {
+            "description": "Prometheus text exposition (or OpenMetrics, when asked for in "
+            "`Accept`)",
+            "content": {
+                "text/plain": {"schema": {"type": "string"}},
+                "application/openmetrics-text": {"schema": {"type": "string"}},
+            },
+        }
+    },
+)
 def metrics(request: Request) -> Response:
     require_operator(request)
-    return Response(render(get_services(request).metrics.registry), media_type=CONTENT_TYPE)
+    body, content_type = exposition(
+        get_services(request).metrics.registry, request.headers.get("accept", "")
+    )
+    return Response(body, headers={"Content-Type": content_type})

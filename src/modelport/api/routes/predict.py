@@ -30,6 +30,7 @@ from typing import Any
 
 import orjson
 from fastapi import APIRouter, Request, Response
+from pydantic import BaseModel, Field
 from starlette.routing import BaseRoute
 from starlette.routing import Route as HttpRoute
 
@@ -37,6 +38,7 @@ from modelport.api.auth import require_principal_async
 from modelport.api.calls import answered, caller_of
 from modelport.api.deps import get_services
 from modelport.api.disconnect import CLIENT_CLOSED, CallerWatch
+from modelport.api.openapi import problems
 from modelport.api.routes.predict_codec import PredictRequest, encode_outputs, parse_predict
 from modelport.api.v2.options import TIMEOUT_HEADER, model_parameters, priority_of, timeout_seconds
 from modelport.errors import InvalidInput
@@ -56,6 +58,30 @@ IDEMPOTENCY_HEADER = "idempotency-key"
 JSON = "application/json"
 
 
+class FallbackInfo(BaseModel):
+    kind: str = Field(description="`version`, `cache` or `static`")
+    reason: str | None
+    chosen: str | None = Field(description="The version first chosen")
+    age_seconds: float | None = Field(description="For `cache`: the answer's age")
+
+
+class PredictAnswer(BaseModel):
+    """One prediction and where it came from."""
+
+    prediction_id: str = Field(description="For `GET /api/predictions/{id}` and outcomes")
+    endpoint: str
+    deployment: str | None
+    model: str | None = Field(description="`owner/name` of the version that answered")
+    model_version: str | None
+    backend: str | None
+    outputs: list[dict[str, Any]] | dict[str, Any] = Field(
+        description="Open Inference Protocol tensors, or an object of nested arrays by "
+        "output name: the form the inputs were given in"
+    )
+    fallback: FallbackInfo | None = Field(description="Set when a fallback step answered")
+    id: str | None = Field(default=None, description="The request's `id`, when it had one")
+
+
 # Declared for /api/openapi.json only: requests are served by ``routes`` (matched first).
 @router.post(
     "/endpoints/{name}:predict",
@@ -66,6 +92,8 @@ JSON = "application/json"
         "optional `outputs`, `subject`, `id`, `parameters`. Headers: `X-Subject-Key`, "
         "`Idempotency-Key`, `Inference-Timeout`."
     ),
+    response_model=PredictAnswer,
+    responses=problems(402, 503, 504),
     openapi_extra={
         "requestBody": {
             "required": True,

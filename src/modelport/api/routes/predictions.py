@@ -148,7 +148,22 @@ async def get_prediction(
     return prediction_json(prediction, outcome)
 
 
-@router.post("/predictions/{prediction_id}/outcome", status_code=201)
+class RecordedOutcome(BaseModel):
+    """A prediction's true outcome, as recorded."""
+
+    prediction_id: str
+    label: str | None
+    value: float | None
+    recorded_at: str = Field(description="ISO 8601")
+    recorded_by: str = Field(description="The principal that recorded it")
+
+
+@router.post(
+    "/predictions/{prediction_id}/outcome",
+    status_code=201,
+    response_model=RecordedOutcome,
+    responses={200: {"model": RecordedOutcome, "description": "The same outcome, again"}},
+)
 async def post_outcome(
     prediction_id: str, body: OutcomeBody, request: Request, principal: CurrentPrincipal
 ) -> JSONResponse:

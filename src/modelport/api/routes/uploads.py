@@ -16,11 +16,13 @@ import anyio
 import anyio.to_thread
 import orjson
 from fastapi import APIRouter, Query, Request
+from pydantic import BaseModel, Field
 from starlette.requests import ClientDisconnect
 from starlette.responses import Response
 
 from modelport.api.access import Uploader
 from modelport.api.deps import get_services
+from modelport.api.openapi import problems
 from modelport.blobs.types import Blob, Upload
 from modelport.blobs.uploads import ChunkAppend, UploadService
 from modelport.digests import check_digest
@@ -31,6 +33,31 @@ router = APIRouter(tags=["uploads"])
 BATCH_BYTES = 1 << 20
 """Request body pieces are gathered to about this much before each write to staging."""
 
+
+class UploadState(BaseModel):
+    """Where an upload is (also in the ``Range`` and ``Upload-Offset`` headers)."""
+
+    id: str
+    offset: int = Field(description="Bytes received so far: the next chunk starts here")
+    location: str = Field(description="The upload's URL (also in `Location`)")
+    expires_at: str = Field(description="When an idle upload is dropped (ISO 8601)")
+
+
+class BlobRef(BaseModel):
+    """A committed blob (also in the ``Location`` and ``Blob-Digest`` headers)."""
+
+    digest: str = Field(description="`sha256:<64 hex>`")
+    size: int
+    location: str = Field(description="Where to download it")
+
+
+_CHUNK = {
+    "requestBody": {
+        "required": False,
+        "content": {"application/octet-stream": {"schema": {"type": "string", "format": "binary"}}},
+    }
+}
+_BLOB = {"model": BlobRef, "description": "The committed blob"}
 _CONTENT_RANGE = re.compile(r"^(?:bytes[ =])?(\d+)-(\d+)(?:/(?:\*|\d+))?$")
 
 
@@ -128,7 +155,13 @@ def blob_response(blob: Blob) -> Response:
     return _json(201, {"digest": blob.digest, "size": blob.size, "location": location}, headers)
 
 
-@router.post("/uploads", status_code=202)
+@router.post(
+    "/uploads",
+    status_code=202,
+    response_model=UploadState,
+    responses={201: _BLOB, **problems(416)},
+    openapi_extra=_CHUNK,
+)
 async def start_upload(
     request: Request, principal: Uploader, digest: str | None = Query(default=None)
 ) -> Response:
@@ -156,13 +189,19 @@ def _abort_quietly(uploads: UploadService, upload_id: str) -> None:
         uploads.abort(upload_id)
 
 
-@router.get("/uploads/{upload_id}")
+@router.get("/uploads/{upload_id}", response_model=UploadState)
 def upload_status(upload_id: str, request: Request, _: Uploader) -> Response:
     """Where an upload is: ``Range: 0-<last byte>`` and ``offset`` (bytes received)."""
     return upload_response(get_services(request).uploads.get(upload_id), 200)
 
 
-@router.patch("/uploads/{upload_id}", status_code=202)
+@router.patch(
+    "/uploads/{upload_id}",
+    status_code=202,
+    response_model=UploadState,
+    responses=problems(408, 413, 416),
+    openapi_extra=_CHUNK,
+)
 async def append_chunk(upload_id: str, request: Request, _: Uploader) -> Response:
     """Append the body at ``Content-Range: <start>-<end>``; 416 ``offset_mismatch`` if
     ``start`` is not the upload's offset (the current one is in ``Upload-Offset``)."""
@@ -170,7 +209,13 @@ async def append_chunk(upload_id: str, request: Request, _: Uploader) -> Respons
     return upload_response(upload, 202)
 
 
-@router.put("/uploads/{upload_id}", status_code=201)
+@router.put(
+    "/uploads/{upload_id}",
+    status_code=201,
+    response_model=BlobRef,
+    responses=problems(408, 413, 416),
+    openapi_extra=_CHUNK,
+)
 async def commit_upload(
     upload_id: str, request: Request, _: Uploader, digest: str = Query(default="")
 ) -> Response:

@@ -81,7 +81,24 @@ def _csv(billing: BillingService, query: UsageQuery) -> Iterator[str]:
 
 @router.get(
     "/usage",
-    responses={200: {"content": {"application/json": {}, "text/csv": {}}}},
+    responses={
+        200: {
+            "description": "A page of usage events (JSON), or all of them (CSV)",
+            "content": {
+                "application/json": {
+                    "schema": {
+                        "type": "object",
+                        "required": ["items", "next_cursor"],
+                        "properties": {
+                            "items": {"type": "array", "items": {"type": "object"}},
+                            "next_cursor": {"type": ["string", "null"]},
+                        },
+                    }
+                },
+                "text/csv": {"schema": {"type": "string"}},
+            },
+        }
+    },
 )
 def usage(
     request: Request,

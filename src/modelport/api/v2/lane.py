@@ -36,6 +36,7 @@ from modelport.api.limiting import STATE_KEY, rate_headers
 from modelport.api.problems import error_response
 from modelport.api.v2.routes import infer
 from modelport.errors import ModelportError
+from modelport.logs import REQUEST_ID
 from modelport.tenancy.limits import RateDecision
 
 _INFER = re.compile(r"/v2/models/([^/]+)/([^/]+)(?:/versions/([^/]+))?/infer")
@@ -76,6 +77,7 @@ class InferenceLane:
         request_id = request_id_of(scope)
         state: dict[str, Any] = scope.setdefault("state", {})
         state["request_id"] = request_id
+        REQUEST_ID.set(request_id)
         scope["path_params"] = params
         scope["endpoint"] = infer
         request = Request(scope, receive)

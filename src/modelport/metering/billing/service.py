@@ -22,12 +22,14 @@ its own transaction.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Iterator, Sequence
 from datetime import datetime, timedelta
 
 from sqlalchemy.exc import IntegrityError
 
 from modelport.errors import Conflict, InvalidInput
+from modelport.logs import log_event
 from modelport.metering.balances import BalanceRepository
 from modelport.metering.billing import repository as repo
 from modelport.metering.billing.aggregate import PeriodBook
@@ -53,6 +55,8 @@ from modelport.metering.billing.types import (
 from modelport.metering.types import BPS, Balance, BalanceScope, LedgerEntry
 from modelport.store import Database
 from modelport.store.base import utcnow
+
+log = logging.getLogger(__name__)
 
 FINALIZE_AFTER = timedelta(hours=1)
 """How long after a period ends its documents may be finalised: usage recorded just
@@ -292,12 +296,22 @@ class BillingService:
         parsed = Period.parse(period)
         now = self._now()
         with self.database.transaction() as session:
-            return reconcile(
+            report = reconcile(
                 str(parsed),
                 repo.reservations_with_charges(session, parsed),
                 threshold_bps=threshold_bps,
                 now=now,
             )
+        log_event(
+            log,
+            "billing.reconciled",
+            level=logging.WARNING if report.flagged else logging.INFO,
+            period=report.period,
+            rows=len(report.rows),
+            findings=len(report.findings),
+            flagged=report.flagged,
+        )
+        return report
 
     # ---- usage
 

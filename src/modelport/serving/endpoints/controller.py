@@ -50,6 +50,7 @@ import anyio.to_thread
 
 from modelport.clock import Clock
 from modelport.errors import ModelportError
+from modelport.logs import log_event
 from modelport.runtime.types import VersionStatus
 from modelport.serving.endpoints.rollout import Verdict, judge
 from modelport.serving.endpoints.service import LIVE, EndpointService
@@ -240,6 +241,14 @@ class Controller:
             await self._call(self.service.fail, name, ident, exc.message, list(deployment.progress))
             return
         progress = {ref.ref: progress_of(ref, None) for ref in refs}
+        log_event(
+            log,
+            "deployment.rolling_out",
+            endpoint=name,
+            deployment=ident,
+            versions=",".join(ref.ref for ref in refs),
+            rollout=deployment.spec.rollout.kind.value,
+        )
         loads: list[tuple[VersionRef, Future[VersionStatus]]] = []
         failure: str | None = None
         remote = remote_only(deployment)
@@ -266,11 +275,27 @@ class Controller:
             failure = next((f for f in outcomes if f is not None), None)
         if failure is not None:
             await self._call(self.service.fail, name, ident, failure, list(progress.values()))
+            log_event(
+                log,
+                "deployment.failed",
+                level=logging.WARNING,
+                endpoint=name,
+                deployment=ident,
+                cause=failure,
+            )
             await self._unload_unused(refs)
             return
         activation = await self._call(self.service.activate, name, ident, list(progress.values()))
         if activation is None:
             return
+        log_event(
+            log,
+            "deployment.activated",
+            endpoint=name,
+            deployment=ident,
+            versions=",".join(ref.ref for ref in refs),
+            retired=",".join(str(r.id) for r in activation.retired),
+        )
         await self.refresh(name)
         for retired in activation.retired:
             await self._unload_unused(await self._call(self.service.version_refs, retired))
@@ -300,6 +325,7 @@ class Controller:
             return f"{ref.ref}: {exc}"
         progress[ref.ref] = progress_of(ref, status)
         await self._call(self.service.record_progress, name, ident, list(progress.values()))
+        log_event(log, "deployment.version_ready", endpoint=name, deployment=ident, version=ref.ref)
         return None
 
     async def _remote_ready(
@@ -348,6 +374,9 @@ class Controller:
     async def rollback(self, name: str, deployment: int) -> Deployment:
         """Restore the deployment ``deployment`` replaced, and route to it at once."""
         _, rolled = await self._call(self.service.rollback, name, deployment)
+        log_event(
+            log, "deployment.rolled_back", endpoint=name, deployment=deployment, restored=rolled.id
+        )
         await self.refresh(name)
         await self._unload_unused(await self._call(self.service.version_refs, rolled))
         return rolled
@@ -359,6 +388,7 @@ class Controller:
         await self.clock.sleep((endpoint.rollback_until - self.clock.now()).total_seconds())
         retired = await self._call(self.service.retire, name, deployment)
         if retired is not None:
+            log_event(log, "deployment.retired", endpoint=name, deployment=deployment)
             await self.refresh(name)
             await self._unload_unused(await self._call(self.service.version_refs, retired))
 
@@ -392,7 +422,15 @@ class Controller:
                 halted = Rollout(RolloutStatus.HALTED, step, verdict.reason)
                 moved = await self._call(self.service.set_weights, name, ident, (100, 0), halted)
                 if moved is not None:
-                    log.warning("canary of %s halted: %s", name, verdict.reason)
+                    log_event(
+                        log,
+                        "canary.halted",
+                        level=logging.WARNING,
+                        endpoint=name,
+                        deployment=ident,
+                        step=step,
+                        reason=verdict.reason,
+                    )
                 await self.refresh(name)
                 return
             elapsed = self.clock.monotonic() - step_started
@@ -406,6 +444,16 @@ class Controller:
                     canary_weights(share),
                     Rollout(status, step + 1),
                 )
+                if moved is not None:
+                    log_event(
+                        log,
+                        "canary.moved",
+                        endpoint=name,
+                        deployment=ident,
+                        step=step + 1,
+                        candidate_share=share,
+                        status=status.value,
+                    )
                 if moved is None:  # another controller moved it first: follow it now
                     stored = await self._stored_step(name, ident)
                     if stored is None:

@@ -1,0 +1,215 @@
+"""The name and summary of every operation of ``/api/openapi.json``, keyed by method and
+path: what a client generator names its methods after and what the docs list. A route
+missing here keeps FastAPI's generated name, and ``tests/api_docs`` fails."""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+
+class Operation(NamedTuple):
+    id: str
+    summary: str
+
+
+OPERATIONS: dict[tuple[str, str], Operation] = {
+    # operations
+    ("get", "/healthz"): Operation("getHealth", "Is the process up"),
+    ("get", "/readyz"): Operation("getReadiness", "Can the process serve (its database answers)"),
+    ("get", "/metrics"): Operation("getMetrics", "Prometheus metrics (operator)"),
+    # uploads and blobs
+    ("post", "/api/uploads"): Operation("startUpload", "Start a resumable upload"),
+    ("get", "/api/uploads/{upload_id}"): Operation("getUpload", "Get an upload's offset"),
+    ("patch", "/api/uploads/{upload_id}"): Operation("appendUploadChunk", "Append a chunk"),
+    ("put", "/api/uploads/{upload_id}"): Operation("commitUpload", "Commit an upload as a blob"),
+    ("delete", "/api/uploads/{upload_id}"): Operation("abortUpload", "Abort an upload"),
+    ("head", "/api/blobs/{digest}"): Operation("headBlob", "Check a blob exists"),
+    ("get", "/api/blobs/{digest}"): Operation("getBlob", "Download a blob"),
+    # models, versions
+    ("get", "/api/models"): Operation("listModels", "List the models you can see"),
+    ("post", "/api/models"): Operation("createModel", "Create a model"),
+    ("get", "/api/models/{owner}/{name}"): Operation("getModel", "Get a model"),
+    ("get", "/api/models/{owner}/{name}/versions"): Operation(
+        "listVersions", "List a model's versions"
+    ),
+    ("post", "/api/models/{owner}/{name}/versions"): Operation(
+        "publishVersion", "Publish a version"
+    ),
+    ("get", "/api/models/{owner}/{name}/versions/{version}"): Operation(
+        "getVersion", "Get a version"
+    ),
+    ("get", "/api/models/{owner}/{name}/versions/{version}/events"): Operation(
+        "listVersionEvents", "List a version's lifecycle events"
+    ),
+    ("post", "/api/models/{owner}/{name}/versions/{version}/transitions"): Operation(
+        "transitionVersion", "Move a version to another lifecycle state"
+    ),
+    ("get", "/api/models/{owner}/{name}/versions/{version}/validation"): Operation(
+        "getValidationReport", "Get a version's validation report"
+    ),
+    ("get", "/api/models/{owner}/{name}/versions/{version}/signatures"): Operation(
+        "listSignatures", "List a version's signatures"
+    ),
+    ("post", "/api/models/{owner}/{name}/versions/{version}/signatures"): Operation(
+        "addSignature", "Add a signature to a version"
+    ),
+    ("get", "/api/models/{owner}/{name}/versions/{version}/lineage"): Operation(
+        "getLineage", "Get a version's lineage"
+    ),
+    # formats
+    ("get", "/api/formats"): Operation("listFormats", "List model formats"),
+    ("put", "/api/formats/{fmt}"): Operation("acceptFormat", "Accept a model format"),
+    ("delete", "/api/formats/{fmt}"): Operation("withdrawFormat", "Withdraw a model format"),
+    # aliases
+    ("get", "/api/models/{owner}/{name}/aliases"): Operation(
+        "listAliases", "List a model's aliases"
+    ),
+    ("get", "/api/models/{owner}/{name}/aliases/{alias}"): Operation("getAlias", "Get an alias"),
+    ("put", "/api/models/{owner}/{name}/aliases/{alias}"): Operation(
+        "setAlias", "Point an alias at a version"
+    ),
+    ("delete", "/api/models/{owner}/{name}/aliases/{alias}"): Operation(
+        "deleteAlias", "Delete an alias"
+    ),
+    ("get", "/api/models/{owner}/{name}/aliases/{alias}/history"): Operation(
+        "getAliasHistory", "Get an alias's history"
+    ),
+    # limits, budgets
+    ("get", "/api/limits"): Operation("listLimits", "List rate and concurrency limits"),
+    ("get", "/api/limits/{scope_type}/{scope_id}"): Operation("getLimits", "Get a scope's limits"),
+    ("put", "/api/limits/{scope_type}/{scope_id}"): Operation("setLimits", "Set a scope's limits"),
+    ("delete", "/api/limits/{scope_type}/{scope_id}"): Operation(
+        "deleteLimits", "Remove a scope's limits"
+    ),
+    ("get", "/api/budgets/{tenant}"): Operation("getBudget", "Get a tenant's budget"),
+    ("put", "/api/budgets/{tenant}"): Operation("setBudget", "Set a tenant's budget"),
+    ("delete", "/api/budgets/{tenant}"): Operation("deleteBudget", "Remove a tenant's budget"),
+    ("get", "/api/budgets/{tenant}/alerts"): Operation(
+        "listBudgetAlerts", "List a tenant's budget alerts"
+    ),
+    # prices, usage
+    ("get", "/api/prices"): Operation("listPrices", "List prices"),
+    ("post", "/api/prices"): Operation("addPrice", "Set a price for a version and unit"),
+    ("post", "/api/usage/events"): Operation("reportUsage", "Report usage events"),
+    ("post", "/api/usage/authorizations"): Operation(
+        "createUsageAuthorization", "Reserve an amount for usage to report"
+    ),
+    ("get", "/api/usage/authorizations"): Operation(
+        "listUsageAuthorizations", "List usage authorizations"
+    ),
+    ("get", "/api/usage/authorizations/{authorization_id}"): Operation(
+        "getUsageAuthorization", "Get a usage authorization"
+    ),
+    ("delete", "/api/usage/authorizations/{authorization_id}"): Operation(
+        "withdrawUsageAuthorization", "Withdraw a usage authorization"
+    ),
+    # endpoints, deployments, backends
+    ("post", "/api/endpoints"): Operation("createEndpoint", "Create an endpoint"),
+    ("get", "/api/endpoints"): Operation("listEndpoints", "List endpoints"),
+    ("get", "/api/endpoints/{name}"): Operation("getEndpoint", "Get an endpoint"),
+    ("post", "/api/endpoints/{name}/deployments"): Operation(
+        "createDeployment", "Deploy versions to an endpoint"
+    ),
+    ("get", "/api/endpoints/{name}/deployments"): Operation(
+        "listDeployments", "List an endpoint's deployments"
+    ),
+    ("get", "/api/endpoints/{name}/deployments/{deployment}"): Operation(
+        "getDeployment", "Get a deployment's status"
+    ),
+    ("post", "/api/endpoints/{name}/deployments/{deployment}:rollback"): Operation(
+        "rollbackDeployment", "Roll a deployment back"
+    ),
+    ("post", "/api/endpoints/{name}:predict"): Operation("predict", "Predict through an endpoint"),
+    ("post", "/api/backends"): Operation("createBackend", "Register a remote backend"),
+    ("get", "/api/backends"): Operation("listBackends", "List remote backends"),
+    ("get", "/api/backends/{name}"): Operation("getBackend", "Get a remote backend"),
+    ("delete", "/api/backends/{name}"): Operation("deleteBackend", "Remove a remote backend"),
+    # predictions
+    ("get", "/api/predictions/{prediction_id}"): Operation(
+        "getPrediction", "Get a logged prediction"
+    ),
+    ("post", "/api/predictions/{prediction_id}/outcome"): Operation(
+        "recordOutcome", "Record a prediction's true outcome"
+    ),
+    ("get", "/api/endpoints/{name}/outcomes"): Operation(
+        "getOutcomeReport", "Get an endpoint's accuracy report"
+    ),
+    # tenants, members, keys, grants, audit
+    ("get", "/api/tenants"): Operation("listTenants", "List tenants"),
+    ("post", "/api/tenants"): Operation("createTenant", "Create a tenant"),
+    ("get", "/api/tenants/{tenant}"): Operation("getTenant", "Get a tenant"),
+    ("patch", "/api/tenants/{tenant}"): Operation("updateTenant", "Update a tenant"),
+    ("get", "/api/tenants/{tenant}/members"): Operation("listMembers", "List a tenant's members"),
+    ("post", "/api/tenants/{tenant}/members"): Operation("addMember", "Add a member"),
+    ("get", "/api/tenants/{tenant}/members/{member}"): Operation("getMember", "Get a member"),
+    ("patch", "/api/tenants/{tenant}/members/{member}"): Operation(
+        "setMemberRoles", "Set a member's roles"
+    ),
+    ("delete", "/api/tenants/{tenant}/members/{member}"): Operation(
+        "removeMember", "Remove a member"
+    ),
+    ("post", "/api/keys"): Operation("createKey", "Create an API key"),
+    ("get", "/api/keys"): Operation("listKeys", "List API keys"),
+    ("get", "/api/keys/{key_id}"): Operation("getKey", "Get an API key"),
+    ("delete", "/api/keys/{key_id}"): Operation("revokeKey", "Revoke an API key"),
+    ("post", "/api/keys/{key_id}/rotate"): Operation("rotateKey", "Rotate an API key"),
+    ("post", "/api/grants"): Operation("createGrant", "Grant access to another tenant"),
+    ("get", "/api/grants"): Operation("listGrants", "List grants"),
+    ("get", "/api/grants/{grant_id}"): Operation("getGrant", "Get a grant"),
+    ("delete", "/api/grants/{grant_id}"): Operation("deleteGrant", "Withdraw a grant"),
+    ("get", "/api/audit"): Operation("listAuditEvents", "Read the audit log"),
+    # billing
+    ("get", "/api/usage"): Operation("getUsage", "Summarize usage"),
+    ("get", "/api/invoices"): Operation("listInvoices", "List invoices"),
+    ("get", "/api/invoices/{invoice_id}"): Operation("getInvoice", "Get an invoice"),
+    ("post", "/api/invoices/{invoice_id}/finalize"): Operation(
+        "finalizeInvoice", "Finalize an invoice"
+    ),
+    ("get", "/api/invoices/{invoice_id}/credit-notes"): Operation(
+        "listCreditNotes", "List an invoice's credit notes"
+    ),
+    ("post", "/api/invoices/{invoice_id}/credit-notes"): Operation(
+        "addCreditNote", "Credit part of an invoice"
+    ),
+    ("get", "/api/statements"): Operation("listStatements", "List publisher statements"),
+    ("get", "/api/statements/{statement_id}"): Operation(
+        "getStatement", "Get a publisher statement"
+    ),
+    ("post", "/api/statements/{statement_id}/finalize"): Operation(
+        "finalizeStatement", "Finalize a publisher statement"
+    ),
+    ("get", "/api/balances/{tenant}"): Operation("getBalances", "Get a tenant's balances"),
+    ("post", "/api/balances/{tenant}/credits"): Operation(
+        "creditBalance", "Credit a tenant's balance"
+    ),
+    ("post", "/api/billing/generate"): Operation(
+        "generateBilling", "Generate invoices and statements for a period"
+    ),
+    ("get", "/api/billing/recompute"): Operation(
+        "recomputeBilling", "Recompute a period's charges from usage events"
+    ),
+    ("get", "/api/billing/reconciliation"): Operation(
+        "getReconciliation", "Compare the ledger with the usage events"
+    ),
+}
+
+TAGS = [
+    {"name": "operations", "description": "Probes and metrics for the operator."},
+    {"name": "uploads", "description": "Resumable blob uploads (OCI distribution semantics)."},
+    {"name": "blobs", "description": "Content-addressed files, by `sha256:` digest."},
+    {"name": "models", "description": "Models: a named family of versions under an owner."},
+    {"name": "versions", "description": "Immutable versions, their lifecycle and validation."},
+    {"name": "formats", "description": "Which model formats the platform accepts."},
+    {"name": "aliases", "description": "Movable names for versions (`production`, ...)."},
+    {"name": "limits", "description": "Rate, concurrency limits and budgets."},
+    {"name": "prices", "description": "The price book: per version and unit."},
+    {"name": "usage", "description": "Usage reported by remote backends, and reservations."},
+    {"name": "endpoints", "description": "Endpoints, deployments and `:predict`."},
+    {"name": "backends", "description": "Remote backends (Open Inference Protocol, OpenAI)."},
+    {"name": "predictions", "description": "The prediction log and true outcomes."},
+    {"name": "tenants", "description": "Tenants and their members."},
+    {"name": "keys", "description": "API keys: create, rotate, revoke."},
+    {"name": "grants", "description": "Access given to other tenants."},
+    {"name": "audit", "description": "The audit log."},
+    {"name": "billing", "description": "Usage, invoices, statements and balances."},
+]

@@ -1,0 +1,110 @@
+"""The platform's logs: lifecycle events as structured records, the request id on each,
+and the one configuration of the process's logging (text or JSON lines).
+
+- ``log_event(logger, "version.published", model=..., version=...)`` logs one lifecycle event
+  at INFO (or ``level``): the message is the event and its fields as ``key=value``; the
+  fields also travel on the record (``record.event``, ``record.fields``) for the JSON
+  format. A field whose name says it holds a secret is never written (``[redacted]``).
+- ``REQUEST_ID``: the request id of the request being served (set by the request context
+  middleware and the inference lane); every record carries it as ``request_id``.
+- ``configure(format, level)``: called once at start-up by the serving commands
+  (``MODELPORT_LOG_FORMAT=text|json``, ``MODELPORT_LOG_LEVEL``); uvicorn's loggers go
+  through the same handler.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+from contextvars import ContextVar
+from datetime import UTC, datetime
+from typing import IO, Any, Literal
+
+LogFormat = Literal["text", "json"]
+REQUEST_ID: ContextVar[str | None] = ContextVar("modelport_request_id", default=None)
+_SECRET_WORDS = ("secret", "password", "token", "api_key", "credential", "authorization")
+_HANDLER_NAME = "modelport"
+TEXT_FORMAT = "%(asctime)s %(levelname)s %(name)s [%(request_id)s] %(message)s"
+
+
+def _safe(name: str, value: Any) -> Any:
+    lowered = name.lower()
+    return "[redacted]" if any(word in lowered for word in _SECRET_WORDS) else value
+
+
+def log_event(
+    logger: logging.Logger, name: str, /, *, level: int = logging.INFO, **fields: Any
+) -> None:
+    """Log the lifecycle event ``name`` (``noun.verb``) with its ``fields``."""
+    if not logger.isEnabledFor(level):
+        return
+    safe = {key: _safe(key, value) for key, value in fields.items()}
+    text = " ".join(f"{key}={_text(value)}" for key, value in safe.items())
+    logger.log(level, "%s %s", name, text, extra={"event": name, "fields": safe})
+
+
+def _text(value: Any) -> str:
+    rendered = str(value)
+    return json.dumps(rendered) if not rendered or any(c in rendered for c in ' "=') else rendered
+
+
+class RequestIdFilter(logging.Filter):
+    """Puts the current request's id (or ``-``) on every record as ``request_id``."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if not hasattr(record, "request_id"):
+            record.request_id = REQUEST_ID.get() or "-"
+        return True
+
+
+class JsonFormatter(logging.Formatter):
+    """One JSON object a line: ``time``, ``level``, ``logger``, ``message``,
+    ``request_id``, the event and its fields when the record is one, ``exception``."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        doc: dict[str, Any] = {
+            "time": datetime.fromtimestamp(record.created, UTC).isoformat(timespec="milliseconds"),
+            "level": record.levelname,
+            "logger": record.name,
+            "message": record.getMessage(),
+            "request_id": getattr(record, "request_id", None) or REQUEST_ID.get(),
+        }
+        name = getattr(record, "event", None)
+        if name is not None:
+            doc["event"] = name
+            doc.update({k: v for k, v in getattr(record, "fields", {}).items() if k not in doc})
+        if record.exc_info:
+            doc["exception"] = self.formatException(record.exc_info)
+        return json.dumps(doc, default=str)
+
+
+def unconfigure() -> None:
+    """Remove the handler ``configure`` installed (tests)."""
+    root = logging.getLogger()
+    for existing in list(root.handlers):
+        if existing.get_name() == _HANDLER_NAME:
+            root.removeHandler(existing)
+
+
+def formatter(fmt: LogFormat) -> logging.Formatter:
+    return JsonFormatter() if fmt == "json" else logging.Formatter(TEXT_FORMAT)
+
+
+def configure(fmt: LogFormat = "text", level: str = "INFO", stream: IO[str] | None = None) -> None:
+    """Send every log record of the process to ``stream`` (standard error) in ``fmt``,
+    from ``level`` up. Safe to call again (it replaces its own handler, leaves others
+    alone)."""
+    unconfigure()
+    root = logging.getLogger()
+    handler = logging.StreamHandler(stream or sys.stderr)
+    handler.set_name(_HANDLER_NAME)
+    handler.setFormatter(formatter(fmt))
+    handler.addFilter(RequestIdFilter())
+    root.addHandler(handler)
+    root.setLevel(level.upper())
+    for name in ("uvicorn", "uvicorn.error", "uvicorn.access"):
+        # Through the handler above (uvicorn is started without a log config of its own).
+        uvicorn_logger = logging.getLogger(name)
+        uvicorn_logger.handlers.clear()
+        uvicorn_logger.propagate = True
