@@ -46,6 +46,7 @@ if TYPE_CHECKING:
     from modelport.observability.metrics import RuntimeMetrics
     from modelport.observability.predictions import PredictionLog
     from modelport.observability.serving_metrics import ServingMetrics
+    from modelport.runtime.engines import GenerativeHost
     from modelport.runtime.host import ModelHost
     from modelport.serving.backends.base import Backend
     from modelport.serving.health import HealthBoard, HealthProber
@@ -88,11 +89,16 @@ class Services:
     """The inference use case every surface calls."""
     model_repository: ModelRepository
     """Which versions this process hosts; loads and unloads (the ``/v2`` repository)."""
+    engines: GenerativeHost | None = None
+    """This process's generative engines; None in the ``gateway`` role, or when no
+    generative format is installed (the ``modelport[llm]`` extra)."""
 
     def close(self) -> None:
         self.repository_sync.close()
         self.metering.close()
         self.limits.close()
+        if self.engines is not None:
+            self.engines.close()
         if self.host is not None:
             self.host.close()
         self.tenancy.invalidation.close()
@@ -165,7 +171,7 @@ def build_host(settings: Settings, metrics: RuntimeMetrics) -> ModelHost:
     }
     return ModelHost(
         cache=ModelCache(settings.home / "cache"),
-        formats=FormatRegistry({"onnx": onnx}),
+        formats=FormatRegistry({"onnx": onnx, "transformers": transformers_options(settings)}),
         budget=MemoryBudget(host_budget, device_budget),
         batching=BatchingConfig(
             max_batch_size=settings.runtime_max_batch_size,
@@ -176,6 +182,31 @@ def build_host(settings: Settings, metrics: RuntimeMetrics) -> ModelHost:
         load_timeout=settings.runtime_load_timeout_seconds,
         observer=metrics,
     )
+
+
+def transformers_options(settings: Settings) -> dict[str, object]:
+    """Options of the ``transformers`` tensor plugin (embedding models)."""
+    return {"device": settings.llm_device, "dtype": settings.llm_dtype}
+
+
+def build_generative_host(settings: Settings, host: ModelHost) -> GenerativeHost | None:
+    """The generative engines of this process, sharing ``host``'s model cache; None
+    when no generative format is installed (without ``modelport[llm]``, a generative
+    version is refused as ``unsupported_format``, naming the extra)."""
+    from modelport.runtime.engines import GenerativeHost
+    from modelport.runtime.formats.registry import generative_formats
+
+    formats = generative_formats(
+        {
+            "transformers": {
+                **transformers_options(settings),
+                "kv_cache_bytes": settings.llm_kv_cache_bytes,
+                "max_running": settings.llm_max_running,
+                "max_waiting": settings.llm_max_waiting,
+            }
+        }
+    )
+    return GenerativeHost(cache=host.cache, formats=formats) if formats else None
 
 
 def build_keyspace(database: Database) -> Keyspace:
@@ -442,9 +473,11 @@ def build_serving(
     changes: ChangeBus,
     clock: Clock | None = None,
     record_shadow: Callable[[ShadowResult], object] | None = None,
+    engines: GenerativeHost | None = None,
 ) -> ServingPlane:
-    """Endpoints, deployments and their router, over this process's model host, or
-    (``host`` None: a gateway) over remote backends alone."""
+    """Endpoints, deployments and their router, over this process's model host (and
+    its generative ``engines``), or (``host`` None: a gateway) over remote backends
+    alone."""
     from modelport.serving.backends.absent import AbsentBackend
     from modelport.serving.backends.catalog import BackendCatalog
     from modelport.serving.backends.local import LocalBackend
@@ -466,7 +499,13 @@ def build_serving(
     else:
 
         def replica(name: str) -> Backend:
-            return LocalBackend(host, blob_store, name=name, load_on_demand=settings.load_on_demand)
+            return LocalBackend(
+                host,
+                blob_store,
+                name=name,
+                load_on_demand=settings.load_on_demand,
+                engines=engines,
+            )
 
         placement = LocalPlacement(host, blob_store)
     board.register(replica("local"))
@@ -613,6 +652,7 @@ def build_services(settings: Settings, *, clock: Clock | None = None) -> Service
     tenancy, authenticator = build_tenancy(settings, database, changes, clock)
     registry = build_registry(settings, database, blob_store, changes)
     host = build_host(settings, metrics) if settings.role is Role.ALL else None
+    engines = build_generative_host(settings, host) if host is not None else None
     from modelport.observability.serving_metrics import ServingMetrics
     from modelport.serving.routing.shadow_log import shadow_recorder
 
@@ -631,6 +671,7 @@ def build_services(settings: Settings, *, clock: Clock | None = None) -> Service
         changes,
         clock,
         record_shadow=shadow_recorder(prediction_log.record),
+        engines=engines,
     )
     limits = build_limits(settings, database, keys, clock)
     metering = build_metering(settings, database, registry, keys, clock)
@@ -678,6 +719,7 @@ def build_services(settings: Settings, *, clock: Clock | None = None) -> Service
         clock=clock,
         inference=inference,
         model_repository=model_repository,
+        engines=engines,
     )
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from modelport.errors import InvalidInput
 from modelport.runtime.types import ChatMessage
@@ -65,8 +65,9 @@ def generate_greedy(
         raise InvalidInput("the prompt has no tokens", code="empty_prompt")
     torch.manual_seed(SEED)
     eos = tokenizer.eos_token_id
+    generate: Any = model.generate  # typed through a mixin mypy cannot follow
     with torch.inference_mode():
-        out = model.generate(
+        out = generate(
             torch.tensor([ids], device=model.device),
             attention_mask=torch.ones((1, len(ids)), dtype=torch.long, device=model.device),
             max_new_tokens=max_tokens,
