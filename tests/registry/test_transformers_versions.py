@@ -44,8 +44,12 @@ def _embedding_example(expected: np.ndarray, atol: float = 1e-4) -> dict[str, An
     return {
         "inputs": [{"name": "text", "datatype": "BYTES", "shape": [rows], "data": TEXTS}],
         "outputs": [
-            {"name": "embedding", "datatype": "FP32", "shape": [rows, 384],
-             "data": expected.astype(np.float64).tolist()},
+            {
+                "name": "embedding",
+                "datatype": "FP32",
+                "shape": [rows, 384],
+                "data": expected.astype(np.float64).tolist(),
+            },
         ],
         "tolerance": {"atol": atol, "rtol": 0.0},
     }
@@ -97,7 +101,10 @@ def _greedy_reference(folder: Path, chat: str, n: int) -> list[int]:
     )
     ids = tokenizer(rendered, add_special_tokens=False, return_tensors="pt")["input_ids"]
     out = model.generate(
-        ids, attention_mask=torch.ones_like(ids), max_new_tokens=n, do_sample=False,
+        ids,
+        attention_mask=torch.ones_like(ids),
+        max_new_tokens=n,
+        do_sample=False,
         pad_token_id=tokenizer.eos_token_id,
     )
     tokens: list[int] = out[0, ids.shape[1] :].tolist()
