@@ -47,16 +47,27 @@ def texts(count: int, seed: int = 0) -> list[str]:
     return [" ".join(rng.choice(WORDS, size=int(rng.integers(6, 24)))) for _ in range(count)]
 
 
-def rate(run: Callable[[list[str]], object], batch: int, seconds: float) -> float:
-    """Texts per second of ``run`` over batches of ``batch`` texts, for ``seconds``."""
+def rates(
+    sides: list[Callable[[list[str]], object]], batch: int, seconds: float, rounds: int = 8
+) -> list[float]:
+    """Texts per second of each side over batches of ``batch`` texts, ``seconds`` each
+    in all, measured in alternating rounds so that a busy machine's noise falls on
+    every side alike."""
     pool = texts(512)
-    run(pool[:batch])  # warm
-    done, start, i = 0, time.perf_counter(), 0
-    while time.perf_counter() - start < seconds:
-        run(pool[i : i + batch] if i + batch <= len(pool) else pool[:batch])
-        i = (i + batch) % len(pool)
-        done += batch
-    return done / (time.perf_counter() - start)
+    for run in sides:
+        run(pool[:batch])  # warm
+    done = [0] * len(sides)
+    spent = [0.0] * len(sides)
+    i = 0
+    for _ in range(rounds):
+        for k, run in enumerate(sides):
+            start = time.perf_counter()
+            while time.perf_counter() - start < seconds / rounds:
+                run(pool[i : i + batch] if i + batch <= len(pool) else pool[:batch])
+                i = (i + batch) % len(pool)
+                done[k] += batch
+            spent[k] += time.perf_counter() - start
+    return [d / s for d, s in zip(done, spent, strict=True)]
 
 
 def platform_runner(model_dir: Path) -> tuple[Callable[[list[str]], object], Callable[[], None]]:
@@ -150,10 +161,8 @@ def main() -> None:
         f"{'batch':>5}  {'sentence-transformers':>22}  " + "  ".join(f"{n:>26}" for n, _ in sides)
     )
     for batch in (1, 32):
-        base = rate(st, batch, args.seconds)
-        cells = [
-            f"{(r := rate(run, batch, args.seconds)):9.1f}/s (x{r / base:4.2f})" for _, run in sides
-        ]
+        base, *others = rates([st, *(run for _, run in sides)], batch, args.seconds)
+        cells = [f"{r:9.1f}/s (x{r / base:4.2f})" for r in others]
         print(f"{batch:>5}  {base:20.1f}/s  " + "  ".join(f"{c:>26}" for c in cells))
     if close is not None:
         close()
