@@ -11,10 +11,10 @@ import pytest
 
 from modelport.errors import InvalidInput, Unprocessable
 from modelport.manifest import Manifest
-from modelport.runtime.formats import FormatRegistry, discover, get_format, known_formats
-from modelport.runtime.formats.onnx import OnnxFormat
 from modelport.runtime.engines import choose_contract
+from modelport.runtime.formats import FormatRegistry, discover, get_format, known_formats
 from modelport.runtime.formats import registry as registry_module
+from modelport.runtime.formats.onnx import OnnxFormat
 from modelport.runtime.formats.registry import GROUP
 from modelport.runtime.formats.transformers.availability import llm_installed
 
