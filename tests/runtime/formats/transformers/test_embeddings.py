@@ -151,6 +151,11 @@ def test_unsupported_modules_and_modes_are_refused(tmp_path: Path) -> None:
     with pytest.raises(ModelportError) as exc:
         read_pooling(package_files(folder))
     assert exc.value.code == "unsupported_pooling"
+    moved = [{**modules[0], "path": "0_Transformer"}, *modules[1:3]]
+    (folder / "modules.json").write_text(json.dumps(moved))
+    with pytest.raises(ModelportError) as exc:
+        read_pooling(package_files(folder))
+    assert exc.value.code == "unsupported_pooling"
     (folder / "modules.json").write_text(json.dumps(modules[:3]))
     _set_pooling(folder, weightedmean_tokens=True)
     with pytest.raises(ModelportError) as exc:

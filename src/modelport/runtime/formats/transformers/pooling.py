@@ -82,7 +82,9 @@ def read_pooling(files: Mapping[str, Path]) -> Pooling:
         return Pooling(max_seq_length=max_seq, lowercase=lowercase)
     modules = _read_modules(files[MODULES])
     kinds = [kind for kind, _ in modules]
-    if kinds.count("pooling") != 1 or kinds[0] != "transformer":
+    # The Transformer module must be the package's own top folder: the weights the
+    # loader reads are those at the top of the package.
+    if kinds.count("pooling") != 1 or kinds[0] != "transformer" or modules[0][1]:
         raise Unprocessable(
             "modules.json must list the Transformer, then one Pooling (and optionally a "
             f"Normalize); found {kinds}",
