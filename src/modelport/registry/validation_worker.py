@@ -30,6 +30,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+VALIDATION_OPTIONS: dict[str, dict[str, object]] = {
+    "transformers": {"device": "cpu", "dtype": "float32"},
+}
+"""Format options of validation. transformers models are checked on the CPU in float32,
+where ``modelport push`` computed their examples: greedy tokens are compared exactly,
+and a GPU in half precision may pick another token where two are nearly tied."""
+
 _OOM_MARKERS = (
     "bad_alloc",
     "failed to allocate",
@@ -101,13 +108,14 @@ def _example_runner(files: dict[str, Path], manifest: Any) -> Callable[[Any, int
     from modelport.runtime.formats import get_format
     from modelport.runtime.formats.registry import generative_formats
 
+    options = VALIDATION_OPTIONS.get(manifest.format)
     if manifest.runtime.get("task") in GENERATIVE_TASKS:
-        plugin = generative_formats().get(manifest.format)
+        plugin = generative_formats({manifest.format: options or {}}).get(manifest.format)
         runner = getattr(plugin, "example_runner", None)
         if runner is not None:
             examples: Callable[[Any, int], Any] = runner(files, manifest)
             return examples
-    model = get_format(manifest.format).load(files, manifest)
+    model = get_format(manifest.format, options).load(files, manifest)
     return functools.partial(run_example, model)
 
 

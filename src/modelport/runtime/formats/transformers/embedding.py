@@ -96,7 +96,12 @@ class EmbeddingModel:
         return self._size_hint
 
     def unload(self) -> None:
+        device = self.encoder.device
         del self.encoder
+        if device == "cuda":
+            import torch
+
+            torch.cuda.empty_cache()  # hand the freed blocks back for other versions
 
 
 class TransformersEmbeddingFormat:
