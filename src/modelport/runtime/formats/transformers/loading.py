@@ -134,7 +134,10 @@ def load_causal_lm(files: Mapping[str, Path], *, device: str, dtype: torch.dtype
             )
         try:
             tokenizer = _tokenizer(folder, layout)
-            model = AutoModelForCausalLM.from_pretrained(folder, dtype=dtype, **_common(layout))
+            # The config read and checked above: a GGUF file is not parsed for it again.
+            model = AutoModelForCausalLM.from_pretrained(
+                folder, config=config, dtype=dtype, **_common(layout)
+            )
         except ModelportError:
             raise
         except Exception as exc:
@@ -164,7 +167,7 @@ def load_encoder(files: Mapping[str, Path], *, device: str, dtype: torch.dtype) 
             )
         try:
             tokenizer = _tokenizer(folder, layout)
-            model = AutoModel.from_pretrained(folder, dtype=dtype, **_common(layout))
+            model = AutoModel.from_pretrained(folder, config=config, dtype=dtype, **_common(layout))
         except ModelportError:
             raise
         except Exception as exc:
