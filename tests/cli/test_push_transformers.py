@@ -52,6 +52,7 @@ def validate(server: LiveServer, ref: str) -> Any:
     return response
 
 
+@pytest.mark.slow  # validation imports torch in its own process
 def test_push_of_a_chat_model_folder_fills_the_manifest_and_validates(
     live_server: LiveServer, tmp_path: Path
 ) -> None:
@@ -75,6 +76,7 @@ def test_push_of_a_chat_model_folder_fills_the_manifest_and_validates(
     assert response.status_code == 201, response.text
 
 
+@pytest.mark.slow  # validation imports torch in its own process
 def test_push_of_a_sentence_encoder_fills_the_manifest_and_validates(
     live_server: LiveServer, tmp_path: Path
 ) -> None:

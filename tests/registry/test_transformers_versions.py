@@ -16,6 +16,10 @@ from tests.runtime.formats.transformers.packages import build_tiny_llama, minilm
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
+# Each validation imports torch in its own process and loads the model: seconds to
+# tens of seconds on a busy machine, not the fast tier's fraction of one.
+pytestmark = pytest.mark.slow
+
 TEXTS = ["A man is eating food.", "modelport serves models", "héllo wörld"]
 EMBEDDINGS = "acme/minilm"
 CHAT = "acme/tiny-chat"

@@ -28,6 +28,7 @@ def test_the_header_says_architecture_context_and_quantization() -> None:
     assert quantization(smollm2_gguf()) == "Q4_1"
 
 
+@pytest.mark.slow  # de-quantizing 135M parameters from GGUF: a minute on a busy machine
 def test_smollm2_loads_from_gguf_and_chats_greedily(files: dict[str, Path]) -> None:
     plugin = TransformersGenerativeFormat(device="cpu")
     loaded: Any = plugin.load_model(files, generative_manifest(files))
