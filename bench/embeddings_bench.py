@@ -77,7 +77,7 @@ def platform_runner(model_dir: Path) -> tuple[Callable[[list[str]], object], Cal
     from modelport.api import create_app
     from modelport.app import build_services
     from modelport.cli.package import complete_manifest, package_files
-    from modelport.cli.transfer import LocalFile, digest_file
+    from modelport.client.transfer import LocalFile, digest_file
 
     key = "bench-admin-key-" + "x" * 24
     home = Path(tempfile.mkdtemp(prefix="modelport-bench-"))

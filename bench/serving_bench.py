@@ -157,6 +157,7 @@ def publish(url: str, data: bytes, *, consumer: bool = False) -> str:
         owner, name = MODEL.split("/")
         visibility = "public" if consumer else "private"
         model = {"owner": owner, "name": name, "license": "MIT", "visibility": visibility}
+        http.post("/api/tenants", json={"slug": owner})  # models live in a tenant's namespace
         http.post("/api/models", json=model)
         manifest = {
             "format": "onnx",

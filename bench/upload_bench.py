@@ -27,7 +27,7 @@ from pathlib import Path
 import httpx
 import psutil
 
-from modelport.cli.transfer import parse_size
+from modelport.client.transfer import parse_size
 from modelport.tenancy.admin import generate_admin_key
 
 MB = 1_000_000
@@ -132,6 +132,9 @@ def run(size: int, chunk_size: str, work: Path) -> dict[str, float]:
     server = subprocess.Popen(serve, env=env)
     try:
         wait_ready(url, server)
+        # Models are published into a tenant's namespace.
+        auth = {"Authorization": f"Bearer {key}"}
+        httpx.post(f"{url}/api/tenants", json={"slug": "bench"}, headers=auth).raise_for_status()
         server_idle = psutil.Process(server.pid).memory_info().rss
         server_rss = PeakRss(server.pid)
         push = [

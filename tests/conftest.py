@@ -143,6 +143,12 @@ def anon_client(services: Services) -> Iterator[TestClient]:
         yield test_client
 
 
+def ensure_tenant(client: Any, slug: str) -> None:
+    """Create the tenant ``slug`` unless it exists (models are published into a tenant)."""
+    response = client.post("/api/tenants", json={"slug": slug})
+    assert response.status_code in (201, 409), response.text
+
+
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))

@@ -36,6 +36,8 @@ FORBIDDEN: dict[str, set[str]] = {
     "tenancy": SURFACES | {"app"},
     "jobs": SURFACES | {"app"},
     "inference": SURFACES | {"app"},
+    # the Python client talks HTTP: it builds nothing of the server's
+    "client": SURFACES | SERVICES | {"store", "blobs", "app", "observability"},
 }
 
 

@@ -17,7 +17,7 @@ from modelport.api import create_app
 from modelport.app import Services, build_services
 from modelport.clock import Clock
 from modelport.config import Settings
-from tests.conftest import ADMIN_KEY
+from tests.conftest import ADMIN_KEY, ensure_tenant
 from tests.models import add_one, mlp
 from tests.registry.helpers import put_blob
 
@@ -47,6 +47,7 @@ class Publisher:
         digest = put_blob(self.services.blob_store, data)
         if ref not in self.models:
             owner, name = ref.split("/")
+            ensure_tenant(self.client, owner)
             created = self.client.post(
                 "/api/models", json={"owner": owner, "name": name, "license": "MIT"}
             )

@@ -13,6 +13,7 @@ from modelport.errors import ModelportError
 from modelport.inference.streaming import GenerateRequest
 from modelport.inference.types import Caller, ModelTarget
 from modelport.tenancy.types import Principal
+from tests.conftest import ensure_tenant
 
 ADMIN = Principal(id="admin", roles=frozenset({"admin"}))
 STRANGER = Principal(id="beta/dev", roles=frozenset({"consumer"}), tenant="beta")
@@ -41,6 +42,7 @@ def test_a_model_another_tenant_may_not_see_is_not_found(v2) -> None:  # type: i
 
 def test_another_tenants_unapproved_version_is_refused(v2) -> None:  # type: ignore[no-untyped-def]
     client, services, publisher = v2
+    ensure_tenant(client, "acme")
     created = client.post(
         "/api/models",
         json={"owner": "acme", "name": "open", "license": "MIT", "visibility": "public"},

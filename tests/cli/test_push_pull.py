@@ -14,7 +14,7 @@ from click.testing import CliRunner, Result
 
 from modelport.app import Services
 from modelport.cli import modelport
-from modelport.cli.transfer import UploadState
+from modelport.client.transfer import UploadState
 from modelport.testing import mlp, save
 from tests.conftest import ADMIN_KEY, LiveServer
 
@@ -96,6 +96,11 @@ def weights_package(tmp_path: Path) -> Path:
 
 
 class TestPush:
+    @pytest.fixture(autouse=True)
+    def _owner(self, services: Services) -> None:
+        """Models are published into a tenant: the admin pushes into acme's namespace."""
+        services.tenancy.create_tenant("acme", actor="admin")
+
     def test_push_builds_the_manifest_from_an_onnx_graph_and_publishes(
         self, live_server: LiveServer, services: Services, onnx_package: Path
     ) -> None:
@@ -245,7 +250,7 @@ class TestPush:
         services.uploads.abort(upload.id)
         UploadState().put(live_server.url, sha(data), f"/api/uploads/{upload.id}")
         result = cli(
-            live_server, "push", str(onnx_package), "--model", "a/b", "--version", "1",
+            live_server, "push", str(onnx_package), "--model", "acme/b", "--version", "1",
             "--license", "MIT",
         )  # fmt: skip
         assert result.exit_code == 0, result.output
@@ -260,6 +265,11 @@ def published(live_server: LiveServer, weights_package: Path) -> dict[str, Any]:
 
 
 class TestPull:
+    @pytest.fixture(autouse=True)
+    def _owner(self, services: Services) -> None:
+        """Models are published into a tenant: the admin pushes into acme's namespace."""
+        services.tenancy.create_tenant("acme", actor="admin")
+
     def test_pull_downloads_every_file_and_the_manifest(
         self, live_server: LiveServer, weights_package: Path, published: dict[str, Any],
         tmp_path: Path,

@@ -210,8 +210,11 @@ def test_max_tokens_ends_the_stream_with_length(rig: Rig) -> None:
             return [chunk.text async for chunk in stream]
 
     assert asyncio.run(scenario()) == ["1", " 2", " 3", " 4"]
-    usage = {u: e.quantity for u, e in rig.ledger_events().items()}
-    assert usage == {Unit.PREDICTION: 1}  # unpriced: a free event, usage still recorded
+    events = rig.ledger_events()
+    usage = {u: (e.quantity, e.amount_micros) for u, e in events.items()}
+    # Unpriced: free events, the tokens still recorded.
+    assert usage == {Unit.PREDICTION: (1, 0), Unit.INPUT_TOKEN: (9, 0), Unit.OUTPUT_TOKEN: (4, 0)}
+    assert all(e.compute_ms > 0 for e in events.values())
 
 
 def test_the_upper_bound_is_held_before_the_first_chunk(rig: Rig) -> None:
@@ -254,6 +257,34 @@ def test_a_consumer_that_leaves_cancels_the_engine_and_pays_what_was_delivered(
         Unit.OUTPUT_TOKEN: (3, UsageStatus.CANCELLED, 3 * OUT_PRICE),
     }
     assert rig.balance() == (1_000_000 - 9 * IN_PRICE - 3 * OUT_PRICE, 0)
+
+
+@pytest.mark.parametrize("rule", list(FailureRule))
+def test_a_consumer_cut_pays_what_was_delivered_whatever_the_failure_rule(
+    rig: Rig, rule: FailureRule
+) -> None:
+    """The failure-billing policy charges cancelled work as done: the failure rule
+    prices failures and timeouts (the deadline test below), not a caller who left."""
+    rig.price(rule, 5000 if rule is FailureRule.FRACTION else 0)
+    rig.balances.credit(BalanceScope.TENANT, "beta", 1_000_000, tenant="beta")
+    rig.engine.mode = "count"
+
+    async def scenario() -> CallStream:
+        stream = await open_stream(rig, max_tokens=100, rid="cut")
+        async with stream:
+            async for chunk in stream:
+                if chunk.text.strip() == "4":
+                    break
+        return stream
+
+    stream = asyncio.run(scenario())
+    assert stream.status is UsageStatus.CANCELLED
+    out = rig.ledger_events()[Unit.OUTPUT_TOKEN]
+    assert (out.quantity, out.status, out.amount_micros) == (
+        4,
+        UsageStatus.CANCELLED,
+        4 * OUT_PRICE,
+    )
 
 
 def test_a_cancelled_consumer_task_cancels_the_engine_and_settles(rig: Rig) -> None:

@@ -12,7 +12,7 @@ import pytest
 from modelport.api import create_app
 from modelport.api.hygiene import check_json_depth, json_depth
 from modelport.errors import InvalidInput
-from tests.conftest import ADMIN_KEY
+from tests.conftest import ADMIN_KEY, ensure_tenant
 from tests.limits.conftest import ADDER_BODY, Platform, PlatformFactory
 
 LIMIT = 4096
@@ -137,6 +137,7 @@ def test_chunked_request_over_the_limit_through_http(small: Platform) -> None:
 
 
 def test_api_body_within_the_limit_is_served(small: Platform) -> None:
+    ensure_tenant(small.client, "acme")
     response = small.client.post(
         "/api/models", json={"owner": "acme", "name": "fine", "description": "d" * 1000}
     )

@@ -13,6 +13,7 @@ from starlette.testclient import TestClient
 from modelport.app import Services
 from modelport.blobs import BlobStore
 from modelport.digests import sha256_digest
+from tests.conftest import ensure_tenant
 from tests.models import add_one
 
 ADD_ONE_INPUT = [[1.0, 2.0, 3.0, 4.0]]
@@ -91,6 +92,7 @@ class Registry:
     def create_model(self, ref: str = "acme/adder", **fields: Any) -> dict[str, Any]:
         owner, name = ref.split("/")
         body = {"owner": owner, "name": name, "license": "MIT", **fields}
+        ensure_tenant(self.client, owner)
         response = self.client.post("/api/models", json=body)
         assert response.status_code == 201, response.text
         return response.json()

@@ -5,7 +5,14 @@ from __future__ import annotations
 import pytest
 from starlette.testclient import TestClient
 
+from modelport.app import Services
+from tests.conftest import ensure_tenant
 from tests.registry.helpers import Registry, manifest_for
+
+
+@pytest.fixture(autouse=True)
+def _acme(services: Services) -> None:
+    services.tenancy.create_tenant("acme", actor="admin")
 
 
 def test_create_and_get_model(client: TestClient) -> None:
@@ -178,3 +185,16 @@ def test_optional_fields_may_be_null(client: TestClient) -> None:
     assert response.status_code == 201
     model = response.json()
     assert (model["license"], model["task"], model["visibility"]) == (None, "", "private")
+
+
+def test_a_model_of_an_owner_that_is_no_tenant_is_refused(client: TestClient) -> None:
+    """The admin may create models in any namespace, but only a tenant's: a model of no
+    tenant could never be deployed nor billed. The answer says how to make the tenant."""
+    response = client.post("/api/models", json={"owner": "nobody", "name": "m"})
+    assert response.status_code == 404
+    problem = response.json()
+    assert (problem["code"], problem["tenant"]) == ("tenant_not_found", "nobody")
+    assert "modelport tenants create nobody" in problem["detail"]
+    assert client.get("/api/models/nobody/m").status_code == 404
+    ensure_tenant(client, "nobody")
+    assert client.post("/api/models", json={"owner": "nobody", "name": "m"}).status_code == 201

@@ -23,6 +23,7 @@ from modelport.blobs._common import blob_not_found
 from modelport.digests import check_digest
 from modelport.errors import NotFound
 from modelport.registry.errors import model_not_found
+from modelport.registry.names import check_owner
 from modelport.registry.types import CatalogViewer, Lineage, Model
 from modelport.tenancy.enforce import enforce as enforce  # re-exported for the routes
 from modelport.tenancy.enforce import forbidden as forbidden  # re-exported for the routes
@@ -72,9 +73,30 @@ def require_tenant(
 def require_namespace(
     request: Request, principal: Principal, namespace: str, permission: Permission
 ) -> None:
-    """Creating something in the model namespace ``namespace``."""
+    """Creating something in the model namespace ``namespace``, which must be a tenant's."""
     note_tenant(request, namespace)
     enforce(principal, permission, Namespace(namespace), hidden=lambda: NotFound("not found"))
+    require_owner_tenant(request, principal, namespace)
+
+
+def require_owner_tenant(request: Request, principal: Principal, owner: str) -> None:
+    """Models live in a tenant's namespace: a model, a version, an endpoint of an owner
+    that is no tenant could be published but never served or billed, so creating one
+    there is refused (404 ``tenant_not_found``), naming how to create the tenant. Only a
+    principal outside ``owner`` (the admin) can get this far into another namespace."""
+    if principal.tenant == owner:
+        return
+    check_owner(owner)  # a malformed name is a 400, whether or not such a tenant exists
+    try:
+        get_services(request).tenancy.get_tenant(owner)
+    except NotFound:
+        raise NotFound(
+            f"owner '{owner}' is not a tenant: models are published into a tenant's "
+            f"namespace; create it first (modelport tenants create {owner}, or "
+            f'POST /api/tenants {{"slug": "{owner}"}}), then publish again',
+            code="tenant_not_found",
+            tenant=owner,
+        ) from None
 
 
 def grants_of(request: Request, principal: Principal) -> GrantSet:

@@ -6,9 +6,10 @@ import click
 
 from modelport import __version__
 from modelport.cli.application import Application
+from modelport.cli.failures import PoliteGroup
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(cls=PoliteGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.option(
     "--url",
     envvar="MODELPORT_URL",
@@ -23,11 +24,15 @@ from modelport.cli.application import Application
     help="Bearer key for the server [env: MODELPORT_API_KEY].",
 )
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+@click.option("--debug", is_flag=True, help="Show the traceback of a failure instead of one line.")
 @click.version_option(__version__, prog_name="modelport")
 @click.pass_context
-def modelport(ctx: click.Context, url: str, api_key: str, as_json: bool) -> None:
-    """Self-hosted model marketplace and serving platform."""
-    ctx.obj = Application(url=url, api_key=api_key, as_json=as_json)
+def modelport(ctx: click.Context, url: str, api_key: str, as_json: bool, debug: bool) -> None:
+    """Self-hosted model marketplace and serving platform.
+
+    A failure prints one line saying what to check (exit status 1 when the server refused,
+    3 when it could not be reached); --debug shows the traceback."""
+    ctx.obj = Application(url=url, api_key=api_key, as_json=as_json, debug=debug)
 
 
 def _register() -> None:
@@ -35,13 +40,15 @@ def _register() -> None:
 
     modelport.add_command(serve.serve)
     modelport.add_command(migrate.migrate)
-    for name in ("push", "pull", "demo"):
+    for name in ("push", "pull", "demo", "infer"):
         try:
             module = __import__(f"modelport.cli.{name}", fromlist=[name])
         except ImportError:
             continue
         modelport.add_command(getattr(module, name))
-    for group in ("models", "versions", "alias", "formats", "tenants", "keys", "billing"):
+    groups = ["models", "versions", "alias", "formats", "tenants", "keys", "billing"]
+    groups += ["endpoints", "prices", "limits", "grants"]
+    for group in groups:
         try:
             module = __import__(f"modelport.cli.{group}", fromlist=[group])
         except ImportError:

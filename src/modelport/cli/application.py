@@ -1,4 +1,4 @@
-"""State shared by CLI commands: the terminal and a lazily built HTTP client."""
+"""State shared by CLI commands: the terminal and a lazily built client of the server."""
 
 from __future__ import annotations
 
@@ -8,26 +8,36 @@ from typing import Any
 import httpx
 
 from modelport.cli.terminal import Terminal
+from modelport.client import Client
+from modelport.client.errors import error_from_response
+from modelport.client.transport import DEFAULT_URL
 
 
 class Application:
-    def __init__(self, *, url: str, api_key: str, as_json: bool = False) -> None:
-        self.url = url.rstrip("/")
+    def __init__(
+        self, *, url: str, api_key: str, as_json: bool = False, debug: bool = False
+    ) -> None:
+        self.raw_url = url or DEFAULT_URL
         self.api_key = api_key
+        self.debug = debug
         self.terminal = Terminal(as_json=as_json)
 
     @cached_property
+    def client(self) -> Client:
+        """Built on first use: a bad URL is then reported by the command that needs it."""
+        return Client(self.raw_url, self.api_key)
+
+    @property
+    def url(self) -> str:
+        return self.client.url
+
+    @property
     def http(self) -> httpx.Client:
-        headers = {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
-        return httpx.Client(base_url=self.url, headers=headers, timeout=httpx.Timeout(60.0))
+        return self.client.http
 
     def check(self, response: httpx.Response) -> Any:
-        """Return the JSON body of a successful response, or abort with the problem's detail."""
+        """The JSON body of a successful response; an error answer raises its ``ApiError``
+        (printed on one line by the command group)."""
         if response.is_success:
             return response.json() if response.content else None
-        try:
-            body = response.json()
-            detail = f"{body.get('detail') or body.get('error')} ({body.get('code', response.status_code)})"
-        except ValueError:
-            detail = f"HTTP {response.status_code}: {response.text[:200]}"
-        self.terminal.abort(detail)
+        raise error_from_response(response)

@@ -298,6 +298,7 @@ def _instructions(app: Application, url: str, key: str, consumer_key: str) -> No
   export MODELPORT_URL={url} MODELPORT_API_KEY={key}
   .venv/bin/modelport models show {MODEL}
   .venv/bin/modelport versions list {MODEL}
+  .venv/bin/modelport infer {MODEL} '{{"features": [[6.7, 3.0, 5.2, 2.3]]}}'
   curl -s -H "Authorization: Bearer $MODELPORT_API_KEY" {url}/v2/models/{MODEL}
   curl -s -H "Authorization: Bearer $MODELPORT_API_KEY" -H 'Content-Type: application/json' \\
        -d '{{"inputs":[{{"name":"features","datatype":"FP32","shape":[1,4],"data":[6.7,3.0,5.2,2.3]}}]}}' \\

@@ -15,29 +15,13 @@ from typing import Any
 
 import orjson
 
-from modelport.cli.transfer import LocalFile
+from modelport.client.transfer import LocalFile
 from modelport.errors import InvalidInput
-from modelport.manifest import parse_manifest
+from modelport.registry.service import parse_manifest
+from modelport.runtime.formats.onnx_graph import Signature, signature
 
 MANIFEST_NAME = "manifest.json"
 TRANSFORMERS = "transformers"
-
-# ONNX TensorProto element types by name -> Open Inference Protocol datatypes.
-ONNX_DATATYPES = {
-    "FLOAT": "FP32",
-    "DOUBLE": "FP64",
-    "FLOAT16": "FP16",
-    "INT8": "INT8",
-    "INT16": "INT16",
-    "INT32": "INT32",
-    "INT64": "INT64",
-    "UINT8": "UINT8",
-    "UINT16": "UINT16",
-    "UINT32": "UINT32",
-    "UINT64": "UINT64",
-    "BOOL": "BOOL",
-    "STRING": "BYTES",
-}
 
 
 def package_files(root: Path) -> list[tuple[str, Path]]:
@@ -102,9 +86,16 @@ def complete_manifest(
         manifest["description"] = description
     if manifest["format"] == "onnx" and not ("inputs" in manifest and "outputs" in manifest):
         graph = _onnx_entrypoint(manifest, files)
-        inputs, outputs = onnx_signature(graph.source)
-        manifest.setdefault("inputs", inputs)
-        manifest.setdefault("outputs", outputs)
+        found = onnx_signature(graph.source)
+        manifest.setdefault("inputs", found.inputs)
+        if "outputs" not in manifest:
+            manifest["outputs"] = found.outputs
+            if found.class_labels:
+                # The runtime serves a ZipMap's probabilities as a tensor; its columns
+                # are these classes, in this order.
+                post = manifest.setdefault("postprocessing", {}) or {}
+                post.setdefault("class_labels", found.class_labels)
+                manifest["postprocessing"] = post
     if manifest["format"] == TRANSFORMERS and not ("inputs" in manifest and "outputs" in manifest):
         _describe_transformers(manifest, files)
     parse_manifest(manifest)  # refuse a bad manifest before any bytes are sent
@@ -156,8 +147,9 @@ def _onnx_entrypoint(manifest: dict[str, Any], files: list[LocalFile]) -> LocalF
     return candidates[0]
 
 
-def onnx_signature(path: Path) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """Inputs and outputs of an ONNX graph as manifest tensor specs (-1 for a free dim)."""
+def onnx_signature(path: Path) -> Signature:
+    """Inputs and outputs of an ONNX graph as manifest tensor specs (-1 for a free dim),
+    a ZipMap output as its ``FP32 [-1, classes]`` tensor (``onnx_graph``)."""
     import onnx
 
     try:
@@ -166,22 +158,4 @@ def onnx_signature(path: Path) -> tuple[list[dict[str, Any]], list[dict[str, Any
         raise InvalidInput(
             f"{path.name} is not a readable ONNX model: {exc}", code="bad_onnx"
         ) from None
-    initializers = {t.name for t in model.graph.initializer}
-    inputs = [_spec(v, path) for v in model.graph.input if v.name not in initializers]
-    outputs = [_spec(v, path) for v in model.graph.output]
-    return inputs, outputs
-
-
-def _spec(value: Any, path: Path) -> dict[str, Any]:
-    import onnx
-
-    tensor = value.type.tensor_type
-    elem = onnx.TensorProto.DataType.Name(tensor.elem_type)
-    if elem not in ONNX_DATATYPES:
-        raise InvalidInput(
-            f"{path.name}: tensor {value.name!r} has type {elem}, which the manifest cannot "
-            "describe; list inputs and outputs in manifest.json",
-            code="unsupported_datatype",
-        )
-    shape = [d.dim_value if d.HasField("dim_value") else -1 for d in tensor.shape.dim]
-    return {"name": value.name, "datatype": ONNX_DATATYPES[elem], "shape": shape}
+    return signature(model, path.name)

@@ -11,7 +11,7 @@ import orjson
 from modelport.cli.application import Application
 from modelport.cli.models.refs import version_path
 from modelport.cli.package import MANIFEST_NAME
-from modelport.cli.transfer import TransferError, digest_file, download
+from modelport.client.transfer import TransferError, digest_file, download
 
 
 @click.command()

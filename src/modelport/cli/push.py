@@ -9,8 +9,10 @@ from typing import Any
 import click
 
 from modelport.cli.application import Application
+from modelport.cli.example_input import add_example
+from modelport.cli.local_check import check_locally
 from modelport.cli.package import complete_manifest, package_files
-from modelport.cli.transfer import (
+from modelport.client.transfer import (
     LocalFile,
     TransferError,
     Uploader,
@@ -52,6 +54,18 @@ def _chunk_size(ctx: click.Context, param: click.Parameter, value: str) -> int:
     callback=_chunk_size,
     help="Bytes per upload request.",
 )
+@click.option(
+    "--example-input",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="JSON {input: nested list} or .npy (one input): run the model here on it and "
+    "add it, with the outputs it gives, as the manifest's first example.",
+)
+@click.option(
+    "--dry-run",
+    is_flag=True,
+    help="Check everything that can be checked here (manifest, file contents, examples "
+    "run by the model) and stop: nothing is uploaded or published.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the published version as JSON.")
 @click.pass_obj
 def push(
@@ -64,6 +78,8 @@ def push(
     task: str,
     description: str | None,
     chunk_size: int,
+    example_input: Path | None,
+    dry_run: bool,
     as_json: bool,
 ) -> None:
     """Upload the files of FOLDER the server lacks (resuming an interrupted push) and
@@ -77,9 +93,14 @@ def push(
         manifest = complete_manifest(
             folder, files, fmt=fmt, license=license_id, description=description
         )
+        if example_input is not None:
+            manifest = add_example(manifest, {f.path: f.source for f in files}, example_input)
+        if dry_run:
+            _dry_run(app, manifest, files, f"{owner}/{name}:{version}")
+            return
         uploaded = _upload(app, files, chunk_size)
     except ModelportError as exc:
-        app.terminal.abort(exc.message)
+        app.terminal.abort(f"{exc.message} ({exc.code})")
     except TransferError as exc:
         app.terminal.abort(str(exc))
     # A model described from its files (transformers) says its task.
@@ -100,6 +121,16 @@ def push(
     verb = "published" if response.status_code == 201 else "already published, identical:"
     app.terminal.success(f"{verb} {body['model']}:{body['version']}")
     app.terminal.info(body["manifest_digest"])
+
+
+def _dry_run(app: Application, manifest: dict[str, Any], files: list[LocalFile], ref: str) -> None:
+    checks = check_locally(manifest, files)
+    if app.terminal.as_json:
+        app.terminal.json({"dry_run": True, "version": ref, "checks": checks, "manifest": manifest})
+        return
+    for line in checks:
+        app.terminal.success(line)
+    app.terminal.info(f"dry run: nothing was uploaded or published; {ref} is not spent")
 
 
 def _digest(app: Application, sources: list[tuple[str, Path]]) -> list[LocalFile]:

@@ -7,6 +7,7 @@ from typing import Any, NoReturn
 
 import orjson
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import (
     BarColumn,
     DownloadColumn,
@@ -60,5 +61,5 @@ class Terminal:
         )
 
     def abort(self, text: str, code: int = 1) -> NoReturn:
-        self.err.print(f"[red]error:[/red] {text}", highlight=False)
+        self.err.print(f"[red]error:[/red] {escape(text)}", highlight=False)
         raise SystemExit(code)

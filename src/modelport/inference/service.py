@@ -24,8 +24,9 @@ stopped once the backend answered (``Caller.watch``): from there the call is bil
 answered, whoever reads it.
 
 A generative call is ``stream``: the same resolution and access checks as
-``call_model``, then ``inference.streaming`` (admit, hold the upper bound, the backend's
-stream of chunks, settle what was delivered).
+``call_model`` (or, for an endpoint, as ``call_endpoint``, its stream routed by
+``Router.streams``), then ``inference.streaming`` (admit, hold the upper bound, the
+backend's stream of chunks, settle what was delivered).
 """
 
 from __future__ import annotations
@@ -70,6 +71,7 @@ from modelport.serving.idempotency import Claim, Replay
 from modelport.serving.plane import ServingPlane
 from modelport.serving.routing.interface import Dispatcher
 from modelport.serving.routing.router import Plan, Prediction
+from modelport.serving.routing.streams import prompt_tensor, texts_tensor
 from modelport.serving.routing.table import Route
 from modelport.serving.types import BackendRequest, VersionRef
 from modelport.tenancy.limits import Admission, LimitService, RateLimited, Subject
@@ -141,17 +143,87 @@ class InferenceService:
         return await self.call_endpoint(caller, target, decode, encode=encode)
 
     async def stream(
-        self, caller: Caller, target: ModelTarget, request: GenerateRequest, deadline: float
+        self, caller: Caller, target: Target, request: GenerateRequest, deadline: float
     ) -> CallStream:
-        """A generative call of a registry version as a metered stream of chunks: the
-        version resolved, access and its callable state checked as for ``call_model``,
-        then ``StreamingCalls`` on its backend: admitted, its upper bound held before the
-        first chunk, settled at the stream's end, its deadline or its caller leaving
-        (see ``inference.streaming``). ``deadline`` is an absolute ``time.monotonic()``."""
+        """A generative call as a metered stream of chunks: admitted, its upper bound
+        held before the first chunk, settled at the stream's end, its deadline or its
+        caller leaving (``StreamingCalls``, see ``inference.streaming``). ``deadline`` is
+        an absolute ``time.monotonic()``.
+
+        A registry version (``ModelTarget``) is resolved, its access and callable state
+        checked as for ``call_model``, and streamed from its backend. An endpoint
+        (``EndpointTarget``) streams as ``call_endpoint`` calls: its active deployment
+        chooses the version (weights, or sticky by ``request.subject``), within the
+        endpoint's deadline, through its replicas, breakers and fallback chain up to the
+        first chunk, with its shadow copy, canary window and prediction log."""
+        if isinstance(target, EndpointTarget):
+            return await self._stream_endpoint(caller, target, request, deadline)
         resolved = await self._callable(caller, target)
         backend = self.replicas_for(resolved.ref)[0]
         calls = StreamingCalls(backend=backend, meter=self.meter, limits=self.limits)
-        return await calls.stream(caller.principal, StreamTarget(resolved.ref), request, deadline)
+        return await calls.stream(
+            caller.principal, StreamTarget(resolved.ref, task_of(resolved.ref)), request, deadline
+        )
+
+    async def _stream_endpoint(
+        self, caller: Caller, target: EndpointTarget, request: GenerateRequest, deadline: float
+    ) -> CallStream:
+        route = await self.route(caller, target.name, Permission.MODEL_CALL)
+        route.check_active()
+        endpoint = route.endpoint
+        deadline = min(deadline, time.monotonic() + endpoint.deadline_ms / 1000)
+        router = self.serving.router
+        plan = router.plan(endpoint.name, request.subject)
+        chosen = plan.version
+        owner, _, name = chosen.model.partition("/")
+        version = self.targets.cached(owner, name, chosen.version)
+        if version is None:
+            version = await self.targets.target(owner, name, chosen.version)
+        if version.borrowed:  # its publisher mounted files: still its to use (as for /v2)
+            await require_files_usable(self.facts, version)
+        source = router.streams(plan)
+        received_at = datetime.now(UTC)
+        started = time.perf_counter()
+        inputs = prompt_tensor(request.prompt, request.messages)
+
+        def ended(stream: CallStream | None, exc: BaseException | None) -> None:
+            if stream is None:
+                return  # refused before it had a prediction id: nothing ran
+            if isinstance(exc, ModelportError):
+                status = exc.code
+            elif exc is not None:
+                status = "cancelled"
+            else:
+                status = "ok"
+            self.prediction_log.record(
+                prediction_record(
+                    prediction_id=stream.prediction_id,
+                    endpoint=endpoint.name,
+                    owner=endpoint.tenant,
+                    chosen=chosen,
+                    provenance=source.provenance,
+                    inputs=inputs,
+                    outputs=texts_tensor(source.texts) if source.provenance else None,
+                    received_at=received_at,
+                    latency_seconds=time.perf_counter() - started,
+                    stages={},
+                    tenant=caller.principal.tenant,
+                    key_id=caller.principal.key_id,
+                    request_id=caller.request_id,
+                    status=status,
+                    arm=plan.arm,
+                    policy=endpoint.log_policy,
+                )
+            )
+
+        calls = StreamingCalls(backend=source, meter=self.meter, limits=self.limits)
+        return await calls.stream(
+            caller.principal,
+            StreamTarget(chosen, task_of(chosen), endpoint=endpoint.name),
+            request,
+            deadline,
+            on_end=ended,
+        )
 
     async def _callable(self, caller: Caller, target: ModelTarget) -> Resolved:
         """The version ``target`` names, once the caller may call it: access (404 for
@@ -429,6 +501,12 @@ class InferenceService:
                 policy=endpoint.log_policy,
             )
         )
+
+
+def task_of(version: VersionRef) -> str:
+    """The model's task as its manifest declares it (``runtime.task``), '' if not."""
+    task = version.manifest.runtime.get("task")
+    return str(task) if task else ""
 
 
 def measure(

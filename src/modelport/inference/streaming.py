@@ -27,23 +27,27 @@ of these ways, and is settled and its admission released then:
 
 The target is already resolved, and access and callable state checked, by the
 inference service that wires this in; this module owns the streamed lifecycle only.
+The chunks come from a ``StreamSource``: a version's backend, or an endpoint's routing
+(replicas, breakers and fallbacks up to the first chunk; a first chunk naming another
+version bills the call at that version's prices).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import time
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass, field
 from types import TracebackType
-from typing import Any
+from typing import Any, Protocol
 
-from modelport.errors import DeadlineExceeded, InvalidInput
+from modelport.errors import DeadlineExceeded, InvalidInput, ModelportError
 from modelport.metering.meter import InferenceMeter, MeteredCall, stream_call
 from modelport.metering.types import CallInfo, Unit, UsageStatus
 from modelport.runtime.types import ChatMessage, Priority
-from modelport.serving.backends.base import Backend
+from modelport.serving.capability import BYTES_PER_TOKEN
 from modelport.serving.types import StreamChunk, StreamRequest, VersionRef
 from modelport.tenancy import Principal
 from modelport.tenancy.limits import Admission, LimitService, Subject
@@ -89,6 +93,9 @@ class GenerateRequest:
     completion of ``prompt``."""
     n: int = 1
     priority: Priority = Priority.INTERACTIVE
+    subject: str | None = None
+    """For an endpoint: who the call is for, so a canary keeps a subject on one version
+    (as a tensor call's ``subject``); None: chosen by the weights alone."""
 
     @property
     def prompt_bytes(self) -> int:
@@ -99,15 +106,42 @@ class GenerateRequest:
         return contents + CHAT_TEMPLATE_ALLOWANCE
 
     @property
+    def input_estimate(self) -> int:
+        """The prompt's tokens when no backend counted them (a remote server that
+        reports no usage, or a stream cut before it did): about one per
+        ``BYTES_PER_TOKEN`` bytes of its text."""
+        if self.messages is None:
+            size = len(self.prompt.encode("utf-8"))
+        else:
+            size = sum(len(m.content.encode("utf-8")) for m in self.messages)
+        return math.ceil(size / BYTES_PER_TOKEN)
+
+    @property
     def output_bound(self) -> int:
         """The most output tokens the call may produce, all choices together."""
         return self.max_tokens * self.n
 
 
-class StreamingCalls:
-    """Streamed calls on one backend, admitted by ``limits`` and metered by ``meter``."""
+class StreamSource(Protocol):
+    """Where a call's chunks come from: a backend (``Backend.stream``), or an endpoint's
+    routing (``serving.routing.streams.PlannedStream``: replicas, breakers, fallbacks
+    before the first chunk). Same contract as ``Backend.stream``."""
 
-    def __init__(self, *, backend: Backend, meter: InferenceMeter, limits: LimitService) -> None:
+    def stream(self, request: StreamRequest) -> AsyncIterator[StreamChunk]: ...
+
+
+StreamEnded = Callable[["CallStream | None", BaseException | None], None]
+"""Told once a call ended and was settled, with what ended it (None: the stream ended
+whole); the stream is None when the call was refused before it had one. Must not
+block."""
+
+
+class StreamingCalls:
+    """Streamed calls from one source, admitted by ``limits`` and metered by ``meter``."""
+
+    def __init__(
+        self, *, backend: StreamSource, meter: InferenceMeter, limits: LimitService
+    ) -> None:
         self.backend = backend
         self.meter = meter
         self.limits = limits
@@ -118,9 +152,12 @@ class StreamingCalls:
         target: StreamTarget,
         request: GenerateRequest,
         deadline: float,
+        *,
+        on_end: StreamEnded | None = None,
     ) -> CallStream:
         """Admit, hold the upper bound, start the backend's stream; see the module
-        docstring. ``deadline`` is an absolute ``time.monotonic()``."""
+        docstring. ``deadline`` is an absolute ``time.monotonic()``; ``on_end`` hears
+        how the call ended, after its settlement."""
         if not 1 <= request.max_tokens <= MAX_TOKENS_LIMIT:
             raise InvalidInput(
                 f"max_tokens must be between 1 and {MAX_TOKENS_LIMIT}",
@@ -174,14 +211,25 @@ class StreamingCalls:
                     messages=request.messages,
                     n=request.n,
                     priority=request.priority,
+                    prediction_id=metered.prediction_id,
                 )
             )
         except BaseException as exc:
             await self.meter.failed(metered, exc)
             admission.release()
+            if on_end is not None:
+                on_end_safely(on_end, None, exc)
             raise
         stream = CallStream(
-            chunks, metered, self.meter, admission, deadline, request.output_bound, request.n
+            chunks,
+            metered,
+            self.meter,
+            admission,
+            deadline,
+            request.output_bound,
+            request.n,
+            on_end=on_end,
+            input_estimate=request.input_estimate,
         )
         await stream.start()
         return stream
@@ -210,8 +258,16 @@ class CallStream:
         deadline: float,
         max_tokens: int,
         choices: int = 1,
+        *,
+        on_end: StreamEnded | None = None,
+        input_estimate: int = 0,
     ) -> None:
         self._chunks = chunks
+        self._on_end = on_end
+        self._input_estimate = input_estimate
+        self._started = time.monotonic()
+        self._last_chunk_at: float | None = None
+        """When the backend's latest chunk came: the engine worked for the call until then."""
         self._metered = metered
         self._meter = meter
         self._admission = admission
@@ -294,9 +350,14 @@ class CallStream:
             raise DeadlineExceeded(
                 "the stream was still running at the deadline", code="deadline_exceeded"
             ) from None
+        self._last_chunk_at = time.monotonic()
         if chunk.input_tokens:
             # The engine took the prompt: its tokens are used, whatever comes next.
             self._metered.deliver(input_tokens=chunk.input_tokens)
+        ran, call = chunk.version, self._metered.call
+        if ran is not None and (ran.model, ran.version) != (call.model, call.version):
+            # A fallback version streams it: billed at that version's prices.
+            self._metered.ran_version(ran.model, ran.version, ran.manifest_digest)
         return chunk
 
     async def aclose(self) -> None:
@@ -323,15 +384,37 @@ class CallStream:
         self._ending = asyncio.get_running_loop().create_future()
         try:
             await self._close_backend()
+            if self._last_chunk_at is not None:
+                # The time the engine worked for the call: from its submission to the
+                # last chunk it produced (``compute_ms`` on the usage events).
+                self._metered.record(compute_seconds=self._last_chunk_at - self._started)
+                if not self._metered.quantities.get(Unit.INPUT_TOKEN):
+                    # It ran, but no backend counted the prompt (a remote server that
+                    # reports usage only at the end, or never): estimated.
+                    self._metered.deliver(input_tokens=self._input_estimate)
             if exc is None:
                 await self._meter.succeeded(self._metered)
                 self.status = UsageStatus.SUCCEEDED
             else:
-                await self._meter.failed(self._metered, exc)
+                await self._meter.failed(self._metered, self._settled_as(exc))
                 self.status = _status_of(exc)
         finally:
             self._admission.release()
             self._ending.set_result(None)
+            if self._on_end is not None:
+                on_end_safely(self._on_end, self, exc)
+
+    def _settled_as(self, exc: BaseException) -> BaseException:
+        """What the meter settles the call by. A backend that became unavailable or
+        overloaded once its stream had begun did run: the call is ``failed`` (priced by
+        the failure rule), not given back whole as a refusal before running is."""
+        if (
+            self._last_chunk_at is not None
+            and isinstance(exc, ModelportError)
+            and exc.kind in ("unavailable", "overloaded")
+        ):
+            return RuntimeError(f"the stream broke: {exc.code}")
+        return exc
 
     async def _close_backend(self) -> None:
         """Close the backend's stream before settling: the engine stops working for a
@@ -358,6 +441,16 @@ class CallStream:
             task = loop.create_task(self.aclose())
             _closing.add(task)  # the loop keeps only a weak reference to a task
             task.add_done_callback(_closing.discard)
+
+
+def on_end_safely(
+    on_end: StreamEnded, stream: CallStream | None, exc: BaseException | None
+) -> None:
+    """Tell ``on_end`` (a stream that never started is None); its failure is logged."""
+    try:
+        on_end(stream, exc)
+    except Exception:
+        _log.exception("a stream's end hook failed")
 
 
 def _status_of(exc: BaseException) -> UsageStatus:

@@ -29,7 +29,8 @@ Units metered for a call: ``prediction`` (1 per call that produced an answer),
 ``compute_ms`` (the call's share of its batch's executor time), ``second`` (wall
 time, rounded up), and counted units the surface records (tokens, images). One
 event per unit the version has a price for, ids ``<prediction_id>:<unit>``; a
-version with no price at all still yields one free ``prediction`` event, so usage
+version with no price at all still yields one free ``prediction`` event, and a
+counted unit without a price (a stream's tokens) a free event of its own, so usage
 is recorded whatever it costs. Time-priced units are charged at most up to the
 call's deadline (what was reserved), so a call can never overrun its hold.
 
@@ -142,12 +143,13 @@ class MeteredCall:
 
     def deliver(self, *, input_tokens: int = 0, output_tokens: int = 0) -> None:
         """Count what a stream delivered: the prompt's tokens once the engine counted
-        them, output tokens as each chunk goes out. Capped at the call's bounds
-        (``stream_call``), so a settlement never exceeds its hold."""
+        them, output tokens as each chunk goes out (a negative count corrects an
+        estimate, as a remote server's final usage may). Kept between 0 and the call's
+        bounds (``stream_call``), so a settlement never exceeds its hold."""
         quantities = self.quantities
         for unit, n in ((Unit.INPUT_TOKEN, input_tokens), (Unit.OUTPUT_TOKEN, output_tokens)):
             if n:
-                done = quantities.get(unit, 0) + n
+                done = max(0, quantities.get(unit, 0) + n)
                 quantities[unit] = min(done, self.call.quantities.get(unit, done))
 
     def record_usage(self, usage: Usage) -> None:
@@ -178,7 +180,7 @@ class MeteredCall:
         wall_ms = (time.monotonic() - self.started) * 1000
         call = self.call
         model, version, digest = self.ran or (call.model, call.version, call.manifest_digest)
-        units = prices or {Unit.PREDICTION: FREE}
+        units = _units(prices, call)
         return [
             priced_event(
                 event_id=f"{self.prediction_id}:{unit.value}",
@@ -218,7 +220,7 @@ class MeteredCall:
         reservation_id = self.reservation.id if self.reservation else None
         prediction_id = self.prediction_id
         docs = []
-        for unit, price in sorted((prices or _FREE_ONLY).items()):
+        for unit, price in sorted(_units(prices, call).items()):
             quantity = self.quantity(unit, status, wall_ms)
             amount = price.amount(quantity, status)
             docs.append(
@@ -251,6 +253,16 @@ class MeteredCall:
 
 
 _FREE_ONLY = {Unit.PREDICTION: FREE}
+
+
+def _units(prices: dict[Unit, PriceSnapshot], call: CallInfo) -> dict[Unit, PriceSnapshot]:
+    """The units a call's events are written for: its priced units (a free
+    ``prediction`` when it has none), and free ones for what it counted but has no price
+    for (a stream's tokens), so its usage is recorded whatever it costs."""
+    units = prices or _FREE_ONLY
+    if call.quantities and not call.quantities.keys() <= units.keys():
+        units = {unit: FREE for unit in call.quantities} | units
+    return units
 
 
 class InferenceMeter:

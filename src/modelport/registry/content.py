@@ -56,6 +56,7 @@ import zipfile
 import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import IO, Any
 
 from modelport.blobs import BlobStore
@@ -101,6 +102,12 @@ def find_unsafe(blobs: BlobStore, digest: str, size: int) -> Finding | None:
 def sniff_bytes(data: bytes) -> Finding | None:
     """``find_unsafe`` for bytes in memory."""
     return _sniff_file(io.BytesIO(data), len(data), depth=0)
+
+
+def sniff_path(path: Path) -> Finding | None:
+    """``find_unsafe`` for a local file (what ``push --dry-run`` checks before upload)."""
+    with path.open("rb") as f:
+        return _sniff_file(f, path.stat().st_size, depth=0)
 
 
 class _BlobReader(io.RawIOBase):

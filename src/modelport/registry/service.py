@@ -39,6 +39,7 @@ from modelport.manifest import UNSAFE_FORMATS, Manifest, canonical_bytes, manife
 from modelport.manifest import parse_manifest as _parse_manifest
 from modelport.registry import catalog, content, formats, lifecycle, signing
 from modelport.registry import repository as repo
+from modelport.registry.examples import check_examples
 from modelport.registry.licenses import normalize_license
 from modelport.registry.names import (
     ALIAS_RE,
@@ -554,7 +555,9 @@ class RegistryService:
 
 
 def parse_manifest(data: Any) -> Manifest:
-    """Schema validation plus the registry's own rules: safe format, SPDX license."""
+    """Schema validation plus the registry's own rules: safe format, SPDX license,
+    examples that agree with themselves and the declared tensors (``check_examples``).
+    Everything publishing checks that needs no blob store nor database."""
     manifest = _parse_manifest(data)
     if manifest.format in UNSAFE_FORMATS:
         raise InvalidInput(
@@ -563,6 +566,7 @@ def parse_manifest(data: Any) -> Manifest:
             field="manifest.format",
         )
     normalize_license(manifest.license, field="manifest.license")
+    check_examples(manifest)
     return manifest
 
 

@@ -107,6 +107,7 @@ def _example_runner(files: dict[str, Path], manifest: Any) -> Callable[[Any, int
     from modelport.runtime.examples import run_example
     from modelport.runtime.formats import get_format
     from modelport.runtime.formats.registry import generative_formats
+    from modelport.runtime.outputs import DeclaredOutputs
 
     options = VALIDATION_OPTIONS.get(manifest.format)
     if manifest.runtime.get("task") in GENERATIVE_TASKS:
@@ -115,7 +116,10 @@ def _example_runner(files: dict[str, Path], manifest: Any) -> Callable[[Any, int
         if runner is not None:
             examples: Callable[[Any, int], Any] = runner(files, manifest)
             return examples
-    model = get_format(manifest.format, options).load(files, manifest)
+    # Examples see what callers will: the declared outputs, in declared datatypes.
+    model = DeclaredOutputs(
+        get_format(manifest.format, options).load(files, manifest), manifest.outputs
+    )
     return functools.partial(run_example, model)
 
 

@@ -24,7 +24,8 @@ class ExampleResult:
 
 def run_example(model: LoadedModel, example: Example, index: int = 0) -> ExampleResult:
     inputs = {
-        t.name: decode_json_tensor(t.name, t.datatype, t.shape, t.data) for t in example.inputs
+        t.name: decode_json_tensor(t.name, t.datatype, t.shape, t.data, role="example input")
+        for t in example.inputs
     }
     outputs = model.execute(inputs)
     problems: list[str] = []
@@ -32,7 +33,9 @@ def run_example(model: LoadedModel, example: Example, index: int = 0) -> Example
         if expected.name not in outputs:
             problems.append(f"output '{expected.name}' missing")
             continue
-        want = decode_json_tensor(expected.name, expected.datatype, expected.shape, expected.data)
+        want = decode_json_tensor(
+            expected.name, expected.datatype, expected.shape, expected.data, role="example output"
+        )
         got = np.asarray(outputs[expected.name])
         if list(got.shape) != list(want.shape):
             problems.append(

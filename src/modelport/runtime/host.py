@@ -53,6 +53,7 @@ from modelport.runtime.examples import run_example
 from modelport.runtime.executor import Executor, ThreadExecutor
 from modelport.runtime.formats.base import LoadedModel, ModelFormat
 from modelport.runtime.observer import NullObserver, RuntimeObserver, VersionObserver
+from modelport.runtime.outputs import DeclaredOutputs
 from modelport.runtime.types import (
     BatchingConfig,
     InferenceResult,
@@ -291,7 +292,8 @@ class ModelHost:
             phases[Phase.VERIFY] = cached.verify_seconds
             before = self._memory_probe()
             started = time.perf_counter()
-            model = fmt.load(cached.files, manifest)
+            # What leaves the host is what the manifest declares (runtime.outputs).
+            model = DeclaredOutputs(fmt.load(cached.files, manifest), manifest.outputs)
             phases[Phase.LOAD] = time.perf_counter() - started
             measured = max(0, self._memory_probe() - before)
             started = time.perf_counter()

@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 import orjson
 
-from modelport.errors import InvalidInput
+from modelport.errors import Internal, InvalidInput
 
 OIP_TO_NUMPY: dict[str, np.dtype[Any]] = {
     "BOOL": np.dtype(np.bool_),
@@ -57,19 +57,23 @@ def oip_datatype(array: np.ndarray) -> str:
         raise InvalidInput(f"unsupported dtype {array.dtype}", code="invalid_datatype") from None
 
 
-def decode_json_tensor(name: str, datatype: str, shape: list[int], data: Any) -> np.ndarray:
+def decode_json_tensor(
+    name: str, datatype: str, shape: list[int], data: Any, *, role: str = "input"
+) -> np.ndarray:
     """Build an array from OIP JSON ``data`` (flat or nested, row-major).
 
     ``shape`` must already be a list of non-negative ints. Values are checked,
     not coerced: integers for INT/UINT (within range), numbers for FP, JSON
     booleans for BOOL, strings for BYTES (returned as UTF-8 ``bytes`` objects).
+    Errors name the tensor as ``{role} '{name}'`` (``role`` is what the tensor is
+    to the caller: an ``input``, an ``output``, an ``example output``...).
     """
-    dtype = numpy_dtype(name, datatype)
+    dtype = numpy_dtype(name, datatype, role=role)
     if isinstance(data, list) and datatype != "BYTES":
         array = decode_json_numbers_fast(dtype, shape, math.prod(shape), data)
         if array is not None:
             return array
-    return _decode_json(name, datatype, dtype, shape, data)
+    return _decode_json(f"{role} '{name}'", datatype, dtype, shape, data)
 
 
 def decode_json_numbers_fast(
@@ -114,40 +118,40 @@ def decode_json_numbers_fast(
 
 
 def _decode_json(
-    name: str, datatype: str, dtype: np.dtype[Any], shape: list[int], data: Any
+    label: str, datatype: str, dtype: np.dtype[Any], shape: list[int], data: Any
 ) -> np.ndarray:
     if not isinstance(data, list):
-        raise InvalidInput(f"input '{name}': data must be an array", code="invalid_tensor_data")
+        raise InvalidInput(f"{label}: data must be an array", code="invalid_tensor_data")
     expected = math.prod(shape)
     if _nesting(data) > max(len(shape), 1):
         raise InvalidInput(
-            f"input '{name}': data is nested deeper than shape {list(shape)}",
+            f"{label}: data is nested deeper than shape {list(shape)}",
             code="invalid_tensor_shape",
         )
     if datatype == "BYTES":
-        flat = _decode_json_bytes(name, data)
+        flat = _decode_json_bytes(label, data)
     else:
-        flat = _decode_json_numbers(name, datatype, dtype, data)
+        flat = _decode_json_numbers(label, datatype, dtype, data)
     if flat.size != expected:
         raise InvalidInput(
-            f"input '{name}': shape {list(shape)} needs {expected} elements, got {flat.size}",
+            f"{label}: shape {list(shape)} needs {expected} elements, got {flat.size}",
             code="invalid_tensor_shape",
         )
     return flat.reshape(shape)
 
 
-def numpy_dtype(name: str, datatype: str) -> np.dtype[Any]:
+def numpy_dtype(name: str, datatype: str, *, role: str = "input") -> np.dtype[Any]:
     """The numpy dtype of an OIP datatype; unknown names are refused naming the tensor."""
     try:
         return OIP_TO_NUMPY[datatype]
     except (KeyError, TypeError):
         raise InvalidInput(
-            f"input '{name}': unsupported datatype {datatype!r}", code="invalid_datatype"
+            f"{role} '{name}': unsupported datatype {datatype!r}", code="invalid_datatype"
         ) from None
 
 
 def decode_binary_tensor(
-    name: str, datatype: str, shape: list[int], buffer: bytes | memoryview
+    name: str, datatype: str, shape: list[int], buffer: bytes | memoryview, *, role: str = "input"
 ) -> np.ndarray:
     """Build an array from its binary tensor data (little-endian, row-major, no padding).
 
@@ -155,14 +159,15 @@ def decode_binary_tensor(
     length followed by the bytes. Fixed-size types are read without copying, so
     the array is a read-only view of ``buffer``.
     """
-    dtype = numpy_dtype(name, datatype)
+    dtype = numpy_dtype(name, datatype, role=role)
+    label = f"{role} '{name}'"
     count = math.prod(shape)
     if datatype == "BYTES":
-        return _decode_binary_bytes(name, count, buffer).reshape(shape)
+        return _decode_binary_bytes(label, count, buffer).reshape(shape)
     needed = count * dtype.itemsize
     if len(buffer) != needed:
         raise InvalidInput(
-            f"input '{name}': binary data is {len(buffer)} bytes, but {datatype} of shape "
+            f"{label}: binary data is {len(buffer)} bytes, but {datatype} of shape "
             f"{list(shape)} needs {needed}",
             code="invalid_binary_data",
         )
@@ -170,7 +175,7 @@ def decode_binary_tensor(
         raw = np.frombuffer(buffer, dtype=np.uint8, count=count)
         if count and int(raw.max()) > 1:
             raise InvalidInput(
-                f"input '{name}': BOOL binary data holds bytes other than 0 and 1",
+                f"{label}: BOOL binary data holds bytes other than 0 and 1",
                 code="invalid_binary_data",
             )
         return raw.view(np.bool_).reshape(shape)
@@ -218,7 +223,12 @@ def _as_bytes(item: Any) -> bytes:
         return item
     if isinstance(item, str):
         return item.encode("utf-8")
-    return str(item).encode("utf-8")
+    # A BYTES tensor of other objects (a classifier's dicts...) has no wire form: its
+    # repr would reach callers as if it were data.
+    raise Internal(
+        f"a BYTES element is a {type(item).__name__}, neither bytes nor text",
+        code="output_datatype_mismatch",
+    )
 
 
 _MIN, _MAX = np.minimum.reduce, np.maximum.reduce
@@ -243,12 +253,12 @@ def _nesting(data: Any) -> int:
     return depth
 
 
-def _decode_json_numbers(name: str, datatype: str, dtype: np.dtype[Any], data: list[Any]) -> Any:
+def _decode_json_numbers(label: str, datatype: str, dtype: np.dtype[Any], data: list[Any]) -> Any:
     try:
         raw = np.asarray(data)
     except (ValueError, TypeError):
         raise InvalidInput(
-            f"input '{name}': data is not a regular array of {datatype} values",
+            f"{label}: data is not a regular array of {datatype} values",
             code="invalid_tensor_data",
         ) from None
     if raw.size == 0:
@@ -256,7 +266,7 @@ def _decode_json_numbers(name: str, datatype: str, dtype: np.dtype[Any], data: l
     kind = raw.dtype.kind
     if dtype.kind in _INT_KINDS and kind not in _INT_KINDS:
         # numpy infers float64 when big unsigned and other integers mix; redo exactly.
-        return _decode_json_big_ints(name, datatype, dtype, data)
+        return _decode_json_big_ints(label, datatype, dtype, data)
     if datatype == "BOOL":
         ok = kind == "b"
         wanted = "true/false"
@@ -264,14 +274,12 @@ def _decode_json_numbers(name: str, datatype: str, dtype: np.dtype[Any], data: l
         ok = kind in (_INT_KINDS if dtype.kind in _INT_KINDS else _NUMBER_KINDS)
         wanted = "integers" if dtype.kind in _INT_KINDS else "numbers"
     if not ok:
-        raise InvalidInput(
-            f"input '{name}': {datatype} data must be {wanted}", code="invalid_tensor_data"
-        )
+        raise InvalidInput(f"{label}: {datatype} data must be {wanted}", code="invalid_tensor_data")
     if dtype.kind in _INT_KINDS:
         info = np.iinfo(dtype)
         if int(raw.min()) < info.min or int(raw.max()) > info.max:
             raise InvalidInput(
-                f"input '{name}': value out of range for {datatype}", code="invalid_tensor_data"
+                f"{label}: value out of range for {datatype}", code="invalid_tensor_data"
             )
     if dtype.kind == "f" and raw.dtype.kind == "f" and raw.dtype.itemsize > dtype.itemsize:
         # Floats beyond the target's range become +-inf, as any IEEE cast would; numpy
@@ -285,22 +293,20 @@ def _decode_json_numbers(name: str, datatype: str, dtype: np.dtype[Any], data: l
 
 
 def _decode_json_big_ints(
-    name: str, datatype: str, dtype: np.dtype[Any], data: list[Any]
+    label: str, datatype: str, dtype: np.dtype[Any], data: list[Any]
 ) -> np.ndarray:
     items = np.asarray(data, dtype=np.object_).reshape(-1).tolist()
     if not all(type(item) is int for item in items):
-        raise InvalidInput(
-            f"input '{name}': {datatype} data must be integers", code="invalid_tensor_data"
-        )
+        raise InvalidInput(f"{label}: {datatype} data must be integers", code="invalid_tensor_data")
     try:
         return np.array(items, dtype=dtype)
     except OverflowError:
         raise InvalidInput(
-            f"input '{name}': value out of range for {datatype}", code="invalid_tensor_data"
+            f"{label}: value out of range for {datatype}", code="invalid_tensor_data"
         ) from None
 
 
-def _decode_json_bytes(name: str, data: list[Any]) -> np.ndarray:
+def _decode_json_bytes(label: str, data: list[Any]) -> np.ndarray:
     items: list[bytes] = []
     stack = [iter(data)]  # iterative: JSON nesting must not exhaust the Python stack
     while stack:
@@ -313,14 +319,14 @@ def _decode_json_bytes(name: str, data: list[Any]) -> np.ndarray:
                     items.append(item.encode("utf-8"))
                 except UnicodeEncodeError:
                     raise InvalidInput(
-                        f"input '{name}': BYTES element is not valid UTF-8",
+                        f"{label}: BYTES element is not valid UTF-8",
                         code="invalid_tensor_data",
                     ) from None
             elif isinstance(item, bytes):
                 items.append(item)
             else:
                 raise InvalidInput(
-                    f"input '{name}': BYTES data must be strings", code="invalid_tensor_data"
+                    f"{label}: BYTES data must be strings", code="invalid_tensor_data"
                 )
         else:
             stack.pop()
@@ -329,11 +335,11 @@ def _decode_json_bytes(name: str, data: list[Any]) -> np.ndarray:
     return out
 
 
-def _decode_binary_bytes(name: str, count: int, buffer: bytes | memoryview) -> np.ndarray:
+def _decode_binary_bytes(label: str, count: int, buffer: bytes | memoryview) -> np.ndarray:
     size = len(buffer)
     if count * _LENGTH.size > size:
         raise InvalidInput(
-            f"input '{name}': binary data is {size} bytes, too short for {count} BYTES elements",
+            f"{label}: binary data is {size} bytes, too short for {count} BYTES elements",
             code="invalid_binary_data",
         )
     view = memoryview(buffer)
@@ -346,8 +352,7 @@ def _decode_binary_bytes(name: str, count: int, buffer: bytes | memoryview) -> n
         offset += _LENGTH.size
         if offset + length > size:
             raise InvalidInput(
-                f"input '{name}': BYTES element {i} claims {length} bytes, only "
-                f"{size - offset} remain",
+                f"{label}: BYTES element {i} claims {length} bytes, only {size - offset} remain",
                 code="invalid_binary_data",
             )
         out[i] = bytes(view[offset : offset + length])
@@ -356,11 +361,11 @@ def _decode_binary_bytes(name: str, count: int, buffer: bytes | memoryview) -> n
         if offset == size:
             return out
         raise InvalidInput(
-            f"input '{name}': {size - offset} bytes left after {count} BYTES elements",
+            f"{label}: {size - offset} bytes left after {count} BYTES elements",
             code="invalid_binary_data",
         )
     raise InvalidInput(
-        f"input '{name}': binary data ends after {i} of {count} BYTES elements",
+        f"{label}: binary data ends after {i} of {count} BYTES elements",
         code="invalid_binary_data",
     )
 

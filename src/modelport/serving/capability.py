@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from modelport.serving.types import BackendRequest, Capabilities, VersionRef
+from modelport.serving.types import BackendRequest, Capabilities, StreamRequest, VersionRef
 
 BYTES_PER_TOKEN = 4
 """Rough size of a token when the caller did not count them (English text, BPE)."""
@@ -95,6 +95,22 @@ def unmet_by_request(capabilities: Capabilities, request: BackendRequest) -> str
         tokens = _context_tokens(request)
         if tokens > limit:
             return f"needs about {tokens} tokens of context, has {limit}"
+    return None
+
+
+def unmet_by_stream(capabilities: Capabilities, request: StreamRequest) -> str | None:
+    """``unmet`` for what a streamed request decides: its context (the prompt at about
+    one token per ``BYTES_PER_TOKEN`` bytes, plus ``max_tokens``)."""
+    limit = capabilities.context_length
+    if limit is None:
+        return None
+    if request.messages is None:
+        size = len(request.prompt.encode("utf-8"))
+    else:
+        size = sum(len(m.content.encode("utf-8")) for m in request.messages)
+    tokens = math.ceil(size / BYTES_PER_TOKEN) + request.max_tokens
+    if tokens > limit:
+        return f"needs about {tokens} tokens of context, has {limit}"
     return None
 
 

@@ -20,6 +20,9 @@ request path once the router has chosen a version and ordered its replicas:
 5. Only when every replica failed does the endpoint's fallback chain run
    (``modelport.serving.fallback``): a different version is used only through it.
 
+``open_stream`` does the same for a generative request up to its first chunk, and
+nothing after it (``modelport.serving.stream_dispatch``).
+
 With a ``cache`` step in the chain, each primary answer is remembered for it.
 """
 
@@ -46,6 +49,7 @@ from modelport.serving.fallback import (
     run_chain,
 )
 from modelport.serving.health import HealthBoard
+from modelport.serving.stream_dispatch import OpenedStream, StreamOpener
 from modelport.serving.types import (
     Attempt,
     BackendRequest,
@@ -54,6 +58,7 @@ from modelport.serving.types import (
     Health,
     Provenance,
     Served,
+    StreamRequest,
     VersionRef,
 )
 
@@ -88,6 +93,26 @@ class Dispatcher:
         self._static: dict[tuple[int, int], tuple[Capabilities, VersionRef, str | None]] = {}
         """What the version alone decides of a backend's fitness (the objects are kept, so
         their ids are not reused while cached)."""
+        self.streams = StreamOpener(
+            board,
+            max_attempts=config.max_attempts,
+            attempt_timeout_seconds=config.attempt_timeout_seconds,
+            unmet_by_version=self._unmet_by_version,
+            metrics=metrics,
+        )
+
+    async def open_stream(
+        self,
+        request: StreamRequest,
+        replicas: Sequence[Backend],
+        *,
+        fallback: Sequence[FallbackOption] = (),
+        endpoint: str = "",
+    ) -> OpenedStream:
+        """Start ``request``'s stream on ``replicas`` of its version, else on the
+        ``fallback`` chain's versions, up to its first chunk (see
+        ``modelport.serving.stream_dispatch``)."""
+        return await self.streams.open(request, replicas, fallback=fallback, endpoint=endpoint)
 
     async def dispatch(
         self,

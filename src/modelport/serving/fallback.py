@@ -128,7 +128,10 @@ def static_outputs(primary: Manifest, tensors: Sequence[ExampleTensor]) -> dict[
             problems=problems,
         )
     try:
-        return {t.name: decode_json_tensor(t.name, t.datatype, t.shape, t.data) for t in tensors}
+        return {
+            t.name: decode_json_tensor(t.name, t.datatype, t.shape, t.data, role="output")
+            for t in tensors
+        }
     except InvalidInput as exc:
         raise Unprocessable(
             f"static fallback: {exc.message}", code="incompatible_fallback"

@@ -107,6 +107,8 @@ class StreamRequest:
     n: int = 1
     """Choices to generate: ``max_tokens`` bounds each."""
     priority: Priority = Priority.INTERACTIVE
+    prediction_id: str = ""
+    """The metered call's prediction id (a shadow copy is recorded against it)."""
 
 
 @dataclass(frozen=True)
@@ -129,6 +131,9 @@ class StreamChunk:
     choice: int = 0
     """Which of the request's ``n`` choices the chunk continues."""
     logprobs: tuple[float, ...] | None = None
+    version: VersionRef | None = None
+    """Set by routing on a stream's first chunk: the version whose stream this is (not
+    the one asked for when a fallback answered), so the call is billed at its price."""
 
 
 class FallbackKind(StrEnum):

@@ -24,7 +24,7 @@ from starlette.routing import Route
 from modelport.digests import sha256_digest
 from modelport.manifest import Manifest
 from modelport.serving.types import VersionRef
-from tests.conftest import free_port
+from tests.conftest import ensure_tenant, free_port
 from tests.models import add_one, mlp
 
 REMOTE_KEY = "remote-admin-key-" + "r" * 24
@@ -85,6 +85,7 @@ class ModelportProcess:
             digest = sha256_digest(data)
             uploaded = api.post("/api/uploads", params={"digest": digest}, content=data)
             assert uploaded.status_code == 201, uploaded.text
+            ensure_tenant(api, owner)
             created = api.post("/api/models", json={"owner": owner, "name": name, "license": "MIT"})
             assert created.status_code in (201, 409), created.text
             manifest = {

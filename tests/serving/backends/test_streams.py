@@ -1,6 +1,7 @@
 """``Backend.stream``: the local backend streams from a generative engine (in order,
-cancelled when its consumer leaves or the deadline passes); a tensor model and the
-remote backends refuse with ``streaming_unsupported``."""
+cancelled when its consumer leaves or the deadline passes); a tensor model, the
+remote V2 backend and an OpenAI-compatible one asked for a task it cannot stream
+refuse with ``streaming_unsupported``."""
 
 from __future__ import annotations
 
@@ -151,6 +152,8 @@ def test_a_tensor_model_cannot_stream(parts: Parts) -> None:
     "backend",
     [
         RemoteV2Backend("v2", "http://127.0.0.1:9"),
+        # A version whose task it cannot stream (the OpenAI one streams chat and
+        # completions: test_remote_openai_stream.py).
         RemoteOpenAIBackend("oa", "http://127.0.0.1:9", formats=frozenset({"gguf"})),
         FakeBackend("fake"),
     ],

@@ -158,7 +158,7 @@ def _answer(prediction: Prediction, parsed: PredictRequest) -> dict[str, Any]:
         "model": None if ran is None else ran.model,
         "model_version": None if ran is None else ran.version,
         "backend": provenance.backend,
-        "outputs": encode_outputs(parsed.form, prediction.outputs),
+        "outputs": encode_outputs(parsed.form, prediction.outputs, parsed.declared),
         "fallback": None,
     }
     if parsed.id is not None:

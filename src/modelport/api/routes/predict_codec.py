@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from modelport.errors import InvalidInput
+from modelport.errors import Internal, InvalidInput
 from modelport.manifest import TensorSpec
 from modelport.runtime.tensors import decode_json_tensor, encode_json_data, oip_datatype
 
@@ -44,6 +44,8 @@ class PredictRequest:
     subject: str | None = None
     id: str | None = None
     parameters: dict[str, Any] = field(default_factory=dict)
+    declared: tuple[TensorSpec, ...] | None = None
+    """The endpoint's outputs: only these are answered, in their datatypes."""
 
 
 def parse_predict(
@@ -96,6 +98,7 @@ def parse_predict(
         outputs=_requested(doc.get("outputs"), outputs),
         subject=subject,
         id=request_id,
+        declared=tuple(outputs),
         parameters=parameters,
     )
 
@@ -202,8 +205,14 @@ def _requested(raw: Any, outputs: Sequence[TensorSpec]) -> tuple[str, ...] | Non
     return tuple(names) or None
 
 
-def encode_outputs(form: str, outputs: Mapping[str, np.ndarray]) -> Any:
-    """Outputs in the request's form."""
+def encode_outputs(
+    form: str, outputs: Mapping[str, np.ndarray], declared: Sequence[TensorSpec] | None = None
+) -> Any:
+    """Outputs in the request's form. With ``declared``, only declared outputs are
+    answered (those the model gave, in declared order), each in its declared datatype:
+    another raises ``Internal`` ``output_datatype_mismatch``."""
+    if declared is not None:
+        outputs = _declared_only(outputs, declared)
     if form == SIMPLE:
         return {name: _nested(np.asarray(array)) for name, array in outputs.items()}
     return [
@@ -215,6 +224,30 @@ def encode_outputs(form: str, outputs: Mapping[str, np.ndarray]) -> Any:
         }
         for name, value in outputs.items()
     ]
+
+
+def _declared_only(
+    outputs: Mapping[str, np.ndarray], declared: Sequence[TensorSpec]
+) -> dict[str, np.ndarray]:
+    kept: dict[str, np.ndarray] = {}
+    for spec in declared:
+        if spec.name not in outputs:
+            continue  # not requested
+        array = np.asarray(outputs[spec.name])
+        try:
+            datatype = oip_datatype(array)
+        except InvalidInput:
+            datatype = str(array.dtype)
+        if datatype != spec.datatype:
+            raise Internal(
+                f"output '{spec.name}' is declared {spec.datatype}, but the model produced "
+                f"{datatype}",
+                code="output_datatype_mismatch",
+                output=spec.name,
+                declared=spec.datatype,
+            )
+        kept[spec.name] = array
+    return kept
 
 
 def _nested(array: np.ndarray) -> Any:

@@ -12,6 +12,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from modelport.api.access import (
     parent_filter,
     require_model,
+    require_owner_tenant,
     require_transition,
     visible_lineage,
 )
@@ -74,6 +75,7 @@ def publish_version(
 ) -> dict[str, Any]:
     """Publish an immutable version: 201 when created, 200 when identical to the stored one."""
     require_model(request, principal, owner, name, Permission.MODEL_REGISTER)
+    require_owner_tenant(request, principal, owner)
     registry = get_services(request).registry
     published = registry.publish(
         owner,

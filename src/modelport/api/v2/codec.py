@@ -33,6 +33,7 @@ from modelport.api.v2.types import (
     RequestOutput,
 )
 from modelport.errors import Internal, InvalidInput
+from modelport.manifest import TensorSpec
 from modelport.runtime.tensors import (
     NUMPY_TO_OIP,
     bytes_as_text,
@@ -117,11 +118,16 @@ def encode_infer_response(
     requested: Sequence[RequestOutput] = (),
     binary_data_output: bool = False,
     parameters: Mapping[str, Any] | None = None,
+    declared: Sequence[TensorSpec] | None = None,
 ) -> EncodedResponse:
     """Encode a model's outputs as an inference response.
 
     With ``requested`` (the request's ``outputs``) only those are returned,
-    in that order; otherwise every entry of ``outputs``. An output goes as
+    in that order; otherwise the ``declared`` outputs (the manifest's), in declared
+    order, or every entry of ``outputs`` when ``declared`` is None. With ``declared``,
+    an output is only ever returned in its declared datatype: another one raises
+    ``Internal`` (code ``output_datatype_mismatch``), as does a BYTES element that is
+    neither bytes nor text (never its ``repr``). An output goes as
     binary when its ``binary_data`` says so, else per ``binary_data_output``;
     BYTES outputs that are not valid UTF-8 have no JSON form and always go as
     binary. NaN and infinities are written as the literals ``NaN``, ``Infinity`` and
@@ -135,8 +141,11 @@ def encode_infer_response(
             (r.name, binary_data_output if r.binary_data is None else r.binary_data)
             for r in requested
         ]
+    elif declared is not None:
+        selection = [(spec.name, binary_data_output) for spec in declared]
     else:
         selection = [(name, binary_data_output) for name in outputs]
+    datatypes = None if declared is None else {spec.name: spec.datatype for spec in declared}
 
     entries: list[dict[str, Any]] = []
     chunks: list[bytes] = []
@@ -145,6 +154,8 @@ def encode_infer_response(
             raise Internal(f"the model produced no output '{name}'", code="missing_output")
         array = np.asarray(outputs[name])
         datatype = _output_datatype(name, array)
+        if datatypes is not None and datatypes.get(name) != datatype:
+            raise _undeclared(name, datatype, datatypes.get(name))
         entry: dict[str, Any] = {"name": name, "datatype": datatype, "shape": list(array.shape)}
         if not binary:
             data = _json_data(array, datatype)
@@ -368,6 +379,17 @@ def _parse_outputs(items: Any) -> tuple[RequestOutput, ...]:
             )
         parsed.append(RequestOutput(name=name, binary_data=binary, parameters=parameters))
     return tuple(parsed)
+
+
+def _undeclared(name: str, datatype: str, declared: str | None) -> Internal:
+    if declared is None:
+        return Internal(f"output '{name}' is not declared by the model", code="undeclared_output")
+    return Internal(
+        f"output '{name}' is declared {declared}, but the model produced {datatype}",
+        code="output_datatype_mismatch",
+        output=name,
+        declared=declared,
+    )
 
 
 def _output_datatype(name: str, array: np.ndarray) -> str:

@@ -216,6 +216,7 @@ async def infer(request: Request) -> Response:
         request_id=parsed.id,
         requested=parsed.outputs,
         binary_data_output=parsed.binary_data_output,
+        declared=decoder.declared,
     )
     encoded.headers["Server-Timing"] = _server_timing(result)
     return Response(encoded.body, headers=encoded.headers)
@@ -269,7 +270,7 @@ class _Decoder:
     """The ``/v2`` decoding of one infer request, for the service to call once admitted:
     read the body, watch the caller from then on, parse and check it."""
 
-    __slots__ = ("caller", "headers", "limit", "parsed", "request")
+    __slots__ = ("caller", "declared", "headers", "limit", "parsed", "request")
 
     def __init__(
         self, request: Request, headers: dict[bytes, bytes], limit: int, caller: Caller
@@ -279,6 +280,7 @@ class _Decoder:
         self.limit = limit
         self.caller = caller
         self.parsed: V2Request
+        self.declared: Sequence[TensorSpec] = ()
 
     async def decode(
         self, inputs: Sequence[TensorSpec], outputs: Sequence[TensorSpec]
@@ -303,6 +305,7 @@ class _Decoder:
         priority = priority_of(parameters) if "priority" in parameters else None
         validate_request(parsed, inputs, outputs, max_input_bytes=limit)
         self.parsed = parsed
+        self.declared = outputs
         return InferenceRequest(
             parsed.arrays(), model_parameters(parameters), None, timeout or None, priority
         )

@@ -6,14 +6,17 @@ import click
 
 from modelport.cli.application import Application
 from modelport.cli.models.refs import version_path
+from modelport.cli.versions.report import latest_report, print_report
 
 
 @click.command()
 @click.argument("ref")
 @click.pass_obj
 def show(app: Application, ref: str) -> None:
-    """Show a version (owner/name:V): state, files, signatures."""
+    """Show a version (owner/name:V): state, files, signatures, the validation report."""
     body = app.check(app.http.get(version_path(app, ref)))
+    report = latest_report(app, ref)
+    body["validation"] = None if report is None else report.raw
     if app.terminal.as_json:
         app.terminal.json(body)
         return
@@ -33,3 +36,4 @@ def show(app: Application, ref: str) -> None:
     for s in body["signatures"]:
         mark = "[green]verified[/green]" if s["verified"] else "[red]NOT VERIFIED[/red]"
         t.info(f"signature by {s['signer']} ({s['key_id'][:19]}…): {mark}")
+    print_report(app, report)

@@ -1,23 +1,37 @@
-"""ONNX models through onnxruntime."""
+"""ONNX models through onnxruntime.
+
+A model executes its manifest's declared outputs only (onnxruntime computes what they
+need, nothing else). A declared output that the graph makes with a ZipMap (skl2onnx's
+default for a classifier's probabilities: a sequence of maps) is served as the
+``[batch, classes]`` tensor the ZipMap zips (``onnx_graph.unzip``); any other declared
+output that is not a tensor, or that the graph lacks, fails the load with a message
+that says why.
+"""
 
 from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import numpy as np
 import onnxruntime as ort
 
 from modelport.errors import Unprocessable
 from modelport.manifest import Manifest
+from modelport.runtime.formats import onnx_graph
 
 
 class OnnxModel:
-    def __init__(self, session: ort.InferenceSession, size_hint: int) -> None:
+    def __init__(
+        self,
+        session: ort.InferenceSession,
+        size_hint: int,
+        output_names: list[str] | None = None,
+    ) -> None:
         self.session = session
         self._size_hint = size_hint
-        self.output_names = [o.name for o in session.get_outputs()]
+        self.output_names = output_names or [o.name for o in session.get_outputs()]
 
     def execute(self, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         results = self.session.run(self.output_names, inputs)
@@ -98,10 +112,66 @@ class OnnxFormat:
         }
         opts.graph_optimization_level = levels.get(self.graph_optimization, levels["all"])
         path = self._model_file(files, manifest)
+        session = self._session(str(path), opts)
+        declared = [spec.name for spec in manifest.outputs]
+        sequences = _sequence_outputs(session, declared, path.name)
+        if sequences:
+            import onnx
+
+            graph = onnx.load(str(path))
+            zipmaps = onnx_graph.find_zipmaps(graph)
+            for name in sequences:
+                if name not in zipmaps:
+                    _refuse(name, "a sequence of maps", path.name)
+            session = self._session(onnx_graph.unzip(graph, sequences).SerializeToString(), opts)
+        return OnnxModel(session, self.estimate_memory(manifest), declared)
+
+    def _session(self, model: str | bytes, opts: ort.SessionOptions) -> ort.InferenceSession:
         try:
-            session = ort.InferenceSession(str(path), sess_options=opts, providers=self.providers)
+            return ort.InferenceSession(model, sess_options=opts, providers=self.providers)
         except Exception as exc:  # onnxruntime raises its own untyped errors
             raise Unprocessable(
                 f"onnxruntime could not load the model: {exc}", code="load_failed"
             ) from None
-        return OnnxModel(session, self.estimate_memory(manifest))
+
+
+def _sequence_outputs(
+    session: ort.InferenceSession, declared: list[str], filename: str
+) -> set[str]:
+    """The declared outputs the graph makes as sequences of maps (ZipMaps to unzip);
+    refuses declared outputs the graph lacks, and other values that are not tensors."""
+    types = {o.name: str(o.type) for o in session.get_outputs()}
+    found: set[str] = set()
+    for name in declared:
+        kind = types.get(name)
+        if kind is None:
+            raise Unprocessable(
+                f"the manifest declares output '{name}', which {filename} does not have; "
+                f"its outputs are {', '.join(repr(n) for n in types)}",
+                code="unknown_output",
+                output=name,
+            )
+        if kind.startswith("seq(map("):
+            found.add(name)
+        elif not kind.startswith("tensor("):
+            _refuse(name, _described(kind), filename)
+    return found
+
+
+def _described(ort_type: str) -> str:
+    """onnxruntime's type string (``seq(tensor(float))``, ``map(string,tensor(float))``)
+    in the words ``onnx_graph.describe_type`` uses."""
+    if ort_type.startswith("seq("):
+        return "a sequence of " + _described(ort_type[4:]).split(" ", 1)[1] + "s"
+    if ort_type.startswith("map("):
+        return "a map"
+    if ort_type.startswith("optional("):
+        return "an optional " + _described(ort_type[9:]).split(" ", 1)[1]
+    if ort_type.startswith("sparse_tensor("):
+        return "a sparse tensor"
+    return "a tensor"
+
+
+def _refuse(name: str, described: str, filename: str) -> NoReturn:
+    error = onnx_graph.non_tensor_value(name, "output", described, filename)
+    raise Unprocessable(error.message, code=error.code, **error.extra)

@@ -56,7 +56,7 @@ VERSION_SCOPED = frozenset(
         "version_digest_mismatch",
     }
 )
-MODEL_FAILURES = frozenset({"execution_failed"})
+MODEL_FAILURES = frozenset({"execution_failed", "output_datatype_mismatch", "missing_output"})
 """The model itself failed: still a 500 to the caller, but it says nothing about the host
 serving other versions, so it is not counted against this backend's breaker."""
 

@@ -21,6 +21,10 @@ else ``owner/name``. Health is ``GET {url}/v1/models``. Errors are mapped as in 
 remote V2 backend (400 → ``InvalidInput``, 404 → version-scoped ``Unavailable``,
 429 → ``Overloaded``, other failures → ``Unavailable``), reading OpenAI's
 ``{"error": {"message": ...}}`` body.
+
+``stream`` serves ``chat`` and ``completions`` as the server's server-sent events
+(``stream: true`` with ``stream_options.include_usage``), chunk by chunk; the wire
+format and the token accounting are ``modelport.serving.backends.openai_sse``'s.
 """
 
 from __future__ import annotations
@@ -39,8 +43,14 @@ from modelport.errors import (
     ModelportError,
     Unavailable,
 )
-from modelport.serving.backends.base import refuse_stream
+from modelport.serving.backends.base import STREAMING_UNSUPPORTED
 from modelport.serving.backends.http_errors import probe_health, remote_error
+from modelport.serving.backends.openai_sse import (
+    STREAMED_TASKS,
+    SseEvents,
+    StreamReader,
+    stream_body,
+)
 from modelport.serving.types import (
     CALL_ID_HEADER,
     BackendRequest,
@@ -187,9 +197,74 @@ class RemoteOpenAIBackend:
     def _error(self, response: httpx.Response, ref: str) -> ModelportError:
         return remote_error(self.name, response, ref, _message(response))
 
-    def stream(self, request: StreamRequest) -> AsyncIterator[StreamChunk]:
-        """Not yet: ``streaming_unsupported`` (another backend may stream the version)."""
-        return refuse_stream(self.name, request)
+    async def stream(self, request: StreamRequest) -> AsyncIterator[StreamChunk]:
+        """Stream a chat or a completion as the server's server-sent events (see
+        ``modelport.serving.backends.openai_sse``); the first chunk comes with the
+        server's first event, so every refusal (mapped as ``infer``'s are) comes before
+        it and another backend may still be tried."""
+        version = request.version
+        task = request.task or str(version.manifest.runtime.get("task") or "")
+        if task not in STREAMED_TASKS or task not in self._capabilities.tasks:
+            raise Unavailable(
+                f"{self.name} does not stream task {task!r}",
+                code=STREAMING_UNSUPPORTED,
+                scope="version",
+            )
+        model = self.models.get(version.model, version.model)
+        body = stream_body(request, task, model)
+        path = "/v1/chat/completions" if task == "chat" else "/v1/completions"
+        remaining = request.deadline - time.monotonic()
+        if remaining <= 0:
+            raise DeadlineExceeded(f"{self.name}: the deadline passed before the call")
+        sent = self._client.build_request(
+            "POST",
+            path,
+            json=body,
+            headers={CALL_ID_HEADER: request.call_id} if request.call_id else None,
+            timeout=httpx.Timeout(remaining),
+        )
+        try:
+            async with asyncio.timeout(remaining):
+                response = await self._client.send(sent, stream=True)
+        except TimeoutError:
+            raise DeadlineExceeded(
+                f"{self.name} did not answer in time", code="deadline_exceeded"
+            ) from None
+        except httpx.HTTPError as exc:
+            raise self._unreachable(exc) from None
+        try:
+            if response.status_code != 200:
+                await response.aread()
+                raise self._error(response, version.ref)
+            events = SseEvents(response.aiter_lines(), self.name)
+            reader = StreamReader(self.name, chat=task == "chat")
+            while True:
+                remaining = request.deadline - time.monotonic()
+                try:
+                    async with asyncio.timeout(max(0.0, remaining)):
+                        event = await anext(events)
+                except StopAsyncIteration:
+                    break
+                except TimeoutError:
+                    raise DeadlineExceeded(
+                        f"{self.name} was still streaming {version.ref} at the deadline",
+                        code="deadline_exceeded",
+                    ) from None
+                except httpx.HTTPError as exc:
+                    raise self._unreachable(exc) from None
+                for chunk in reader.read(event):
+                    yield chunk
+            for chunk in reader.end():
+                yield chunk
+        finally:
+            await response.aclose()  # a consumer that left: the server sees the hang-up
+
+    def _unreachable(self, exc: httpx.HTTPError) -> Unavailable:
+        return Unavailable(
+            f"{self.name} ({self.url}) is unreachable: {type(exc).__name__}: {exc}",
+            code="backend_unreachable",
+            backend=self.name,
+        )
 
     async def close(self) -> None:
         await self._client.aclose()

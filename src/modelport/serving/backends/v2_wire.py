@@ -105,12 +105,16 @@ def decode_response(body: bytes, header_length: str | None) -> dict[str, np.ndar
             if size is not None:
                 if not isinstance(size, int) or size < 0 or size > len(binary) - cursor:
                     raise ValueError(f"output '{name}': bad binary_data_size {size!r}")
-                array = decode_binary_tensor(name, datatype, shape, binary[cursor : cursor + size])
+                array = decode_binary_tensor(
+                    name, datatype, shape, binary[cursor : cursor + size], role="output"
+                )
                 cursor += size
             else:
-                array = decode_json_tensor(name, datatype, shape, _finite(item.get("data")))
+                array = decode_json_tensor(
+                    name, datatype, shape, _finite(item.get("data")), role="output"
+                )
         except InvalidInput as exc:
-            raise ValueError(exc.message.replace("input '", "output '", 1)) from None
+            raise ValueError(exc.message) from None
         outputs[name] = array
     return outputs
 

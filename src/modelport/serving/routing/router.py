@@ -3,7 +3,8 @@
 Two calls per prediction, so the surface can charge limits for the model that
 will run before it runs: ``plan`` chooses the version (no I/O, from the routing
 snapshot), ``predict`` runs it through the dispatcher, records the outcome for
-the canary judge, and offers a copy to the shadow version.
+the canary judge, and offers a copy to the shadow version. A generative call is
+streamed from ``streams(plan)`` instead, with the same routing rules.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from modelport.serving.fallback import build_fallback
 from modelport.serving.routing.interface import Dispatcher, ReplicaProvider
 from modelport.serving.routing.shadow import ShadowResult, ShadowRunner
 from modelport.serving.routing.stats import TrafficStats
+from modelport.serving.routing.streams import PlannedStream
 from modelport.serving.routing.table import Route, RoutingTable
 from modelport.serving.types import BackendRequest, Provenance, VersionRef
 
@@ -159,6 +161,12 @@ class Router:
     def plan(self, endpoint: str, subject: str | None = None) -> Plan:
         route = self.table.get(endpoint)
         return Plan(route, route.choose(subject, self._rng))
+
+    def streams(self, plan: Plan) -> PlannedStream:
+        """The stream source of one planned generative call: the planned version (or its
+        fallbacks) streamed through the dispatcher, its outcome recorded for the canary
+        judge and a copy offered to the shadow (``modelport.serving.routing.streams``)."""
+        return PlannedStream(self, plan)
 
     async def predict(
         self,

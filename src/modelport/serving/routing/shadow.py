@@ -6,6 +6,11 @@ through no fallback. At most ``max_in_flight`` copies run at once; a request
 that finds them all busy is not copied, and the drop is counted. The shadow's
 answer is compared with the primary's and recorded (agreement, latency), never
 returned and never billed.
+
+A stream is copied the same way once the primary's stream ended whole
+(``offer_stream``): the shadow's stream is drained here, its texts joined per choice
+and compared with the primary's (equal texts agree), as ``prompt`` and ``text`` BYTES
+tensors in the result.
 """
 
 from __future__ import annotations
@@ -27,7 +32,15 @@ from modelport.serving.backends.base import Backend
 from modelport.serving.endpoints.types import Endpoint
 from modelport.serving.routing.interface import Dispatcher
 from modelport.serving.routing.stats import TrafficStats
-from modelport.serving.types import BackendRequest, Served, VersionRef
+from modelport.serving.routing.streams import prompt_tensor, texts_tensor
+from modelport.serving.types import (
+    BackendRequest,
+    Provenance,
+    Served,
+    StreamChunk,
+    StreamRequest,
+    VersionRef,
+)
 
 log = logging.getLogger(__name__)
 RTOL = 1e-4
@@ -144,11 +157,120 @@ class ShadowRunner:
             agreed, detail, status = None, f"{type(exc).__name__}: {exc}", "internal_error"
         else:
             agreed, detail = compare(primary, served.outputs)
+        self._done(
+            endpoint,
+            deployment,
+            request.version,
+            request.request_id,
+            request.inputs,
+            received_at,
+            started,
+            primary_seconds,
+            served,
+            status,
+            agreed,
+            detail,
+        )
+
+    def offer_stream(
+        self,
+        endpoint: Endpoint,
+        deployment: int,
+        shadow: VersionRef,
+        replicas: Sequence[Backend],
+        request: StreamRequest,
+        primary: Mapping[str, np.ndarray],
+        primary_seconds: float,
+        timeout: float,
+    ) -> bool:
+        """Start a copy of the streamed ``request`` on ``shadow`` unless at the bound;
+        ``primary`` is the primary's answer as ``texts_tensor`` gives it."""
+        if len(self._tasks) >= self.max_in_flight:
+            self.stats.shadow_dropped(deployment, shadow.ref)
+            return False
+        copy = dataclasses.replace(
+            request,
+            version=shadow,
+            priority=Priority.BATCH,
+            deadline=time.monotonic() + timeout,
+            call_id="",  # not a metered call: nobody is billed for it
+        )
+        task = asyncio.get_running_loop().create_task(
+            self._run_stream(endpoint, deployment, copy, replicas, primary, primary_seconds)
+        )
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        return True
+
+    async def _run_stream(
+        self,
+        endpoint: Endpoint,
+        deployment: int,
+        request: StreamRequest,
+        replicas: Sequence[Backend],
+        primary: Mapping[str, np.ndarray],
+        primary_seconds: float,
+    ) -> None:
+        received_at = datetime.now(UTC)
+        started = time.perf_counter()
+        agreed: bool | None
+        served: Served | None = None
+        status = "ok"
+        try:
+            opened = await self.dispatcher.open_stream(request, replicas)
+            texts: dict[int, list[str]] = {}
+            chunks: list[StreamChunk] = [opened.first]
+            try:
+                chunks.extend([chunk async for chunk in opened.rest])
+            finally:
+                await opened.rest.aclose()  # type: ignore[attr-defined]
+            for chunk in chunks:
+                texts.setdefault(chunk.choice, []).append(chunk.text)
+            outputs = texts_tensor(texts)
+            served = Served(outputs, Provenance(request.version, opened.provenance.backend))
+        except ModelportError as exc:
+            agreed, detail, status = None, f"{exc.code}: {exc.message}", exc.code
+        except Exception as exc:  # a shadow must never take anything else down
+            log.exception("shadow stream to %s failed", request.version.ref)
+            agreed, detail, status = None, f"{type(exc).__name__}: {exc}", "internal_error"
+        else:
+            agreed, detail = compare(primary, outputs)
+        self._done(
+            endpoint,
+            deployment,
+            request.version,
+            request.prediction_id or request.request_id,
+            prompt_tensor(request.prompt, request.messages),
+            received_at,
+            started,
+            primary_seconds,
+            served,
+            status,
+            agreed,
+            detail,
+        )
+
+    def _done(
+        self,
+        endpoint: Endpoint,
+        deployment: int,
+        version: VersionRef,
+        prediction_id: str,
+        inputs: Mapping[str, np.ndarray],
+        received_at: datetime,
+        started: float,
+        primary_seconds: float,
+        served: Served | None,
+        status: str,
+        agreed: bool | None,
+        detail: str,
+    ) -> None:
+        """Count and record one shadow copy's result."""
         seconds = time.perf_counter() - started
         self.stats.shadow_result(
             deployment,
-            request.version.ref,
-            prediction_id=request.request_id,
+            version.ref,
+            prediction_id=prediction_id,
             seconds=seconds,
             primary_seconds=primary_seconds,
             agreed=agreed,
@@ -157,9 +279,9 @@ class ShadowRunner:
         if self.record is not None:
             result = ShadowResult(
                 endpoint=endpoint,
-                prediction_id=request.request_id,
-                version=request.version,
-                inputs=request.inputs,
+                prediction_id=prediction_id,
+                version=version,
+                inputs=inputs,
                 received_at=received_at,
                 seconds=seconds,
                 served=served,
@@ -169,7 +291,7 @@ class ShadowRunner:
             try:
                 self.record(result)
             except Exception:
-                log.exception("could not record the shadow result of %s", request.request_id)
+                log.exception("could not record the shadow result of %s", prediction_id)
 
     async def drain(self) -> None:
         """Wait for the copies in flight (tests, shutdown)."""

@@ -1,5 +1,5 @@
 """Moving blobs between local files and a server: digesting, resumable chunked uploads and
-verified, resumable downloads. Shared by ``push`` and ``pull``; no click here.
+verified, resumable downloads. Used by ``Client`` and the CLI's ``push`` and ``pull``.
 
 Neither direction holds a whole file in memory: files are read and written in pieces of
 ``PIECE`` bytes.
@@ -19,13 +19,15 @@ import httpx
 import orjson
 import platformdirs
 
+from modelport.client.errors import ClientError, error_from_response
+
 PIECE = 1 << 20
 
 Advance = Callable[[int], None]
 """Told how many more bytes were done (drives a progress bar)."""
 
 
-class TransferError(Exception):
+class TransferError(ClientError):
     """A transfer failed in a way the user must hear about; the message says what to do."""
 
 
@@ -106,13 +108,7 @@ class UploadState:
 
 def problem(response: httpx.Response) -> str:
     """A server error as one line: its detail and code."""
-    try:
-        body = response.json()
-        return (
-            f"{body.get('detail') or body.get('error')} ({body.get('code', response.status_code)})"
-        )
-    except ValueError:
-        return f"HTTP {response.status_code}: {response.text[:200]}"
+    return error_from_response(response).message
 
 
 class Uploader:
