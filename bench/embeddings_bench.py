@@ -93,7 +93,11 @@ def platform_runner(model_dir: Path) -> tuple[Callable[[list[str]], object], Cal
     manifest = complete_manifest(model_dir, files, license="Apache-2.0")
     for f in files:
         client.post("/api/uploads", params={"digest": f.digest}, content=f.source.read_bytes())
-    client.post("/api/models", json={"owner": "bench", "name": "minilm", "license": "Apache-2.0"})
+    client.post("/api/tenants", json={"slug": "bench"})
+    created = client.post(
+        "/api/models", json={"owner": "bench", "name": "minilm", "license": "Apache-2.0"}
+    )
+    assert created.status_code == 201, created.text
     published = client.post(
         "/api/models/bench/minilm/versions", json={"version": "1", "manifest": manifest}
     )

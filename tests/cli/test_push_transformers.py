@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
+from modelport.app import Services
 from modelport.cli import modelport
 from modelport.errors import ModelportError
 from modelport.runtime.formats.transformers.describe import describe_package
@@ -30,6 +31,12 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 @pytest.fixture(autouse=True)
 def _cache_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+
+
+@pytest.fixture
+def _owner(services: Services) -> None:
+    """Models are published into a tenant: the admin pushes into acme's namespace."""
+    services.tenancy.create_tenant("acme", actor="admin")
 
 
 def push(server: LiveServer, folder: Path, ref: str) -> Any:
@@ -53,6 +60,7 @@ def validate(server: LiveServer, ref: str) -> Any:
 
 
 @pytest.mark.slow  # validation imports torch in its own process
+@pytest.mark.usefixtures("_owner")
 def test_push_of_a_chat_model_folder_fills_the_manifest_and_validates(
     live_server: LiveServer, tmp_path: Path
 ) -> None:
@@ -77,6 +85,7 @@ def test_push_of_a_chat_model_folder_fills_the_manifest_and_validates(
 
 
 @pytest.mark.slow  # validation imports torch in its own process
+@pytest.mark.usefixtures("_owner")
 def test_push_of_a_sentence_encoder_fills_the_manifest_and_validates(
     live_server: LiveServer, tmp_path: Path
 ) -> None:
