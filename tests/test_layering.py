@@ -198,3 +198,23 @@ def test_importing_an_api_module_does_not_load_the_app() -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False
     )
     assert done.returncode == 0, done.stderr
+
+
+@pytest.mark.slow  # a fresh interpreter: this one may have imported torch already
+def test_building_the_services_does_not_import_torch(tmp_path: Path) -> None:
+    """The llm extra is wired (its plugins constructed) without importing torch or
+    transformers: they load with the first transformers model."""
+    code = (
+        "import sys\n"
+        "from pathlib import Path\n"
+        "from modelport.app import build_services\n"
+        "from modelport.config import Settings\n"
+        f"services = build_services(Settings(home=Path({str(tmp_path)!r}), admin_key='k' * 30))\n"
+        "services.close()\n"
+        "loaded = [m for m in ('torch', 'transformers') if m in sys.modules]\n"
+        "assert not loaded, loaded\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False
+    )
+    assert done.returncode == 0, done.stderr

@@ -94,7 +94,8 @@ class Services:
     http_metrics: HttpMetrics
     """Requests by route, method and status, on ``metrics.registry``."""
     engines: GenerativeHost | None = None
-    """This process's generative engines (None in the ``gateway`` role)."""
+    """This process's generative engines; None in the ``gateway`` role, or when no
+    generative format is installed (the ``modelport[llm]`` extra)."""
 
     def close(self) -> None:
         self.repository_sync.close()
@@ -186,7 +187,7 @@ def build_host(settings: Settings, metrics: RuntimeMetrics) -> ModelHost:
     }
     return ModelHost(
         cache=ModelCache(settings.home / "cache"),
-        formats=FormatRegistry({"onnx": onnx}),
+        formats=FormatRegistry({"onnx": onnx, "transformers": transformers_options(settings)}),
         budget=MemoryBudget(host_budget, device_budget),
         batching=BatchingConfig(
             max_batch_size=settings.runtime_max_batch_size,
@@ -197,6 +198,42 @@ def build_host(settings: Settings, metrics: RuntimeMetrics) -> ModelHost:
         load_timeout=settings.runtime_load_timeout_seconds,
         observer=metrics,
     )
+
+
+def transformers_options(settings: Settings) -> dict[str, object]:
+    """Options of the ``transformers`` tensor plugin (embedding models)."""
+    return {"device": settings.llm_device, "dtype": settings.llm_dtype}
+
+
+def build_generative_host(
+    settings: Settings, host: ModelHost, metrics: RuntimeMetrics | None = None
+) -> GenerativeHost | None:
+    """The generative engines of this process, sharing ``host``'s model cache and
+    ``metrics``' registry; None when no generative format is installed (without
+    ``modelport[llm]``, a generative version is refused as ``unsupported_format``,
+    naming the extra)."""
+    from modelport.runtime.engines import GenerativeHost
+    from modelport.runtime.formats.registry import generative_formats
+    from modelport.runtime.formats.transformers.availability import llm_installed
+
+    generation_metrics = None
+    if metrics is not None and llm_installed():
+        from modelport.runtime.generative.metrics import GenerationMetrics
+
+        generation_metrics = GenerationMetrics(registry=metrics.registry)
+
+    formats = generative_formats(
+        {
+            "transformers": {
+                **transformers_options(settings),
+                "kv_cache_bytes": settings.llm_kv_cache_bytes,
+                "max_running": settings.llm_max_running,
+                "max_waiting": settings.llm_max_waiting,
+                "metrics": generation_metrics,
+            }
+        }
+    )
+    return GenerativeHost(cache=host.cache, formats=formats) if formats else None
 
 
 def build_keyspace(database: Database) -> Keyspace:
@@ -657,7 +694,13 @@ def build_services(
     tenancy, authenticator = build_tenancy(settings, database, changes, clock)
     registry = build_registry(settings, database, blob_store, changes)
     host = build_host(settings, metrics) if settings.role is Role.ALL else None
-    engines = build_engines(host, generative_formats) if host is not None else None
+    engines = None
+    if host is not None:
+        # Formats given by the caller (tests' toy engines), else the installed ones.
+        if generative_formats is not None:
+            engines = build_engines(host, generative_formats)
+        else:
+            engines = build_generative_host(settings, host, metrics)
     from modelport.observability.http_metrics import HttpMetrics
     from modelport.observability.serving_metrics import ServingMetrics
     from modelport.serving.routing.shadow_log import shadow_recorder

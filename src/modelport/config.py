@@ -144,6 +144,26 @@ class Settings(BaseSettings):
     runtime_instances: int = Field(default=1, ge=1)
     """Batches of one version that may execute at the same time."""
 
+    # ---- transformers format (the ``modelport[llm]`` extra)
+    llm_device: Literal["auto", "cpu", "cuda"] = "auto"
+    """Where ``transformers`` models run: ``auto`` is ``cuda`` when a GPU is visible to
+    torch, ``cpu`` otherwise."""
+
+    llm_dtype: Literal["auto", "float32", "float16", "bfloat16"] = "auto"
+    """Weights and activations of ``transformers`` models: ``auto`` is ``float32`` on the
+    CPU, and on CUDA the model's own half precision (``bfloat16`` where the GPU has it,
+    else ``float16``)."""
+
+    llm_kv_cache_bytes: int = Field(default=256 << 20, gt=0)
+    """KV cache memory one generative version may use when its manifest declares none
+    (``runtime.kv_cache_bytes``)."""
+
+    llm_max_running: int = Field(default=32, ge=1)
+    """Sequences one generative version decodes together at most."""
+
+    llm_max_waiting: int = Field(default=256, ge=0)
+    """Requests one generative version holds waiting at most; more get 429 queue_full."""
+
     load_on_demand: bool = True
     """Load a version on its first inference request (a cold start) instead of refusing it."""
 

@@ -11,9 +11,12 @@ import pytest
 
 from modelport.errors import InvalidInput, Unprocessable
 from modelport.manifest import Manifest
+from modelport.runtime.engines import choose_contract
 from modelport.runtime.formats import FormatRegistry, discover, get_format, known_formats
+from modelport.runtime.formats import registry as registry_module
 from modelport.runtime.formats.onnx import OnnxFormat
 from modelport.runtime.formats.registry import GROUP
+from modelport.runtime.formats.transformers.availability import llm_installed
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -47,10 +50,16 @@ class EchoModel:
 ECHO = EntryPoint("echo", f"{__name__}:EchoFormat", GROUP)
 
 
-def test_onnx_is_declared_as_an_entry_point_of_the_package() -> None:
+def test_onnx_and_transformers_are_declared_as_entry_points_of_the_package() -> None:
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
     declared = project["entry-points"][GROUP]
-    assert declared == {"onnx": "modelport.runtime.formats.onnx:OnnxFormat"}
+    assert declared == {
+        "onnx": "modelport.runtime.formats.onnx:OnnxFormat",
+        "transformers": (
+            "modelport.runtime.formats.transformers.embedding:TransformersEmbeddingFormat"
+        ),
+    }
+    assert {e.name: e.value for e in registry_module.BUILT_IN} == declared
 
 
 def test_onnx_is_known_and_loads_with_its_options() -> None:
@@ -59,14 +68,32 @@ def test_onnx_is_known_and_loads_with_its_options() -> None:
     assert isinstance(fmt, OnnxFormat)
 
 
-def test_without_the_group_in_the_metadata_the_built_in_onnx_stands_in() -> None:
-    assert set(discover([])) == {"onnx"}
-    assert set(discover([ECHO])) == {"echo", "onnx"}
+def test_without_the_group_in_the_metadata_the_built_in_formats_stand_in() -> None:
+    llm = {"transformers"} if llm_installed() else set()
+    assert set(discover([])) == {"onnx", *llm}
+    assert set(discover([ECHO])) == {"echo", "onnx", *llm}
+
+
+def test_without_the_llm_extra_transformers_is_refused_naming_the_extra(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(registry_module, "llm_installed", lambda: False)
+    monkeypatch.setitem(registry_module.GENERATIVE, "transformers", ("x:Y", lambda: False))
+    plugins = discover([])
+    assert set(plugins) == {"onnx"}
+    assert registry_module.generative_formats() == {}
+    with pytest.raises(Unprocessable) as info:
+        get_format("transformers", plugins=plugins)
+    assert info.value.code == "unsupported_format"
+    assert "install modelport[llm]" in info.value.message
+    with pytest.raises(Unprocessable) as info:
+        choose_contract("transformers", "chat", tensor_formats={"onnx"}, generative_formats=())
+    assert "install modelport[llm]" in info.value.message
 
 
 def test_a_registered_plugin_is_loaded_with_its_options() -> None:
     registry = FormatRegistry({"echo": {"scale": 3}}, plugins=discover([ECHO]))
-    assert registry.names == {"echo", "onnx"}
+    assert registry.names >= {"echo", "onnx"}
     fmt = registry("echo")
     assert isinstance(fmt, EchoFormat) and fmt.scale == 3
     assert registry("echo") is fmt  # one instance per format

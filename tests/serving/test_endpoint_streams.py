@@ -65,7 +65,7 @@ class ToyEngines:
     def estimate_memory(self, manifest: Manifest) -> int:
         return 0
 
-    def load(self, files: dict[str, Path], manifest: Manifest) -> ToyEngine:
+    def load(self, files: dict[str, Path], manifest: Manifest, *, name: str = "") -> ToyEngine:
         runtime = manifest.runtime
         engine = ToyEngine(str(runtime.get("mode", "echo")), float(runtime.get("delay", 0)))
         self.engines[str(runtime["label"])] = engine

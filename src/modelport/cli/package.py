@@ -2,7 +2,9 @@
 
 If the folder has a ``manifest.json`` it is used, with its ``files`` list rewritten from
 what is on disk; otherwise one is built from options and what the files say (for ONNX,
-the graph's inputs and outputs). The ``manifest.json`` itself is not a model file.
+the graph's inputs and outputs; for a ``transformers`` model folder, its task, tensors,
+context length, parameter count, quantization and an example computed locally as
+validation will run it). The ``manifest.json`` itself is not a model file.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from modelport.registry.service import parse_manifest
 from modelport.runtime.formats.onnx_graph import Signature, signature
 
 MANIFEST_NAME = "manifest.json"
+TRANSFORMERS = "transformers"
 
 
 def package_files(root: Path) -> list[tuple[str, Path]]:
@@ -93,6 +96,8 @@ def complete_manifest(
                 post = manifest.setdefault("postprocessing", {}) or {}
                 post.setdefault("class_labels", found.class_labels)
                 manifest["postprocessing"] = post
+    if manifest["format"] == TRANSFORMERS and not ("inputs" in manifest and "outputs" in manifest):
+        _describe_transformers(manifest, files)
     parse_manifest(manifest)  # refuse a bad manifest before any bytes are sent
     return manifest
 
@@ -101,10 +106,33 @@ def _infer_format(files: list[LocalFile]) -> str:
     onnx_files = [f for f in files if f.path.endswith(".onnx")]
     if len(onnx_files) == 1:
         return "onnx"
+    top = {f.path for f in files if "/" not in f.path}
+    if any(p.endswith(".gguf") for p in top) or (
+        "config.json" in top and any(p.endswith(".safetensors") for p in top)
+    ):
+        return TRANSFORMERS
     raise InvalidInput(
         "cannot tell the model format from the files: pass --format or write a manifest.json",
         code="unknown_format",
     )
+
+
+def _describe_transformers(manifest: dict[str, Any], files: list[LocalFile]) -> None:
+    """Fill what a ``transformers`` model folder says about itself; what the
+    ``manifest.json`` already holds is kept (its ``runtime`` keys too)."""
+    from modelport.runtime.formats.transformers.availability import require_llm
+
+    require_llm()
+    from modelport.runtime.formats.transformers.describe import describe_package
+
+    described = describe_package({f.path: f.source for f in files})
+    manifest.setdefault("inputs", described["inputs"])
+    manifest.setdefault("outputs", described["outputs"])
+    manifest["runtime"] = {**described["runtime"], **(manifest.get("runtime") or {})}
+    if described.get("resources"):
+        manifest["resources"] = {**described["resources"], **(manifest.get("resources") or {})}
+    if not manifest.get("examples"):
+        manifest["examples"] = described["examples"]
 
 
 def _onnx_entrypoint(manifest: dict[str, Any], files: list[LocalFile]) -> LocalFile:

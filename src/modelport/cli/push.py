@@ -38,7 +38,12 @@ def _chunk_size(ctx: click.Context, param: click.Parameter, value: str) -> int:
 @click.argument("folder", type=click.Path(exists=True, file_okay=False, path_type=Path))
 @click.option("--model", "model_ref", required=True, help="owner/name to publish under.")
 @click.option("--version", required=True, help="The new version, e.g. 1 or 2024-06-01.")
-@click.option("--format", "fmt", help="Model format (inferred for a single .onnx file).")
+@click.option(
+    "--format",
+    "fmt",
+    help="Model format (inferred for a single .onnx file, and for a transformers model "
+    "folder: config.json with *.safetensors, or a *.gguf file).",
+)
 @click.option("--license", "license_id", help="SPDX license identifier or expression.")
 @click.option("--task", default="", help="Task of the model, if it must be created.")
 @click.option("--description", help="Description of the model and the version.")
@@ -98,6 +103,8 @@ def push(
         app.terminal.abort(f"{exc.message} ({exc.code})")
     except TransferError as exc:
         app.terminal.abort(str(exc))
+    # A model described from its files (transformers) says its task.
+    task = task or str((manifest.get("runtime") or {}).get("task") or "")
     _ensure_model(app, owner, name, task, description or "", manifest["license"])
     response = app.http.post(
         f"/api/models/{owner}/{name}/versions", json={"version": version, "manifest": manifest}

@@ -141,7 +141,8 @@ class Manifest(_Strict):
     schema_version: Literal[1] = 1
     format: str = Field(
         description=(
-            "Model format, e.g. 'onnx'. The platform runs 'onnx'; a version of another "
+            "Model format, e.g. 'onnx'. The platform runs 'onnx' and, with the "
+            "modelport[llm] extra, 'transformers'; a version of another "
             "format is stored and checked, and can be approved only once a platform admin "
             "has accepted that format. Files are refused for code-bearing contents "
             "(pickles...) whatever the format."
@@ -155,7 +156,11 @@ class Manifest(_Strict):
     resources: Resources = Field(default_factory=Resources)
     examples: list[Example] = Field(default_factory=list, max_length=16)
     runtime: dict[str, Any] = Field(
-        default_factory=dict, description="Runtime requirements and options, e.g. opset."
+        default_factory=dict,
+        description=(
+            "Runtime requirements and options, e.g. opset; for 'transformers': task, "
+            "context_length, parameters, quantization, kv_cache_bytes."
+        ),
     )
     preprocessing: dict[str, Any] | None = None
     postprocessing: dict[str, Any] | None = None

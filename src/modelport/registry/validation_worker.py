@@ -2,7 +2,11 @@
 
 ``python -m modelport.registry.validation_worker DIR [--memory-bytes N] [--cpu-seconds S]``
 
-``DIR`` holds ``manifest.json`` and the verified files under ``files/``. The result
+``DIR`` holds ``manifest.json`` and the verified files under ``files/``. A generative
+version (its ``runtime.task`` is ``chat``, ``completions`` or ``text-generation``) is
+loaded by its format's generative plugin, whose examples are decoded greedily from a
+fixed seed and compared token for token; any other version is loaded as a tensor
+model and its outputs compared within the example's tolerance. The result
 is written to ``DIR/result.json`` (never stdout, where native libraries may print)::
 
     {"status": "passed" | "examples_failed" | "load_failed" | "out_of_memory",
@@ -17,12 +21,21 @@ equivalent but is not safe in the parent's multithreaded server process.)
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import resource
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+VALIDATION_OPTIONS: dict[str, dict[str, object]] = {
+    "transformers": {"device": "cpu", "dtype": "float32"},
+}
+"""Format options of validation. transformers models are checked on the CPU in float32,
+where ``modelport push`` computed their examples: greedy tokens are compared exactly,
+and a GPU in half precision may pick another token where two are nearly tied."""
 
 _OOM_MARKERS = (
     "bad_alloc",
@@ -51,20 +64,16 @@ def run(directory: Path) -> dict[str, Any]:
     start = time.perf_counter()
     try:
         from modelport.manifest import Manifest
-        from modelport.runtime.examples import run_example
-        from modelport.runtime.formats import get_format
-        from modelport.runtime.outputs import DeclaredOutputs
 
         manifest = Manifest.model_validate_json((directory / "manifest.json").read_bytes())
         files = {f.path: directory / "files" / f.path for f in manifest.files}
-        # Examples see what callers will: the declared outputs, in declared datatypes.
-        model = DeclaredOutputs(get_format(manifest.format).load(files, manifest), manifest.outputs)
+        run_example = _example_runner(files, manifest)
         result["load_ms"] = _ms(start)
         failed = 0
         for index, example in enumerate(manifest.examples):
             started = time.perf_counter()
             try:
-                outcome = run_example(model, example, index).as_dict()
+                outcome = run_example(example, index).as_dict()
             except MemoryError:
                 raise
             except Exception as exc:  # a model error fails this example, not the worker
@@ -88,6 +97,30 @@ def run(directory: Path) -> dict[str, Any]:
         result["status"] = "out_of_memory" if _is_oom(message) else "load_failed"
         result["detail"] = message
     return result
+
+
+def _example_runner(files: dict[str, Path], manifest: Any) -> Callable[[Any, int], Any]:
+    """Load the model; answer what runs one example against it. A generative version
+    (``runtime.task`` a generative task, of a format with a generative plugin) has its
+    examples decoded greedily by that plugin; any other is loaded as a tensor model."""
+    from modelport.runtime.engines import GENERATIVE_TASKS
+    from modelport.runtime.examples import run_example
+    from modelport.runtime.formats import get_format
+    from modelport.runtime.formats.registry import generative_formats
+    from modelport.runtime.outputs import DeclaredOutputs
+
+    options = VALIDATION_OPTIONS.get(manifest.format)
+    if manifest.runtime.get("task") in GENERATIVE_TASKS:
+        plugin = generative_formats({manifest.format: options or {}}).get(manifest.format)
+        runner = getattr(plugin, "example_runner", None)
+        if runner is not None:
+            examples: Callable[[Any, int], Any] = runner(files, manifest)
+            return examples
+    # Examples see what callers will: the declared outputs, in declared datatypes.
+    model = DeclaredOutputs(
+        get_format(manifest.format, options).load(files, manifest), manifest.outputs
+    )
+    return functools.partial(run_example, model)
 
 
 def _is_oom(message: str) -> bool:

@@ -19,6 +19,7 @@ from modelport.errors import InvalidInput, Unprocessable
 from modelport.manifest import UNSAFE_FORMATS, Manifest
 from modelport.runtime.cache import BlobSource, ModelCache
 from modelport.runtime.formats.base import GenerativeEngine, GenerativeFormat
+from modelport.runtime.formats.registry import missing_runtime
 from modelport.runtime.types import Contract, VersionKey
 
 GENERATIVE_TASKS = frozenset({"text-generation", "chat", "completions"})
@@ -43,10 +44,8 @@ def choose_contract(
         return Contract.GENERATIVE
     if tensor:
         return Contract.TENSOR
-    known = ", ".join(sorted({*tensor_formats, *generative_formats}))
-    raise Unprocessable(
-        f"no runtime for format '{format}' (known: {known})", code="unsupported_format"
-    )
+    known = {*tensor_formats, *generative_formats}
+    raise Unprocessable(missing_runtime(format, known), code="unsupported_format")
 
 
 class GenerativeHost:
@@ -85,7 +84,7 @@ class GenerativeHost:
                 f"no generative runtime for format '{manifest.format}'", code="unsupported_format"
             )
         files = self.cache.materialize(manifest, key.manifest_digest, source).files
-        engine = plugin.load(files, manifest)
+        engine = plugin.load(files, manifest, name=key.ref)
         self._engines[key] = engine
         return engine
 

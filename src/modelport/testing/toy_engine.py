@@ -112,7 +112,7 @@ class ToyGenerativeFormat:
     def estimate_memory(self, manifest: Manifest) -> int:
         return 0
 
-    def load(self, files: dict[str, Path], manifest: Manifest) -> ToyEngine:
+    def load(self, files: dict[str, Path], manifest: Manifest, *, name: str = "") -> ToyEngine:
         self.loads += 1
         self.engine.mode = str(manifest.runtime.get("mode", self.engine.mode))
         self.engine.delay = float(manifest.runtime.get("delay", self.engine.delay))

@@ -102,4 +102,9 @@ class GenerativeFormat(Protocol):
 
     def estimate_memory(self, manifest: Manifest) -> int: ...
 
-    def load(self, files: dict[str, Path], manifest: Manifest) -> GenerativeEngine: ...
+    def load(
+        self, files: dict[str, Path], manifest: Manifest, *, name: str = ""
+    ) -> GenerativeEngine:
+        """Load from ``files``; ``name`` (``owner/name:version``) labels the engine's
+        metrics and logs."""
+        ...

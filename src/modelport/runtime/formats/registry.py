@@ -5,12 +5,17 @@ A format is added by installing a package that declares, in its own metadata::
     [project.entry-points."modelport.formats"]
     myformat = "my_package.formats:MyFormat"
 
-modelport declares ``onnx`` the same way. A plugin's class (a ``ModelFormat``) is
+modelport declares ``onnx`` and ``transformers`` (embedding models; it needs the
+``modelport[llm]`` extra) the same way. A plugin's class (a ``ModelFormat``) is
 imported only when a model of its format is first loaded, and is constructed with that
 format's options from the settings. A name in ``UNSAFE_FORMATS`` (pickle and the like,
 which execute code when loaded) is refused even when a plugin claims it. Where the
 installed distribution's metadata lacks the group (a source checkout not reinstalled
-since the group was declared), the built-in ``onnx`` entry stands in for it.
+since the group was declared), the built-in entries stand in for it: ``onnx``, and
+``transformers`` when its extra is installed.
+
+Generative plugins (``GenerativeFormat``) are built in: ``generative_formats`` answers
+those whose requirements are installed (``transformers`` with ``modelport[llm]``).
 """
 
 from __future__ import annotations
@@ -22,12 +27,36 @@ from importlib.metadata import EntryPoint, entry_points
 
 from modelport.errors import InvalidInput, Unprocessable
 from modelport.manifest import UNSAFE_FORMATS
-from modelport.runtime.formats.base import ModelFormat
+from modelport.runtime.formats.base import GenerativeFormat, ModelFormat
+from modelport.runtime.formats.transformers.availability import LLM_EXTRA, llm_installed
 
 _log = logging.getLogger(__name__)
 
 GROUP = "modelport.formats"
-BUILT_IN = (EntryPoint("onnx", "modelport.runtime.formats.onnx:OnnxFormat", GROUP),)
+ONNX_ENTRY = EntryPoint("onnx", "modelport.runtime.formats.onnx:OnnxFormat", GROUP)
+TRANSFORMERS_ENTRY = EntryPoint(
+    "transformers",
+    "modelport.runtime.formats.transformers.embedding:TransformersEmbeddingFormat",
+    GROUP,
+)
+EXTRAS = {"transformers": LLM_EXTRA}
+"""Formats of modelport's own that need an extra installed, and which."""
+
+
+def built_in() -> tuple[EntryPoint, ...]:
+    """modelport's own tensor plugins whose requirements are installed."""
+    return (ONNX_ENTRY, *((TRANSFORMERS_ENTRY,) if llm_installed() else ()))
+
+
+BUILT_IN = (ONNX_ENTRY, TRANSFORMERS_ENTRY)
+"""Every tensor plugin modelport ships (``built_in``: those that can load)."""
+
+
+def missing_runtime(name: str, known: Iterable[str]) -> str:
+    """Why no runtime serves format ``name``: the extra to install, or what is known."""
+    if name in EXTRAS and name not in known:
+        return f"no runtime for format '{name}': install {EXTRAS[name]}"
+    return f"no runtime for format '{name}' (known: {', '.join(sorted(known))})"
 
 
 def discover(found: Iterable[EntryPoint] | None = None) -> dict[str, EntryPoint]:
@@ -36,7 +65,8 @@ def discover(found: Iterable[EntryPoint] | None = None) -> dict[str, EntryPoint]
     out, and of two plugins with one name the first is kept; both are logged."""
     plugins: dict[str, EntryPoint] = {}
     listed = list(entry_points(group=GROUP) if found is None else found)
-    for entry in [*listed, *(e for e in BUILT_IN if e.name not in {x.name for x in listed})]:
+    names = {x.name for x in listed}
+    for entry in [*listed, *(e for e in built_in() if e.name not in names)]:
         if entry.name in UNSAFE_FORMATS:
             _log.warning("format plugin %s=%s ignored: an unsafe format", entry.name, entry.value)
         elif entry.name in plugins:
@@ -77,10 +107,7 @@ def get_format(
     known = installed_formats() if plugins is None else plugins
     entry = known.get(name)
     if entry is None:
-        raise Unprocessable(
-            f"no runtime for format '{name}' (known: {', '.join(sorted(known))})",
-            code="unsupported_format",
-        )
+        raise Unprocessable(missing_runtime(name, known), code="unsupported_format")
     try:
         plugin = entry.load()
     except Exception as exc:  # a broken plugin fails its own format, not the process
@@ -116,3 +143,25 @@ class FormatRegistry:
         if name not in self._instances:
             self._instances[name] = get_format(name, self._options.get(name), plugins=self._plugins)
         return self._instances[name]
+
+
+GENERATIVE = {
+    "transformers": (
+        "modelport.runtime.formats.transformers.generative:TransformersGenerativeFormat",
+        llm_installed,
+    ),
+}
+"""modelport's generative plugins: where each lives, and whether it can load here."""
+
+
+def generative_formats(
+    options: Mapping[str, Mapping[str, object]] | None = None,
+) -> dict[str, GenerativeFormat]:
+    """The generative plugins whose requirements are installed, constructed with their
+    options (by format name); none is imported otherwise."""
+    plugins: dict[str, GenerativeFormat] = {}
+    for name, (value, installed) in GENERATIVE.items():
+        if installed():
+            cls = EntryPoint(name, value, "modelport.generative_formats").load()
+            plugins[name] = cls(**dict((options or {}).get(name, {})))
+    return plugins

@@ -156,7 +156,7 @@ class TorchGenerativeEngine:
         name: str = "",
         metrics: GenerationMetrics | None = None,
     ) -> None:
-        self.model = model.eval()  # type: ignore[no-untyped-call]
+        self.model = model.eval()
         self.tokenizer = tokenizer
         self.config = config
         self.name = name

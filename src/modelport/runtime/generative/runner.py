@@ -26,7 +26,7 @@ from transformers import PreTrainedModel
 from transformers.cache_utils import Cache, CacheLayerMixin
 
 
-class _SlotLayer(CacheLayerMixin):  # type: ignore[no-untyped-call]
+class _SlotLayer(CacheLayerMixin):
     """One layer's pools; what ``update`` writes and reads is set per step."""
 
     is_compileable = False
