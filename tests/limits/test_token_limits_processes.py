@@ -2,7 +2,8 @@
 processes: two serving processes sharing the real Redis and PostgreSQL stream
 concurrently for two keys of one tenant; the tokens admitted (each stream's bound, its
 prompt's bytes plus ``max_tokens``) never exceed either allowance, and each refusal
-is a 429 ``rate_limited`` with ``Retry-After``."""
+is a 429 ``rate_limited`` with ``Retry-After``. The streams go through ``/v1/completions``
+as an OpenAI client's would."""
 
 from __future__ import annotations
 
@@ -117,16 +118,26 @@ def test_token_allowances_hold_across_two_processes(processes: Any) -> None:
             sent = time.monotonic()
             with client.stream(
                 "POST",
-                f"{url}/test/streams/acme/writer",
-                json={"prompt": PROMPT, "max_tokens": MAX_TOKENS},
+                f"{url}/v1/completions",
+                json={
+                    "model": "acme/writer",
+                    "prompt": PROMPT,
+                    "max_tokens": MAX_TOKENS,
+                    "stream": True,
+                    "stream_options": {"include_usage": True},
+                },
                 headers=bearer(keys[key]),
             ) as response:
                 result: dict[str, Any] = {"key": key, "process": i % 2, "sent": sent}
                 result["status"] = response.status_code
                 result["headers"] = dict(response.headers)
                 if response.status_code == 200:
-                    events = [line for line in response.iter_lines() if line.startswith("data:")]
-                    result["last"] = json.loads(events[-1][5:])
+                    events = [
+                        json.loads(line[5:])
+                        for line in response.iter_lines()
+                        if line.startswith("data:") and line != "data: [DONE]"
+                    ]
+                    result["events"] = events
                 else:
                     result["body"] = json.loads(response.read())
         with lock:
@@ -154,11 +165,12 @@ def test_token_allowances_hold_across_two_processes(processes: Any) -> None:
     assert len(one) * BOUND <= KEY_TPM + refill(KEY_TPM)
     assert len(one) >= 1 and len(admitted) >= TENANT_TPM // BOUND - 1  # the allowances were used
     for r in admitted:  # each admitted stream ran to its end
-        assert r["last"]["usage"]["output_token"] == MAX_TOKENS
-        assert r["last"]["status"] == "succeeded"
+        finishes = [c["finish_reason"] for e in r["events"] for c in e["choices"]]
+        assert finishes[-1] == "length"
+        assert r["events"][-1]["usage"]["completion_tokens"] == MAX_TOKENS
     assert refused, "nothing was refused: the limits did not hold"
     for r in refused:
         assert r["status"] == 429
-        assert r["body"]["code"] == "rate_limited"
+        assert r["body"]["error"]["code"] == "rate_limited"  # OpenAI's error object
         assert int(r["headers"]["retry-after"]) >= 1
     assert {r["process"] for r in refused} == {0, 1}  # both processes refused some
