@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import sys
-import types
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -74,37 +71,30 @@ def test_the_generative_plugin_refuses_an_encoder() -> None:
     assert exc.value.code == "unsupported_task"
 
 
-@dataclass(frozen=True)
-class _Config:
-    kv_budget_bytes: int
-    context_length: int
-    max_running: int = 32
-    max_waiting: int = 256
-    device: str = "cpu"
+def test_load_builds_the_engine_with_the_budget_and_context(tiny_llama: Path) -> None:
+    from modelport.runtime.generative.engine import EngineConfig, TorchGenerativeEngine
+    from modelport.runtime.generative.metrics import GenerationMetrics
 
-
-class _Engine:
-    """Stands in for TorchGenerativeEngine (written elsewhere): records its arguments."""
-
-    def __init__(self, model: Any, tokenizer: Any, config: _Config, *, name: str = "") -> None:
-        self.model, self.tokenizer, self.config = model, tokenizer, config
-
-
-def test_load_builds_the_engine_with_the_budget_and_context(
-    tiny_llama: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    stand_in = types.ModuleType("modelport.runtime.generative.engine")
-    stand_in.EngineConfig = _Config  # type: ignore[attr-defined]
-    stand_in.TorchGenerativeEngine = _Engine  # type: ignore[attr-defined]
-    monkeypatch.setitem(sys.modules, "modelport.runtime.generative.engine", stand_in)
     files = package_files(tiny_llama)
-    plugin = TransformersGenerativeFormat(device="cpu", kv_cache_bytes=1 << 20, max_running=4)
-    engine: Any = plugin.load(files, generative_manifest(files))
-    assert isinstance(engine, _Engine) and engine.model.dtype == torch.float32
-    assert engine.config == _Config(kv_budget_bytes=1 << 20, context_length=128, max_running=4)
-    declared = generative_manifest(files, kv_cache_bytes=4096, context_length=64)
+    metrics = GenerationMetrics()
+    plugin = TransformersGenerativeFormat(
+        device="cpu", kv_cache_bytes=1 << 20, max_running=4, metrics=metrics
+    )
+    engine: Any = plugin.load(files, generative_manifest(files), name="acme/tiny:1")
+    try:
+        assert isinstance(engine, TorchGenerativeEngine) and engine.model.dtype == torch.float32
+        assert engine.config == EngineConfig(
+            kv_budget_bytes=1 << 20, context_length=128, max_running=4
+        )
+        assert engine.name == "acme/tiny:1" and engine.metrics_holder is metrics
+    finally:
+        engine.unload()
+    declared = generative_manifest(files, kv_cache_bytes=1 << 16, context_length=64)
     engine = plugin.load(files, declared)
-    assert engine.config.kv_budget_bytes == 4096 and engine.config.context_length == 64
+    try:
+        assert engine.config.kv_budget_bytes == 1 << 16 and engine.config.context_length == 64
+    finally:
+        engine.unload()
 
 
 def test_memory_is_weights_plus_the_kv_budget(tiny_llama: Path) -> None:
