@@ -40,6 +40,7 @@ from modelport.manifest import Manifest, TensorSpec
 from modelport.observability.serving_metrics import ServingMetrics
 from modelport.runtime.tensors import OIP_TO_NUMPY
 from modelport.serving.answer_cache import input_key
+from modelport.serving.backend_failures import REFUSED, circuits_open, judge_failure
 from modelport.serving.backends.base import Backend
 from modelport.serving.capability import unmet_by_request, unmet_by_version
 from modelport.serving.fallback import (
@@ -231,29 +232,14 @@ class Dispatcher:
                 self._count(backend.name, "ok")
                 return response
             attempts.append(Attempt(backend.name, ref, error.code, time.monotonic() - now))
-            if error.kind in CALLER_ERRORS:
-                breaker.on_ignored(epoch)
-                self._count(backend.name, "refused")
+            outcome = judge_failure(error, breaker, epoch)
+            self._count(backend.name, outcome)
+            if outcome == REFUSED:
                 raise error
-            if error.kind == "overloaded" or error.extra.get("scope") == "version":
-                breaker.on_ignored(epoch)
-                self._count(backend.name, "overloaded" if error.kind == "overloaded" else "failed")
-            else:
-                breaker.on_failure(epoch)
-                self._count(backend.name, "timeout" if error.kind == "deadline" else "failed")
             last_error = error
         if last_error is not None:
             raise last_error
-        retry_after = min(
-            (self.board.breaker(name).snapshot().retry_after for name in open_breakers),
-            default=1.0,
-        )
-        raise Unavailable(
-            f"every backend that can serve {ref} is out of service (circuit open)",
-            code="no_available_backend",
-            retry_after=max(1.0, retry_after),
-            backends=open_breakers,
-        )
+        raise circuits_open(self.board, f"serve {ref}", open_breakers)
 
     def _unmet_by_version(self, capabilities: Capabilities, version: VersionRef) -> str | None:
         """``unmet_by_version``, kept per capabilities and version (both immutable)."""
