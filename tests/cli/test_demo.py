@@ -56,6 +56,8 @@ def _chat(stdout: str) -> tuple[str, int]:
     return answer.group(1), cost
 
 
+# Two runs, each loading SmolLM2 to describe and serve it: minutes on a small CPU.
+@pytest.mark.timeout(1200)
 def test_demo_walkthrough_and_rerun(tmp_path: Path) -> None:
     gguf, why = smollm2_gguf()
     if gguf is None:
