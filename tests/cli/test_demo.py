@@ -1,8 +1,10 @@
-"""The quickstart's demo publishes, validates, approves, pulls, calls and bills a real model."""
+"""The quickstart's demo publishes, validates, approves, pulls, calls and bills a real
+model, then publishes SmolLM2 and streams a chat through /v1, billed per token."""
 
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -10,6 +12,7 @@ from pathlib import Path
 import orjson
 import pytest
 
+from modelport.cli.demo_chat import INPUT_TOKEN_MICROS, OUTPUT_TOKEN_MICROS, smollm2_gguf
 from tests.conftest import free_port
 
 pytestmark = pytest.mark.slow  # starts real processes
@@ -32,11 +35,33 @@ def _run_demo(home: Path, port: int) -> subprocess.CompletedProcess[str]:
         env=env,
         capture_output=True,
         text=True,
-        timeout=180,
+        timeout=900,
     )
 
 
+def _chat(stdout: str) -> tuple[str, int]:
+    """The streamed answer and the ledger's charge, checked against prices times tokens."""
+    answer = re.search(r"^assistant: (.*)$", stdout, re.M)
+    assert answer is not None, stdout
+    assert answer.group(1).strip()
+    usage = re.search(r"^usage: prompt_tokens=(\d+) completion_tokens=(\d+)$", stdout, re.M)
+    assert usage is not None, stdout
+    prompt, completion = int(usage.group(1)), int(usage.group(2))
+    assert prompt > 0 and completion > 0
+    cost = prompt * INPUT_TOKEN_MICROS + completion * OUTPUT_TOKEN_MICROS
+    price = f"price: {prompt} * {INPUT_TOKEN_MICROS} + {completion} * {OUTPUT_TOKEN_MICROS} = "
+    assert price + f"{cost} micro-USD" in stdout
+    assert f"the usage ledger charged acme-labs {cost} micro-USD for this chat" in stdout
+    assert "/v1/chat/completions" in stdout.split("The chat model")[1]
+    return answer.group(1), cost
+
+
+# Two runs, each loading SmolLM2 to describe and serve it: minutes on a small CPU.
+@pytest.mark.timeout(1200)
 def test_demo_walkthrough_and_rerun(tmp_path: Path) -> None:
+    gguf, why = smollm2_gguf()
+    if gguf is None:
+        pytest.skip(why)
     home = tmp_path / "demo"
     first = _run_demo(home, free_port())
     assert first.returncode == 0, first.stdout + first.stderr
@@ -52,6 +77,9 @@ def test_demo_walkthrough_and_rerun(tmp_path: Path) -> None:
 
     # The consumer tenant paid 2,500 micro-USD for each of its three calls.
     assert "acme-labs has 992500 micro-USD left" in first.stdout
+    assert "published demo/smollm2-chat:1" in first.stdout
+    assert "demo/smollm2-chat:1 is approved" in first.stdout
+    _, chat_cost = _chat(first.stdout)
 
     probabilities = first.stdout.split("probabilities=")[1].split("\n")[0].split(", ")
     assert abs(sum(float(p) for p in probabilities) - 1.0) < 1e-3
@@ -60,4 +88,7 @@ def test_demo_walkthrough_and_rerun(tmp_path: Path) -> None:
     second = _run_demo(home, free_port())
     assert second.returncode == 0, second.stdout + second.stderr
     assert "already published, identical: demo/iris-classifier:1" in second.stdout
-    assert "acme-labs has 985000 micro-USD left" in second.stdout
+    assert "already published, identical: demo/smollm2-chat:1" in second.stdout
+    # The balance shows the first run's chat, charged at its tokens' prices.
+    assert f"acme-labs has {985000 - chat_cost} micro-USD left" in second.stdout
+    _chat(second.stdout)

