@@ -102,6 +102,21 @@ class Call(Generic[T]):
     json: Any = None
     content: bytes | None = None
     headers: dict[str, str] = field(default_factory=dict)
+    timeout: float | None = None
+    """Seconds to wait for the answer; None: the client's."""
+
+    @property
+    def options(self) -> dict[str, Any]:
+        """The request's keyword arguments for httpx."""
+        options: dict[str, Any] = {
+            "params": _params(self.params),
+            "json": self.json,
+            "content": self.content,
+            "headers": self.headers,
+        }
+        if self.timeout is not None:
+            options["timeout"] = httpx.Timeout(self.timeout)
+        return options
 
 
 def _params(params: dict[str, Any] | None) -> dict[str, Any] | None:
@@ -131,14 +146,7 @@ class Transport:
             raise connection_failed(self.url, exc) from exc
 
     def run(self, call: Call[T]) -> T:
-        response = self.send(
-            call.method,
-            call.path,
-            params=_params(call.params),
-            json=call.json,
-            content=call.content,
-            headers=call.headers,
-        )
+        response = self.send(call.method, call.path, **call.options)
         if not response.is_success:
             raise error_from_response(response)
         return call.parse(parse_body(response))
@@ -163,14 +171,7 @@ class AsyncTransport:
             raise connection_failed(self.url, exc) from exc
 
     async def run(self, call: Call[T]) -> T:
-        response = await self.send(
-            call.method,
-            call.path,
-            params=_params(call.params),
-            json=call.json,
-            content=call.content,
-            headers=call.headers,
-        )
+        response = await self.send(call.method, call.path, **call.options)
         if not response.is_success:
             raise error_from_response(response)
         return call.parse(parse_body(response))

@@ -37,9 +37,15 @@ def publish_call(model: str, version: str, manifest: dict[str, Any]) -> Call[Ver
     return Call("POST", f"{model_path(model)}/versions", Version.from_json, json=body)
 
 
+VALIDATION_WAIT = 900.0
+"""Seconds a transition waits for its answer: ``validated`` loads and runs the model
+first, which takes minutes for a large one."""
+
+
 def transition_call(ref: str, to: str, reason: str = "") -> Call[Transition]:
     body = {"to": to, "reason": reason}
-    return Call("POST", f"{version_path(ref)}/transitions", Transition.from_json, json=body)
+    path = f"{version_path(ref)}/transitions"
+    return Call("POST", path, Transition.from_json, json=body, timeout=VALIDATION_WAIT)
 
 
 def validation_call(ref: str) -> Call[ValidationReport]:

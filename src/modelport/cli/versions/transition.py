@@ -6,6 +6,7 @@ import click
 
 from modelport.cli.application import Application
 from modelport.cli.models.refs import version_path
+from modelport.client.versions import VALIDATION_WAIT
 from modelport.registry.types import LifecycleState
 
 
@@ -23,7 +24,11 @@ from modelport.registry.types import LifecycleState
 def transition(app: Application, ref: str, to: str, reason: str) -> None:
     """Move a version (owner/name:V) to another lifecycle state."""
     body = app.check(
-        app.http.post(f"{version_path(app, ref)}/transitions", json={"to": to, "reason": reason})
+        app.http.post(
+            f"{version_path(app, ref)}/transitions",
+            json={"to": to, "reason": reason},
+            timeout=VALIDATION_WAIT,  # validation loads and runs the model first
+        )
     )
     if app.terminal.as_json:
         app.terminal.json(body)
