@@ -1,14 +1,17 @@
-"""What a backend's failure says of the backend, shared by whole calls (``dispatch``)
-and streams before their first chunk (``stream_dispatch``)."""
+"""Which backends may try a version, and what a backend's failure says of it: shared
+by whole calls (``dispatch``) and streams before their first chunk
+(``stream_dispatch``)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from modelport.errors import ModelportError, Unavailable
+from modelport.serving.backends.base import Backend
 from modelport.serving.breaker import CircuitBreaker
 from modelport.serving.fallback import CALLER_ERRORS
 from modelport.serving.health import HealthBoard
+from modelport.serving.types import Capabilities, Health
 
 REFUSED = "refused"
 """The outcome of a failure that is the caller's: raised as it is, no other backend tried."""
@@ -41,3 +44,31 @@ def circuits_open(board: HealthBoard, what: str, open_breakers: Sequence[str]) -
         retry_after=max(1.0, retry_after),
         backends=list(open_breakers),
     )
+
+
+def capable_in_order(
+    replicas: Sequence[Backend],
+    board: HealthBoard,
+    unmet: Callable[[Capabilities], str | None],
+    what: str,
+) -> Sequence[Backend]:
+    """The replicas whose capabilities meet the call (``unmet`` answers why not, or
+    None), in the router's order with those last seen unhealthy at the end (a stable
+    sort); 503 ``no_capable_backend`` naming each refusal when none can ``what``."""
+    capable: list[Backend] = []
+    refusals: list[str] = []
+    for backend in replicas:
+        why = unmet(backend.capabilities())
+        if why is None:
+            capable.append(backend)
+        else:
+            refusals.append(f"{backend.name}: {why}")
+    if not capable:
+        raise Unavailable(
+            f"no backend can {what}" + (": " + "; ".join(refusals) if refusals else ""),
+            code="no_capable_backend",
+            scope="version",
+        )
+    if len(capable) == 1:
+        return capable
+    return sorted(capable, key=lambda b: board.health(b.name) is Health.UNHEALTHY)

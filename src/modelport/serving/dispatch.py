@@ -40,7 +40,12 @@ from modelport.manifest import Manifest, TensorSpec
 from modelport.observability.serving_metrics import ServingMetrics
 from modelport.runtime.tensors import OIP_TO_NUMPY
 from modelport.serving.answer_cache import input_key
-from modelport.serving.backend_failures import REFUSED, circuits_open, judge_failure
+from modelport.serving.backend_failures import (
+    REFUSED,
+    capable_in_order,
+    circuits_open,
+    judge_failure,
+)
 from modelport.serving.backends.base import Backend
 from modelport.serving.capability import unmet_by_request, unmet_by_version
 from modelport.serving.fallback import (
@@ -56,7 +61,6 @@ from modelport.serving.types import (
     BackendRequest,
     BackendResponse,
     Capabilities,
-    Health,
     Provenance,
     Served,
     StreamRequest,
@@ -159,28 +163,11 @@ class Dispatcher:
         to ``attempts``. Raises the last failure when none answers."""
         version = request.version
         ref = version.ref
-        capable: list[Backend] = []
-        refusals: list[str] = []
-        for backend in replicas:
-            capabilities = backend.capabilities()
-            why = self._unmet_by_version(capabilities, version)
-            if why is None:
-                why = unmet_by_request(capabilities, request)
-            if why is None:
-                capable.append(backend)
-            else:
-                refusals.append(f"{backend.name}: {why}")
-        if not capable:
-            raise Unavailable(
-                f"no backend can serve {ref}" + (": " + "; ".join(refusals) if refusals else ""),
-                code="no_capable_backend",
-                scope="version",
-            )
-        # Stable sort: the router's order, with replicas last seen unhealthy at the end.
-        ordered = (
-            capable
-            if len(capable) == 1
-            else sorted(capable, key=lambda b: self.board.health(b.name) is Health.UNHEALTHY)
+        ordered = capable_in_order(
+            replicas,
+            self.board,
+            lambda c: self._unmet_by_version(c, version) or unmet_by_request(c, request),
+            f"serve {ref}",
         )
         last_error: ModelportError | None = None
         tried = 0

@@ -35,7 +35,12 @@ from dataclasses import dataclass, replace
 
 from modelport.errors import DeadlineExceeded, ModelportError, Unavailable
 from modelport.observability.serving_metrics import ServingMetrics
-from modelport.serving.backend_failures import REFUSED, circuits_open, judge_failure
+from modelport.serving.backend_failures import (
+    REFUSED,
+    capable_in_order,
+    circuits_open,
+    judge_failure,
+)
 from modelport.serving.backends.base import Backend
 from modelport.serving.breaker import CircuitBreaker
 from modelport.serving.capability import unmet_by_stream
@@ -52,7 +57,6 @@ from modelport.serving.types import (
     Attempt,
     Capabilities,
     FallbackKind,
-    Health,
     Provenance,
     StreamChunk,
     StreamRequest,
@@ -157,24 +161,12 @@ class StreamOpener:
         ``attempts``; raises the last failure when none starts."""
         version = request.version
         ref = version.ref
-        capable: list[Backend] = []
-        refusals: list[str] = []
-        for backend in replicas:
-            capabilities = backend.capabilities()
-            why = self._unmet_by_version(capabilities, version)
-            if why is None:
-                why = unmet_by_stream(capabilities, request)
-            if why is None:
-                capable.append(backend)
-            else:
-                refusals.append(f"{backend.name}: {why}")
-        if not capable:
-            raise Unavailable(
-                f"no backend can stream {ref}" + (": " + "; ".join(refusals) if refusals else ""),
-                code="no_capable_backend",
-                scope="version",
-            )
-        ordered = sorted(capable, key=lambda b: self.board.health(b.name) is Health.UNHEALTHY)
+        ordered = capable_in_order(
+            replicas,
+            self.board,
+            lambda c: self._unmet_by_version(c, version) or unmet_by_stream(c, request),
+            f"stream {ref}",
+        )
         last_error: ModelportError | None = None
         tried = 0
         open_breakers: list[str] = []
