@@ -168,12 +168,19 @@ class ThreadedServer:
         self.server = uvicorn.Server(config)
         self.thread = threading.Thread(target=self.server.run, daemon=True)
 
-    def start(self) -> Self:
+    def start(self, timeout: float = 60) -> Self:
+        """Serve, and wait until the server listens. A server that does not start in time
+        is stopped before the error is raised: left running, its background loops (outbox
+        drain, deployment controller) would go on acting on the shared test database
+        during the tests that follow."""
         self.thread.start()
-        deadline = time.monotonic() + 10
+        deadline = time.monotonic() + timeout
         while not self.server.started:
+            if not self.thread.is_alive():
+                raise RuntimeError("server exited before it started listening")
             if time.monotonic() > deadline:
-                raise RuntimeError("server did not start")
+                self.stop()
+                raise RuntimeError(f"server did not start within {timeout:.0f} s")
             time.sleep(0.01)
         return self
 
