@@ -23,6 +23,7 @@ from starlette.testclient import TestClient
 from modelport.api import create_app
 from modelport.app import Services, build_services
 from modelport.config import Settings
+from modelport.sandbox import isolation_available
 from modelport.store import upgrade
 from modelport.store.base import Base
 from tests.slow_tier import (  # noqa: F401  (hooks: unmarked tests may not start processes)
@@ -51,6 +52,10 @@ def _clean_environ(monkeypatch: pytest.MonkeyPatch) -> None:
     for key in list(os.environ):
         if key.startswith("MODELPORT_") and not key.startswith("MODELPORT_TEST_"):
             monkeypatch.delenv(key)
+    if not isolation_available() and not services_required():
+        # A laptop without bubblewrap still runs the suite: validation runs unisolated
+        # there, and tests/sandbox says why it skips. CI installs bubblewrap.
+        monkeypatch.setenv("MODELPORT_SANDBOX", "unisolated")
 
 
 @pytest.fixture(scope="session")

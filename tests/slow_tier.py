@@ -4,7 +4,8 @@
 ``tests/conftest.py``) note every process started through ``subprocess`` or
 ``multiprocessing`` while a test sets up and runs, and fail an unmarked test that started
 one, naming it. The registry's validation worker is exempt: it is part of publishing a
-version (most fixtures do), and it finishes in a fraction of a second.
+version (most fixtures do), and it finishes in a fraction of a second; so is the
+sandbox's probe of bubblewrap, made once a process before the first validation.
 """
 
 from __future__ import annotations
@@ -17,7 +18,10 @@ from typing import Any
 
 import pytest
 
-EXEMPT = ("modelport.registry.validation_worker",)
+EXEMPT = (
+    "modelport.registry.validation_worker",
+    "modelport.sandbox.launch -- modelport.sandbox.types",
+)
 _started: list[str] = []
 
 

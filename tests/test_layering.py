@@ -20,7 +20,7 @@ SRC = Path(__file__).resolve().parents[1] / "src" / "modelport"
 
 SURFACES = {"api", "cli"}
 SERVICES = {"registry", "serving", "jobs", "metering", "tenancy", "inference"}
-FOUNDATION = {"store", "blobs", "runtime"}
+FOUNDATION = {"store", "blobs", "runtime", "sandbox"}
 PLAIN = {"errors", "digests", "manifest", "config", "testing", "observability"}
 
 FORBIDDEN: dict[str, set[str]] = {
@@ -29,6 +29,8 @@ FORBIDDEN: dict[str, set[str]] = {
     "manifest": SURFACES | SERVICES | FOUNDATION | {"app", "observability"},
     "store": SURFACES | SERVICES | {"runtime", "app"},
     "blobs": SURFACES | SERVICES | {"runtime", "app"},
+    # the sandbox runs other people's code: it knows nothing of the platform
+    "sandbox": SURFACES | SERVICES | {"store", "blobs", "runtime", "app", "observability"},
     "observability": SURFACES | {"app"},
     "registry": SURFACES | {"app"},
     "serving": SURFACES | {"app"},

@@ -6,6 +6,7 @@ import gc
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from functools import partial
+from pathlib import Path
 from typing import TYPE_CHECKING
 from urllib.parse import urlparse
 
@@ -30,6 +31,7 @@ from modelport.keyspace import Keyspace
 from modelport.registry.service import RegistryService
 from modelport.registry.signing import Signer
 from modelport.registry.validation import SubprocessValidator
+from modelport.sandbox import Sandbox, SandboxMode
 from modelport.store import Database, create_database, upgrade
 from modelport.store.installation import installation_id
 from modelport.tenancy.admin import AdminKeyAuthenticator
@@ -646,8 +648,33 @@ def open_database(settings: Settings) -> Database:
     return create_database(url)
 
 
+def build_sandbox(settings: Settings, metrics: RuntimeMetrics | None = None) -> Sandbox:
+    """The sandbox of other people's code; no child of it sees this installation's home
+    (its database, blobs and keys) or the signing key's folder. Its runs are counted on
+    ``metrics`` when given."""
+    from modelport.observability.sandbox_metrics import SandboxMetrics
+
+    protect = [settings.home, settings.resolved_signing_key_path.parent]
+    url = settings.resolved_database_url
+    if url.startswith("sqlite:///"):
+        protect.append(Path(url.removeprefix("sqlite:///")).parent)
+    observe = None
+    if metrics is not None:
+        observe = SandboxMetrics(metrics.registry, settings.sandbox).observe
+    return Sandbox(
+        SandboxMode(settings.sandbox),
+        protect=protect,
+        bwrap=settings.sandbox_bwrap,
+        observe=observe,
+    )
+
+
 def build_registry(
-    settings: Settings, database: Database, blob_store: BlobStore, changes: ChangeBus
+    settings: Settings,
+    database: Database,
+    blob_store: BlobStore,
+    changes: ChangeBus,
+    metrics: RuntimeMetrics | None = None,
 ) -> RegistryService:
     """The registry, signing with this installation's key and validating in a subprocess."""
     signer = Signer.load_or_create(settings.resolved_signing_key_path)
@@ -656,6 +683,7 @@ def build_registry(
         work_dir=settings.home / "validation",
         timeout_seconds=settings.validation_timeout_seconds,
         memory_bytes=settings.validation_memory_bytes,
+        sandbox=build_sandbox(settings, metrics),
     )
     return RegistryService(
         database, blob_store, signer=signer, validator=validator, changes=changes
@@ -692,7 +720,7 @@ def build_services(
     metrics = build_metrics()
     changes = build_change_bus(settings, keys)
     tenancy, authenticator = build_tenancy(settings, database, changes, clock)
-    registry = build_registry(settings, database, blob_store, changes)
+    registry = build_registry(settings, database, blob_store, changes, metrics)
     host = build_host(settings, metrics) if settings.role is Role.ALL else None
     engines = None
     if host is not None:
@@ -830,7 +858,7 @@ def build_worker_services(settings: Settings, *, clock: Clock | None = None) -> 
     blob_store = build_blob_store(settings)
     metrics = build_metrics()
     # A worker publishes no change: versions it reads are immutable.
-    registry = build_registry(settings, database, blob_store, LocalChangeBus())
+    registry = build_registry(settings, database, blob_store, LocalChangeBus(), metrics)
     return WorkerServices(
         settings=settings,
         database=database,

@@ -88,6 +88,15 @@ class Settings(BaseSettings):
     validation_timeout_seconds: float = Field(default=120.0, gt=0)
     validation_memory_bytes: int = Field(default=4 << 30, gt=0)
 
+    sandbox: Literal["auto", "bubblewrap", "unisolated"] = "auto"
+    """Isolation of other people's code (validation): ``auto`` and ``bubblewrap`` run it
+    in bubblewrap's namespaces and refuse to run it where this machine cannot make them
+    (fail closed); ``unisolated`` runs it without namespaces (an empty environment,
+    limits, the system-call filter), for a machine that runs only its owner's models."""
+
+    sandbox_bwrap: str = "bwrap"
+    """The bubblewrap program, by name (searched on ``PATH``) or path."""
+
     auto_migrate: bool | None = None
     """Apply migrations at start; default on for SQLite (embedded), off otherwise."""
 

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from modelport.app import build_blob_store
+from modelport.app import build_blob_store, build_sandbox
 from modelport.config import Settings
 from modelport.manifest import parse_manifest
 from modelport.registry import content
@@ -124,7 +124,8 @@ def local_store(tmp_path: Path) -> Any:
 
 def _validator(store: Any, tmp_path: Path, **limits: Any) -> SubprocessValidator:
     options = {"timeout_seconds": 60.0, "memory_bytes": 2 << 30, **limits}
-    return SubprocessValidator(store, work_dir=tmp_path / "work", **options)
+    sandbox = build_sandbox(Settings(home=tmp_path / "home"))
+    return SubprocessValidator(store, work_dir=tmp_path / "work", sandbox=sandbox, **options)
 
 
 def test_timeout_kills_the_worker(local_store: Any, tmp_path: Path) -> None:

@@ -99,8 +99,19 @@ def _start_server(home: Path, host: str, port: int, admin_key: str) -> Any:
 
     from modelport.app import build_app
     from modelport.config import Settings
+    from modelport.sandbox import isolation_available
 
     settings = Settings(home=home, admin_key=admin_key)
+    if settings.sandbox == "auto" and not isolation_available(settings.sandbox_bwrap):
+        # The demo validates only the models it made itself; a server that takes other
+        # people's models keeps the default and refuses until bubblewrap is installed.
+        settings = settings.model_copy(update={"sandbox": "unisolated"})
+        click.echo(
+            "note: bubblewrap is not installed, so the demo validates its own models "
+            "unisolated; install it before serving other people's models "
+            "(docs/operations.md, Sandbox)",
+            err=True,
+        )
     server = uvicorn.Server(
         uvicorn.Config(build_app(settings), host=host, port=port, log_level="warning")
     )

@@ -10,9 +10,12 @@
    verified files are copied to a private folder and a separate process
    (``modelport.registry.validation_worker``) loads the model and runs every
    example of the manifest, comparing outputs within the example's tolerance. The
-   process runs under an address-space limit and a wall-clock timeout (it is
-   killed, with its process group, when the time is up). A crash, running out of
-   memory or the timeout is a failed validation with its cause in the report.
+   process runs in the sandbox (``modelport.sandbox``): an empty environment, no
+   network, a read-only view of the files, no process creation, an address-space,
+   CPU and wall-clock limit (killed with its process group when the time is up). A
+   crash, running out of memory or the timeout is a failed validation with its cause
+   in the report; where the operator's sandbox mode cannot be met on this machine,
+   nothing is run and the cause is ``sandbox_unavailable``.
 
    Such a version needs at least one example: a model that is never run cannot
    be called validated. For a format the runtime does not know, only the files
@@ -22,8 +25,11 @@ The report (a JSON object) is always returned, never raised::
 
     {"passed": bool, "cause": None | "file_check_failed" | "unsafe_content" | "no_examples"
         | "load_failed"
-        | "examples_failed" | "out_of_memory" | "timeout" | "crashed",
+        | "examples_failed" | "out_of_memory" | "timeout" | "crashed"
+        | "cpu_limit" | "sandbox_unavailable",
      "detail": str, "format": str, "executed": bool,
+     "sandbox": {"isolation": "bubblewrap" | "none", "seccomp": bool, "network",
+                 "environment", "filesystem"} (once executed),
      "checks": [{"check": "file", "path", "digest", "size", "passed", "detail",
                  "unsafe"?: kind of code-bearing content found}],
      "examples": [{"index", "passed", "problems", "ms"}],
@@ -33,11 +39,7 @@ The report (a JSON object) is always returned, never raised::
 
 from __future__ import annotations
 
-import contextlib
-import os
 import signal
-import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -50,6 +52,7 @@ from modelport.blobs.verify import copy_verified, iter_verified
 from modelport.errors import ModelportError
 from modelport.manifest import Manifest, canonical_bytes
 from modelport.registry.content import find_unsafe
+from modelport.sandbox import Limits, Sandbox, SandboxUnavailable
 
 WORKER_MODULE = "modelport.registry.validation_worker"
 _STDERR_TAIL = 4000
@@ -76,9 +79,16 @@ class SubprocessValidator:
     """Runs validations with the configured time and memory limits."""
 
     def __init__(
-        self, blobs: BlobStore, *, work_dir: Path, timeout_seconds: float, memory_bytes: int
+        self,
+        blobs: BlobStore,
+        *,
+        work_dir: Path,
+        timeout_seconds: float,
+        memory_bytes: int,
+        sandbox: Sandbox,
     ) -> None:
         self.blobs = blobs
+        self.sandbox = sandbox
         self.work_dir = work_dir
         self.timeout_seconds = timeout_seconds
         self.memory_bytes = memory_bytes
@@ -187,38 +197,35 @@ class SubprocessValidator:
     # ---- execution
 
     def _execute(self, manifest: Manifest, folder: Path, report: dict[str, Any]) -> None:
-        report["executed"] = True
         (folder / "manifest.json").write_bytes(canonical_bytes(manifest))
-        command = [
-            sys.executable,
-            "-m",
-            WORKER_MODULE,
-            str(folder),
-            "--memory-bytes",
-            str(self.memory_bytes),
-            "--cpu-seconds",
-            str(int(self.timeout_seconds) + 1),
-        ]
+        limits = Limits(
+            wall_seconds=self.timeout_seconds,
+            cpu_seconds=int(self.timeout_seconds) + 1,
+            memory_bytes=self.memory_bytes,
+        )
         stderr_path = folder / "stderr.log"
-        with stderr_path.open("wb") as stderr:
-            process = subprocess.Popen(
-                command,
-                cwd=folder,
-                stdin=subprocess.DEVNULL,
-                stdout=stderr,
-                stderr=stderr,
-                start_new_session=True,  # its own process group, killed as a whole
-                env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"},
-            )
-            try:
-                returncode = process.wait(timeout=self.timeout_seconds)
-            except subprocess.TimeoutExpired:
-                _kill_group(process)
-                report["cause"] = "timeout"
-                report["detail"] = (
-                    f"validation did not finish within {self.timeout_seconds:g}s and was killed"
+        try:
+            with stderr_path.open("wb") as stderr:
+                finished = self.sandbox.run(
+                    [WORKER_MODULE, "."],
+                    scratch=folder,
+                    readonly=[folder / "files"],
+                    limits=limits,
+                    output=stderr,
                 )
-                return
+        except SandboxUnavailable as exc:
+            report["cause"] = "sandbox_unavailable"
+            report["detail"] = exc.message
+            return
+        report["executed"] = True
+        report["sandbox"] = finished.confinement.as_dict()
+        returncode = finished.returncode
+        if finished.timed_out:
+            report["cause"] = "timeout"
+            report["detail"] = (
+                f"validation did not finish within {self.timeout_seconds:g}s and was killed"
+            )
+            return
         result_path = folder / "result.json"
         if result_path.exists():
             result = orjson.loads(result_path.read_bytes())
@@ -235,18 +242,15 @@ class SubprocessValidator:
         if "MemoryError" in tail or "bad_alloc" in tail:
             report["cause"] = "out_of_memory"
             report["detail"] = "the validation process ran out of memory under its limit"
+        elif returncode == -signal.SIGXCPU:
+            report["cause"] = "cpu_limit"
+            report["detail"] = "the validation process used up its CPU time and was stopped"
         elif returncode < 0:
             report["cause"] = "crashed"
             report["detail"] = f"the validation process was killed by {_signal_name(-returncode)}"
         else:
             report["cause"] = "crashed"
             report["detail"] = f"the validation process exited with status {returncode}"
-
-
-def _kill_group(process: subprocess.Popen[bytes]) -> None:
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(process.pid, signal.SIGKILL)
-    process.wait()
 
 
 def _signal_name(number: int) -> str:

@@ -1,6 +1,7 @@
 """Load a version and run its examples, in a process of its own.
 
-``python -m modelport.registry.validation_worker DIR [--memory-bytes N] [--cpu-seconds S]``
+``python -m modelport.registry.validation_worker DIR``, in the sandbox
+(``modelport.sandbox``: its launcher set the limits and the system-call filter first).
 
 ``DIR`` holds ``manifest.json`` and the verified files under ``files/``. A generative
 version (its ``runtime.task`` is ``chat``, ``completions`` or ``text-generation``) is
@@ -11,11 +12,6 @@ is written to ``DIR/result.json`` (never stdout, where native libraries may prin
 
     {"status": "passed" | "examples_failed" | "load_failed" | "out_of_memory",
      "detail": str, "load_ms": float, "examples": [{"index", "passed", "problems", "ms"}]}
-
-The address-space limit is applied by this process to itself as its very first
-action, before numpy or any model runtime is imported, so everything the model
-does runs under it. (Setting it from the parent through ``preexec_fn`` would be
-equivalent but is not safe in the parent's multithreaded server process.)
 """
 
 from __future__ import annotations
@@ -23,7 +19,6 @@ from __future__ import annotations
 import argparse
 import functools
 import json
-import resource
 import sys
 import time
 from collections.abc import Callable
@@ -44,13 +39,6 @@ _OOM_MARKERS = (
     "out of memory",
     "failed to map segment",  # a shared library could not be mapped under the limit
 )
-
-
-def _limit(memory_bytes: int | None, cpu_seconds: int | None) -> None:
-    if memory_bytes:
-        resource.setrlimit(resource.RLIMIT_AS, (memory_bytes, memory_bytes))
-    if cpu_seconds:
-        resource.setrlimit(resource.RLIMIT_CPU, (cpu_seconds, cpu_seconds))
 
 
 def _ms(start: float) -> float:
@@ -136,10 +124,7 @@ def _describe(exc: BaseException) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="modelport.registry.validation_worker")
     parser.add_argument("directory", type=Path)
-    parser.add_argument("--memory-bytes", type=int, default=None)
-    parser.add_argument("--cpu-seconds", type=int, default=None)
     args = parser.parse_args(argv)
-    _limit(args.memory_bytes, args.cpu_seconds)
     result = run(args.directory)
     tmp = args.directory / "result.json.tmp"
     tmp.write_text(json.dumps(result))
