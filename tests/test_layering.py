@@ -19,7 +19,7 @@ import pytest
 SRC = Path(__file__).resolve().parents[1] / "src" / "modelport"
 
 SURFACES = {"api", "cli"}
-SERVICES = {"registry", "serving", "jobs", "metering", "tenancy", "inference"}
+SERVICES = {"registry", "serving", "jobs", "metering", "tenancy", "inference", "files"}
 FOUNDATION = {"store", "blobs", "runtime", "sandbox"}
 PLAIN = {"errors", "digests", "manifest", "config", "testing", "observability"}
 
@@ -37,6 +37,7 @@ FORBIDDEN: dict[str, set[str]] = {
     "metering": SURFACES | {"app"},
     "tenancy": SURFACES | {"app"},
     "jobs": SURFACES | {"app"},
+    "files": SURFACES | {"app"},
     "inference": SURFACES | {"app"},
     # the Python client talks HTTP: it builds nothing of the server's
     "client": SURFACES | SERVICES | {"store", "blobs", "app", "observability"},

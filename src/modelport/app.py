@@ -27,6 +27,7 @@ from modelport.changes import (
 )
 from modelport.clock import Clock, SystemClock
 from modelport.config import Role, Settings
+from modelport.files import FileService
 from modelport.keyspace import Keyspace
 from modelport.registry.service import RegistryService
 from modelport.registry.signing import Signer
@@ -95,6 +96,8 @@ class Services:
     """Which versions this process hosts; loads and unloads (the ``/v2`` repository)."""
     http_metrics: HttpMetrics
     """Requests by route, method and status, on ``metrics.registry``."""
+    files: FileService
+    """Tenants' uploaded files (``/v1/files``: batch inputs)."""
     engines: GenerativeHost | None = None
     """This process's generative engines; None in the ``gateway`` role, or when no
     generative format is installed (the ``modelport[llm]`` extra)."""
@@ -768,11 +771,12 @@ def build_services(
         changes,
         clock,
     )
+    blobs = BlobService(database, blob_store, verify_below_bytes=settings.verify_below_bytes)
     return Services(
         settings=settings,
         database=database,
         blob_store=blob_store,
-        blobs=BlobService(database, blob_store, verify_below_bytes=settings.verify_below_bytes),
+        blobs=blobs,
         uploads=UploadService(
             database,
             blob_store,
@@ -798,6 +802,20 @@ def build_services(
         model_repository=model_repository,
         engines=engines,
         http_metrics=HttpMetrics(metrics.registry),
+        files=build_files(settings, database, blobs, clock),
+    )
+
+
+def build_files(
+    settings: Settings, database: Database, blobs: BlobService, clock: Clock
+) -> FileService:
+    """Tenants' files over the blob store."""
+    return FileService(
+        database,
+        put_blob=lambda data, tenant: blobs.put(data, tenant=tenant),
+        read_blob=lambda digest: blobs.read(blobs.stat(digest)),
+        now=clock.now,
+        max_bytes=settings.max_file_bytes,
     )
 
 

@@ -79,6 +79,9 @@ class Settings(BaseSettings):
     upload_sweep_interval_seconds: float = Field(default=300.0, gt=0)
     """How often the server removes expired uploads and their staged bytes."""
 
+    max_file_bytes: int = Field(default=512 << 20, gt=0)
+    """Largest file ``POST /v1/files`` takes (a batch's requests)."""
+
     max_chunk_bytes: int = Field(default=1 << 30, gt=0)
     """Largest single chunk accepted by ``PATCH /api/uploads/{id}``."""
 

@@ -158,6 +158,8 @@ class RequestHygiene:
             BodyRule("/api/uploads", None),
             BodyRule("/api/", settings.max_api_body_bytes, text_only=True),
             BodyRule("/v2/", inference),
+            # A file's own limit is checked by its route; the form around it is small.
+            BodyRule("/v1/files", settings.max_file_bytes + (1 << 20)),
             BodyRule("/v1/", inference),
         ]
 

@@ -714,3 +714,22 @@ class PredictionOutcomeRow(Base):
     value: Mapped[float | None]
     recorded_at: Mapped[datetime] = mapped_column(default=utcnow)
     recorded_by: Mapped[str] = mapped_column(String(128))
+
+
+# ---- files -------------------------------------------------------------------
+
+
+class FileRow(Base):
+    """A tenant's uploaded file: a name and purpose over a blob (``modelport.files``)."""
+
+    __tablename__ = "files"
+    __table_args__ = (Index("ix_files_tenant_created", "tenant", "created_at", "id"),)
+
+    id: Mapped[str] = mapped_column(String(40), primary_key=True)
+    tenant: Mapped[str] = mapped_column(String(64))
+    purpose: Mapped[str] = mapped_column(String(32))
+    filename: Mapped[str] = mapped_column(String(255))
+    size: Mapped[int] = mapped_column(BigInteger)
+    digest: Mapped[str] = mapped_column(String(71))
+    lines: Mapped[int | None] = mapped_column(Integer)
+    created_at: Mapped[datetime] = mapped_column()

@@ -1,0 +1,77 @@
+"""OpenAI's batch input format: one JSON object a line, ``{"custom_id", "method":
+"POST", "url", "body"}``, with ``custom_id`` unique in the file and one ``url`` for
+the whole file, one of the generative and embedding routes of ``/v1``.
+
+A file that breaks a rule is refused whole (``invalid_batch_file``), naming the first
+line at fault: a batch never starts on requests that could not all be read."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import orjson
+
+from modelport.errors import InvalidInput
+from modelport.files.types import BatchLine
+
+BATCH_URLS = frozenset({"/v1/chat/completions", "/v1/completions", "/v1/embeddings"})
+MAX_CUSTOM_ID = 512
+
+
+def _refuse(number: int, problem: str) -> InvalidInput:
+    return InvalidInput(f"line {number} of the batch file: {problem}", code="invalid_batch_file")
+
+
+def parse_line(number: int, raw: bytes) -> BatchLine:
+    """Line ``number`` (from 1) of a batch file, checked."""
+    try:
+        doc = orjson.loads(raw)
+    except orjson.JSONDecodeError as exc:
+        raise _refuse(number, f"not JSON ({exc})") from None
+    if not isinstance(doc, dict):
+        raise _refuse(number, "not a JSON object")
+    unknown = set(doc) - {"custom_id", "method", "url", "body"}
+    if unknown:
+        raise _refuse(number, f"unknown field(s) {sorted(unknown)}")
+    custom_id, method, url, body = (doc.get(k) for k in ("custom_id", "method", "url", "body"))
+    if not isinstance(custom_id, str) or not custom_id or len(custom_id) > MAX_CUSTOM_ID:
+        raise _refuse(number, f"custom_id must be a string of 1 to {MAX_CUSTOM_ID} characters")
+    if method != "POST":
+        raise _refuse(number, "method must be POST")
+    if url not in BATCH_URLS:
+        raise _refuse(number, f"url must be one of {sorted(BATCH_URLS)}")
+    if not isinstance(body, dict) or not isinstance(body.get("model"), str):
+        raise _refuse(number, "body must be an object naming its model")
+    return BatchLine(custom_id, method, url, body)
+
+
+def iter_lines(data: bytes) -> Iterator[tuple[int, bytes]]:
+    """The non-blank lines of ``data`` with their numbers (from 1)."""
+    for number, raw in enumerate(data.split(b"\n"), start=1):
+        if raw.strip():
+            yield number, raw
+
+
+def check_batch_file(data: bytes) -> int:
+    """Check every line of a batch file; the number of requests in it."""
+    seen: set[str] = set()
+    url: str | None = None
+    count = 0
+    for number, raw in iter_lines(data):
+        line = parse_line(number, raw)
+        if line.custom_id in seen:
+            raise _refuse(number, f"custom_id {line.custom_id!r} is used twice")
+        seen.add(line.custom_id)
+        if url is None:
+            url = line.url
+        elif line.url != url:
+            raise _refuse(number, f"url {line.url} differs from the file's {url}")
+        count += 1
+    if count == 0:
+        raise InvalidInput("the batch file holds no request", code="invalid_batch_file")
+    return count
+
+
+def read_batch_file(data: bytes) -> list[BatchLine]:
+    """The requests of a batch file checked by ``check_batch_file``."""
+    return [parse_line(number, raw) for number, raw in iter_lines(data)]
