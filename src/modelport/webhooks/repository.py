@@ -278,8 +278,14 @@ class WebhookRepository:
         logging the attempt only, when the lease was lost to another deliverer."""
         delivery = claimed.delivery
         with self._db.transaction() as session:
-            row = session.get(WebhookDeliveryRow, delivery.id)
-            number = (row.attempts if row is not None else delivery.attempts) + 1
+            number = 1 + (
+                session.scalar(
+                    select(func.count())
+                    .select_from(WebhookAttemptRow)
+                    .where(WebhookAttemptRow.delivery_id == delivery.id)
+                )
+                or 0
+            )
             session.add(
                 WebhookAttemptRow(
                     delivery_id=delivery.id,
@@ -305,7 +311,7 @@ class WebhookRepository:
                 )
                 .values(
                     status=status.value,
-                    attempts=WebhookDeliveryRow.attempts + 1,
+                    attempts=number,
                     next_attempt_at=due,
                     finished_at=finished,
                     claimed_until=None,
