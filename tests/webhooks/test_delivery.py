@@ -192,6 +192,24 @@ def test_redeliver_sends_the_same_message_again_as_a_new_delivery(
         webhooks.redeliver("nope")
 
 
+def test_an_enqueue_with_the_same_key_makes_one_delivery(
+    webhooks: WebhookService, receiver: Receiver
+) -> None:
+    first = webhooks.enqueue(
+        "acme", receiver.url, "job.succeeded", EVENT, "job_1", dedupe_key="job_1:succeeded"
+    )
+    again = webhooks.enqueue(
+        "acme", receiver.url, "job.succeeded", EVENT, "job_1", dedupe_key="job_1:succeeded"
+    )
+    other_tenant = webhooks.enqueue(
+        "globex", receiver.url, "job.succeeded", EVENT, "job_1", dedupe_key="job_1:succeeded"
+    )
+    assert again == first != other_tenant
+    webhooks.drain()
+    assert len(receiver.requests) == 2
+    assert len(webhooks.deliveries("acme").items) == 1
+
+
 def test_a_bad_url_is_refused_at_enqueue(webhooks: WebhookService) -> None:
     for url, code in [
         ("http://hooks.example.com/", "webhook_url_not_https"),

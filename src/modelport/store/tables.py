@@ -741,6 +741,7 @@ class WebhookDeliveryRow(Base):
         Index("ix_webhook_deliveries_status_next_attempt_at", "status", "next_attempt_at"),
         Index("ix_webhook_deliveries_tenant_subject", "tenant", "subject"),
         Index("ix_webhook_deliveries_tenant_created_at", "tenant", "created_at"),
+        UniqueConstraint("tenant", "dedupe_key"),
     )
 
     id: Mapped[str] = mapped_column(String(32), primary_key=True)
@@ -761,6 +762,9 @@ class WebhookDeliveryRow(Base):
     last_status_code: Mapped[int | None] = mapped_column(Integer)
     last_error: Mapped[str | None] = mapped_column(Text)
     redelivery_of: Mapped[str | None] = mapped_column(String(32))
+    dedupe_key: Mapped[str | None] = mapped_column(String(160))
+    """The caller's key of an enqueue (e.g. a job and its final state): the same key
+    again answers this delivery instead of making another."""
 
 
 class WebhookAttemptRow(Base):

@@ -12,6 +12,7 @@ import base64
 from datetime import datetime, timedelta
 
 from sqlalchemy import and_, func, or_, select, update
+from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from modelport.errors import InvalidInput, NotFound
@@ -163,7 +164,31 @@ class WebhookRepository:
 
     # ---- deliveries
 
-    def add_delivery(self, delivery: Delivery) -> None:
+    def add_delivery(self, delivery: Delivery, dedupe_key: str | None = None) -> str:
+        """Record ``delivery``; answers its id, or with a ``dedupe_key`` the tenant used
+        before, the id of the delivery made then (nothing new is recorded)."""
+        if dedupe_key is not None:
+            existing = self._by_key(delivery.tenant, dedupe_key)
+            if existing is not None:
+                return existing
+        try:
+            self._insert(delivery, dedupe_key)
+        except IntegrityError:
+            existing = self._by_key(delivery.tenant, dedupe_key) if dedupe_key else None
+            if existing is None:
+                raise
+            return existing  # another process recorded it first
+        return delivery.id
+
+    def _by_key(self, tenant: str, dedupe_key: str) -> str | None:
+        with self._db.transaction() as session:
+            return session.scalar(
+                select(WebhookDeliveryRow.id).where(
+                    WebhookDeliveryRow.tenant == tenant, WebhookDeliveryRow.dedupe_key == dedupe_key
+                )
+            )
+
+    def _insert(self, delivery: Delivery, dedupe_key: str | None) -> None:
         with self._db.transaction() as session:
             session.add(
                 WebhookDeliveryRow(
@@ -185,6 +210,7 @@ class WebhookRepository:
                     last_status_code=delivery.last_status_code,
                     last_error=delivery.last_error,
                     redelivery_of=delivery.redelivery_of,
+                    dedupe_key=dedupe_key,
                 )
             )
 

@@ -96,15 +96,21 @@ class WebhookService:
         event_type: str,
         payload: Mapping[str, Any],
         subject: str,
+        *,
+        dedupe_key: str | None = None,
     ) -> str:
         """Record ``payload`` to post to ``url`` as an ``event_type`` event about
         ``subject``; answers the delivery's id. The body is Standard Webhooks' envelope
-        ``{"type", "timestamp", "data"}``."""
+        ``{"type", "timestamp", "data"}``. With ``dedupe_key`` (e.g. ``job_1:succeeded``),
+        calling again with the same key answers the first call's delivery and sends
+        nothing more: a caller that resumes after a crash may call it again safely."""
         self._policy.check(url)
         if not event_type or len(event_type) > 128:
             raise InvalidInput("an event type is 1 to 128 characters", code="invalid_request")
         if len(subject) > 128:
             raise InvalidInput("a subject is at most 128 characters", code="invalid_request")
+        if dedupe_key is not None and not 0 < len(dedupe_key) <= 160:
+            raise InvalidInput("a dedupe key is 1 to 160 characters", code="invalid_request")
         now = self._clock.now()
         body = orjson.dumps(
             {"type": event_type, "timestamp": now.isoformat(), "data": dict(payload)}
@@ -133,9 +139,9 @@ class WebhookService:
             last_error=None,
             redelivery_of=None,
         )
-        self._repo.add_delivery(delivery)
+        recorded = self._repo.add_delivery(delivery, dedupe_key)
         self._loop.kick()
-        return delivery.id
+        return recorded
 
     # ---- secrets
 

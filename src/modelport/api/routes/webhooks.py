@@ -23,6 +23,7 @@ from typing import Annotated, Any
 import anyio.to_thread
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import JSONResponse
+from pydantic import BaseModel, Field
 
 from modelport.api.access import enforce, note_tenant, require_tenant
 from modelport.api.auth import CurrentPrincipal
@@ -46,6 +47,61 @@ router = APIRouter(tags=["webhooks"])
 TenantQuery = Annotated[
     str | None, Query(description="The tenant (the admin must name one); default: yours")
 ]
+
+
+class WebhookSecret(BaseModel):
+    """A tenant's signing secrets, without their values."""
+
+    tenant: str
+    created_at: str = Field(description="When the current secret was made (ISO 8601)")
+    previous_valid_until: str | None = Field(
+        description="Until when the secret it replaced still signs too (the overlap)"
+    )
+    signing_secrets: int = Field(description="How many secrets sign each delivery now")
+
+
+class IssuedWebhookSecret(WebhookSecret):
+    """A secret just made: the only answer that carries its value."""
+
+    secret: str = Field(description="`whsec_<base64>`: verify deliveries with it")
+
+
+class WebhookDelivery(BaseModel):
+    """One message to one URL, tried until delivered or its retry window ends."""
+
+    id: str
+    tenant: str
+    message_id: str = Field(description="The `webhook-id` header, the same on every retry")
+    url: str
+    event_type: str
+    subject: str = Field(description="What the event is about (e.g. a job id)")
+    status: DeliveryStatus
+    attempts: int
+    created_at: str
+    next_attempt_at: str | None
+    give_up_at: str
+    finished_at: str | None
+    last_status_code: int | None
+    last_error: str | None
+    redelivery_of: str | None
+
+
+class WebhookAttempt(BaseModel):
+    number: int
+    attempted_at: str
+    status_code: int | None = Field(description="None when no answer came")
+    error: str | None
+    duration_ms: int
+
+
+class WebhookDeliveryDetail(WebhookDelivery):
+    body: str = Field(description="The exact JSON body posted")
+    attempts_log: list[WebhookAttempt]
+
+
+class WebhookDeliveryPage(BaseModel):
+    items: list[WebhookDelivery]
+    next_cursor: str | None
 
 
 def _time(moment: datetime | None) -> str | None:
@@ -126,7 +182,7 @@ async def _visible(
     return detail
 
 
-@router.get("/webhooks/secret", responses=problems(400))
+@router.get("/webhooks/secret", response_model=WebhookSecret, responses=problems(400))
 async def get_secret(
     request: Request, principal: CurrentPrincipal, tenant: TenantQuery = None
 ) -> dict[str, Any]:
@@ -139,7 +195,11 @@ async def get_secret(
 @router.post(
     "/webhooks/secret",
     status_code=201,
-    responses={200: {"description": "The secret was rotated"}, **problems(400)},
+    response_model=IssuedWebhookSecret,
+    responses={
+        200: {"model": IssuedWebhookSecret, "description": "The secret was rotated"},
+        **problems(400),
+    },
 )
 async def rotate_secret(
     request: Request, principal: CurrentPrincipal, tenant: TenantQuery = None
@@ -155,7 +215,7 @@ async def rotate_secret(
     )
 
 
-@router.get("/webhooks/deliveries", responses=problems(400))
+@router.get("/webhooks/deliveries", response_model=WebhookDeliveryPage, responses=problems(400))
 async def list_deliveries(
     request: Request,
     principal: CurrentPrincipal,
@@ -176,7 +236,7 @@ async def list_deliveries(
     return {"items": [delivery_json(d) for d in page.items], "next_cursor": page.next_cursor}
 
 
-@router.get("/webhooks/deliveries/{delivery_id}")
+@router.get("/webhooks/deliveries/{delivery_id}", response_model=WebhookDeliveryDetail)
 async def get_delivery(
     delivery_id: str, request: Request, principal: CurrentPrincipal
 ) -> dict[str, Any]:
@@ -185,7 +245,10 @@ async def get_delivery(
 
 
 @router.post(
-    "/webhooks/deliveries/{delivery_id}:redeliver", status_code=202, responses=problems(409)
+    "/webhooks/deliveries/{delivery_id}:redeliver",
+    status_code=202,
+    response_model=WebhookDelivery,
+    responses=problems(409),
 )
 async def redeliver(
     delivery_id: str, request: Request, principal: CurrentPrincipal

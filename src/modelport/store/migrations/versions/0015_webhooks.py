@@ -47,7 +47,11 @@ def upgrade() -> None:
         sa.Column("last_status_code", sa.Integer(), nullable=True),
         sa.Column("last_error", sa.Text(), nullable=True),
         sa.Column("redelivery_of", sa.String(length=32), nullable=True),
+        sa.Column("dedupe_key", sa.String(length=160), nullable=True),
         sa.PrimaryKeyConstraint("id", name=op.f("pk_webhook_deliveries")),
+        sa.UniqueConstraint(
+            "tenant", "dedupe_key", name=op.f("uq_webhook_deliveries_tenant_dedupe_key")
+        ),
     )
     op.create_index(
         "ix_webhook_deliveries_status_next_attempt_at",
