@@ -3,6 +3,7 @@ a timeout, the receiver's body never read."""
 
 from __future__ import annotations
 
+import ssl
 import time
 from typing import Protocol
 from urllib.parse import urlsplit, urlunsplit
@@ -37,9 +38,10 @@ def pinned_url(target: Target, address: str) -> str:
 class HttpSender:
     """``Sender`` over one ``httpx.Client`` (thread-safe: several attempts at once)."""
 
-    def __init__(self, timeout_seconds: float) -> None:
+    def __init__(self, timeout_seconds: float, *, verify: ssl.SSLContext | bool = True) -> None:
         self._client = httpx.Client(
             timeout=timeout_seconds,
+            verify=verify,
             follow_redirects=False,
             trust_env=False,  # a proxy from the environment would bypass the pinning
             headers={"user-agent": USER_AGENT},
