@@ -651,6 +651,9 @@ def build_webhooks(settings: Settings, database: Database, clock: Clock) -> Webh
     from modelport.webhooks.service import DeliveryConfig, WebhookService
     from modelport.webhooks.urls import UrlPolicy
 
+    if settings.webhook_lease_seconds <= settings.webhook_timeout_seconds:
+        # A claim must outlive its attempt, or another process posts it meanwhile.
+        raise ValueError("MODELPORT_WEBHOOK_LEASE_SECONDS must exceed WEBHOOK_TIMEOUT_SECONDS")
     return WebhookService(
         WebhookRepository(database),
         UrlPolicy(settings.webhook_allow_hosts),

@@ -11,9 +11,10 @@ import pytest
 from starlette.testclient import TestClient
 
 from modelport.api import create_app
-from modelport.app import Services, build_services
+from modelport.app import Services, build_services, build_webhooks
 from modelport.clock import ManualClock
 from modelport.config import Settings
+from modelport.store import Database
 from tests.conftest import ADMIN_KEY
 from tests.webhooks.conftest import Receiver, verify
 
@@ -98,10 +99,10 @@ def test_who_may_see_and_rotate_the_secret(api: TestClient, wired: Services) -> 
     nameless = api.post("/api/webhooks/secret", headers=ADMIN)
     assert nameless.status_code == 400
     assert nameless.json()["code"] == "tenant_required"
-    assert (
-        api.post("/api/webhooks/secret", params={"tenant": "acme"}, headers=ADMIN).status_code
-        == 201
-    )
+    ghost = api.post("/api/webhooks/secret", params={"tenant": "ghost"}, headers=ADMIN)
+    assert ghost.status_code == 404 and ghost.json()["code"] == "tenant_not_found"
+    made = api.post("/api/webhooks/secret", params={"tenant": "acme"}, headers=ADMIN)
+    assert made.status_code == 201
     assert api.get("/api/webhooks/secret", headers=consumer).status_code == 200
 
 
@@ -193,3 +194,11 @@ def test_the_running_application_delivers_in_the_background(
             time.sleep(0.02)
     [page_item] = wired.webhooks.deliveries("acme").items
     assert page_item.status.value in ("delivered", "pending")  # recorded just after the post
+
+
+def test_a_lease_no_longer_than_an_attempt_is_refused(
+    tmp_path: Path, database: Database, clock: ManualClock
+) -> None:
+    settings = Settings(home=tmp_path, webhook_lease_seconds=10, webhook_timeout_seconds=10)
+    with pytest.raises(ValueError, match="LEASE"):
+        build_webhooks(settings, database, clock)

@@ -165,6 +165,8 @@ def _tenant(
             "name the tenant: ?tenant=<slug>", code="tenant_required", field="query.tenant"
         )
     require_tenant(request, principal, chosen, permission)
+    if chosen != principal.tenant:
+        get_services(request).tenancy.get_tenant(chosen)  # the admin's: 404 if none
     return chosen
 
 
