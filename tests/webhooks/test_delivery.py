@@ -4,7 +4,9 @@ window, redelivered with the same id; the URL checked again at every attempt."""
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
 
 import orjson
@@ -293,3 +295,26 @@ def test_the_log_pages_newest_first_by_subject(
     assert caught.value.code == "invalid_cursor"
     body = orjson.loads(webhooks.delivery(made[0]).delivery.body)
     assert body["data"] == EVENT
+
+
+def test_deliverers_claiming_at_once_take_disjoint_deliveries(
+    webhooks: WebhookService, receiver: Receiver, database: Database, clock: ManualClock
+) -> None:
+    made = {
+        webhooks.enqueue("acme", receiver.url, "job.succeeded", EVENT, f"job_{n}")
+        for n in range(24)
+    }
+    repository = WebhookRepository(database)
+    start = threading.Barrier(4)
+
+    def claim(name: str) -> list[str]:
+        start.wait()
+        taken: list[str] = []
+        while batch := repository.claim(clock.now(), name, timedelta(seconds=60), 3):
+            taken += [c.delivery.id for c in batch]
+        return taken
+
+    with ThreadPoolExecutor(4) as pool:
+        claims = list(pool.map(claim, ["a", "b", "c", "d"]))
+    every = [delivery_id for taken in claims for delivery_id in taken]
+    assert sorted(every) == sorted(made)  # each delivery taken once

@@ -14,7 +14,7 @@ deliverer.
 
 from __future__ import annotations
 
-import threading
+import logging
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -27,6 +27,7 @@ from modelport.background.loops import BackgroundLoop
 from modelport.clock import Clock
 from modelport.errors import Conflict, InvalidInput, ModelportError
 from modelport.ids import unique_id
+from modelport.logs import log_event
 from modelport.webhooks.backoff import retry_delay
 from modelport.webhooks.repository import WebhookRepository
 from modelport.webhooks.sender import Sender
@@ -42,6 +43,8 @@ from modelport.webhooks.types import (
     SecretInfo,
 )
 from modelport.webhooks.urls import Target, UrlPolicy
+
+_log = logging.getLogger(__name__)
 
 MAX_BODY_BYTES = 256 * 1024
 MAX_PAGE = 200
@@ -81,7 +84,6 @@ class WebhookService:
         self._loop = BackgroundLoop(
             "webhook-deliveries", self.deliver_due, self._config.poll_interval_seconds
         )
-        self._lock = threading.Lock()
 
     # ---- submission
 
@@ -248,7 +250,18 @@ class WebhookService:
             )
             candidate = now + timedelta(seconds=delay)
             next_at = candidate if candidate <= delivery.give_up_at else None
-        self._repo.record(claimed, outcome, attempted_at, next_at, now)
+        recorded = self._repo.record(claimed, outcome, attempted_at, next_at, now)
+        if recorded and not outcome.ok and next_at is None:
+            log_event(
+                _log,
+                "webhook.failed",
+                level=logging.WARNING,
+                delivery=delivery.id,
+                tenant=delivery.tenant,
+                subject=delivery.subject,
+                attempts=delivery.attempts + 1,
+                error=outcome.error,
+            )
 
     def _post(self, delivery: Delivery, timestamp: float) -> Outcome:
         try:
