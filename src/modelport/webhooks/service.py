@@ -15,6 +15,7 @@ deliverer.
 from __future__ import annotations
 
 import logging
+import random
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -246,7 +247,7 @@ class WebhookService:
                 delivery.attempts + 1,
                 base_seconds=self._config.retry_base_seconds,
                 max_seconds=self._config.retry_max_seconds,
-                **({"uniform": self._config.uniform} if self._config.uniform else {}),
+                uniform=self._config.uniform or random.uniform,
             )
             candidate = now + timedelta(seconds=delay)
             next_at = candidate if candidate <= delivery.give_up_at else None
