@@ -19,7 +19,16 @@ import pytest
 SRC = Path(__file__).resolve().parents[1] / "src" / "modelport"
 
 SURFACES = {"api", "cli"}
-SERVICES = {"registry", "serving", "jobs", "metering", "tenancy", "inference", "files"}
+SERVICES = {
+    "registry",
+    "serving",
+    "jobs",
+    "metering",
+    "tenancy",
+    "inference",
+    "files",
+    "webhooks",
+}
 FOUNDATION = {"store", "blobs", "runtime", "sandbox"}
 PLAIN = {"errors", "digests", "manifest", "config", "testing", "observability"}
 
@@ -39,6 +48,7 @@ FORBIDDEN: dict[str, set[str]] = {
     "jobs": SURFACES | {"app"},
     "files": SURFACES | {"app"},
     "inference": SURFACES | {"app"},
+    "webhooks": SURFACES | {"app"},
     # the Python client talks HTTP: it builds nothing of the server's
     "client": SURFACES | SERVICES | {"store", "blobs", "app", "observability"},
 }

@@ -61,6 +61,7 @@ if TYPE_CHECKING:
     from modelport.serving.repository_sync import RepositorySync
     from modelport.serving.routing.shadow import ShadowResult
     from modelport.tenancy.limits import LimitService
+    from modelport.webhooks.service import WebhookService
 
 
 @dataclass
@@ -98,11 +99,15 @@ class Services:
     """Requests by route, method and status, on ``metrics.registry``."""
     files: FileService
     """Tenants' uploaded files (``/v1/files``: batch inputs)."""
+    webhooks: WebhookService
+    """Signed webhooks: secrets, the delivery log, and the deliverer (a background loop
+    started with the application)."""
     engines: GenerativeHost | None = None
     """This process's generative engines; None in the ``gateway`` role, or when no
     generative format is installed (the ``modelport[llm]`` extra)."""
 
     def close(self) -> None:
+        self.webhooks.close()
         self.repository_sync.close()
         self.metering.close()
         self.limits.close()
@@ -642,6 +647,35 @@ def build_prediction_log(
     return log, OutcomeService(database, repository, log)
 
 
+def build_webhooks(settings: Settings, database: Database, clock: Clock) -> WebhookService:
+    """Webhooks: the URL policy from the allow-list, deliveries posted over httpx."""
+    from datetime import timedelta
+
+    from modelport.webhooks.repository import WebhookRepository
+    from modelport.webhooks.sender import HttpSender
+    from modelport.webhooks.service import DeliveryConfig, WebhookService
+    from modelport.webhooks.urls import UrlPolicy
+
+    if settings.webhook_lease_seconds <= settings.webhook_timeout_seconds:
+        # A claim must outlive its attempt, or another process posts it meanwhile.
+        raise ValueError("MODELPORT_WEBHOOK_LEASE_SECONDS must exceed WEBHOOK_TIMEOUT_SECONDS")
+    return WebhookService(
+        WebhookRepository(database),
+        UrlPolicy(settings.webhook_allow_hosts),
+        HttpSender(settings.webhook_timeout_seconds),
+        clock,
+        DeliveryConfig(
+            retry_window=timedelta(seconds=settings.webhook_retry_window_seconds),
+            retry_base_seconds=settings.webhook_retry_base_seconds,
+            retry_max_seconds=settings.webhook_retry_max_seconds,
+            secret_overlap=timedelta(seconds=settings.webhook_secret_overlap_seconds),
+            lease=timedelta(seconds=settings.webhook_lease_seconds),
+            batch=settings.webhook_concurrency,
+            poll_interval_seconds=settings.webhook_poll_interval_seconds,
+        ),
+    )
+
+
 def open_database(settings: Settings) -> Database:
     """The process's database, migrated first when the settings say so."""
     settings.home.mkdir(parents=True, exist_ok=True)
@@ -802,6 +836,7 @@ def build_services(
         model_repository=model_repository,
         engines=engines,
         http_metrics=HttpMetrics(metrics.registry),
+        webhooks=build_webhooks(settings, database, clock),
         files=build_files(settings, database, blobs, clock),
     )
 

@@ -8,11 +8,11 @@ from __future__ import annotations
 
 from enum import StrEnum
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal
 
 import platformdirs
 from pydantic import Field, field_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 MIN_ADMIN_KEY_LENGTH = 24
 
@@ -329,6 +329,46 @@ class Settings(BaseSettings):
 
     prediction_log_flush_interval_seconds: float = Field(default=1.0, gt=0)
     """Longest a record waits before it is written."""
+
+    # ---- webhooks
+    webhook_allow_hosts: Annotated[tuple[str, ...], NoDecode] = ()
+    """Hosts (``host`` or ``host:port``, comma-separated) webhooks may reach over plain
+    ``http`` and at private or loopback addresses: for local development only (e.g.
+    ``127.0.0.1:8123``). Every other webhook URL must be ``https`` to a public address."""
+
+    webhook_timeout_seconds: float = Field(default=10.0, gt=0)
+    """Longest one delivery attempt may take (connect, send, the receiver's status)."""
+
+    webhook_retry_window_seconds: float = Field(default=24 * 3600.0, gt=0)
+    """How long a delivery is retried before it is marked failed."""
+
+    webhook_retry_base_seconds: float = Field(default=5.0, gt=0)
+    """Backoff after the first failed attempt, at most: it doubles with each attempt up
+    to ``webhook_retry_max_seconds``, and each wait is drawn at random below it."""
+
+    webhook_retry_max_seconds: float = Field(default=3600.0, gt=0)
+    """Longest wait between two attempts, at most."""
+
+    webhook_secret_overlap_seconds: float = Field(default=24 * 3600.0, ge=0)
+    """After a signing secret is rotated, how long the old one still signs deliveries
+    too (receivers move to the new one meanwhile)."""
+
+    webhook_concurrency: int = Field(default=8, ge=1)
+    """Deliveries a process claims, and posts at once, per step."""
+
+    webhook_poll_interval_seconds: float = Field(default=1.0, gt=0)
+    """How often a process looks for deliveries that are due."""
+
+    webhook_lease_seconds: float = Field(default=60.0, gt=0)
+    """A claimed delivery whose attempt is not recorded this long after (its process
+    died) is due again."""
+
+    @field_validator("webhook_allow_hosts", mode="before")
+    @classmethod
+    def _split_hosts(cls, v: object) -> object:
+        if isinstance(v, str):
+            return tuple(h.strip() for h in v.split(",") if h.strip())
+        return v
 
     @field_validator("metrics_token")
     @classmethod

@@ -38,6 +38,7 @@ from modelport.api.routes import (
     usage_authorizations,
     usage_events,
     versions,
+    webhooks,
 )
 from modelport.api.tenancy import install_tenancy
 from modelport.api.v2 import routes as v2
@@ -98,6 +99,7 @@ def create_app(services: Services) -> FastAPI:
         interval = services.settings.upload_sweep_interval_seconds
         async with periodic_upload_sweep(services.uploads, interval):
             services.metering.start()  # outbox delivery, reservation sweep
+            services.webhooks.start()  # webhook deliveries and their retries
             try:
                 async with (
                     services.prediction_log.running(),  # writer; flushes after serving stops
@@ -107,6 +109,7 @@ def create_app(services: Services) -> FastAPI:
                 ):
                     yield
             finally:
+                services.webhooks.stop()
                 services.metering.stop()
 
     app = ModelportAPI(
@@ -146,6 +149,7 @@ def create_app(services: Services) -> FastAPI:
     app.include_router(endpoints.router, prefix="/api")
     app.include_router(backends.router, prefix="/api")
     app.include_router(predictions.router, prefix="/api")
+    app.include_router(webhooks.router, prefix="/api")
     app.include_router(metrics.router)
     install_tenancy(app)
     install_billing(app)

@@ -43,9 +43,7 @@ def get(session: Session, tenant: str, file_id: str) -> FileObject | None:
 
 
 def remove(session: Session, tenant: str, file_id: str) -> bool:
-    done = session.execute(
-        delete(FileRow).where(FileRow.id == file_id, FileRow.tenant == tenant)
-    )
+    done = session.execute(delete(FileRow).where(FileRow.id == file_id, FileRow.tenant == tenant))
     return bool(getattr(done, "rowcount", 0))
 
 

@@ -733,3 +733,68 @@ class FileRow(Base):
     digest: Mapped[str] = mapped_column(String(71))
     lines: Mapped[int | None] = mapped_column(Integer)
     created_at: Mapped[datetime] = mapped_column()
+
+
+# ---- webhooks ----------------------------------------------------------------
+
+
+class WebhookSecretRow(Base):
+    """One signing secret of a tenant. The newest signs every delivery; one it replaced
+    signs too until ``retired_at`` (the rotation's overlap). ``value`` is stored as
+    ``webhooks.secret_storage`` makes it."""
+
+    __tablename__ = "webhook_secrets"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    tenant: Mapped[str] = mapped_column(String(64), index=True)
+    value: Mapped[str] = mapped_column(Text)
+    created_at: Mapped[datetime]
+    retired_at: Mapped[datetime | None]
+
+
+class WebhookDeliveryRow(Base):
+    """One message to one URL, tried until delivered or its retry window ends."""
+
+    __tablename__ = "webhook_deliveries"
+    __table_args__ = (
+        Index("ix_webhook_deliveries_status_next_attempt_at", "status", "next_attempt_at"),
+        Index("ix_webhook_deliveries_tenant_subject", "tenant", "subject"),
+        Index("ix_webhook_deliveries_tenant_created_at", "tenant", "created_at"),
+        UniqueConstraint("tenant", "dedupe_key"),
+    )
+
+    id: Mapped[str] = mapped_column(String(32), primary_key=True)
+    tenant: Mapped[str] = mapped_column(String(64))
+    message_id: Mapped[str] = mapped_column(String(64))
+    url: Mapped[str] = mapped_column(Text)
+    event_type: Mapped[str] = mapped_column(String(128))
+    subject: Mapped[str] = mapped_column(String(128))
+    body: Mapped[str] = mapped_column(Text)
+    status: Mapped[str] = mapped_column(String(16))
+    attempts: Mapped[int] = mapped_column(Integer, default=0)
+    created_at: Mapped[datetime]
+    next_attempt_at: Mapped[datetime | None]
+    give_up_at: Mapped[datetime]
+    claimed_until: Mapped[datetime | None]
+    lease: Mapped[str | None] = mapped_column(String(32))
+    finished_at: Mapped[datetime | None]
+    last_status_code: Mapped[int | None] = mapped_column(Integer)
+    last_error: Mapped[str | None] = mapped_column(Text)
+    redelivery_of: Mapped[str | None] = mapped_column(String(32))
+    dedupe_key: Mapped[str | None] = mapped_column(String(160))
+    """The caller's key of an enqueue (e.g. a job and its final state): the same key
+    again answers this delivery instead of making another."""
+
+
+class WebhookAttemptRow(Base):
+    """One try at posting a delivery. Never updated."""
+
+    __tablename__ = "webhook_attempts"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    delivery_id: Mapped[str] = mapped_column(ForeignKey("webhook_deliveries.id"), index=True)
+    number: Mapped[int] = mapped_column(Integer)
+    attempted_at: Mapped[datetime]
+    status_code: Mapped[int | None] = mapped_column(Integer)
+    error: Mapped[str | None] = mapped_column(Text)
+    duration_ms: Mapped[int] = mapped_column(Integer)

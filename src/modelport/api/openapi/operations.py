@@ -134,6 +134,22 @@ OPERATIONS: dict[tuple[str, str], Operation] = {
     ("get", "/api/endpoints/{name}/outcomes"): Operation(
         "getOutcomeReport", "Get an endpoint's accuracy report"
     ),
+    # webhooks
+    ("get", "/api/webhooks/secret"): Operation(
+        "getWebhookSecret", "Get the webhook signing secret's metadata"
+    ),
+    ("post", "/api/webhooks/secret"): Operation(
+        "rotateWebhookSecret", "Create or rotate the webhook signing secret"
+    ),
+    ("get", "/api/webhooks/deliveries"): Operation(
+        "listWebhookDeliveries", "List webhook deliveries"
+    ),
+    ("get", "/api/webhooks/deliveries/{delivery_id}"): Operation(
+        "getWebhookDelivery", "Get a webhook delivery and its attempts"
+    ),
+    ("post", "/api/webhooks/deliveries/{delivery_id}:redeliver"): Operation(
+        "redeliverWebhook", "Send a webhook delivery's message again"
+    ),
     # tenants, members, keys, grants, audit
     ("get", "/api/tenants"): Operation("listTenants", "List tenants"),
     ("post", "/api/tenants"): Operation("createTenant", "Create a tenant"),
@@ -207,6 +223,7 @@ TAGS = [
     {"name": "endpoints", "description": "Endpoints, deployments and `:predict`."},
     {"name": "backends", "description": "Remote backends (Open Inference Protocol, OpenAI)."},
     {"name": "predictions", "description": "The prediction log and true outcomes."},
+    {"name": "webhooks", "description": "Signed webhooks: the signing secret, deliveries."},
     {"name": "tenants", "description": "Tenants and their members."},
     {"name": "keys", "description": "API keys: create, rotate, revoke."},
     {"name": "grants", "description": "Access given to other tenants."},

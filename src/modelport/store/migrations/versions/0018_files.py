@@ -1,7 +1,7 @@
 """files: a tenant's uploaded files (batch inputs)
 
 Revision ID: 0018_files
-Revises: 0013_format_decisions
+Revises: 0015_webhooks
 Create Date: 2026-12-01 23:30:00
 """
 
@@ -11,7 +11,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision = "0018_files"
-down_revision = "0013_format_decisions"
+down_revision = "0015_webhooks"
 branch_labels = None
 depends_on = None
 
