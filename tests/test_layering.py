@@ -19,7 +19,7 @@ import pytest
 SRC = Path(__file__).resolve().parents[1] / "src" / "modelport"
 
 SURFACES = {"api", "cli"}
-SERVICES = {"registry", "serving", "jobs", "metering", "tenancy", "inference"}
+SERVICES = {"registry", "serving", "jobs", "metering", "tenancy", "inference", "moderation"}
 FOUNDATION = {"store", "blobs", "runtime"}
 PLAIN = {"errors", "digests", "manifest", "config", "testing", "observability"}
 
@@ -36,6 +36,7 @@ FORBIDDEN: dict[str, set[str]] = {
     "tenancy": SURFACES | {"app"},
     "jobs": SURFACES | {"app"},
     "inference": SURFACES | {"app"},
+    "moderation": SURFACES | {"app", "inference"},
     # the Python client talks HTTP: it builds nothing of the server's
     "client": SURFACES | SERVICES | {"store", "blobs", "app", "observability"},
 }

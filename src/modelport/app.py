@@ -43,6 +43,7 @@ if TYPE_CHECKING:
     from modelport.inference.targets import VersionTargets
     from modelport.metering.billing.service import BillingService
     from modelport.metering.service import MeteringService
+    from modelport.moderation.service import ModerationService
     from modelport.observability.http_metrics import HttpMetrics
     from modelport.observability.metrics import RuntimeMetrics
     from modelport.observability.predictions import PredictionLog
@@ -93,6 +94,8 @@ class Services:
     """Which versions this process hosts; loads and unloads (the ``/v2`` repository)."""
     http_metrics: HttpMetrics
     """Requests by route, method and status, on ``metrics.registry``."""
+    moderation: ModerationService
+    """Tenants' content policies and the audit of moderation decisions."""
     engines: GenerativeHost | None = None
     """This process's generative engines; None in the ``gateway`` role, or when no
     generative format is installed (the ``modelport[llm]`` extra)."""
@@ -740,6 +743,7 @@ def build_services(
         changes,
         clock,
     )
+    moderation = build_moderation(database, changes, clock, inference)
     return Services(
         settings=settings,
         database=database,
@@ -770,7 +774,30 @@ def build_services(
         model_repository=model_repository,
         engines=engines,
         http_metrics=HttpMetrics(metrics.registry),
+        moderation=moderation,
     )
+
+
+def build_moderation(
+    database: Database, changes: ChangeBus, clock: Clock, inference: InferenceService
+) -> ModerationService:
+    """Content moderation: policies cached per tenant (dropped on every process by the
+    change event), classifier models run through ``inference``, which moderates the
+    synchronous calls of tenants whose policy says so."""
+    from modelport.changes import ModerationPolicyChanged
+    from modelport.inference.moderation import SyncModeration, classifier_of
+    from modelport.moderation import ModelModerator, ModerationService
+
+    service = ModerationService(
+        database,
+        changes=changes,
+        clock=clock,
+        classifier=ModelModerator(classifier_of(inference)),
+    )
+    changes.subscribe(ModerationPolicyChanged, lambda change: service.forget(change.tenant))
+    changes.on_reset(service.forget_all)
+    inference.moderation = SyncModeration(service)
+    return service
 
 
 def build_inference(
