@@ -114,3 +114,8 @@ def test_decisions_in_pages_with_filters_and_only_ones_own(moderated: World) -> 
     admin = moderated.platform.client
     assert len(admin.get("/api/moderation/decisions?tenant=beta").json()["items"]) == 5
     assert admin.get("/api/moderation/decisions?tenant=gamma").json()["items"] == []
+
+
+def test_the_admin_must_name_the_tenant(moderated: World) -> None:
+    answer = moderated.platform.client.get("/api/moderation/decisions")
+    assert answer.status_code == 400 and answer.json()["code"] == "tenant_required"

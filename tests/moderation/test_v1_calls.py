@@ -143,3 +143,25 @@ def test_the_admin_key_is_not_moderated(world: World) -> None:
         model="acme/writer", messages=[{"role": "user", "content": "password = 5"}]
     )
     assert answer.choices[0].message.content == "password = 5"
+
+
+def test_calls_through_an_endpoint_are_moderated_too(world: World) -> None:
+    moderated(world)
+    world.deploy("chat", "acme/counter:1")
+    world.deploy("embed", "acme/embedder:1")
+    with pytest.raises(openai.BadRequestError) as prompt:
+        world.client().completions.create(model="chat", prompt="password = 1", max_tokens=3)
+    assert prompt.value.code == "content_blocked"
+    with pytest.raises(openai.BadRequestError) as answer:
+        world.client().completions.create(model="chat", prompt="go", max_tokens=9)
+    assert answer.value.code == "content_blocked"  # "5" was generated
+    with pytest.raises(openai.BadRequestError) as texts:
+        world.client().embeddings.create(model="embed", input=["password = 1"])
+    assert texts.value.code == "content_blocked"
+    assert len(world.client().embeddings.create(model="embed", input=["fine"]).data) == 1
+    blocked = [r for r in decisions(world) if r.disposition is Disposition.BLOCKED]
+    assert sorted((r.stage.value, r.model) for r in blocked) == [
+        ("input", "acme/counter"),
+        ("input", "acme/embedder"),
+        ("output", "acme/counter"),
+    ]

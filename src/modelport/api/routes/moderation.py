@@ -17,6 +17,7 @@ from modelport.api.access import require_tenant
 from modelport.api.auth import CurrentPrincipal
 from modelport.api.deps import get_services
 from modelport.api.openapi.problem import problems
+from modelport.errors import InvalidInput
 from modelport.moderation.repository import MAX_LIMIT
 from modelport.moderation.types import (
     DecisionQuery,
@@ -181,7 +182,7 @@ def list_decisions(
             raise tenant_not_found(tenant or "")
         tenant = principal.tenant
     if tenant is None:
-        raise tenant_not_found("")
+        raise InvalidInput("name the tenant", code="tenant_required", field="tenant")
     require_tenant(request, principal, tenant, Permission.AUDIT_READ)
     query = DecisionQuery(
         tenant=tenant,
