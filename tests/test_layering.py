@@ -28,6 +28,7 @@ SERVICES = {
     "inference",
     "files",
     "webhooks",
+    "moderation",
 }
 FOUNDATION = {"store", "blobs", "runtime", "sandbox"}
 PLAIN = {"errors", "digests", "manifest", "config", "testing", "observability"}
@@ -49,6 +50,7 @@ FORBIDDEN: dict[str, set[str]] = {
     "files": SURFACES | {"app"},
     "inference": SURFACES | {"app"},
     "webhooks": SURFACES | {"app"},
+    "moderation": SURFACES | {"app", "inference"},
     # the Python client talks HTTP: it builds nothing of the server's
     "client": SURFACES | SERVICES | {"store", "blobs", "app", "observability"},
 }

@@ -46,6 +46,7 @@ if TYPE_CHECKING:
     from modelport.inference.targets import VersionTargets
     from modelport.metering.billing.service import BillingService
     from modelport.metering.service import MeteringService
+    from modelport.moderation.service import ModerationService
     from modelport.observability.http_metrics import HttpMetrics
     from modelport.observability.metrics import RuntimeMetrics
     from modelport.observability.predictions import PredictionLog
@@ -102,6 +103,8 @@ class Services:
     webhooks: WebhookService
     """Signed webhooks: secrets, the delivery log, and the deliverer (a background loop
     started with the application)."""
+    moderation: ModerationService
+    """Tenants' content policies and the audit of moderation decisions."""
     engines: GenerativeHost | None = None
     """This process's generative engines; None in the ``gateway`` role, or when no
     generative format is installed (the ``modelport[llm]`` extra)."""
@@ -805,6 +808,7 @@ def build_services(
         changes,
         clock,
     )
+    moderation = build_moderation(database, changes, clock, inference)
     blobs = BlobService(database, blob_store, verify_below_bytes=settings.verify_below_bytes)
     return Services(
         settings=settings,
@@ -837,6 +841,7 @@ def build_services(
         engines=engines,
         http_metrics=HttpMetrics(metrics.registry),
         webhooks=build_webhooks(settings, database, clock),
+        moderation=moderation,
         files=build_files(settings, database, blobs, clock),
     )
 
@@ -852,6 +857,28 @@ def build_files(
         now=clock.now,
         max_bytes=settings.max_file_bytes,
     )
+
+
+def build_moderation(
+    database: Database, changes: ChangeBus, clock: Clock, inference: InferenceService
+) -> ModerationService:
+    """Content moderation: policies cached per tenant (dropped on every process by the
+    change event), classifier models run through ``inference``, which moderates the
+    synchronous calls of tenants whose policy says so."""
+    from modelport.changes import ModerationPolicyChanged
+    from modelport.inference.moderation import SyncModeration, classifier_of
+    from modelport.moderation import ModelModerator, ModerationService
+
+    service = ModerationService(
+        database,
+        changes=changes,
+        clock=clock,
+        classifier=ModelModerator(classifier_of(inference)),
+    )
+    changes.subscribe(ModerationPolicyChanged, lambda change: service.forget(change.tenant))
+    changes.on_reset(service.forget_all)
+    inference.moderation = SyncModeration(service)
+    return service
 
 
 def build_inference(

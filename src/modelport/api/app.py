@@ -31,6 +31,7 @@ from modelport.api.routes import (
     limits,
     metrics,
     models,
+    moderation,
     predict,
     predictions,
     prices,
@@ -150,6 +151,7 @@ def create_app(services: Services) -> FastAPI:
     app.include_router(backends.router, prefix="/api")
     app.include_router(predictions.router, prefix="/api")
     app.include_router(webhooks.router, prefix="/api")
+    app.include_router(moderation.router, prefix="/api")
     app.include_router(metrics.router)
     install_tenancy(app)
     install_billing(app)

@@ -14,6 +14,7 @@ from modelport.changes.types import (
     EndpointChanged,
     GrantChanged,
     KeysRevoked,
+    ModerationPolicyChanged,
     VersionPublished,
     VersionTransitioned,
 )
@@ -26,6 +27,7 @@ __all__ = [
     "GrantChanged",
     "KeysRevoked",
     "LocalChangeBus",
+    "ModerationPolicyChanged",
     "VersionPublished",
     "VersionTransitioned",
 ]

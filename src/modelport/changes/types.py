@@ -76,6 +76,14 @@ class EndpointChanged:
     name: str
 
 
+@dataclass(frozen=True)
+class ModerationPolicyChanged:
+    """Tenant ``tenant`` stored a new version of its moderation policy."""
+
+    topic: ClassVar[str] = "moderation.policy_changed"
+    tenant: str
+
+
 Change = (
     VersionPublished
     | VersionTransitioned
@@ -83,6 +91,7 @@ Change = (
     | GrantChanged
     | KeysRevoked
     | EndpointChanged
+    | ModerationPolicyChanged
 )
 
 TOPICS: dict[str, type[Change]] = {
@@ -94,6 +103,7 @@ TOPICS: dict[str, type[Change]] = {
         GrantChanged,
         KeysRevoked,
         EndpointChanged,
+        ModerationPolicyChanged,
     )
 }
 

@@ -23,6 +23,11 @@ the meter then settles it ``cancelled`` and the admission is given back. The wat
 stopped once the backend answered (``Caller.watch``): from there the call is billed as
 answered, whoever reads it.
 
+Where the caller's tenant has a moderation policy for synchronous calls
+(``inference.moderation``), the decoded inputs are moderated before step 4 (blocked:
+nothing is reserved) and the outputs after step 6 (blocked: withheld, billed as
+answered); a stream's prompt before it is admitted, its output chunk by chunk.
+
 A generative call is ``stream``: the same resolution and access checks as
 ``call_model`` (or, for an endpoint, as ``call_endpoint``, its stream routed by
 ``Router.streams``), then ``inference.streaming`` (admit, hold the upper bound, the
@@ -48,6 +53,12 @@ from modelport.inference.access import (
     require_model,
 )
 from modelport.inference.access_facts import AccessFacts
+from modelport.inference.moderation import (
+    StreamOutputCheck,
+    SyncModeration,
+    prompt_texts,
+    texts_of,
+)
 from modelport.inference.records import prediction_record
 from modelport.inference.streaming import CallStream, GenerateRequest, StreamingCalls, StreamTarget
 from modelport.inference.targets import Target as Resolved
@@ -67,6 +78,7 @@ from modelport.inference.types import (
 from modelport.manifest import TensorSpec
 from modelport.metering.meter import InferenceMeter
 from modelport.metering.types import CallInfo, Unit
+from modelport.moderation.types import Policy, Stage
 from modelport.observability.predictions import PredictionLog
 from modelport.runtime.types import Priority
 from modelport.serving.backends.base import Backend
@@ -110,6 +122,14 @@ class InferenceService:
         self.replicas_for = replicas_for
         self.prediction_log = prediction_log
         self.default_timeout_seconds = default_timeout_seconds
+        self.moderation: SyncModeration | None = None
+        """Set by the composition root where content moderation is wired."""
+
+    async def _policy(self, caller: Caller) -> Policy | None:
+        """The caller's tenant's moderation policy for synchronous calls, if any."""
+        if self.moderation is None:
+            return None
+        return await self.moderation.policy(caller)
 
     # ---- the caches a change must reach
     def forget(self, owner: str, name: str) -> None:
@@ -162,11 +182,29 @@ class InferenceService:
         if isinstance(target, EndpointTarget):
             return await self._stream_endpoint(caller, target, request, deadline)
         resolved = await self._callable(caller, target)
+        key = resolved.key
+        check = await self._moderate_prompt(caller, request, key.model, key.version)
         backend = self.replicas_for(resolved.ref)[0]
         calls = StreamingCalls(backend=backend, meter=self.meter, limits=self.limits)
         return await calls.stream(
-            caller.principal, StreamTarget(resolved.ref, task_of(resolved.ref)), request, deadline
+            caller.principal,
+            StreamTarget(resolved.ref, task_of(resolved.ref)),
+            request,
+            deadline,
+            check=check,
         )
+
+    async def _moderate_prompt(
+        self, caller: Caller, request: GenerateRequest, model: str, version: str
+    ) -> StreamOutputCheck | None:
+        """Moderate a stream's prompt (``content_blocked`` before anything is held) and
+        answer the check of its output, where the caller's policy says so."""
+        policy = await self._policy(caller)
+        if policy is None or self.moderation is None:
+            return None
+        texts = prompt_texts(request)
+        await self.moderation.check(policy, caller, Stage.INPUT, texts, model, version)
+        return self.moderation.stream_check(policy, caller, model, version)
 
     async def _stream_endpoint(
         self, caller: Caller, target: EndpointTarget, request: GenerateRequest, deadline: float
@@ -184,6 +222,7 @@ class InferenceService:
             version = await self.targets.target(owner, name, chosen.version)
         if version.borrowed:  # its publisher mounted files: still its to use (as for /v2)
             await require_files_usable(self.facts, version)
+        check = await self._moderate_prompt(caller, request, chosen.model, chosen.version)
         source = router.streams(plan)
         received_at = datetime.now(UTC)
         started = time.perf_counter()
@@ -226,6 +265,7 @@ class InferenceService:
             request,
             deadline,
             on_end=ended,
+            check=check,
         )
 
     async def _callable(self, caller: Caller, target: ModelTarget) -> Resolved:
@@ -242,9 +282,10 @@ class InferenceService:
         return resolved
 
     async def call_model(
-        self, caller: Caller, target: ModelTarget, decode: Decoder
+        self, caller: Caller, target: ModelTarget, decode: Decoder, *, moderate: bool = True
     ) -> InferenceResult:
-        """Call a registry version directly (``/v2/models/owner/name[/versions/v]``)."""
+        """Call a registry version directly (``/v2/models/owner/name[/versions/v]``);
+        ``moderate`` False: not moderated (a moderation classifier's own call)."""
         principal = caller.principal
         resolved = await self._callable(caller, target)
         admission = await self.admit(caller, resolved.model)
@@ -260,6 +301,11 @@ class InferenceService:
             if timeout is None:
                 timeout = self.default_timeout_seconds
             key = resolved.key
+            policy = await self._policy(caller) if moderate else None
+            if policy is not None:
+                await self._moderate(
+                    policy, caller, Stage.INPUT, request.inputs, key.model, key.version
+                )
             meter = self.meter
             tokens = token_bound(manifest.inputs, manifest.outputs, request)
             call = await meter.open(  # its cost reserved (402 budget_exceeded)
@@ -305,6 +351,8 @@ class InferenceService:
         finally:
             # Synchronous on purpose: it must run even when the call was cancelled.
             admission.release()
+        if policy is not None:  # billed as answered: the model ran
+            await self._moderate(policy, caller, Stage.OUTPUT, outputs, key.model, key.version)
         return InferenceResult(
             outputs,
             resolved.model,
@@ -396,6 +444,11 @@ class InferenceService:
         started = time.perf_counter()
         admission = await self.admit(caller, chosen.model)
         try:
+            policy = await self._policy(caller)
+            if policy is not None:
+                await self._moderate(
+                    policy, caller, Stage.INPUT, request.inputs, chosen.model, chosen.version
+                )
             meter = self.meter
             tokens = token_bound(route.inputs, route.outputs, request)
             call = await meter.open(
@@ -454,6 +507,16 @@ class InferenceService:
         finally:
             admission.release()
         self._log(caller, plan, prediction.id, request, prediction, received_at, started, "ok")
+        if policy is not None:  # billed as answered: the model ran
+            answered = "" if ran is None else ran.model
+            await self._moderate(
+                policy,
+                caller,
+                Stage.OUTPUT,
+                prediction.outputs,
+                answered,
+                "" if ran is None else ran.version,
+            )
         return InferenceResult(
             prediction.outputs,
             route.endpoint.name,
@@ -467,6 +530,20 @@ class InferenceService:
         )
 
     # ---- steps
+    async def _moderate(
+        self,
+        policy: Policy,
+        caller: Caller,
+        stage: Stage,
+        tensors: Mapping[str, np.ndarray],
+        model: str,
+        version: str,
+    ) -> None:
+        """Moderate a tensor call's texts (its BYTES tensors); ``content_blocked``."""
+        assert self.moderation is not None
+        texts = texts_of(tensors)
+        await self.moderation.check(policy, caller, stage, texts, model, version)
+
     async def admit(self, caller: Caller, model: str) -> Admission:
         """Rate → concurrency → budget for one call of ``model``; raises 429
         ``rate_limited`` / ``concurrency_limited`` or 402 ``budget_exceeded``. The caller

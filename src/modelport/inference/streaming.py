@@ -130,6 +130,16 @@ class StreamSource(Protocol):
     def stream(self, request: StreamRequest) -> AsyncIterator[StreamChunk]: ...
 
 
+class OutputCheck(Protocol):
+    """Looks at each chunk with text before it is released (output moderation): raising
+    stops the stream there, settled as answered for what was produced; ``ended`` is told
+    once the call ended. Neither may block the loop."""
+
+    async def __call__(self, chunk: StreamChunk) -> None: ...
+
+    def ended(self) -> None: ...
+
+
 StreamEnded = Callable[["CallStream | None", BaseException | None], None]
 """Told once a call ended and was settled, with what ended it (None: the stream ended
 whole); the stream is None when the call was refused before it had one. Must not
@@ -154,10 +164,11 @@ class StreamingCalls:
         deadline: float,
         *,
         on_end: StreamEnded | None = None,
+        check: OutputCheck | None = None,
     ) -> CallStream:
         """Admit, hold the upper bound, start the backend's stream; see the module
         docstring. ``deadline`` is an absolute ``time.monotonic()``; ``on_end`` hears
-        how the call ended, after its settlement."""
+        how the call ended, after its settlement; ``check`` sees each chunk first."""
         if not 1 <= request.max_tokens <= MAX_TOKENS_LIMIT:
             raise InvalidInput(
                 f"max_tokens must be between 1 and {MAX_TOKENS_LIMIT}",
@@ -230,6 +241,7 @@ class StreamingCalls:
             request.n,
             on_end=on_end,
             input_estimate=request.input_estimate,
+            check=check,
         )
         await stream.start()
         return stream
@@ -261,8 +273,10 @@ class CallStream:
         *,
         on_end: StreamEnded | None = None,
         input_estimate: int = 0,
+        check: OutputCheck | None = None,
     ) -> None:
         self._chunks = chunks
+        self._check = check
         self._on_end = on_end
         self._input_estimate = input_estimate
         self._started = time.monotonic()
@@ -338,6 +352,18 @@ class CallStream:
                     self._finished = True
             elif self.usage[Unit.OUTPUT_TOKEN] >= self._max_tokens and chunk.output_tokens:
                 self._finished = True  # the bound it was held for: nothing more is billed
+            if self._check is not None and chunk.text:
+                try:
+                    await self._check(chunk)
+                except ModelportError:
+                    # Withheld (moderation blocked it): the model ran, so the call is
+                    # settled as answered for what it produced, this chunk included.
+                    self._finished = True
+                    await self._end(None)
+                    raise
+                except BaseException as exc:
+                    await self._end(exc)
+                    raise
             if chunk.text or chunk.finish_reason is not None:
                 return chunk
 
@@ -401,6 +427,8 @@ class CallStream:
         finally:
             self._admission.release()
             self._ending.set_result(None)
+            if self._check is not None:
+                self._check.ended()
             if self._on_end is not None:
                 on_end_safely(self._on_end, self, exc)
 

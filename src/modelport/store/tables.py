@@ -798,3 +798,47 @@ class WebhookAttemptRow(Base):
     status_code: Mapped[int | None] = mapped_column(Integer)
     error: Mapped[str | None] = mapped_column(Text)
     duration_ms: Mapped[int] = mapped_column(Integer)
+
+
+# ---- content moderation ------------------------------------------------------
+
+
+class ModerationPolicyRow(Base):
+    """One version of a tenant's moderation policy. A change adds a version; the
+    highest is in force. Never updated."""
+
+    __tablename__ = "moderation_policies"
+
+    tenant: Mapped[str] = mapped_column(String(64), primary_key=True)
+    version: Mapped[int] = mapped_column(Integer, primary_key=True)
+    policy_id: Mapped[str] = mapped_column(String(32))
+    strictness: Mapped[str] = mapped_column(String(16))
+    rules: Mapped[list[Any]] = mapped_column(JSON)
+    classifier: Mapped[str | None] = mapped_column(String(200))
+    thresholds: Mapped[dict[str, Any]] = mapped_column(JSON)
+    sync: Mapped[bool] = mapped_column(default=False)
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+    created_by: Mapped[str] = mapped_column(String(128))
+
+
+class ModerationDecisionRow(Base):
+    """One moderation decision (allowed, flagged or blocked), for the audit. Never
+    updated."""
+
+    __tablename__ = "moderation_decisions"
+    __table_args__ = (Index("ix_moderation_decisions_tenant_id", "tenant", "id"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    tenant: Mapped[str] = mapped_column(String(64))
+    stage: Mapped[str] = mapped_column(String(8))
+    disposition: Mapped[str] = mapped_column(String(16))
+    reason: Mapped[str] = mapped_column(Text)
+    categories: Mapped[list[Any]] = mapped_column(JSON)
+    scores: Mapped[dict[str, Any]] = mapped_column(JSON)
+    policy_id: Mapped[str] = mapped_column(String(32))
+    policy_version: Mapped[int] = mapped_column(Integer)
+    model: Mapped[str] = mapped_column(String(193))
+    version: Mapped[str] = mapped_column(String(64))
+    request_id: Mapped[str] = mapped_column(String(128))
+    job_id: Mapped[str | None] = mapped_column(String(64), index=True)
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)

@@ -207,6 +207,16 @@ OPERATIONS: dict[tuple[str, str], Operation] = {
     ("get", "/api/billing/reconciliation"): Operation(
         "getReconciliation", "Compare the ledger with the usage events"
     ),
+    # content moderation
+    ("get", "/api/tenants/{tenant}/moderation-policy"): Operation(
+        "getModerationPolicy", "Get a tenant's content moderation policy"
+    ),
+    ("put", "/api/tenants/{tenant}/moderation-policy"): Operation(
+        "setModerationPolicy", "Set a tenant's content moderation policy (a new version)"
+    ),
+    ("get", "/api/moderation/decisions"): Operation(
+        "listModerationDecisions", "List a tenant's moderation decisions"
+    ),
 }
 
 TAGS = [
@@ -229,4 +239,5 @@ TAGS = [
     {"name": "grants", "description": "Access given to other tenants."},
     {"name": "audit", "description": "The audit log."},
     {"name": "billing", "description": "Usage, invoices, statements and balances."},
+    {"name": "moderation", "description": "Content policies and moderation decisions."},
 ]

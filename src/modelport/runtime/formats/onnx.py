@@ -34,6 +34,9 @@ class OnnxModel:
         self.output_names = output_names or [o.name for o in session.get_outputs()]
 
     def execute(self, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        for name, array in inputs.items():
+            if array.dtype == np.object_:
+                inputs = {**inputs, name: _as_text(array)}
         results = self.session.run(self.output_names, inputs)
         return dict(zip(self.output_names, results, strict=True))
 
@@ -42,6 +45,18 @@ class OnnxModel:
 
     def unload(self) -> None:
         del self.session
+
+
+def _as_text(array: np.ndarray) -> np.ndarray:
+    """A BYTES tensor as onnxruntime's strings: it takes ``str`` elements and would turn
+    ``bytes`` ones into their repr (``"b'...'"``)."""
+    items = [
+        item.decode("utf-8", "replace") if isinstance(item, bytes) else item
+        for item in array.reshape(-1).tolist()
+    ]
+    out = np.empty(len(items), dtype=np.object_)
+    out[:] = items
+    return out.reshape(array.shape)
 
 
 def default_intra_op_threads() -> int:
