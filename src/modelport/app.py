@@ -32,6 +32,7 @@ from modelport.registry.signing import Signer
 from modelport.registry.validation import SubprocessValidator
 from modelport.store import Database, create_database, upgrade
 from modelport.store.installation import installation_id
+from modelport.store.secrets import SecretBox
 from modelport.tenancy.admin import AdminKeyAuthenticator
 from modelport.tenancy.authn import Authenticator
 from modelport.tenancy.service import TenancyService
@@ -501,6 +502,7 @@ def build_serving(
     clock: Clock | None = None,
     record_shadow: Callable[[ShadowResult], object] | None = None,
     engines: GenerativeHost | None = None,
+    box: SecretBox | None = None,
 ) -> ServingPlane:
     """Endpoints, deployments and their router, over this process's model host (and
     its generative ``engines``), or (``host`` None: a gateway) over remote backends
@@ -536,7 +538,7 @@ def build_serving(
 
         placement = LocalPlacement(host, blob_store, engines)
     board.register(replica("local"))
-    remotes = BackendCatalog(database, board)
+    remotes = BackendCatalog(database, board, box or build_secret_box(settings))
     router = Router(
         Dispatcher(
             board,
@@ -644,6 +646,43 @@ def open_database(settings: Settings) -> Database:
     if settings.should_auto_migrate:
         upgrade(url)
     return create_database(url)
+
+
+def build_secret_box(settings: Settings) -> SecretBox:
+    """The box that seals stored secrets, with the keys of ``MODELPORT_SECRET_KEY``
+    (newest first). Without them, an embedded installation makes its own key file
+    (``HOME/keys/secret.key``, mode 0600) on first start and says so in the log; a
+    distributed one (PostgreSQL) gets a box that refuses to seal
+    (``secret_key_required``): each process's home would hold a different key. A key
+    file, where one exists, is always kept as the oldest key (to open, not to seal), so
+    secrets it sealed stay readable after MODELPORT_SECRET_KEY is set, until
+    ``modelport secrets rotate`` re-seals them."""
+    import logging
+
+    from modelport.logs import log_event
+    from modelport.store.secrets import load_or_create_key_file
+
+    keys: list[str] = list(settings.secret_keys)
+    path = settings.resolved_secret_key_path
+    if not keys and settings.is_embedded_database:
+        key, created = load_or_create_key_file(path)
+        if created:
+            log_event(logging.getLogger("modelport.secrets"), "secrets.key_created", path=path)
+        keys.append(key)
+    elif path.exists():
+        key = path.read_text().strip()
+        if key not in keys:
+            keys.append(key)
+    return SecretBox(
+        keys,
+        missing_key_reason="a distributed installation (PostgreSQL) has no secret key",
+    )
+
+
+def open_secrets(settings: Settings) -> tuple[Database, SecretBox]:
+    """The database and the secret box, for operator commands that need no server
+    (``modelport secrets rotate``); dispose the database after."""
+    return create_database(settings.resolved_database_url), build_secret_box(settings)
 
 
 def build_registry(
