@@ -27,6 +27,7 @@ from modelport.changes import (
 from modelport.clock import Clock, SystemClock
 from modelport.config import Role, Settings
 from modelport.keyspace import Keyspace
+from modelport.manifest import Manifest
 from modelport.registry.service import RegistryService
 from modelport.registry.signing import Signer
 from modelport.registry.validation import SubprocessValidator
@@ -50,7 +51,8 @@ if TYPE_CHECKING:
     from modelport.observability.serving_metrics import ServingMetrics
     from modelport.runtime.engines import GenerativeHost
     from modelport.runtime.formats.base import GenerativeFormat
-    from modelport.runtime.host import ModelHost
+    from modelport.runtime.host import LoadCheck, ModelHost
+    from modelport.runtime.types import VersionKey
     from modelport.serving.backends.base import Backend
     from modelport.serving.health import HealthBoard, HealthProber
     from modelport.serving.outcomes import OutcomeService
@@ -165,8 +167,11 @@ def build_blob_store(settings: Settings) -> BlobStore:
     return LocalBlobStore(root)
 
 
-def build_host(settings: Settings, metrics: RuntimeMetrics) -> ModelHost:
-    """The in-process model host, configured from the ``runtime_*`` settings."""
+def build_host(
+    settings: Settings, metrics: RuntimeMetrics, check_load: LoadCheck | None = None
+) -> ModelHost:
+    """The in-process model host, configured from the ``runtime_*`` settings;
+    ``check_load`` (``signature_check``) runs before every load."""
     import psutil
 
     from modelport.runtime.admission import MemoryBudget
@@ -198,6 +203,7 @@ def build_host(settings: Settings, metrics: RuntimeMetrics) -> ModelHost:
         ),
         load_timeout=settings.runtime_load_timeout_seconds,
         observer=metrics,
+        check_load=check_load,
     )
 
 
@@ -207,7 +213,10 @@ def transformers_options(settings: Settings) -> dict[str, object]:
 
 
 def build_generative_host(
-    settings: Settings, host: ModelHost, metrics: RuntimeMetrics | None = None
+    settings: Settings,
+    host: ModelHost,
+    metrics: RuntimeMetrics | None = None,
+    check_load: LoadCheck | None = None,
 ) -> GenerativeHost | None:
     """The generative engines of this process, sharing ``host``'s model cache and
     ``metrics``' registry; None when no generative format is installed (without
@@ -234,7 +243,9 @@ def build_generative_host(
             }
         }
     )
-    return GenerativeHost(cache=host.cache, formats=formats) if formats else None
+    if not formats:
+        return None
+    return GenerativeHost(cache=host.cache, formats=formats, check_load=check_load)
 
 
 def build_keyspace(database: Database) -> Keyspace:
@@ -689,7 +700,10 @@ def build_registry(
     settings: Settings, database: Database, blob_store: BlobStore, changes: ChangeBus
 ) -> RegistryService:
     """The registry, signing with this installation's key and validating in a subprocess."""
+    from modelport.registry.trust import TrustPolicy, parse_trusted_keys
+
     signer = Signer.load_or_create(settings.resolved_signing_key_path)
+    trust = TrustPolicy(parse_trusted_keys(settings.trusted_publisher_keys))
     validator = SubprocessValidator(
         blob_store,
         work_dir=settings.home / "validation",
@@ -697,18 +711,32 @@ def build_registry(
         memory_bytes=settings.validation_memory_bytes,
     )
     return RegistryService(
-        database, blob_store, signer=signer, validator=validator, changes=changes
+        database, blob_store, signer=signer, validator=validator, changes=changes, trust=trust
     )
 
 
 def build_engines(
-    host: ModelHost, formats: Mapping[str, GenerativeFormat] | None
+    host: ModelHost,
+    formats: Mapping[str, GenerativeFormat] | None,
+    check_load: LoadCheck | None = None,
 ) -> GenerativeHost:
     """The host of this process's generative engines, sharing the model host's file
     cache, with the generative format plugins ``formats`` (by format name)."""
     from modelport.runtime.engines import GenerativeHost
 
-    return GenerativeHost(cache=host.cache, formats=dict(formats or {}))
+    return GenerativeHost(cache=host.cache, formats=dict(formats or {}), check_load=check_load)
+
+
+def signature_check(registry: RegistryService) -> LoadCheck:
+    """What the model hosts run before loading a version: its signatures, checked now
+    against the manifest being loaded and the trusted publisher keys (422
+    ``signature_*``, ``RegistryService.verify_signed``)."""
+
+    def check(key: VersionKey, manifest: Manifest) -> None:
+        owner, _, name = key.model.partition("/")
+        registry.verify_signed(owner, name, key.version, manifest=manifest)
+
+    return check
 
 
 def build_services(
@@ -732,14 +760,15 @@ def build_services(
     changes = build_change_bus(settings, keys)
     tenancy, authenticator = build_tenancy(settings, database, changes, clock)
     registry = build_registry(settings, database, blob_store, changes)
-    host = build_host(settings, metrics) if settings.role is Role.ALL else None
+    check = signature_check(registry)
+    host = build_host(settings, metrics, check) if settings.role is Role.ALL else None
     engines = None
     if host is not None:
         # Formats given by the caller (tests' toy engines), else the installed ones.
         if generative_formats is not None:
-            engines = build_engines(host, generative_formats)
+            engines = build_engines(host, generative_formats, check)
         else:
-            engines = build_generative_host(settings, host, metrics)
+            engines = build_generative_host(settings, host, metrics, check)
     from modelport.observability.http_metrics import HttpMetrics
     from modelport.observability.serving_metrics import ServingMetrics
     from modelport.serving.routing.shadow_log import shadow_recorder
@@ -876,7 +905,7 @@ def build_worker_services(settings: Settings, *, clock: Clock | None = None) -> 
         blob_store=blob_store,
         registry=registry,
         metrics=metrics,
-        host=build_host(settings, metrics),
+        host=build_host(settings, metrics, signature_check(registry)),
         clock=clock or SystemClock(),
     )
 
