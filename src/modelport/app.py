@@ -96,6 +96,9 @@ class Services:
     """Which versions this process hosts; loads and unloads (the ``/v2`` repository)."""
     http_metrics: HttpMetrics
     """Requests by route, method and status, on ``metrics.registry``."""
+    secret_box: SecretBox
+    """Seals and opens the secrets services store (``store.secrets``): hand it to a
+    service that stores one."""
     engines: GenerativeHost | None = None
     """This process's generative engines; None in the ``gateway`` role, or when no
     generative format is installed (the ``modelport[llm]`` extra)."""
@@ -760,6 +763,7 @@ def build_services(
     changes = build_change_bus(settings, keys)
     tenancy, authenticator = build_tenancy(settings, database, changes, clock)
     registry = build_registry(settings, database, blob_store, changes)
+    secret_box = build_secret_box(settings)
     check = signature_check(registry)
     host = build_host(settings, metrics, check) if settings.role is Role.ALL else None
     engines = None
@@ -789,6 +793,7 @@ def build_services(
         clock,
         record_shadow=shadow_recorder(prediction_log.record),
         engines=engines,
+        box=secret_box,
     )
     limits = build_limits(settings, database, keys, clock)
     metering = build_metering(settings, database, registry, keys, clock)
@@ -838,6 +843,7 @@ def build_services(
         model_repository=model_repository,
         engines=engines,
         http_metrics=HttpMetrics(metrics.registry),
+        secret_box=secret_box,
     )
 
 
