@@ -237,3 +237,22 @@ def test_the_box() -> None:
     with pytest.raises(InvalidInput) as bad:
         SecretBox(["not-a-key"])
     assert bad.value.code == "invalid_secret_key" and "not-a-key" not in bad.value.message
+
+
+def test_rotation_without_a_key_is_refused(settings: Settings) -> None:
+    if settings.is_embedded_database:
+        pytest.skip("the distributed shape: PostgreSQL (an embedded one makes its key)")
+    env = {
+        "MODELPORT_DATABASE_URL": settings.resolved_database_url,
+        "MODELPORT_HOME": str(settings.home),
+        "MODELPORT_SECRET_KEY": "",
+    }
+    result = CliRunner().invoke(modelport, ["secrets", "rotate"], env=env)
+    assert result.exit_code == 1 and "MODELPORT_SECRET_KEY" in result.output
+
+
+def test_generate_key_prints_a_usable_key() -> None:
+    result = CliRunner().invoke(modelport, ["secrets", "generate-key"])
+    assert result.exit_code == 0
+    key = result.output.strip()
+    assert SecretBox([key]).open(SecretBox([key]).seal(PLAIN)) == PLAIN
