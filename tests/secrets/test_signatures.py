@@ -7,15 +7,20 @@ from __future__ import annotations
 import base64
 from pathlib import Path
 
+import anyio
 import pytest
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from sqlalchemy import text
 
+from modelport.app import signature_check
 from modelport.errors import InvalidInput, Unprocessable
 from modelport.registry.signing import key_id
 from modelport.registry.trust import parse_trusted_keys
+from modelport.runtime.cache import ModelCache
+from modelport.runtime.engines import GenerativeHost
 from modelport.runtime.types import VersionKey
+from modelport.testing.toy_engine import ToyGenerativeFormat
 from tests.serving.conftest import Serving, ServingFactory
 
 REF = "acme/adder:1"
@@ -91,8 +96,28 @@ def test_loading_a_manifest_other_than_the_signed_one_is_refused(plane: Serving)
     host = plane.services.host
     assert host is not None
     with pytest.raises(Unprocessable) as refused:
-        host.load(VersionKey("acme/adder", "1", found.manifest_digest), other, plane.services.blobs)
+        host.load(
+            VersionKey("acme/adder", "1", found.manifest_digest), other, plane.services.blob_store
+        )
     assert refused.value.code == "signature_invalid"
+
+
+def test_a_generative_engine_checks_before_it_loads(plane: Serving, tmp_path: Path) -> None:
+    found = plane.services.registry.get_version("acme", "adder", "1")
+    toy = ToyGenerativeFormat()
+    engines = GenerativeHost(
+        cache=ModelCache(tmp_path / "cache"),
+        formats={"onnx": toy},
+        check_load=signature_check(plane.services.registry),
+    )
+    key = VersionKey("acme/adder", "1", found.manifest_digest)
+    blobs = plane.services.blob_store
+    assert anyio.run(engines.ensure_loaded, key, found.manifest, blobs) is toy.engine
+    engines.unload(key)
+    sql(plane, "DELETE FROM signatures")
+    with pytest.raises(Unprocessable) as refused:
+        anyio.run(engines.ensure_loaded, key, found.manifest, blobs)
+    assert refused.value.code == "signature_missing" and toy.loads == 1
 
 
 def test_trusted_publisher_keys(make_serving: ServingFactory, database_url: str) -> None:
