@@ -33,6 +33,7 @@ from tests.slow_tier import (  # noqa: F401  (hooks: unmarked tests may not star
 )
 
 ADMIN_KEY = "test-admin-key-" + "x" * 24
+TEST_SECRET_KEY = "ZmRzYWZkc2FmZHNhZmRzYWZkc2FmZHNhZmRzYWZkc2E="  # a Fernet key, tests only
 PG_ENV = "MODELPORT_TEST_DATABASE_URL"
 REQUIRE_ENV = "MODELPORT_TEST_REQUIRE_SERVICES"
 
@@ -52,6 +53,9 @@ def _clean_environ(monkeypatch: pytest.MonkeyPatch) -> None:
     for key in list(os.environ):
         if key.startswith("MODELPORT_") and not key.startswith("MODELPORT_TEST_"):
             monkeypatch.delenv(key)
+    # Every installation a test builds (in process or in a child) seals its secrets with
+    # this key; tests of the unkeyed shapes remove it.
+    monkeypatch.setenv("MODELPORT_SECRET_KEY", TEST_SECRET_KEY)
     if not isolation_available() and not services_required():
         # A laptop without bubblewrap still runs the suite: validation runs unisolated
         # there, and tests/sandbox says why it skips. CI installs bubblewrap.

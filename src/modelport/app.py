@@ -29,12 +29,14 @@ from modelport.clock import Clock, SystemClock
 from modelport.config import Role, Settings
 from modelport.files import FileService
 from modelport.keyspace import Keyspace
+from modelport.manifest import Manifest
 from modelport.registry.service import RegistryService
 from modelport.registry.signing import Signer
 from modelport.registry.validation import SubprocessValidator
 from modelport.sandbox import Sandbox, SandboxMode
 from modelport.store import Database, create_database, upgrade
 from modelport.store.installation import installation_id
+from modelport.store.secrets import SecretBox
 from modelport.tenancy.admin import AdminKeyAuthenticator
 from modelport.tenancy.authn import Authenticator
 from modelport.tenancy.service import TenancyService
@@ -53,7 +55,8 @@ if TYPE_CHECKING:
     from modelport.observability.serving_metrics import ServingMetrics
     from modelport.runtime.engines import GenerativeHost
     from modelport.runtime.formats.base import GenerativeFormat
-    from modelport.runtime.host import ModelHost
+    from modelport.runtime.host import LoadCheck, ModelHost
+    from modelport.runtime.types import VersionKey
     from modelport.serving.backends.base import Backend
     from modelport.serving.health import HealthBoard, HealthProber
     from modelport.serving.outcomes import OutcomeService
@@ -105,6 +108,9 @@ class Services:
     started with the application)."""
     moderation: ModerationService
     """Tenants' content policies and the audit of moderation decisions."""
+    secret_box: SecretBox
+    """Seals and opens the secrets services store (``store.secrets``): hand it to a
+    service that stores one."""
     engines: GenerativeHost | None = None
     """This process's generative engines; None in the ``gateway`` role, or when no
     generative format is installed (the ``modelport[llm]`` extra)."""
@@ -177,8 +183,11 @@ def build_blob_store(settings: Settings) -> BlobStore:
     return LocalBlobStore(root)
 
 
-def build_host(settings: Settings, metrics: RuntimeMetrics) -> ModelHost:
-    """The in-process model host, configured from the ``runtime_*`` settings."""
+def build_host(
+    settings: Settings, metrics: RuntimeMetrics, check_load: LoadCheck | None = None
+) -> ModelHost:
+    """The in-process model host, configured from the ``runtime_*`` settings;
+    ``check_load`` (``signature_check``) runs before every load."""
     import psutil
 
     from modelport.runtime.admission import MemoryBudget
@@ -210,6 +219,7 @@ def build_host(settings: Settings, metrics: RuntimeMetrics) -> ModelHost:
         ),
         load_timeout=settings.runtime_load_timeout_seconds,
         observer=metrics,
+        check_load=check_load,
     )
 
 
@@ -219,7 +229,10 @@ def transformers_options(settings: Settings) -> dict[str, object]:
 
 
 def build_generative_host(
-    settings: Settings, host: ModelHost, metrics: RuntimeMetrics | None = None
+    settings: Settings,
+    host: ModelHost,
+    metrics: RuntimeMetrics | None = None,
+    check_load: LoadCheck | None = None,
 ) -> GenerativeHost | None:
     """The generative engines of this process, sharing ``host``'s model cache and
     ``metrics``' registry; None when no generative format is installed (without
@@ -246,7 +259,9 @@ def build_generative_host(
             }
         }
     )
-    return GenerativeHost(cache=host.cache, formats=formats) if formats else None
+    if not formats:
+        return None
+    return GenerativeHost(cache=host.cache, formats=formats, check_load=check_load)
 
 
 def build_keyspace(database: Database) -> Keyspace:
@@ -514,6 +529,7 @@ def build_serving(
     clock: Clock | None = None,
     record_shadow: Callable[[ShadowResult], object] | None = None,
     engines: GenerativeHost | None = None,
+    box: SecretBox | None = None,
 ) -> ServingPlane:
     """Endpoints, deployments and their router, over this process's model host (and
     its generative ``engines``), or (``host`` None: a gateway) over remote backends
@@ -549,7 +565,7 @@ def build_serving(
 
         placement = LocalPlacement(host, blob_store, engines)
     board.register(replica("local"))
-    remotes = BackendCatalog(database, board)
+    remotes = BackendCatalog(database, board, box or build_secret_box(settings))
     router = Router(
         Dispatcher(
             board,
@@ -650,8 +666,11 @@ def build_prediction_log(
     return log, OutcomeService(database, repository, log)
 
 
-def build_webhooks(settings: Settings, database: Database, clock: Clock) -> WebhookService:
-    """Webhooks: the URL policy from the allow-list, deliveries posted over httpx."""
+def build_webhooks(
+    settings: Settings, database: Database, clock: Clock, box: SecretBox
+) -> WebhookService:
+    """Webhooks: the URL policy from the allow-list, deliveries posted over httpx, signing
+    secrets sealed by ``box``."""
     from datetime import timedelta
 
     from modelport.webhooks.repository import WebhookRepository
@@ -663,7 +682,7 @@ def build_webhooks(settings: Settings, database: Database, clock: Clock) -> Webh
         # A claim must outlive its attempt, or another process posts it meanwhile.
         raise ValueError("MODELPORT_WEBHOOK_LEASE_SECONDS must exceed WEBHOOK_TIMEOUT_SECONDS")
     return WebhookService(
-        WebhookRepository(database),
+        WebhookRepository(database, box),
         UrlPolicy(settings.webhook_allow_hosts),
         HttpSender(settings.webhook_timeout_seconds),
         clock,
@@ -690,11 +709,15 @@ def open_database(settings: Settings) -> Database:
 
 def build_sandbox(settings: Settings, metrics: RuntimeMetrics | None = None) -> Sandbox:
     """The sandbox of other people's code; no child of it sees this installation's home
-    (its database, blobs and keys) or the signing key's folder. Its runs are counted on
+    (its database, blobs and keys), the signing key's or the secret key's folder. Its runs are counted on
     ``metrics`` when given."""
     from modelport.observability.sandbox_metrics import SandboxMetrics
 
-    protect = [settings.home, settings.resolved_signing_key_path.parent]
+    protect = [
+        settings.home,
+        settings.resolved_signing_key_path.parent,
+        settings.resolved_secret_key_path.parent,
+    ]
     url = settings.resolved_database_url
     if url.startswith("sqlite:///"):
         protect.append(Path(url.removeprefix("sqlite:///")).parent)
@@ -709,6 +732,43 @@ def build_sandbox(settings: Settings, metrics: RuntimeMetrics | None = None) -> 
     )
 
 
+def build_secret_box(settings: Settings) -> SecretBox:
+    """The box that seals stored secrets, with the keys of ``MODELPORT_SECRET_KEY``
+    (newest first). Without them, an embedded installation makes its own key file
+    (``HOME/keys/secret.key``, mode 0600) on first start and says so in the log; a
+    distributed one (PostgreSQL) gets a box that refuses to seal
+    (``secret_key_required``): each process's home would hold a different key. A key
+    file, where one exists, is always kept as the oldest key (to open, not to seal), so
+    secrets it sealed stay readable after MODELPORT_SECRET_KEY is set, until
+    ``modelport secrets rotate`` re-seals them."""
+    import logging
+
+    from modelport.logs import log_event
+    from modelport.store.secrets import load_or_create_key_file
+
+    keys: list[str] = list(settings.secret_keys)
+    path = settings.resolved_secret_key_path
+    if not keys and settings.is_embedded_database:
+        key, created = load_or_create_key_file(path)
+        if created:
+            log_event(logging.getLogger("modelport.secrets"), "secrets.key_created", path=path)
+        keys.append(key)
+    elif path.exists():
+        key = path.read_text().strip()
+        if key not in keys:
+            keys.append(key)
+    return SecretBox(
+        keys,
+        missing_key_reason="a distributed installation (PostgreSQL) has no secret key",
+    )
+
+
+def open_secrets(settings: Settings) -> tuple[Database, SecretBox]:
+    """The database and the secret box, for operator commands that need no server
+    (``modelport secrets rotate``); dispose the database after."""
+    return create_database(settings.resolved_database_url), build_secret_box(settings)
+
+
 def build_registry(
     settings: Settings,
     database: Database,
@@ -717,7 +777,10 @@ def build_registry(
     metrics: RuntimeMetrics | None = None,
 ) -> RegistryService:
     """The registry, signing with this installation's key and validating in a subprocess."""
+    from modelport.registry.trust import TrustPolicy, parse_trusted_keys
+
     signer = Signer.load_or_create(settings.resolved_signing_key_path)
+    trust = TrustPolicy(parse_trusted_keys(settings.trusted_publisher_keys))
     validator = SubprocessValidator(
         blob_store,
         work_dir=settings.home / "validation",
@@ -726,18 +789,32 @@ def build_registry(
         sandbox=build_sandbox(settings, metrics),
     )
     return RegistryService(
-        database, blob_store, signer=signer, validator=validator, changes=changes
+        database, blob_store, signer=signer, validator=validator, changes=changes, trust=trust
     )
 
 
 def build_engines(
-    host: ModelHost, formats: Mapping[str, GenerativeFormat] | None
+    host: ModelHost,
+    formats: Mapping[str, GenerativeFormat] | None,
+    check_load: LoadCheck | None = None,
 ) -> GenerativeHost:
     """The host of this process's generative engines, sharing the model host's file
     cache, with the generative format plugins ``formats`` (by format name)."""
     from modelport.runtime.engines import GenerativeHost
 
-    return GenerativeHost(cache=host.cache, formats=dict(formats or {}))
+    return GenerativeHost(cache=host.cache, formats=dict(formats or {}), check_load=check_load)
+
+
+def signature_check(registry: RegistryService) -> LoadCheck:
+    """What the model hosts run before loading a version: its signatures, checked now
+    against the manifest being loaded and the trusted publisher keys (422
+    ``signature_*``, ``RegistryService.verify_signed``)."""
+
+    def check(key: VersionKey, manifest: Manifest) -> None:
+        owner, _, name = key.model.partition("/")
+        registry.verify_signed(owner, name, key.version, manifest=manifest)
+
+    return check
 
 
 def build_services(
@@ -761,14 +838,16 @@ def build_services(
     changes = build_change_bus(settings, keys)
     tenancy, authenticator = build_tenancy(settings, database, changes, clock)
     registry = build_registry(settings, database, blob_store, changes, metrics)
-    host = build_host(settings, metrics) if settings.role is Role.ALL else None
+    secret_box = build_secret_box(settings)
+    check = signature_check(registry)
+    host = build_host(settings, metrics, check) if settings.role is Role.ALL else None
     engines = None
     if host is not None:
         # Formats given by the caller (tests' toy engines), else the installed ones.
         if generative_formats is not None:
-            engines = build_engines(host, generative_formats)
+            engines = build_engines(host, generative_formats, check)
         else:
-            engines = build_generative_host(settings, host, metrics)
+            engines = build_generative_host(settings, host, metrics, check)
     from modelport.observability.http_metrics import HttpMetrics
     from modelport.observability.serving_metrics import ServingMetrics
     from modelport.serving.routing.shadow_log import shadow_recorder
@@ -789,6 +868,7 @@ def build_services(
         clock,
         record_shadow=shadow_recorder(prediction_log.record),
         engines=engines,
+        box=secret_box,
     )
     limits = build_limits(settings, database, keys, clock)
     metering = build_metering(settings, database, registry, keys, clock)
@@ -840,9 +920,10 @@ def build_services(
         model_repository=model_repository,
         engines=engines,
         http_metrics=HttpMetrics(metrics.registry),
-        webhooks=build_webhooks(settings, database, clock),
+        webhooks=build_webhooks(settings, database, clock, secret_box),
         moderation=moderation,
         files=build_files(settings, database, blobs, clock),
+        secret_box=secret_box,
     )
 
 
@@ -945,7 +1026,7 @@ def build_worker_services(settings: Settings, *, clock: Clock | None = None) -> 
         blob_store=blob_store,
         registry=registry,
         metrics=metrics,
-        host=build_host(settings, metrics),
+        host=build_host(settings, metrics, signature_check(registry)),
         clock=clock or SystemClock(),
     )
 

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Annotated, Literal
 
 import platformdirs
-from pydantic import Field, field_validator
+from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 MIN_ADMIN_KEY_LENGTH = 24
@@ -72,6 +72,30 @@ class Settings(BaseSettings):
 
     signing_key_path: Path | None = None
     """Ed25519 private key (PEM) that signs manifests; default ``home/keys/signing.pem``."""
+
+    secret_key: SecretStr = SecretStr("")
+    """Fernet keys that seal stored secrets (remote backends' API keys, webhook signing
+    secrets), comma-separated, newest first: the newest seals, any opens (``secret_keys``).
+    Unset: an embedded installation (SQLite) makes one in ``secret_key_path`` on first
+    start; a distributed one (PostgreSQL) refuses to store a secret
+    (``secret_key_required``). See docs/operations.md, "Secrets"."""
+
+    secret_key_path: Path | None = None
+    """The embedded installation's generated secret key; default ``home/keys/secret.key``.
+    Read (as the oldest key, to open only) also when ``secret_key`` is set."""
+
+    trusted_publisher_keys: str = ""
+    """Publisher keys a version must be signed by to be deployed or loaded: comma-separated
+    entries, each a key id (``sha256:<hex>``), a raw Ed25519 public key in base64 or hex,
+    or the path of a file of such entries (one a line; PEM public keys too). Empty: any
+    signature that verifies is enough (every version carries the platform's)."""
+
+    tls_cert_path: Path | None = None
+    """PEM certificate (chain) ``modelport serve`` presents: it terminates TLS itself
+    (``serve --tls-cert``); with ``tls_key_path``."""
+
+    tls_key_path: Path | None = None
+    """PEM private key of ``tls_cert_path`` (``serve --tls-key``)."""
 
     upload_ttl_seconds: int = Field(default=24 * 3600, gt=0)
     """An upload untouched this long expires and its staged bytes are removed."""
@@ -415,3 +439,14 @@ class Settings(BaseSettings):
     @property
     def resolved_signing_key_path(self) -> Path:
         return self.signing_key_path or self.home / "keys" / "signing.pem"
+
+    @property
+    def secret_keys(self) -> tuple[str, ...]:
+        """The configured secret keys, newest first (``secret_key`` split on commas)."""
+        key: SecretStr | str = self.secret_key  # a str when set by ``model_copy``
+        value = key.get_secret_value() if isinstance(key, SecretStr) else key
+        return tuple(key.strip() for key in value.split(",") if key.strip())
+
+    @property
+    def resolved_secret_key_path(self) -> Path:
+        return self.secret_key_path or self.home / "keys" / "secret.key"

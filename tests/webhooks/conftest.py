@@ -14,11 +14,12 @@ import pytest
 
 from modelport.clock import ManualClock
 from modelport.store import Database, create_database
+from modelport.store.secrets import SecretBox
 from modelport.webhooks.repository import WebhookRepository
 from modelport.webhooks.sender import HttpSender
 from modelport.webhooks.service import DeliveryConfig, WebhookService
 from modelport.webhooks.urls import Resolver, UrlPolicy, system_resolver
-from tests.conftest import skip_or_fail
+from tests.conftest import TEST_SECRET_KEY, skip_or_fail
 
 
 @dataclass(frozen=True)
@@ -108,7 +109,7 @@ def make_service(
     config: DeliveryConfig = CONFIG,
 ) -> WebhookService:
     return WebhookService(
-        WebhookRepository(database),
+        WebhookRepository(database, SecretBox([TEST_SECRET_KEY])),
         UrlPolicy(allow_hosts, resolver),
         HttpSender(timeout_seconds=5.0),
         clock,

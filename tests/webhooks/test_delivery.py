@@ -15,9 +15,11 @@ import pytest
 from modelport.clock import ManualClock
 from modelport.errors import Conflict, InvalidInput, NotFound
 from modelport.store import Database
+from modelport.store.secrets import SecretBox
 from modelport.webhooks.repository import WebhookRepository
 from modelport.webhooks.service import WebhookService
 from modelport.webhooks.types import DeliveryStatus, Outcome
+from tests.conftest import TEST_SECRET_KEY
 from tests.webhooks.conftest import Receiver, make_service, reference, verify
 
 EVENT = {"job": "job_1", "state": "succeeded", "outputs": [{"url": "https://x/y"}]}
@@ -253,7 +255,7 @@ def test_an_address_that_turned_internal_after_enqueue_is_not_posted(
 def test_a_claim_is_held_for_its_lease_and_then_taken_again(
     webhooks: WebhookService, receiver: Receiver, database: Database, clock: ManualClock
 ) -> None:
-    repository = WebhookRepository(database)
+    repository = WebhookRepository(database, SecretBox([TEST_SECRET_KEY]))
     delivery_id = webhooks.enqueue("acme", receiver.url, "job.succeeded", EVENT, "job_1")
     [taken] = repository.claim(clock.now(), "lease-a", timedelta(seconds=60), 10)
     assert taken.delivery.id == delivery_id
@@ -304,7 +306,7 @@ def test_deliverers_claiming_at_once_take_disjoint_deliveries(
         webhooks.enqueue("acme", receiver.url, "job.succeeded", EVENT, f"job_{n}")
         for n in range(24)
     }
-    repository = WebhookRepository(database)
+    repository = WebhookRepository(database, SecretBox([TEST_SECRET_KEY]))
     start = threading.Barrier(4)
 
     def claim(name: str) -> list[str]:

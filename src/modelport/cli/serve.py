@@ -42,6 +42,19 @@ if TYPE_CHECKING:
     "MODELPORT_LOG_FORMAT=json writes them as JSON lines.",
 )
 @click.option(
+    "--tls-cert",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="PEM certificate (chain) to serve HTTPS with (default MODELPORT_TLS_CERT_PATH); "
+    "needs --tls-key.",
+)
+@click.option(
+    "--tls-key",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="PEM private key of --tls-cert (default MODELPORT_TLS_KEY_PATH).",
+)
+@click.option(
     "--access-log/--no-access-log",
     default=False,
     show_default=True,
@@ -56,9 +69,12 @@ def serve(
     role: str | None,
     dev: bool,
     log_level: str | None,
+    tls_cert: Path | None,
+    tls_key: Path | None,
     access_log: bool,
 ) -> None:
-    """Start the platform: HTTP API on HOST:PORT (uvloop, httptools)."""
+    """Start the platform: HTTP API on HOST:PORT (uvloop, httptools); HTTPS with
+    --tls-cert and --tls-key."""
     import uvicorn
 
     from modelport.app import build_app, configure_logging
@@ -78,6 +94,10 @@ def serve(
         settings = settings.model_copy(update={"role": Role(role)})
     if log_level is not None:
         settings = settings.model_copy(update={"log_level": log_level.upper()})
+    if tls_cert is not None:
+        settings = settings.model_copy(update={"tls_cert_path": tls_cert})
+    if tls_key is not None:
+        settings = settings.model_copy(update={"tls_key_path": tls_key})
     configure_logging(settings)
     options: dict[str, Any] = {
         "host": host,
@@ -91,14 +111,42 @@ def serve(
     }
     try:
         check_admin_key(settings.admin_key)
+        options.update(tls_options(settings))
         if settings.workers > 1:
             _serve_workers(app, settings, options)
             return
         asgi = build_app(settings)
     except ModelportError as exc:
         app.terminal.abort(exc.message)
-    app.terminal.info(f"modelport serving on http://{host}:{port} (home: {settings.home})")
+    scheme = "https" if "ssl_certfile" in options else "http"
+    app.terminal.info(f"modelport serving on {scheme}://{host}:{port} (home: {settings.home})")
     uvicorn.run(asgi, **options)
+
+
+def tls_options(settings: Settings) -> dict[str, Any]:
+    """uvicorn's TLS options from the settings (none: plain HTTP). Both paths or
+    neither, each a readable file holding what it should (``invalid_tls``)."""
+    import ssl
+
+    from modelport.errors import InvalidInput
+
+    cert, key = settings.tls_cert_path, settings.tls_key_path
+    if cert is None and key is None:
+        return {}
+    if cert is None or key is None:
+        raise InvalidInput(
+            "TLS needs both a certificate and its key (--tls-cert and --tls-key, or "
+            "MODELPORT_TLS_CERT_PATH and MODELPORT_TLS_KEY_PATH)",
+            code="invalid_tls",
+        )
+    try:  # here, with a clear message, rather than in every worker
+        ssl.create_default_context(ssl.Purpose.CLIENT_AUTH).load_cert_chain(cert, key)
+    except (OSError, ssl.SSLError) as exc:
+        raise InvalidInput(
+            f"cannot serve TLS with certificate {cert} and key {key}: {exc}",
+            code="invalid_tls",
+        ) from None
+    return {"ssl_certfile": str(cert), "ssl_keyfile": str(key)}
 
 
 def _serve_workers(app: Application, settings: Settings, options: dict[str, Any]) -> None:
@@ -142,8 +190,9 @@ def _serve_workers(app: Application, settings: Settings, options: dict[str, Any]
             "PROMETHEUS_MULTIPROC_DIR": str(metrics_dir),
         }
     )
+    scheme = "https" if "ssl_certfile" in options else "http"
     app.terminal.info(
-        f"modelport serving on http://{options['host']}:{options['port']} "
+        f"modelport serving on {scheme}://{options['host']}:{options['port']} "
         f"with {settings.workers} workers (home: {settings.home})"
     )
     try:

@@ -35,6 +35,7 @@ from modelport.changes import (
     VersionPublished,
     VersionTransitioned,
 )
+from modelport.digests import sha256_digest
 from modelport.errors import Conflict, InvalidInput, NotFound, Unprocessable
 from modelport.logs import log_event
 from modelport.manifest import UNSAFE_FORMATS, Manifest, canonical_bytes, manifest_digest
@@ -54,6 +55,7 @@ from modelport.registry.names import (
     split_model_ref,
 )
 from modelport.registry.signing import Signer
+from modelport.registry.trust import SIGNATURE_INVALID, TrustPolicy
 from modelport.registry.types import (
     Alias,
     AliasEvent,
@@ -102,11 +104,14 @@ class RegistryService:
         signer: Signer,
         validator: Validator,
         changes: ChangeBus | None = None,
+        trust: TrustPolicy | None = None,
     ) -> None:
         self.database = database
         self.blobs = blobs
         self.signer = signer
         self.validator = validator
+        # Which signatures make a version deployable and loadable (``verify_signed``).
+        self.trust = trust or TrustPolicy()
         # Told after each commit of a new version, lifecycle event or alias move.
         self.changes: ChangeBus = changes or LocalChangeBus()
 
@@ -499,6 +504,29 @@ class RegistryService:
     def signatures(self, owner: str, name: str, version: str) -> list[Signature]:
         with self.database.transaction() as session:
             return repo.list_signatures(session, repo.version_id(session, owner, name, version))
+
+    def verify_signed(
+        self, owner: str, name: str, version: str, *, manifest: Manifest | None = None
+    ) -> list[Signature]:
+        """The signatures that let ``owner/name:version`` be deployed or loaded, checked
+        now; 422 ``signature_invalid`` (the stored manifest or a signature was altered,
+        or ``manifest``, the one about to be loaded, is not the signed one),
+        ``signature_missing`` or ``signature_untrusted`` (``registry.trust``)."""
+        ref = f"{owner}/{name}:{version}"
+        with self.database.transaction() as session:
+            vid = repo.version_id(session, owner, name, version)
+            digest, text = repo.version_digest(session, vid)
+            signatures = repo.list_signatures(session, vid)
+        if manifest is not None and manifest_digest(manifest) != digest:
+            raise Unprocessable(
+                f"{ref}: the manifest being loaded is not the one its signatures cover ({digest})",
+                code=SIGNATURE_INVALID,
+                version=ref,
+                manifest_digest=digest,
+            )
+        intact = sha256_digest(text.encode()) == digest
+        self.trust.judge(ref, digest, intact, signatures)
+        return signatures
 
     def add_signature(
         self,

@@ -13,7 +13,7 @@ on first use (files fetched and verified by the same ``ModelCache`` as tensor mo
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Collection, Mapping
+from collections.abc import Callable, Collection, Mapping
 
 from modelport.errors import InvalidInput, Unprocessable
 from modelport.manifest import UNSAFE_FORMATS, Manifest
@@ -52,9 +52,17 @@ class GenerativeHost:
     """Generative engines of this process by version. Loads are shared: concurrent
     first requests of a version wait for the same load."""
 
-    def __init__(self, *, cache: ModelCache, formats: Mapping[str, GenerativeFormat]) -> None:
+    def __init__(
+        self,
+        *,
+        cache: ModelCache,
+        formats: Mapping[str, GenerativeFormat],
+        check_load: Callable[[VersionKey, Manifest], None] | None = None,
+    ) -> None:
+        """``check_load``: as ``ModelHost``'s, called in the loading thread first."""
         self.cache = cache
         self.formats = formats
+        self._check_load = check_load
         self._engines: dict[VersionKey, GenerativeEngine] = {}
         self._loads: dict[VersionKey, asyncio.Future[GenerativeEngine]] = {}
 
@@ -83,6 +91,8 @@ class GenerativeHost:
             raise Unprocessable(
                 f"no generative runtime for format '{manifest.format}'", code="unsupported_format"
             )
+        if self._check_load is not None:
+            self._check_load(key, manifest)
         files = self.cache.materialize(manifest, key.manifest_digest, source).files
         engine = plugin.load(files, manifest, name=key.ref)
         self._engines[key] = engine

@@ -70,6 +70,9 @@ from modelport.runtime.types import (
 log = logging.getLogger(__name__)
 
 ExecutorFactory = Callable[[LoadedModel, BatchingConfig, str], Executor]
+LoadCheck = Callable[[VersionKey, Manifest], None]
+"""Called in the loading thread before a version's files are fetched; what it raises
+fails the load (the platform checks the version's signatures so)."""
 
 
 def thread_executor(model: LoadedModel, config: BatchingConfig, name: str) -> Executor:
@@ -123,8 +126,10 @@ class ModelHost:
         observer: RuntimeObserver | None = None,
         executor_factory: ExecutorFactory = thread_executor,
         memory_probe: Callable[[], int] = process_rss,
+        check_load: LoadCheck | None = None,
     ) -> None:
         self.cache = cache
+        self._check_load = check_load
         self.formats = formats
         self.budget = budget
         self.batching = batching
@@ -302,6 +307,8 @@ class ModelHost:
         try:
             for victim in teardown:
                 self._release(victim)
+            if self._check_load is not None:
+                self._check_load(key, manifest)
             cached = self.cache.materialize(manifest, key.manifest_digest, source)
             phases[Phase.FETCH] = cached.fetch_seconds
             phases[Phase.VERIFY] = cached.verify_seconds

@@ -740,8 +740,8 @@ class FileRow(Base):
 
 class WebhookSecretRow(Base):
     """One signing secret of a tenant. The newest signs every delivery; one it replaced
-    signs too until ``retired_at`` (the rotation's overlap). ``value`` is stored as
-    ``webhooks.secret_storage`` makes it."""
+    signs too until ``retired_at`` (the rotation's overlap). ``value`` is sealed
+    (``store.secrets``: ``fernet:v1:...``)."""
 
     __tablename__ = "webhook_secrets"
 

@@ -18,8 +18,8 @@ from sqlalchemy.orm import Session
 from modelport.errors import InvalidInput, NotFound
 from modelport.store import Database
 from modelport.store.database import affected_rows
+from modelport.store.secrets import SecretBox
 from modelport.store.tables import WebhookAttemptRow, WebhookDeliveryRow, WebhookSecretRow
-from modelport.webhooks.secret_storage import seal, unseal
 from modelport.webhooks.types import (
     Attempt,
     Claimed,
@@ -99,8 +99,11 @@ def decode_cursor(cursor: str) -> tuple[datetime, str]:
 
 
 class WebhookRepository:
-    def __init__(self, database: Database) -> None:
+    """Secrets (sealed at rest by ``box``), deliveries and their attempts."""
+
+    def __init__(self, database: Database, box: SecretBox) -> None:
         self._db = database
+        self._box = box
 
     # ---- secrets
 
@@ -115,7 +118,7 @@ class WebhookRepository:
                 )
                 .order_by(WebhookSecretRow.id.desc())
             ).all()
-            return [unseal(row.value) for row in rows]
+            return [self._box.open(row.value) for row in rows]
 
     def secret_info(self, tenant: str, now: datetime) -> SecretInfo:
         with self._db.transaction() as session:
@@ -157,7 +160,9 @@ class WebhookRepository:
             for row in current:
                 row.retired_at = now + overlap
             session.add(
-                WebhookSecretRow(tenant=tenant, value=seal(secret), created_at=now, retired_at=None)
+                WebhookSecretRow(
+                    tenant=tenant, value=self._box.seal(secret), created_at=now, retired_at=None
+                )
             )
             session.flush()
             return self._info(session, tenant, now), not current

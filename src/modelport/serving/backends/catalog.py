@@ -5,10 +5,15 @@ A backend belongs to a tenant and only that tenant's deployments may name it. Th
 catalog keeps the built objects in memory; it reads the table at start (``load``) and
 changes through it take effect at once in this process. (Another process sees a
 backend declared elsewhere after its next start.)
+
+A backend's API key is stored sealed (``store.secrets.SecretBox``) and opened only to
+build the backend object; it is never returned nor logged. A legacy plain key (stored
+before keys were sealed) is sealed when the catalog loads, where a key is configured.
 """
 
 from __future__ import annotations
 
+import logging
 import re
 from collections.abc import Mapping
 from typing import Any
@@ -17,6 +22,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from modelport.errors import Conflict, InvalidInput, NotFound
+from modelport.logs import log_event
 from modelport.serving.backends.base import Backend
 from modelport.serving.backends.remote_openai import RemoteOpenAIBackend
 from modelport.serving.backends.remote_v2 import DEFAULT_CAPABILITIES, RemoteV2Backend
@@ -24,7 +30,10 @@ from modelport.serving.backends.types import RemoteBackendInfo, RemoteKind
 from modelport.serving.health import HealthBoard
 from modelport.serving.types import Capabilities
 from modelport.store import Database
+from modelport.store.secrets import SecretBox, is_sealed
 from modelport.store.tables import RemoteBackendRow
+
+log = logging.getLogger(__name__)
 
 NAME_RE = re.compile(r"^[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?$")
 RESERVED = frozenset({"local"})
@@ -59,9 +68,10 @@ def build_backend(info: RemoteBackendInfo, api_key: str | None) -> Backend:
 
 
 class BackendCatalog:
-    def __init__(self, database: Database, board: HealthBoard) -> None:
+    def __init__(self, database: Database, board: HealthBoard, box: SecretBox) -> None:
         self.database = database
         self.board = board
+        self.box = box
         self._built: dict[str, Backend] = {}
 
     # ---- lookups (no I/O: the router and the controller call these)
@@ -78,10 +88,20 @@ class BackendCatalog:
 
     # ---- the table
     def load(self) -> None:
-        """Build and register every declared backend (at start)."""
+        """Build and register every declared backend (at start). A stored key no
+        configured secret key opens fails the start (``secret_unreadable``)."""
+        legacy = 0
         with self.database.transaction() as session:
             rows = session.scalars(select(RemoteBackendRow)).all()
-            declared = [(_info(row), row.api_key) for row in rows]
+            declared = []
+            for row in rows:
+                stored = row.api_key
+                if stored is not None and not is_sealed(stored) and self.box.can_seal:
+                    row.api_key = self.box.seal(stored)
+                    legacy += 1
+                declared.append((_info(row), None if stored is None else self.box.open(stored)))
+        if legacy:
+            log_event(log, "secrets.sealed_legacy", column="remote_backends.api_key", rows=legacy)
         for info, api_key in declared:
             self._install(info, api_key)
 
@@ -109,7 +129,9 @@ class BackendCatalog:
         capabilities: Mapping[str, Any] | None = None,
         actor: str,
     ) -> RemoteBackendInfo:
-        """Declare a backend (409 ``backend_exists`` if the name is taken)."""
+        """Declare a backend (409 ``backend_exists`` if the name is taken); its API key
+        is stored sealed (503 ``secret_key_required`` where no secret key is configured)."""
+        api_key = api_key or None
         if not NAME_RE.match(name) or name in RESERVED:
             raise InvalidInput(
                 "backend name must be 1-63 lowercase letters, digits and '-', and not 'local'",
@@ -123,7 +145,7 @@ class BackendCatalog:
             tenant=tenant,
             kind=RemoteKind(kind).value,
             url=url.rstrip("/"),
-            api_key=api_key,
+            api_key=None if api_key is None else self.box.seal(api_key),
             capabilities=dict(capabilities or {}),
             created_by=actor,
         )

@@ -268,6 +268,8 @@ class EndpointService:
                     version=found.ref,
                     state=found.state.value,
                 )
+            # 422 signature_*: unsigned, altered, or not by a trusted publisher.
+            self.registry.verify_signed(found.owner, found.name, found.version)
             self._check_blobs(found)
             resolved[item.ref] = found
         stable = resolved[spec.stable.ref].manifest

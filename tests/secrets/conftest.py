@@ -1,0 +1,1 @@
+from tests.serving.conftest import make_serving  # noqa: F401  (fixture)
