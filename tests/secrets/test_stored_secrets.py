@@ -149,8 +149,10 @@ def test_rotation_reseals_with_the_newest_key(start: Any, settings: Settings) ->
     both = start(secret_key=f"{newest},{TEST_SECRET_KEY}")
     assert sent_key(both.services) == PLAIN
     both.close()
-    assert rotate(settings, f"{newest},{TEST_SECRET_KEY}") == {
-        "remote_backends.api_key": {"resealed": 1, "legacy": 0, "current": 0}
+    assert rotate(settings, f"{newest},{TEST_SECRET_KEY}")["remote_backends.api_key"] == {
+        "resealed": 1,
+        "legacy": 0,
+        "current": 0,
     }
     [stored] = raw_keys(settings.resolved_database_url)
     assert stored is not None and SecretBox([newest]).open(stored) == PLAIN
@@ -256,3 +258,25 @@ def test_generate_key_prints_a_usable_key() -> None:
     assert result.exit_code == 0
     key = result.output.strip()
     assert SecretBox([key]).open(SecretBox([key]).seal(PLAIN)) == PLAIN
+
+
+def test_webhook_signing_secrets_are_sealed_and_rotated(start: Any, settings: Settings) -> None:
+    first = start()
+    first.services.tenancy.create_tenant("acme", actor="admin")
+    issued = first.services.webhooks.rotate_secret("acme")
+    first.close()
+    engine = create_engine(settings.resolved_database_url)
+    with engine.begin() as conn:
+        [stored] = conn.execute(text("SELECT value FROM webhook_secrets")).scalars().all()
+    assert stored.startswith(SCHEME) and issued.secret not in stored
+    newest = generate_key()
+    rotated = rotate(settings, f"{newest},{TEST_SECRET_KEY}")["webhook_secrets.value"]
+    assert rotated == {"resealed": 1, "legacy": 0, "current": 0}
+    with engine.begin() as conn:
+        [resealed] = conn.execute(text("SELECT value FROM webhook_secrets")).scalars().all()
+    engine.dispose()
+    assert SecretBox([newest]).open(resealed) == issued.secret
+    # Only the newest key now: deliveries are still signed with the tenant's secret.
+    again = start(secret_key=newest)
+    now = again.services.clock.now()
+    assert again.services.webhooks._repo.signing_secrets("acme", now) == [issued.secret]
