@@ -15,7 +15,8 @@ from modelport.app import Services, build_services, build_webhooks
 from modelport.clock import ManualClock
 from modelport.config import Settings
 from modelport.store import Database
-from tests.conftest import ADMIN_KEY
+from modelport.store.secrets import SecretBox
+from tests.conftest import ADMIN_KEY, TEST_SECRET_KEY
 from tests.webhooks.conftest import Receiver, verify
 
 EVENT = {"job": "job_1", "state": "succeeded"}
@@ -201,4 +202,4 @@ def test_a_lease_no_longer_than_an_attempt_is_refused(
 ) -> None:
     settings = Settings(home=tmp_path, webhook_lease_seconds=10, webhook_timeout_seconds=10)
     with pytest.raises(ValueError, match="LEASE"):
-        build_webhooks(settings, database, clock)
+        build_webhooks(settings, database, clock, SecretBox([TEST_SECRET_KEY]))
