@@ -41,6 +41,8 @@ if TYPE_CHECKING:
     from modelport.inference.repository import ModelRepository
     from modelport.inference.service import InferenceService
     from modelport.inference.targets import VersionTargets
+    from modelport.jobs.runner import JobNotifier, JobRunner
+    from modelport.jobs.service import JobService
     from modelport.metering.billing.service import BillingService
     from modelport.metering.service import MeteringService
     from modelport.observability.http_metrics import HttpMetrics
@@ -93,6 +95,10 @@ class Services:
     """Which versions this process hosts; loads and unloads (the ``/v2`` repository)."""
     http_metrics: HttpMetrics
     """Requests by route, method and status, on ``metrics.registry``."""
+    jobs: JobService
+    """Durable jobs: submit, get, list, cancel."""
+    job_runner: JobRunner
+    """This process's job runner (started by the API's lifespan)."""
     engines: GenerativeHost | None = None
     """This process's generative engines; None in the ``gateway`` role, or when no
     generative format is installed (the ``modelport[llm]`` extra)."""
@@ -584,6 +590,39 @@ def build_serving(
     )
 
 
+def build_jobs(
+    settings: Settings,
+    database: Database,
+    blobs: BlobService,
+    inference: InferenceService,
+    clock: Clock,
+    notifier: JobNotifier | None = None,
+) -> tuple[JobService, JobRunner]:
+    """The job service and this process's runner over the built-in stages; a job
+    submitted here wakes the runner at once. ``notifier``: told when a job ends (the
+    webhook delivery; none by default)."""
+    from modelport.jobs.queue import JobQueue
+    from modelport.jobs.runner import JobRunner
+    from modelport.jobs.service import JobService
+    from modelport.jobs.stages import StageRegistry, StageServices
+
+    stages = StageRegistry.builtin()
+    queue = JobQueue(database, now=clock.now, lease_seconds=settings.job_lease_seconds)
+    runner = JobRunner(
+        queue,
+        stages,
+        StageServices(blobs=blobs, inference=inference),
+        concurrency=settings.job_runner_concurrency,
+        poll_seconds=settings.job_poll_seconds,
+        clock=clock,
+        notifier=notifier,
+    )
+    service = JobService(
+        database, blobs, stages, queue, now=clock.now, notifier=notifier, submitted=runner.kick
+    )
+    return service, runner
+
+
 def build_billing(database: Database) -> BillingService:
     """Invoices, credit notes, statements, recompute and reconciliation over the ledger."""
     from modelport.metering.balances import BalanceRepository
@@ -740,11 +779,13 @@ def build_services(
         changes,
         clock,
     )
+    blobs = BlobService(database, blob_store, verify_below_bytes=settings.verify_below_bytes)
+    jobs, job_runner = build_jobs(settings, database, blobs, inference, clock)
     return Services(
         settings=settings,
         database=database,
         blob_store=blob_store,
-        blobs=BlobService(database, blob_store, verify_below_bytes=settings.verify_below_bytes),
+        blobs=blobs,
         uploads=UploadService(
             database,
             blob_store,
@@ -770,6 +811,8 @@ def build_services(
         model_repository=model_repository,
         engines=engines,
         http_metrics=HttpMetrics(metrics.registry),
+        jobs=jobs,
+        job_runner=job_runner,
     )
 
 

@@ -103,6 +103,7 @@ def create_app(services: Services) -> FastAPI:
                     services.health.running(),  # backend health probes
                     services.serving.running(),  # deployment controller, routes
                     services.model_repository.syncing(),  # other processes' loads and unloads
+                    services.job_runner.running(),  # claims and runs jobs; stops first
                 ):
                     yield
             finally:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Iterator
 
 from modelport.blobs import repository as repo
@@ -9,8 +10,9 @@ from modelport.blobs._common import blob_not_found
 from modelport.blobs.interface import BlobStore
 from modelport.blobs.types import Blob
 from modelport.blobs.verify import blob_corrupted, hash_blob, iter_verified
-from modelport.digests import check_digest
+from modelport.digests import check_digest, sha256_digest
 from modelport.store import Database
+from modelport.store.base import utcnow
 
 
 class BlobService:
@@ -34,6 +36,30 @@ class BlobService:
         """Whether ``tenant`` holds the blob ``digest`` (it uploaded the bytes)."""
         with self.database.transaction() as session:
             return digest in repo.held_by(session, tenant, [check_digest(digest)])
+
+    def put(self, data: bytes, *, tenant: str | None = None) -> str:
+        """Store ``data`` and record it (content-addressed: storing the same bytes again is
+        a no-op); with ``tenant``, that tenant holds it (``held_by``). Its digest."""
+        digest = sha256_digest(data)
+        if self.store.size(digest) is None:
+            upload_id = uuid.uuid4().hex
+            try:
+                writer = self.store.open_staging(upload_id, 0)
+                writer.write(data)
+                writer.publish()
+                self.store.commit_staging(upload_id, digest, len(data))
+            finally:
+                self.store.discard_staging(upload_id)
+        now = utcnow()
+        with self.database.transaction() as session:
+            repo.record_blob(session, Blob(digest, len(data)), now)
+            if tenant is not None:
+                repo.record_owner(session, [digest], tenant, now)
+        return digest
+
+    def get(self, digest: str) -> bytes:
+        """The whole blob ``digest``, verified (``blob_not_found``, ``blob_corrupted``)."""
+        return b"".join(self.read(self.stat(digest)))
 
     def stat(self, digest: str) -> Blob:
         """The stored blob; ``blob_not_found``, or ``blob_corrupted`` on a size mismatch."""
