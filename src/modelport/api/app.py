@@ -27,6 +27,7 @@ from modelport.api.routes import (
     endpoints,
     formats,
     health,
+    jobs,
     limits,
     metrics,
     models,
@@ -146,6 +147,7 @@ def create_app(services: Services) -> FastAPI:
     app.include_router(endpoints.router, prefix="/api")
     app.include_router(backends.router, prefix="/api")
     app.include_router(predictions.router, prefix="/api")
+    app.include_router(jobs.router, prefix="/api")
     app.include_router(metrics.router)
     install_tenancy(app)
     install_billing(app)
