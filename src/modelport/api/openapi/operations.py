@@ -212,6 +212,7 @@ TAGS = [
     {"name": "endpoints", "description": "Endpoints, deployments and `:predict`."},
     {"name": "backends", "description": "Remote backends (Open Inference Protocol, OpenAI)."},
     {"name": "predictions", "description": "The prediction log and true outcomes."},
+    {"name": "jobs", "description": "Durable background jobs, run stage by stage."},
     {"name": "tenants", "description": "Tenants and their members."},
     {"name": "keys", "description": "API keys: create, rotate, revoke."},
     {"name": "grants", "description": "Access given to other tenants."},
