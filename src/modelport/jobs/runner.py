@@ -103,6 +103,7 @@ class JobRunner:
     @asynccontextmanager
     async def running(self) -> AsyncIterator[None]:
         """Run on the current event loop for the block's duration (the API lifespan)."""
+        self._stopping, self._release = False, True
         main = asyncio.create_task(self.run())
         try:
             yield
@@ -115,7 +116,7 @@ class JobRunner:
         """Run on a thread owning its own event loop."""
         if self._thread is not None:
             return
-        self._stopping = False
+        self._stopping, self._release = False, True
         self._thread = threading.Thread(
             target=lambda: asyncio.run(self.run()), name="job-runner", daemon=True
         )
