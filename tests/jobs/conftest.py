@@ -84,12 +84,14 @@ class Jobs:
     def register(self, name: str, stage: Stage) -> None:
         self.services.jobs.stages.register(name, stage)
 
-    def runner(self, clock: Any = None, concurrency: int = 4) -> JobRunner:
+    def runner(
+        self, clock: Any = None, concurrency: int = 4, lease: float | None = None
+    ) -> JobRunner:
         services = self.services
         queue = JobQueue(
             services.database,
             now=(clock or SystemClock()).now,
-            lease_seconds=services.settings.job_lease_seconds,
+            lease_seconds=lease or services.settings.job_lease_seconds,
         )
         return JobRunner(
             queue,

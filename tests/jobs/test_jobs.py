@@ -296,3 +296,57 @@ def test_running_the_infer_stage_twice_charges_once(jobs: Jobs) -> None:
     balance = metering.balances.get(BalanceScope.TENANT, "beta")
     assert balance.balance_micros == 7_500 and balance.reserved_micros == 0
     assert jobs.services.jobs.get(None, job["id"]).state is JobState.SUCCEEDED
+
+
+class Slow:
+    """A stage that outlives any short timeout, and notes whether it was cancelled."""
+
+    def __init__(self) -> None:
+        self.cancelled = threading.Event()
+        self.entered = threading.Event()
+
+    async def run(self, context: object) -> bytes:
+        import asyncio
+
+        self.entered.set()
+        try:
+            await asyncio.sleep(3600)
+        except asyncio.CancelledError:
+            self.cancelled.set()
+            raise
+        return b"{}"
+
+
+def test_a_stage_past_its_timeout_fails(jobs: Jobs) -> None:
+    slow = Slow()
+    jobs.register("slow", slow)
+    stage = {"name": "s", "implementation": "slow", "timeout_seconds": 0.05, "retries": 0}
+    job = jobs.submit(pipeline=[stage]).json()
+    jobs.drain()
+    failed = jobs.get(job["id"]).json()
+    assert failed["state"] == "failed" and failed["error"]["code"] == "stage_timeout"
+    assert slow.cancelled.is_set()
+
+
+def test_a_runner_that_lost_its_lease_stops_the_stage_and_records_nothing(jobs: Jobs) -> None:
+    from sqlalchemy import update
+
+    from modelport.store.tables import JobRow
+
+    slow = Slow()
+    jobs.register("slow", slow)
+    job = jobs.submit(pipeline=[{"name": "s", "implementation": "slow"}]).json()
+    runner = jobs.runner(lease=0.3)  # renewed every 0.1 s
+    runner.start()
+    try:
+        _wait(slow.entered)
+        with jobs.services.database.transaction() as session:  # another runner took it
+            session.execute(
+                update(JobRow).where(JobRow.id == job["id"]).values(lease_owner="another")
+            )
+        assert slow.cancelled.wait(30)
+    finally:
+        runner.stop()
+    after = jobs.services.jobs.get(None, job["id"])
+    assert after.state is JobState.RUNNING and after.lease_owner == "another"
+    assert after.stages[0].attempts == 1 and after.stages[0].output_digest is None
