@@ -6,11 +6,16 @@ from __future__ import annotations
 
 import threading
 import time
+from pathlib import Path
+from typing import Any
 
 from modelport.jobs.stages import InferStage, ValidateStage
 from modelport.jobs.types import JobState
 from modelport.metering.types import BalanceScope
 from tests.jobs.conftest import AheadClock, Counting, Jobs
+from tests.metering.conftest import redis_url
+
+__all__ = ["redis_url"]  # the fixture
 
 ADDED = [2.0, 3.0, 4.0, 5.0]
 
@@ -350,3 +355,58 @@ def test_a_runner_that_lost_its_lease_stops_the_stage_and_records_nothing(jobs: 
     after = jobs.services.jobs.get(None, job["id"])
     assert after.state is JobState.RUNNING and after.lease_owner == "another"
     assert after.stages[0].attempts == 1 and after.stages[0].output_digest is None
+
+
+def test_a_job_in_the_distributed_shape_is_charged_once(
+    tmp_path: Path, database_url: str, redis_url: str
+) -> None:
+    """With Redis (limits, and on PostgreSQL the usage stream), the infer stage run twice
+    is still one event and one charge."""
+    from tests.jobs.conftest import Jobs as World
+    from tests.metering.conftest import make_platform
+
+    platform = make_platform(
+        tmp_path / "home", database_url, job_runner_concurrency=0, redis_url=redis_url
+    )
+    try:
+        jobs = World(platform)
+        metering = platform.services.metering
+        metering.balances.credit(BalanceScope.TENANT, "beta", 10_000, tenant="beta")
+        platform.price(2_500)
+        job = jobs.submit().json()
+        jobs.drain()
+        stored = platform.services.jobs.get(None, job["id"])
+        assert stored.state is JobState.SUCCEEDED
+        _run_infer_again(platform.services, stored)
+        if metering.journal is not None:
+            assert metering.journal.flush()
+        deadline = time.monotonic() + 30
+        while not (entries := platform.entries()):
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        assert [e.event.prediction_id for e in entries] == [f"job:{job['id']}:infer"]
+        balance = metering.balances.get(BalanceScope.TENANT, "beta")
+        assert balance.balance_micros == 7_500 and balance.reserved_micros == 0
+    finally:
+        platform.close_client()
+        platform.services.close()
+
+
+def _run_infer_again(services: Any, stored: Any) -> None:
+    import asyncio
+
+    from modelport.jobs.principals import principal_of
+    from modelport.jobs.stages import StageContext, StageServices
+
+    infer = stored.pipeline[1]
+    context = StageContext(
+        job=stored,
+        spec=infer,
+        position=1,
+        attempt=2,
+        principal=principal_of(stored.principal),
+        input_digest=stored.stages[0].output_digest,
+        outputs={},
+        services=StageServices(blobs=services.blobs, inference=services.inference),
+    )
+    asyncio.run(InferStage().run(context))
