@@ -410,3 +410,28 @@ def _run_infer_again(services: Any, stored: Any) -> None:
         services=StageServices(blobs=services.blobs, inference=services.inference),
     )
     asyncio.run(InferStage().run(context))
+
+
+def test_a_job_on_an_endpoint_and_one_on_a_model_it_may_not_see(jobs: Jobs) -> None:
+    client, services = jobs.platform.client, jobs.services
+    services.tenancy.add_member("beta", "ops", roles=["deployer"], actor="admin")
+    deployer = services.tenancy.create_key("beta", "ops", name="d", actor="admin").secret
+    headers = {"Authorization": f"Bearer {deployer}"}
+    assert client.post("/api/endpoints", json={"name": "adds"}, headers=headers).status_code == 201
+    spec = {"versions": [{"model": "acme/adder", "version": "1", "weight": 100}]}
+    made = client.post("/api/endpoints/adds/deployments", json=spec, headers=headers)
+    assert made.status_code == 202, made.text
+    path = f"/api/endpoints/adds/deployments/{made.json()['id']}"
+    deadline = time.monotonic() + 60
+    while client.get(path, headers=headers).json()["state"] == "pending":
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    on_endpoint = jobs.submit(target={"endpoint": "adds"}).json()
+    hidden = jobs.submit(target={"model": "acme/private-one"}).json()
+    jobs.drain()
+    done = jobs.get(on_endpoint["id"]).json()
+    assert done["state"] == "succeeded", done
+    assert done["outputs"][0]["data"] == ADDED and done["model"] == "adds"
+    failed = jobs.get(hidden["id"]).json()
+    assert failed["state"] == "failed" and failed["error"]["code"] == "model_not_found"
+    assert failed["stages"][0]["attempts"] == 1
