@@ -285,6 +285,7 @@ def test_running_the_infer_stage_twice_charges_once(jobs: Jobs) -> None:
         spec=stored.pipeline[0],
         position=0,
         attempt=1,
+        closed_attempts=0,
         principal=principal_of(stored.principal),
         input_digest=stored.input_digest,
         outputs={},
@@ -333,28 +334,56 @@ def test_a_stage_past_its_timeout_fails(jobs: Jobs) -> None:
     assert slow.cancelled.is_set()
 
 
-def test_a_runner_that_lost_its_lease_stops_the_stage_and_records_nothing(jobs: Jobs) -> None:
+def test_a_runner_that_lost_its_lease_records_nothing(jobs: Jobs) -> None:
     from sqlalchemy import update
 
     from modelport.store.tables import JobRow
 
-    slow = Slow()
-    jobs.register("slow", slow)
-    job = jobs.submit(pipeline=[{"name": "s", "implementation": "slow"}]).json()
+    gate = threading.Event()
+    held = Counting(gate=gate)
+    jobs.register("held", held)
+    job = jobs.submit(pipeline=[{"name": "s", "implementation": "held"}]).json()
     runner = jobs.runner(lease=0.3)  # renewed every 0.1 s
     runner.start()
     try:
-        _wait(slow.entered)
+        _wait(held.entered)
         with jobs.services.database.transaction() as session:  # another runner took it
             session.execute(
                 update(JobRow).where(JobRow.id == job["id"]).values(lease_owner="another")
             )
-        assert slow.cancelled.wait(30)
+        gate.set()  # the attempt ends on its own; its outcome is not this runner's to record
+        deadline = time.monotonic() + 30
+        while runner.busy():
+            assert time.monotonic() < deadline
+            time.sleep(0.02)
     finally:
         runner.stop()
     after = jobs.services.jobs.get(None, job["id"])
     assert after.state is JobState.RUNNING and after.lease_owner == "another"
     assert after.stages[0].attempts == 1 and after.stages[0].output_digest is None
+    assert held.runs == 1
+
+
+def test_an_attempt_interrupted_by_a_clean_stop_gives_the_next_a_new_call_id(
+    jobs: Jobs,
+) -> None:
+    gate = threading.Event()
+    infer = Counting(InferStage(), gate=gate)
+    jobs.register("gated-infer", infer)
+    job = jobs.submit(pipeline=[{"name": "infer", "implementation": "gated-infer"}]).json()
+    runner = jobs.runner()
+    runner.start()
+    _wait(infer.entered)
+    runner.stop()  # cleanly: the attempt is closed, the job queued again
+    stopped = jobs.services.jobs.get(None, job["id"])
+    assert stopped.state is JobState.QUEUED and stopped.lease_owner is None
+    run = stopped.stages[0]
+    assert (run.attempts, run.closed_attempts, run.error_code) == (1, 1, "interrupted")
+    gate.set()
+    jobs.drain()
+    assert jobs.get(job["id"]).json()["state"] == "succeeded"
+    [entry] = jobs.platform.entries()
+    assert entry.event.prediction_id == f"job:{job['id']}:infer:1"
 
 
 def test_a_job_in_the_distributed_shape_is_charged_once(
@@ -404,6 +433,7 @@ def _run_infer_again(services: Any, stored: Any) -> None:
         spec=infer,
         position=1,
         attempt=2,
+        closed_attempts=0,
         principal=principal_of(stored.principal),
         input_digest=stored.stages[0].output_digest,
         outputs={},

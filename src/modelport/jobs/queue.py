@@ -34,7 +34,7 @@ class JobQueue:
         with self.database.transaction() as session:
             return repo.renew(session, job_id, owner, self.now(), self.lease_seconds)
 
-    def stage_started(self, job_id: str, position: int, owner: str) -> int | None:
+    def stage_started(self, job_id: str, position: int, owner: str) -> tuple[int, int] | None:
         with self.database.transaction() as session:
             return repo.stage_started(session, job_id, position, owner, self.now())
 

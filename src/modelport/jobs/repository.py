@@ -59,6 +59,7 @@ def add_job(session: Session, job: NewJob) -> None:
                 implementation=spec.implementation,
                 state=StageState.PENDING.value,
                 attempts=0,
+                closed_attempts=0,
             )
         )
     session.flush()
@@ -188,8 +189,9 @@ def holds(session: Session, job_id: str, owner: str) -> bool:
 
 def stage_started(
     session: Session, job_id: str, position: int, owner: str, now: datetime
-) -> int | None:
-    """Count an attempt of the stage; its attempt number, None if the lease is lost."""
+) -> tuple[int, int] | None:
+    """Count an attempt of the stage: its number, and how many attempts before it were
+    closed (``closed_attempts``); None if the lease is lost."""
     if not holds(session, job_id, owner):
         return None
     row = session.get(JobStageRow, (job_id, position))
@@ -200,18 +202,20 @@ def stage_started(
         row.started_at = now
     row.error_code = row.error_message = None
     session.flush()
-    return row.attempts
+    return row.attempts, row.closed_attempts
 
 
 def stage_failed(
     session: Session, job_id: str, position: int, owner: str, code: str, message: str
 ) -> bool:
-    """Record an attempt's error (the stage may be retried); False if the lease is lost."""
+    """Record an attempt's end by an error (the stage may be retried, or the runner
+    stops); False if the lease is lost."""
     if not holds(session, job_id, owner):
         return False
     row = session.get(JobStageRow, (job_id, position))
     assert row is not None
     row.error_code, row.error_message = code, message[:4000]
+    row.closed_attempts += 1
     session.flush()
     return True
 
@@ -302,6 +306,7 @@ def _stages(session: Session, job_id: str) -> tuple[StageRun, ...]:
             implementation=r.implementation,
             state=StageState(r.state),
             attempts=r.attempts,
+            closed_attempts=r.closed_attempts,
             started_at=r.started_at,
             finished_at=r.finished_at,
             error_code=r.error_code,

@@ -29,7 +29,7 @@ import asyncio
 import logging
 import threading
 import uuid
-from collections.abc import AsyncIterator, Awaitable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager, suppress
 from functools import partial
 from typing import Any, Protocol, TypeVar
@@ -132,6 +132,10 @@ class JobRunner:
         if thread is not None:
             thread.join(timeout)
 
+    def busy(self) -> bool:
+        """Whether a job is running here now."""
+        return any(not task.done() for task in list(self._tasks.values()))
+
     def kick(self) -> None:
         """Look for work now (a job was submitted). Safe from any thread."""
         loop, wake = self._loop, self._wake
@@ -222,16 +226,18 @@ class JobRunner:
                 await self._finish(job, JobState.FAILED, error=error, failed_stage=position)
                 return
             while True:
-                attempt = await anyio.to_thread.run_sync(
+                started = await anyio.to_thread.run_sync(
                     self.queue.stage_started, job_id, position, self.owner
                 )
-                if attempt is None:
+                if started is None:
                     raise _LeaseLost
+                attempt, closed = started
                 context = StageContext(
                     job=job,
                     spec=spec,
                     position=position,
                     attempt=attempt,
+                    closed_attempts=closed,
                     principal=principal,
                     input_digest=last,
                     outputs=dict(outputs),
@@ -242,7 +248,23 @@ class JobRunner:
                     digest = await anyio.to_thread.run_sync(
                         partial(self.services.blobs.put, output, tenant=job.tenant)
                     )
-                except (_LeaseLost, asyncio.CancelledError):
+                except _LeaseLost:
+                    raise
+                except asyncio.CancelledError:
+                    if self._stopping and self._release:
+                        # Stopping cleanly: the attempt's call was settled as cancelled,
+                        # so the next attempt needs a new call id. (A runner that dies
+                        # records nothing: the next attempt reuses the id.)
+                        await _shielded(
+                            partial(
+                                self.queue.stage_failed,
+                                job_id,
+                                position,
+                                self.owner,
+                                "interrupted",
+                                "the runner stopped during this attempt",
+                            )
+                        )
                     raise
                 except Exception as exc:
                     code, message = _error(exc, spec.timeout_seconds)
@@ -272,19 +294,24 @@ class JobRunner:
         await self._finish(job, JobState.SUCCEEDED, output_digest=last)
 
     async def _attempt(self, job_id: str, work: Awaitable[T], timeout: float | None) -> T:
-        """Await ``work`` within ``timeout`` while the lease is renewed; a lost lease
-        cancels it (``_LeaseLost``)."""
+        """Await ``work`` within ``timeout`` while the lease is renewed. A lost lease
+        lets it end on its own (within the timeout: a metered call in flight settles as
+        it ends, not cancelled, so the runner that took the job over, running the same
+        call id, is charged once), then drops it (``_LeaseLost``)."""
+        loop = asyncio.get_running_loop()
+        deadline = None if timeout is None else loop.time() + timeout
         task: asyncio.Future[T] = asyncio.ensure_future(work)
         beat = asyncio.create_task(self._heartbeat(job_id))
         try:
             both: set[asyncio.Future[Any]] = {task, beat}
             done, _ = await asyncio.wait(both, timeout=timeout, return_when="FIRST_COMPLETED")
+            if beat in done:
+                if task not in done:
+                    left = None if deadline is None else max(0.0, deadline - loop.time())
+                    await asyncio.wait({task}, timeout=left)
+                raise _LeaseLost
             if task in done:
                 return task.result()
-            if beat in done:
-                task.cancel()
-                raise _LeaseLost
-            task.cancel()
             raise TimeoutError
         finally:
             beat.cancel()
@@ -339,6 +366,17 @@ async def notify(queue: JobQueue, notifier: JobNotifier, job_id: str) -> None:
             await anyio.to_thread.run_sync(notifier.job_finished, final)
     except Exception:
         _log.exception("notifying the end of job %s failed", job_id)
+
+
+async def _shielded(work: Callable[[], object]) -> None:
+    """Run ``work`` in a thread to its end, even while this task is being cancelled."""
+    future = asyncio.get_running_loop().run_in_executor(None, work)
+    try:
+        await asyncio.shield(future)
+    except asyncio.CancelledError:
+        await asyncio.wait({future})
+    except Exception:
+        _log.exception("recording an interrupted attempt failed")
 
 
 def _error(exc: Exception, timeout: float) -> tuple[str, str]:

@@ -53,6 +53,10 @@ class StageContext:
     spec: StageSpec
     position: int
     attempt: int
+    closed_attempts: int
+    """Earlier attempts whose end was recorded: each spent its metered call's id, so this
+    attempt's call takes a new one (``call_id``). An attempt that died with its runner
+    is not closed: this one reuses its id and is charged once."""
     principal: Principal
     """The submitting principal: the job runs as it."""
     input_digest: str
@@ -162,8 +166,11 @@ class InferStage:
 
 
 def call_id(job_id: str, context: StageContext) -> str:
-    """The metered call id of a job's stage: the same on every run of it."""
-    return f"job:{job_id}:{context.spec.name}"
+    """The metered call id of a job's stage attempt: ``job:<job id>:<stage>`` for the
+    first, and the same for every run after a runner died in it; ``:<n>`` added after
+    ``n`` recorded ends (failures, timeouts, interruptions), whose calls were settled."""
+    base = f"job:{job_id}:{context.spec.name}"
+    return base if context.closed_attempts == 0 else f"{base}:{context.closed_attempts}"
 
 
 class PostprocessStage:

@@ -100,6 +100,8 @@ class StageRun:
     implementation: str
     state: StageState
     attempts: int
+    closed_attempts: int
+    """Attempts whose end was recorded (see ``job_stages.closed_attempts``)."""
     started_at: datetime | None
     finished_at: datetime | None
     error_code: str | None

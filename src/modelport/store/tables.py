@@ -768,6 +768,10 @@ class JobStageRow(Base):
     implementation: Mapped[str] = mapped_column(String(64))
     state: Mapped[str] = mapped_column(String(16))
     attempts: Mapped[int] = mapped_column(Integer, default=0)
+    closed_attempts: Mapped[int] = mapped_column(Integer, default=0)
+    """Attempts whose end a runner recorded (failed, timed out, interrupted); an attempt
+    that died with its runner is not one. The next attempt's metered call takes a new id
+    after each (a closed attempt's call was settled: its ids are spent)."""
     started_at: Mapped[datetime | None]
     finished_at: Mapped[datetime | None]
     error_code: Mapped[str | None] = mapped_column(String(64))

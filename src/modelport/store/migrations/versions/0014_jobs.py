@@ -61,6 +61,7 @@ def upgrade() -> None:
         sa.Column("implementation", sa.String(length=64), nullable=False),
         sa.Column("state", sa.String(length=16), nullable=False),
         sa.Column("attempts", sa.Integer(), nullable=False),
+        sa.Column("closed_attempts", sa.Integer(), nullable=False),
         sa.Column("started_at", sa.DateTime(timezone=True), nullable=True),
         sa.Column("finished_at", sa.DateTime(timezone=True), nullable=True),
         sa.Column("error_code", sa.String(length=64), nullable=True),
