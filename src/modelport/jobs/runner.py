@@ -9,8 +9,8 @@ For each job, from the stage it is at (``Job.stage``):
 1. before the stage: a cancelled job ends ``cancelled`` here (the stage boundary);
 2. an attempt is counted (``attempts``) and the stage runs within its timeout, while a
    heartbeat renews the lease every third of it. A lost lease (this runner stalled past
-   the expiry and another claimed the job) cancels the stage and drops the job: the
-   other runner owns it now;
+   the expiry and another claimed the job) lets the attempt end on its own, then drops
+   the job unrecorded: the other runner owns it now;
 3. its output is stored in the blob store by digest, and recorded with the stage done
    and the job moved on, in one transaction: re-entering the job never runs a finished
    stage again, and a retry of a later stage reuses the finished ones' outputs;
@@ -20,7 +20,9 @@ For each job, from the stage it is at (``Job.stage``):
 
 The last stage's output is the job's. A job that ends calls the ``JobNotifier``.
 A runner that dies leaves its leases to expire; ``stop(release=False)`` behaves the
-same, for tests. ``stop()`` gives its leases back at once.
+same, for tests. ``stop()`` gives its leases back at once, recording the attempts it
+interrupted as closed (their metered calls were settled cancelled: the next attempt
+takes a new call id, see ``stages.call_id``).
 """
 
 from __future__ import annotations
