@@ -78,7 +78,7 @@ class Stage(Protocol):
     or raises (a ``ModelportError`` of kind ``invalid``, ``not_found``, ``forbidden``,
     ``payment_required``, ``unprocessable`` or ``conflict`` fails the job at once; any
     other error is retried while the stage allows). It may be cancelled at any await
-    (the job was cancelled, the runner lost its lease or stops)."""
+    (its timeout passed, or the runner stops); a job's cancel waits for it to end."""
 
     async def run(self, context: StageContext) -> bytes: ...
 
