@@ -183,6 +183,12 @@ class PostprocessStage:
         outputs = {item["name"]: item for item in doc.get("outputs", [])}
         select = params.get("select")
         rename = params.get("rename") or {}
+        if select is not None and not (
+            isinstance(select, list) and all(isinstance(name, str) for name in select)
+        ):
+            raise InvalidInput("'select' must be a list of output names", code="invalid_params")
+        if not isinstance(rename, dict) or not all(isinstance(new, str) for new in rename.values()):
+            raise InvalidInput("'rename' must map output names to names", code="invalid_params")
         names = list(outputs) if select is None else list(select)
         kept = []
         for name in names:

@@ -33,8 +33,8 @@ class _Body(BaseModel):
 
 
 class TargetBody(_Body):
-    model: str | None = Field(default=None, description="owner/name[:version]")
-    endpoint: str | None = Field(default=None, description="An endpoint's name")
+    model: str | None = Field(default=None, max_length=256, description="owner/name[:version]")
+    endpoint: str | None = Field(default=None, max_length=256, description="An endpoint's name")
 
 
 class StageBody(_Body):
