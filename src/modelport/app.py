@@ -46,6 +46,8 @@ if TYPE_CHECKING:
     from modelport.inference.repository import ModelRepository
     from modelport.inference.service import InferenceService
     from modelport.inference.targets import VersionTargets
+    from modelport.jobs.runner import JobNotifier, JobRunner
+    from modelport.jobs.service import JobService
     from modelport.metering.billing.service import BillingService
     from modelport.metering.service import MeteringService
     from modelport.moderation.service import ModerationService
@@ -111,6 +113,10 @@ class Services:
     secret_box: SecretBox
     """Seals and opens the secrets services store (``store.secrets``): hand it to a
     service that stores one."""
+    jobs: JobService
+    """Durable jobs: submit, get, list, cancel."""
+    job_runner: JobRunner
+    """This process's job runner (started by the API's lifespan)."""
     engines: GenerativeHost | None = None
     """This process's generative engines; None in the ``gateway`` role, or when no
     generative format is installed (the ``modelport[llm]`` extra)."""
@@ -613,6 +619,55 @@ def build_serving(
     )
 
 
+def build_jobs(
+    settings: Settings,
+    database: Database,
+    blobs: BlobService,
+    inference: InferenceService,
+    clock: Clock,
+    notifier: JobNotifier | None = None,
+    moderation: ModerationService | None = None,
+) -> tuple[JobService, JobRunner]:
+    """The job service and this process's runner over the built-in stages; a job
+    submitted here wakes the runner at once. ``notifier``: checks a job's webhook URL at
+    submission and is told when a job ends (``WebhookNotifier``; none by default).
+    ``moderation``: the ``moderate`` stage's, in the default pipeline of a tenant with an
+    active policy."""
+    from modelport.jobs.queue import JobQueue
+    from modelport.jobs.runner import JobRunner
+    from modelport.jobs.service import JobService
+    from modelport.jobs.stages import StageRegistry, StageServices
+
+    stages = StageRegistry.builtin()
+    moderated = None
+    if moderation is not None:
+        from modelport.jobs.moderate import ModerateStage
+
+        stages.register("moderate", ModerateStage(moderation))
+        moderated = moderation.has_policy
+    queue = JobQueue(database, now=clock.now, lease_seconds=settings.job_lease_seconds)
+    runner = JobRunner(
+        queue,
+        stages,
+        StageServices(blobs=blobs, inference=inference),
+        concurrency=settings.job_runner_concurrency,
+        poll_seconds=settings.job_poll_seconds,
+        clock=clock,
+        notifier=notifier,
+    )
+    service = JobService(
+        database,
+        blobs,
+        stages,
+        queue,
+        now=clock.now,
+        notifier=notifier,
+        submitted=runner.kick,
+        moderated=moderated,
+    )
+    return service, runner
+
+
 def build_billing(database: Database) -> BillingService:
     """Invoices, credit notes, statements, recompute and reconciliation over the ledger."""
     from modelport.metering.balances import BalanceRepository
@@ -890,6 +945,11 @@ def build_services(
     )
     moderation = build_moderation(database, changes, clock, inference)
     blobs = BlobService(database, blob_store, verify_below_bytes=settings.verify_below_bytes)
+    webhooks = build_webhooks(settings, database, clock, secret_box)
+    from modelport.jobs.notify import WebhookNotifier
+
+    notifier = WebhookNotifier(webhooks)
+    jobs, job_runner = build_jobs(settings, database, blobs, inference, clock, notifier, moderation)
     return Services(
         settings=settings,
         database=database,
@@ -920,10 +980,12 @@ def build_services(
         model_repository=model_repository,
         engines=engines,
         http_metrics=HttpMetrics(metrics.registry),
-        webhooks=build_webhooks(settings, database, clock, secret_box),
+        webhooks=webhooks,
         moderation=moderation,
         files=build_files(settings, database, blobs, clock),
         secret_box=secret_box,
+        jobs=jobs,
+        job_runner=job_runner,
     )
 
 

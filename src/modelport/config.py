@@ -258,6 +258,17 @@ class Settings(BaseSettings):
     metering_sweep_interval_seconds: float = Field(default=30.0, gt=0)
     """How often a serving process looks for expired reservations."""
 
+    job_runner_concurrency: int = Field(default=4, ge=0)
+    """Jobs one serving process runs at once (0: it runs none, only accepts them)."""
+
+    job_lease_seconds: float = Field(default=30.0, gt=0)
+    """A runner's claim on a job; renewed every third of it while a stage runs. A job
+    whose runner died is resumed by another this long after its last renewal."""
+
+    job_poll_seconds: float = Field(default=1.0, gt=0)
+    """How often an idle runner looks for jobs submitted through other processes (its
+    own process's are started at once)."""
+
     metering_drain_interval_seconds: float = Field(default=0.25, gt=0)
     """How often the usage outbox is delivered (to the ledger, or the Redis stream)."""
 

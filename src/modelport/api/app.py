@@ -28,6 +28,7 @@ from modelport.api.routes import (
     endpoints,
     formats,
     health,
+    jobs,
     limits,
     metrics,
     models,
@@ -107,6 +108,7 @@ def create_app(services: Services) -> FastAPI:
                     services.health.running(),  # backend health probes
                     services.serving.running(),  # deployment controller, routes
                     services.model_repository.syncing(),  # other processes' loads and unloads
+                    services.job_runner.running(),  # claims and runs jobs; stops first
                 ):
                     yield
             finally:
@@ -152,6 +154,7 @@ def create_app(services: Services) -> FastAPI:
     app.include_router(predictions.router, prefix="/api")
     app.include_router(webhooks.router, prefix="/api")
     app.include_router(moderation.router, prefix="/api")
+    app.include_router(jobs.router, prefix="/api")
     app.include_router(metrics.router)
     install_tenancy(app)
     install_billing(app)

@@ -11,6 +11,7 @@ from rich.markup import escape
 from rich.progress import (
     BarColumn,
     DownloadColumn,
+    MofNCompleteColumn,
     Progress,
     TextColumn,
     TimeRemainingColumn,
@@ -56,6 +57,16 @@ class Terminal:
             DownloadColumn(),
             TransferSpeedColumn(),
             TimeRemainingColumn(),
+            console=self.err,
+            disable=self.as_json,
+        )
+
+    def steps(self) -> Progress:
+        """A progress bar counting steps (a job's stages; hidden in --json mode)."""
+        return Progress(
+            TextColumn("{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
             console=self.err,
             disable=self.as_json,
         )

@@ -10,6 +10,7 @@ from modelport.client.aliases import Aliases, AsyncAliases
 from modelport.client.billing import AsyncInvoices, AsyncUsage, Invoices, Usage
 from modelport.client.endpoints import AsyncEndpoints, Endpoints
 from modelport.client.grants import AsyncGrants, Grants
+from modelport.client.jobs import AsyncJobs, Jobs
 from modelport.client.keys import AsyncKeys, Keys
 from modelport.client.limits import AsyncLimitsFamily, LimitsFamily
 from modelport.client.models import AsyncModels, Models
@@ -55,6 +56,7 @@ class Client:
         self.prices = Prices(self.transport)
         self.limits = LimitsFamily(self.transport)
         self.grants = Grants(self.transport)
+        self.jobs = Jobs(self.transport)
 
     def infer(self, target: str, inputs: Inputs) -> InferResult:
         """Shorthand for ``predict.infer``: a model ref or an endpoint name."""
@@ -103,6 +105,7 @@ class AsyncClient:
         self.prices = AsyncPrices(self.transport)
         self.limits = AsyncLimitsFamily(self.transport)
         self.grants = AsyncGrants(self.transport)
+        self.jobs = AsyncJobs(self.transport)
 
     async def infer(self, target: str, inputs: Inputs) -> InferResult:
         return await self.predict.infer(target, inputs)

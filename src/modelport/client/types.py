@@ -352,3 +352,39 @@ class InferResult:
     id: str | None
     outputs: dict[str, np.ndarray]
     raw: Json = field(repr=False)
+
+
+JOB_TERMINAL = frozenset({"succeeded", "failed", "cancelled"})
+
+
+@dataclass(frozen=True)
+class Job:
+    """A job: its state, stages (``raw["stages"]``) and, once it succeeded, outputs."""
+
+    id: str
+    state: str
+    target: Json
+    error: Json | None
+    stages: list[Json]
+    outputs: list[Json] | None
+    raw: Json = field(repr=False)
+
+    @property
+    def finished(self) -> bool:
+        return self.state in JOB_TERMINAL
+
+    @property
+    def stages_done(self) -> int:
+        return sum(1 for stage in self.stages if stage["state"] == "done")
+
+    @classmethod
+    def from_json(cls, body: Json) -> Job:
+        return cls(
+            body["id"],
+            body["state"],
+            body["target"],
+            body.get("error"),
+            list(body.get("stages", [])),
+            body.get("outputs"),
+            body,
+        )

@@ -317,6 +317,7 @@ class InferenceService:
                     manifest_digest=key.manifest_digest,
                     request_id=caller.request_id,
                     timeout_seconds=timeout,
+                    call_id=caller.call_id,
                     quantities={} if tokens is None else {Unit.INPUT_TOKEN: tokens},
                 )
             )
@@ -461,6 +462,7 @@ class InferenceService:
                     endpoint=route.endpoint.name,
                     request_id=caller.request_id,
                     timeout_seconds=timeout,
+                    call_id=caller.call_id,
                     quantities={} if tokens is None else {Unit.INPUT_TOKEN: tokens},
                 )
             )

@@ -49,6 +49,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import hashlib
 import logging
 import math
 import time
@@ -81,6 +82,12 @@ from modelport.store.base import utcnow
 _log = logging.getLogger(__name__)
 _NOT_RUN = frozenset({"overloaded", "unavailable"})
 """Error kinds a backend raises before doing any work."""
+
+
+def repeatable_id(call_id: str) -> str:
+    """The reservation id of the repeatable call ``call_id`` (``CallInfo.call_id``): 32
+    hex characters, as random ones are, derived from it."""
+    return hashlib.sha256(call_id.encode()).hexdigest()[:32]
 
 
 def upper_bound(call: CallInfo, unit: Unit) -> int:
@@ -127,7 +134,7 @@ class MeteredCall:
         self.reservation = reservation
         self.started_at = started_at
         self.started = started
-        self.prediction_id = unique_id()
+        self.prediction_id = call.call_id or unique_id()
         self.compute_ms = 0.0
         self.quantities: dict[Unit, int] = {}
         self.ran: tuple[str, str, str] | None = None
@@ -346,6 +353,8 @@ class InferenceMeter:
             prices = await asyncio.to_thread(self.prices.prices, call.model, call.version, now)
         if not prices:
             return MeteredCall(call, prices, None, now, time.monotonic())  # free: no hold
+        if call.call_id is not None:
+            return await asyncio.to_thread(self._open_again, call, prices, now)
         reservation = await self.reserver.reserve(
             call.tenant,
             call.key_id,
@@ -354,6 +363,27 @@ class InferenceMeter:
             model=call.model,
         )
         return MeteredCall(call, prices, reservation, now, time.monotonic())
+
+    def _open_again(
+        self, call: CallInfo, prices: dict[Unit, PriceSnapshot], now: datetime
+    ) -> MeteredCall:
+        """``open`` for a repeatable call: its hold is taken under ``repeatable_id``, and
+        a run after the first reuses the hold it finds there, whatever its state. Settling
+        is idempotent per reservation, so a call settled before is not charged again
+        (its events, the same ids, are recorded once by the ledger); one still held, or
+        expired unsettled (its process died), is charged once by this run."""
+        reservation_id = repeatable_id(call.call_id or "")
+        found = self.reservations.get(reservation_id)
+        if found is None:
+            found = self.reservations.reserve(
+                call.tenant,
+                call.key_id,
+                _upper_cost(call, prices),
+                ttl_seconds=call.timeout_seconds + self.grace_seconds,
+                model=call.model,
+                reservation_id=reservation_id,
+            )
+        return MeteredCall(call, prices, found, now, time.monotonic())
 
     async def succeeded(self, metered: MeteredCall) -> None:
         """Settle a call whose work succeeded: durable when this returns (journal or

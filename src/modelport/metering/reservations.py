@@ -127,6 +127,9 @@ class HoldRequest(NamedTuple):
     amount: int
     ttl_seconds: float
     model: str | None = None
+    id: str | None = None
+    """The reservation's id, for a call that may be repeated (``repeatable_id``); None:
+    a fresh random one."""
 
 
 HoldOutcome = Reservation | PaymentRequired | None
@@ -160,10 +163,12 @@ class Reservations:
         *,
         ttl_seconds: float,
         model: str | None = None,
+        reservation_id: str | None = None,
     ) -> Reservation | None:
         """Hold ``amount`` on every level of the caller, or raise ``PaymentRequired``.
-        None when there is nothing to hold (a free call, or no balance nor budget)."""
-        request = HoldRequest(tenant, key_id, amount, ttl_seconds, model)
+        None when there is nothing to hold (a free call, or no balance nor budget).
+        ``reservation_id``: the id to take it under (a repeatable call's), else random."""
+        request = HoldRequest(tenant, key_id, amount, ttl_seconds, model, reservation_id)
         (outcome,) = self.reserve_many([request])
         if isinstance(outcome, PaymentRequired):
             raise outcome
@@ -216,7 +221,7 @@ class Reservations:
         levels_of: dict[tuple[str, str | None], list[str]] = {}
         callers: dict[str, list[int]] = {}  # level -> the requests meeting it, in order
         tenant_of: dict[str, str] = {}
-        for i, (tenant, key_id, amount, _, _) in enumerate(requests):
+        for i, (tenant, key_id, amount, *_) in enumerate(requests):
             if amount <= 0:
                 continue
             levels = levels_of.get((tenant, key_id))
@@ -234,7 +239,7 @@ class Reservations:
                 )
                 break
         rows = []
-        for i, (tenant, key_id, amount, ttl_seconds, model) in enumerate(requests):
+        for i, (tenant, key_id, amount, ttl_seconds, model, given_id) in enumerate(requests):
             if i in refused:
                 outcomes[i] = _refused(tenant, refused[i], amount)
                 continue
@@ -242,7 +247,7 @@ class Reservations:
                 continue  # free, or no level to hold on
             levels = levels_of[tenant, key_id]
             reservation = Reservation(
-                id=secrets.token_hex(16),
+                id=given_id or secrets.token_hex(16),
                 tenant=tenant,
                 key_id=key_id,
                 amount_micros=amount,
@@ -286,7 +291,7 @@ class Reservations:
         taken = dict.fromkeys(rooms, 0)
         refused: dict[int, str] = {}
         for i in sorted({i for level in order for i in callers[level]}):
-            tenant, key_id, amount, _, _ = requests[i]
+            tenant, key_id, amount, *_ = requests[i]
             mine = [level for level in levels_of[tenant, key_id] if level in rooms]
             for level in mine:
                 space = rooms[level]

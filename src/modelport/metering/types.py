@@ -320,6 +320,11 @@ class CallInfo:
     """The call's deadline, bounding time-priced units in the reservation."""
     quantities: dict[Unit, int] = field(default_factory=dict)
     """Upper bounds of count-priced units known up front (tokens asked for, images)."""
+    call_id: str | None = None
+    """A deterministic id for a call its caller may repeat (a job's stage run again after
+    a crash): its prediction id, so its usage events' ids (``<call_id>:<unit>``) are the
+    same each time, and the id of its hold (``meter.repeatable_id``), so it is charged
+    once. None: a fresh random prediction id."""
 
 
 @dataclass(slots=True)

@@ -129,6 +129,11 @@ class ModerationService:
             return False, None
         return True, entry[0]
 
+    def has_policy(self, tenant: str) -> bool:
+        """Whether ``tenant`` has an active policy (cached). Blocking."""
+        known, policy = self.cached(tenant)
+        return (policy if known else self.load(tenant)) is not None
+
     def load(self, tenant: str) -> Policy | None:
         """The tenant's active policy (None: none, or one that moderates nothing), read
         from the database and cached. Blocking."""

@@ -842,3 +842,66 @@ class ModerationDecisionRow(Base):
     request_id: Mapped[str] = mapped_column(String(128))
     job_id: Mapped[str | None] = mapped_column(String(64), index=True)
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
+
+
+# ---- jobs --------------------------------------------------------------------
+
+
+class JobRow(Base):
+    """A durable job: its target, inputs (by digest), pipeline, state and the lease of
+    the runner working on it. ``seq`` orders listings (newest first)."""
+
+    __tablename__ = "jobs"
+    __table_args__ = (
+        UniqueConstraint("tenant", "idempotency_key"),
+        Index("ix_jobs_state_lease_expires_at", "state", "lease_expires_at"),
+        Index("ix_jobs_tenant_seq", "tenant", "seq"),
+    )
+
+    seq: Mapped[int] = mapped_column(_SEQ, primary_key=True, autoincrement=True)
+    id: Mapped[str] = mapped_column(String(32), unique=True)
+    tenant: Mapped[str] = mapped_column(String(64))
+    principal: Mapped[dict[str, Any]] = mapped_column(JSON)
+    target_kind: Mapped[str] = mapped_column(String(16))
+    target: Mapped[str] = mapped_column(String(256))
+    input_digest: Mapped[str] = mapped_column(String(71))
+    pipeline: Mapped[list[Any]] = mapped_column(JSON)
+    webhook: Mapped[str | None] = mapped_column(String(2048))
+    idempotency_key: Mapped[str | None] = mapped_column(String(256))
+    fingerprint: Mapped[str] = mapped_column(String(71))
+    state: Mapped[str] = mapped_column(String(16))
+    stage: Mapped[int] = mapped_column(Integer, default=0)
+    cancel_requested: Mapped[bool] = mapped_column(default=False)
+    created_at: Mapped[datetime]
+    started_at: Mapped[datetime | None]
+    finished_at: Mapped[datetime | None]
+    error_code: Mapped[str | None] = mapped_column(String(64))
+    error_message: Mapped[str | None] = mapped_column(Text)
+    output_digest: Mapped[str | None] = mapped_column(String(71))
+    lease_owner: Mapped[str | None] = mapped_column(String(64))
+    lease_expires_at: Mapped[datetime | None]
+
+
+class JobStageRow(Base):
+    """One stage of one job: attempts, times, the last error, and its output (by digest)
+    once done."""
+
+    __tablename__ = "job_stages"
+
+    job_id: Mapped[str] = mapped_column(
+        String(32), ForeignKey("jobs.id", ondelete="CASCADE"), primary_key=True
+    )
+    position: Mapped[int] = mapped_column(Integer, primary_key=True)
+    name: Mapped[str] = mapped_column(String(64))
+    implementation: Mapped[str] = mapped_column(String(64))
+    state: Mapped[str] = mapped_column(String(16))
+    attempts: Mapped[int] = mapped_column(Integer, default=0)
+    closed_attempts: Mapped[int] = mapped_column(Integer, default=0)
+    """Attempts whose end a runner recorded (failed, timed out, interrupted); an attempt
+    that died with its runner is not one. The next attempt's metered call takes a new id
+    after each (a closed attempt's call was settled: its ids are spent)."""
+    started_at: Mapped[datetime | None]
+    finished_at: Mapped[datetime | None]
+    error_code: Mapped[str | None] = mapped_column(String(64))
+    error_message: Mapped[str | None] = mapped_column(Text)
+    output_digest: Mapped[str | None] = mapped_column(String(71))

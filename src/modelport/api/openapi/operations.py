@@ -103,6 +103,11 @@ OPERATIONS: dict[tuple[str, str], Operation] = {
     ("delete", "/api/usage/authorizations/{authorization_id}"): Operation(
         "withdrawUsageAuthorization", "Withdraw a usage authorization"
     ),
+    # jobs
+    ("post", "/api/jobs"): Operation("submitJob", "Submit a job"),
+    ("get", "/api/jobs"): Operation("listJobs", "List your tenant's jobs"),
+    ("get", "/api/jobs/{job_id}"): Operation("getJob", "Get a job, its stages and outputs"),
+    ("post", "/api/jobs/{job_id}:cancel"): Operation("cancelJob", "Cancel a job"),
     # endpoints, deployments, backends
     ("post", "/api/endpoints"): Operation("createEndpoint", "Create an endpoint"),
     ("get", "/api/endpoints"): Operation("listEndpoints", "List endpoints"),
@@ -234,6 +239,7 @@ TAGS = [
     {"name": "backends", "description": "Remote backends (Open Inference Protocol, OpenAI)."},
     {"name": "predictions", "description": "The prediction log and true outcomes."},
     {"name": "webhooks", "description": "Signed webhooks: the signing secret, deliveries."},
+    {"name": "jobs", "description": "Durable background jobs, run stage by stage."},
     {"name": "tenants", "description": "Tenants and their members."},
     {"name": "keys", "description": "API keys: create, rotate, revoke."},
     {"name": "grants", "description": "Access given to other tenants."},

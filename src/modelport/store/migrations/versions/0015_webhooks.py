@@ -1,7 +1,7 @@
 """webhooks: tenants' signing secrets, deliveries and their attempts
 
 Revision ID: 0015_webhooks
-Revises: 0013_format_decisions
+Revises: 0014_jobs
 Create Date: 2026-12-01 23:00:00
 """
 
@@ -11,7 +11,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision = "0015_webhooks"
-down_revision = "0013_format_decisions"
+down_revision = "0014_jobs"
 branch_labels = None
 depends_on = None
 

@@ -1,7 +1,7 @@
 """content moderation: tenants' versioned policies and the decisions' audit
 
 Revision ID: 0016_moderation
-Revises: 0018_files
+Revises: 0015_webhooks
 Create Date: 2026-12-01 23:00:00
 """
 
@@ -11,7 +11,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision = "0016_moderation"
-down_revision = "0018_files"
+down_revision = "0015_webhooks"
 branch_labels = None
 depends_on = None
 

@@ -1,7 +1,7 @@
 """files: a tenant's uploaded files (batch inputs)
 
-Revision ID: 0018_files
-Revises: 0015_webhooks
+Revision ID: 0017_files
+Revises: 0016_moderation
 Create Date: 2026-12-01 23:30:00
 """
 
@@ -10,8 +10,8 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0018_files"
-down_revision = "0015_webhooks"
+revision = "0017_files"
+down_revision = "0016_moderation"
 branch_labels = None
 depends_on = None
 

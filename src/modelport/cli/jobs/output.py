@@ -1,0 +1,27 @@
+"""How a job is printed."""
+
+from __future__ import annotations
+
+from modelport.cli.application import Application
+from modelport.client.types import Job
+
+
+def print_job(app: Application, job: Job) -> None:
+    target = ", ".join(f"{k} {v}" for k, v in job.target.items())
+    app.terminal.info(f"job {job.id}: {job.state} ({target})")
+    if job.error:
+        app.terminal.info(f"  error: {job.error.get('code')}: {job.error.get('message')}")
+    app.terminal.table(
+        ["stage", "state", "attempts", "error"],
+        [
+            [
+                s["name"],
+                s["state"],
+                s["attempts"],
+                "" if not s.get("error") else f"{s['error']['code']}: {s['error']['message']}",
+            ]
+            for s in job.stages
+        ],
+    )
+    for output in job.outputs or []:
+        app.terminal.info(f"  {output['name']} {output['shape']}: {output['data']}")

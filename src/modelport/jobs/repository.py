@@ -1,0 +1,344 @@
+"""Queries of the ``jobs`` and ``job_stages`` tables; every function takes the caller's
+session and returns frozen records.
+
+Claiming: a runner takes the oldest claimable jobs (queued, or running with an expired
+lease) and writes its lease on them with a conditional UPDATE that names the lease it
+saw, so two runners never both win a job. On PostgreSQL the candidates are read ``FOR
+UPDATE SKIP LOCKED`` (concurrent claimers skip each other's rows instead of waiting);
+on SQLite the write transaction (``BEGIN IMMEDIATE``) serialises claimers and the
+conditional UPDATE alone decides.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime, timedelta
+from typing import Any
+
+from sqlalchemy import and_, or_, select, update
+from sqlalchemy.orm import Session
+
+from modelport.jobs.types import (
+    TERMINAL,
+    Job,
+    JobState,
+    NewJob,
+    StageRun,
+    StageSpec,
+    StageState,
+)
+from modelport.store.database import affected_rows
+from modelport.store.tables import JobRow, JobStageRow
+
+
+def add_job(session: Session, job: NewJob) -> None:
+    session.add(
+        JobRow(
+            id=job.id,
+            tenant=job.tenant,
+            principal=job.principal,
+            target_kind=job.target_kind,
+            target=job.target,
+            input_digest=job.input_digest,
+            pipeline=[spec.to_doc() for spec in job.pipeline],
+            webhook=job.webhook,
+            idempotency_key=job.idempotency_key,
+            fingerprint=job.fingerprint,
+            state=JobState.QUEUED.value,
+            stage=0,
+            cancel_requested=False,
+            created_at=job.created_at,
+        )
+    )
+    for position, spec in enumerate(job.pipeline):
+        session.add(
+            JobStageRow(
+                job_id=job.id,
+                position=position,
+                name=spec.name,
+                implementation=spec.implementation,
+                state=StageState.PENDING.value,
+                attempts=0,
+                closed_attempts=0,
+            )
+        )
+    session.flush()
+
+
+def get_job(session: Session, job_id: str, *, with_stages: bool = True) -> Job | None:
+    row = session.scalar(select(JobRow).where(JobRow.id == job_id))
+    if row is None:
+        return None
+    return _job(row, _stages(session, job_id) if with_stages else ())
+
+
+def by_idempotency_key(session: Session, tenant: str, key: str) -> Job | None:
+    row = session.scalar(
+        select(JobRow).where(JobRow.tenant == tenant, JobRow.idempotency_key == key)
+    )
+    return None if row is None else _job(row, _stages(session, row.id))
+
+
+def list_jobs(
+    session: Session,
+    *,
+    tenant: str | None,
+    state: JobState | None,
+    target: str | None,
+    before_seq: int | None,
+    limit: int,
+) -> tuple[list[Job], int | None]:
+    """Jobs newest first (``seq`` below ``before_seq``), at most ``limit``; and the
+    ``seq`` to continue below when there are more."""
+    query = select(JobRow)
+    if tenant is not None:
+        query = query.where(JobRow.tenant == tenant)
+    if state is not None:
+        query = query.where(JobRow.state == state.value)
+    if target is not None:
+        query = query.where(JobRow.target == target)
+    if before_seq is not None:
+        query = query.where(JobRow.seq < before_seq)
+    rows = list(session.scalars(query.order_by(JobRow.seq.desc()).limit(limit + 1)))
+    more = len(rows) > limit
+    rows = rows[:limit]
+    jobs = [_job(row, _stages(session, row.id)) for row in rows]
+    return jobs, (rows[-1].seq if more and rows else None)
+
+
+def claim(
+    session: Session, owner: str, now: datetime, lease_seconds: float, limit: int
+) -> list[str]:
+    """Take up to ``limit`` claimable jobs under ``owner``'s lease; their ids."""
+    if limit <= 0:
+        return []
+    claimable = or_(
+        JobRow.state == JobState.QUEUED.value,
+        and_(JobRow.state == JobState.RUNNING.value, JobRow.lease_expires_at < now),
+    )
+    candidates = session.execute(
+        select(JobRow.id, JobRow.lease_owner, JobRow.lease_expires_at)
+        .where(claimable)
+        .order_by(JobRow.seq)
+        .limit(limit)
+        .with_for_update(skip_locked=True)  # PostgreSQL; nothing on SQLite
+    ).all()
+    expires = now + timedelta(seconds=lease_seconds)
+    won = []
+    for job_id, seen_owner, seen_expiry in candidates:
+        # The lease as it was read: another claimer that got there first changed it.
+        same_lease = (
+            JobRow.lease_owner.is_(None) if seen_owner is None else JobRow.lease_owner == seen_owner
+        )
+        same_expiry = (
+            JobRow.lease_expires_at.is_(None)
+            if seen_expiry is None
+            else JobRow.lease_expires_at == seen_expiry
+        )
+        result = session.execute(
+            update(JobRow)
+            .where(JobRow.id == job_id, claimable, same_lease, same_expiry)
+            .values(
+                state=JobState.RUNNING.value,
+                lease_owner=owner,
+                lease_expires_at=expires,
+            )
+        )
+        if affected_rows(result):
+            won.append(job_id)
+    # started_at: first claim only
+    if won:
+        session.execute(
+            update(JobRow)
+            .where(JobRow.id.in_(won), JobRow.started_at.is_(None))
+            .values(started_at=now)
+        )
+    return won
+
+
+def renew(
+    session: Session, job_id: str, owner: str, now: datetime, lease_seconds: float
+) -> tuple[bool, bool]:
+    """Extend ``owner``'s lease on the job: (still held, cancel requested)."""
+    result = session.execute(
+        update(JobRow)
+        .where(
+            JobRow.id == job_id,
+            JobRow.lease_owner == owner,
+            JobRow.state == JobState.RUNNING.value,
+        )
+        .values(lease_expires_at=now + timedelta(seconds=lease_seconds))
+    )
+    if not affected_rows(result):
+        return False, False
+    cancel = session.scalar(select(JobRow.cancel_requested).where(JobRow.id == job_id))
+    return True, bool(cancel)
+
+
+def _held(job_id: str, owner: str) -> Any:
+    return and_(
+        JobRow.id == job_id, JobRow.lease_owner == owner, JobRow.state == JobState.RUNNING.value
+    )
+
+
+def holds(session: Session, job_id: str, owner: str) -> bool:
+    """Whether ``owner`` still holds the job's lease (locks the row on PostgreSQL)."""
+    found = session.scalar(select(JobRow.id).where(_held(job_id, owner)).with_for_update())
+    return found is not None
+
+
+def stage_started(
+    session: Session, job_id: str, position: int, owner: str, now: datetime
+) -> tuple[int, int] | None:
+    """Count an attempt of the stage: its number, and how many attempts before it were
+    closed (``closed_attempts``); None if the lease is lost."""
+    if not holds(session, job_id, owner):
+        return None
+    row = session.get(JobStageRow, (job_id, position))
+    assert row is not None
+    row.attempts += 1
+    row.state = StageState.RUNNING.value
+    if row.started_at is None:
+        row.started_at = now
+    row.error_code = row.error_message = None
+    session.flush()
+    return row.attempts, row.closed_attempts
+
+
+def stage_failed(
+    session: Session, job_id: str, position: int, owner: str, code: str, message: str
+) -> bool:
+    """Record an attempt's end by an error (the stage may be retried, or the runner
+    stops); False if the lease is lost."""
+    if not holds(session, job_id, owner):
+        return False
+    row = session.get(JobStageRow, (job_id, position))
+    assert row is not None
+    row.error_code, row.error_message = code, message[:4000]
+    row.closed_attempts += 1
+    session.flush()
+    return True
+
+
+def stage_done(
+    session: Session, job_id: str, position: int, owner: str, digest: str, now: datetime
+) -> bool:
+    """Record the stage done with its output and move the job to the next stage, in one
+    transaction; False (nothing written) if the lease is lost."""
+    if not holds(session, job_id, owner):
+        return False
+    row = session.get(JobStageRow, (job_id, position))
+    assert row is not None
+    row.state = StageState.DONE.value
+    row.finished_at = now
+    row.output_digest = digest
+    row.error_code = row.error_message = None
+    session.execute(update(JobRow).where(JobRow.id == job_id).values(stage=position + 1))
+    return True
+
+
+def finish(
+    session: Session,
+    job_id: str,
+    owner: str | None,
+    state: JobState,
+    now: datetime,
+    *,
+    output_digest: str | None = None,
+    error: tuple[str, str] | None = None,
+    failed_stage: int | None = None,
+) -> bool:
+    """End the job (its lease released); ``owner`` None: only a queued job (a cancel
+    before any runner took it). False if it was not the caller's to end."""
+    if owner is None:
+        condition = and_(JobRow.id == job_id, JobRow.state == JobState.QUEUED.value)
+    else:
+        condition = _held(job_id, owner)
+    values: dict[str, Any] = {
+        "state": state.value,
+        "finished_at": now,
+        "lease_owner": None,
+        "lease_expires_at": None,
+        "output_digest": output_digest,
+    }
+    if error is not None:
+        values["error_code"], values["error_message"] = error[0], error[1][:4000]
+    result = session.execute(update(JobRow).where(condition).values(values))
+    if not affected_rows(result):
+        return False
+    if failed_stage is not None:
+        session.execute(
+            update(JobStageRow)
+            .where(JobStageRow.job_id == job_id, JobStageRow.position == failed_stage)
+            .values(state=StageState.FAILED.value, finished_at=now)
+        )
+    return True
+
+
+def request_cancel(session: Session, job_id: str) -> JobState | None:
+    """Mark the job to stop at its next stage boundary; its state (None: no such job)."""
+    row = session.scalar(select(JobRow).where(JobRow.id == job_id).with_for_update())
+    if row is None:
+        return None
+    state = JobState(row.state)
+    if state not in TERMINAL:
+        row.cancel_requested = True
+    return state
+
+
+def release(session: Session, job_id: str, owner: str) -> None:
+    """Give the lease back (a runner stopping cleanly): another may claim it at once."""
+    session.execute(
+        update(JobRow)
+        .where(_held(job_id, owner))
+        .values(lease_owner=None, lease_expires_at=None, state=JobState.QUEUED.value)
+    )
+
+
+def _stages(session: Session, job_id: str) -> tuple[StageRun, ...]:
+    rows = session.scalars(
+        select(JobStageRow).where(JobStageRow.job_id == job_id).order_by(JobStageRow.position)
+    )
+    return tuple(
+        StageRun(
+            position=r.position,
+            name=r.name,
+            implementation=r.implementation,
+            state=StageState(r.state),
+            attempts=r.attempts,
+            closed_attempts=r.closed_attempts,
+            started_at=r.started_at,
+            finished_at=r.finished_at,
+            error_code=r.error_code,
+            error_message=r.error_message,
+            output_digest=r.output_digest,
+        )
+        for r in rows
+    )
+
+
+def _job(row: JobRow, stages: Sequence[StageRun]) -> Job:
+    return Job(
+        id=row.id,
+        tenant=row.tenant,
+        principal=dict(row.principal),
+        target_kind=row.target_kind,
+        target=row.target,
+        input_digest=row.input_digest,
+        pipeline=tuple(StageSpec.from_doc(doc) for doc in row.pipeline),
+        webhook=row.webhook,
+        idempotency_key=row.idempotency_key,
+        fingerprint=row.fingerprint,
+        state=JobState(row.state),
+        stage=row.stage,
+        cancel_requested=row.cancel_requested,
+        created_at=row.created_at,
+        started_at=row.started_at,
+        finished_at=row.finished_at,
+        error_code=row.error_code,
+        error_message=row.error_message,
+        output_digest=row.output_digest,
+        lease_owner=row.lease_owner,
+        lease_expires_at=row.lease_expires_at,
+        stages=tuple(stages),
+    )

@@ -1,0 +1,284 @@
+"""Jobs as a tenant sees them: submit, get, list, cancel.
+
+A job belongs to its submitter's tenant; another tenant gets 404 ``job_not_found`` for
+it, exactly as for one that does not exist (``tenant`` None: the platform operator,
+who sees every job). Submitting with an ``Idempotency-Key``: the same key with the same
+request answers the job it made; with another request, 409 ``idempotency_key_reused``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import logging
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy.exc import IntegrityError
+
+from modelport.blobs.service import BlobService
+from modelport.digests import check_digest
+from modelport.errors import Conflict, InvalidInput, NotFound
+from modelport.ids import unique_id
+from modelport.jobs import repository as repo
+from modelport.jobs import tensors
+from modelport.jobs.principals import principal_doc
+from modelport.jobs.queue import JobQueue
+from modelport.jobs.runner import JobNotifier, NoNotifier
+from modelport.jobs.stages import StageRegistry, parse_target
+from modelport.jobs.types import (
+    DEFAULT_PIPELINE,
+    MODERATE_INPUT,
+    MODERATE_OUTPUT,
+    TERMINAL,
+    Job,
+    JobPage,
+    JobState,
+    NewJob,
+    StageSpec,
+)
+from modelport.store import Database
+from modelport.tenancy.types import Principal
+
+_log = logging.getLogger(__name__)
+MAX_PAGE = 100
+
+
+def job_not_found(job_id: str) -> NotFound:
+    return NotFound(f"job '{job_id}' not found", code="job_not_found", job=job_id)
+
+
+@dataclass(frozen=True)
+class Submission:
+    """What a caller asks for."""
+
+    target_kind: str
+    """``model`` or ``endpoint``."""
+    target: str
+    inputs: list[Any] | None = None
+    """OIP-v2-style JSON tensors, inline."""
+    input_digest: str | None = None
+    """Or: a blob the caller's tenant holds, with the same document as its bytes
+    (``{"inputs": [...], "parameters"?, "outputs"?}``)."""
+    parameters: dict[str, Any] | None = None
+    outputs: list[str] | None = None
+    """Outputs asked of the model (None: every one)."""
+    pipeline: Sequence[StageSpec] | None = None
+    """None: validate → infer → postprocess."""
+    select: list[str] | None = None
+    rename: dict[str, str] | None = None
+    """The default pipeline's postprocess options."""
+    webhook: str | None = None
+    idempotency_key: str | None = None
+
+
+class JobService:
+    def __init__(
+        self,
+        database: Database,
+        blobs: BlobService,
+        stages: StageRegistry,
+        queue: JobQueue,
+        *,
+        now: Callable[[], datetime],
+        notifier: JobNotifier | None = None,
+        submitted: Callable[[], None] | None = None,
+        moderated: Callable[[str], bool] | None = None,
+    ) -> None:
+        self.database = database
+        self.blobs = blobs
+        self.stages = stages
+        self.queue = queue
+        self.now = now
+        self.notifier: JobNotifier = notifier or NoNotifier()
+        self.submitted = submitted
+        """Called after a new job commits (this process's runner looks for work)."""
+        self.moderated = moderated or (lambda tenant: False)
+        """Whether a tenant has an active moderation policy: its default pipeline then
+        moderates the inputs and the outputs (``jobs.moderate``)."""
+
+    def submit(self, principal: Principal, submission: Submission) -> tuple[Job, bool]:
+        """Store a new job (or, with an idempotency key seen before, find its job); the
+        job and whether it is new."""
+        tenant = principal.tenant
+        if tenant is None:
+            raise InvalidInput(
+                "a job runs in a tenant: submit it with a key of the tenant",
+                code="tenant_required",
+            )
+        if submission.target_kind not in ("model", "endpoint"):
+            raise InvalidInput(
+                "target kind must be 'model' or 'endpoint'", code="invalid_target", field="target"
+            )
+        parse_target(submission.target_kind, submission.target)
+        if submission.webhook is not None:
+            self.notifier.check_webhook(submission.webhook)
+        pipeline = self._pipeline(tenant, submission)
+        input_digest = self._inputs(tenant, submission)
+        fingerprint = _fingerprint(submission, input_digest, pipeline)
+        key = submission.idempotency_key
+        if key is not None:
+            found = self._by_key(tenant, key, fingerprint)
+            if found is not None:
+                return found, False
+        job = NewJob(
+            id=unique_id(),
+            tenant=tenant,
+            principal=principal_doc(principal),
+            target_kind=submission.target_kind,
+            target=submission.target,
+            input_digest=input_digest,
+            pipeline=pipeline,
+            webhook=submission.webhook,
+            idempotency_key=key,
+            fingerprint=fingerprint,
+            created_at=self.now(),
+        )
+        try:
+            with self.database.transaction() as session:
+                repo.add_job(session, job)
+        except IntegrityError:
+            if key is None:
+                raise
+            found = self._by_key(tenant, key, fingerprint)  # a concurrent twin won
+            if found is None:
+                raise
+            return found, False
+        if self.submitted is not None:
+            self.submitted()
+        return self.get(tenant, job.id), True
+
+    def get(self, tenant: str | None, job_id: str) -> Job:
+        """The job, if ``tenant`` may see it (None: any)."""
+        with self.database.transaction() as session:
+            job = repo.get_job(session, job_id) if len(job_id) <= 64 else None
+        if job is None or (tenant is not None and job.tenant != tenant):
+            raise job_not_found(job_id)
+        return job
+
+    def list(
+        self,
+        tenant: str | None,
+        *,
+        state: JobState | None = None,
+        target: str | None = None,
+        cursor: str | None = None,
+        limit: int = 50,
+    ) -> JobPage:
+        """Jobs newest first; pass ``next_cursor`` back as ``cursor`` for the next page."""
+        before = None
+        if cursor is not None:
+            if not (cursor.isascii() and cursor.isdigit()) or len(cursor) > 18:
+                raise InvalidInput(
+                    "invalid cursor: pass back the next_cursor of a previous page",
+                    code="invalid_cursor",
+                    field="cursor",
+                )
+            before = int(cursor)
+        limit = max(1, min(limit, MAX_PAGE))
+        with self.database.transaction() as session:
+            items, more = repo.list_jobs(
+                session, tenant=tenant, state=state, target=target, before_seq=before, limit=limit
+            )
+        return JobPage(items, None if more is None else str(more))
+
+    def cancel(self, tenant: str | None, job_id: str) -> Job:
+        """Stop the job at its next stage boundary (a queued job at once); 409
+        ``job_finished`` for a job that already ended."""
+        job = self.get(tenant, job_id)
+        with self.database.transaction() as session:
+            state = repo.request_cancel(session, job.id)
+        if state is None:
+            raise job_not_found(job_id)
+        if state in TERMINAL:
+            raise Conflict(
+                f"job '{job_id}' already ended ({state.value})",
+                code="job_finished",
+                state=state.value,
+            )
+        if state is JobState.QUEUED and self.queue.finish(job.id, None, JobState.CANCELLED):
+            ended = self.get(tenant, job_id)
+            try:
+                self.notifier.job_finished(ended)
+            except Exception:  # the cancel stands; delivery is the notifier's to retry
+                _log.exception("notifying the end of job %s failed", job_id)
+            return ended
+        return self.get(tenant, job_id)
+
+    def output(self, job: Job) -> dict[str, Any] | None:
+        """The job's output document (the last stage's), once it succeeded."""
+        if job.output_digest is None:
+            return None
+        return tensors.loads(self.blobs.get(job.output_digest))
+
+    # ---- parts
+    def _pipeline(self, tenant: str, submission: Submission) -> tuple[StageSpec, ...]:
+        if submission.pipeline is None:
+            params: dict[str, Any] = {}
+            if submission.select is not None:
+                params["select"] = list(submission.select)
+            if submission.rename:
+                params["rename"] = dict(submission.rename)
+            validate, infer, post = DEFAULT_PIPELINE
+            post = dataclasses.replace(post, params=params)
+            if self.moderated(tenant):
+                return (validate, MODERATE_INPUT, infer, MODERATE_OUTPUT, post)
+            return (validate, infer, post)
+        pipeline = tuple(submission.pipeline)
+        if not pipeline:
+            raise InvalidInput("a pipeline needs a stage", code="invalid_pipeline")
+        names = [spec.name for spec in pipeline]
+        if len(set(names)) != len(names):
+            raise InvalidInput("stage names must be unique", code="invalid_pipeline")
+        for spec in pipeline:
+            if spec.implementation not in self.stages:
+                raise InvalidInput(
+                    f"unknown stage implementation '{spec.implementation}'; there are "
+                    f"{', '.join(self.stages.names())}",
+                    code="unknown_stage",
+                )
+            if spec.retries < 0 or spec.backoff_seconds < 0 or spec.timeout_seconds <= 0:
+                raise InvalidInput(
+                    f"stage '{spec.name}': retries and backoff must be >= 0, timeout > 0",
+                    code="invalid_pipeline",
+                )
+        return pipeline
+
+    def _inputs(self, tenant: str, submission: Submission) -> str:
+        if (submission.inputs is None) == (submission.input_digest is None):
+            raise InvalidInput(
+                "give either 'inputs' or 'input_digest'", code="invalid_job_input", field="inputs"
+            )
+        if submission.input_digest is not None:
+            digest = check_digest(submission.input_digest)
+            if not self.blobs.held_by(tenant, digest):
+                raise NotFound(f"blob '{digest}' not found", code="blob_not_found", digest=digest)
+            return digest
+        doc: dict[str, Any] = {"inputs": submission.inputs}
+        if submission.parameters:
+            doc["parameters"] = submission.parameters
+        if submission.outputs is not None:
+            doc["outputs"] = submission.outputs
+        return self.blobs.put(tensors.dumps(doc), tenant=tenant)
+
+    def _by_key(self, tenant: str, key: str, fingerprint: str) -> Job | None:
+        with self.database.transaction() as session:
+            found = repo.by_idempotency_key(session, tenant, key)
+        if found is not None and found.fingerprint != fingerprint:
+            raise Conflict(
+                "this Idempotency-Key was used with another request",
+                code="idempotency_key_reused",
+            )
+        return found
+
+
+def _fingerprint(submission: Submission, input_digest: str, pipeline: Sequence[StageSpec]) -> str:
+    doc = {
+        "target": [submission.target_kind, submission.target],
+        "input": input_digest,
+        "pipeline": [spec.to_doc() for spec in pipeline],
+        "webhook": submission.webhook,
+    }
+    return "sha256:" + hashlib.sha256(tensors.dumps(doc)).hexdigest()

@@ -1,0 +1,179 @@
+"""Plain records of jobs (no I/O): states, a pipeline's stages, a job and its stage runs."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from enum import StrEnum
+from typing import Any
+
+__all__ = [
+    "DEFAULT_PIPELINE",
+    "TERMINAL",
+    "Job",
+    "JobPage",
+    "JobState",
+    "NewJob",
+    "StageRun",
+    "StageSpec",
+    "StageState",
+]
+
+
+class JobState(StrEnum):
+    QUEUED = "queued"
+    """Submitted, not claimed by a runner yet."""
+    RUNNING = "running"
+    """Claimed (or its runner's lease expired: claimable again, at the stage it was in)."""
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+
+
+TERMINAL = frozenset({JobState.SUCCEEDED, JobState.FAILED, JobState.CANCELLED})
+
+
+class StageState(StrEnum):
+    PENDING = "pending"
+    RUNNING = "running"
+    DONE = "done"
+    FAILED = "failed"
+
+
+@dataclass(frozen=True)
+class StageSpec:
+    """One stage of a pipeline: its name in the job, the implementation that runs it (a
+    name the runner's stage registry knows), and how it is retried."""
+
+    name: str
+    implementation: str
+    retries: int = 2
+    """Runs after the first that fail may take (0: one attempt)."""
+    backoff_seconds: float = 1.0
+    """Wait before the first retry; doubled for each one after."""
+    timeout_seconds: float = 300.0
+    """Longest one attempt may run; a timed-out attempt counts as a failure."""
+    retryable: bool = True
+    """False: the first failure fails the job (a stage whose verdict must stand)."""
+    params: dict[str, Any] = field(default_factory=dict)
+    """The implementation's own options (``postprocess``: ``select``, ``rename``)."""
+
+    def to_doc(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "implementation": self.implementation,
+            "retries": self.retries,
+            "backoff_seconds": self.backoff_seconds,
+            "timeout_seconds": self.timeout_seconds,
+            "retryable": self.retryable,
+            "params": dict(self.params),
+        }
+
+    @classmethod
+    def from_doc(cls, doc: dict[str, Any]) -> StageSpec:
+        return cls(
+            name=str(doc["name"]),
+            implementation=str(doc["implementation"]),
+            retries=int(doc.get("retries", 2)),
+            backoff_seconds=float(doc.get("backoff_seconds", 1.0)),
+            timeout_seconds=float(doc.get("timeout_seconds", 300.0)),
+            retryable=bool(doc.get("retryable", True)),
+            params=dict(doc.get("params") or {}),
+        )
+
+
+DEFAULT_PIPELINE = (
+    StageSpec("validate", "validate", retries=0, retryable=False),
+    StageSpec("infer", "infer"),
+    StageSpec("postprocess", "postprocess", retries=0, retryable=False),
+)
+"""validate → infer → postprocess: a malformed input or output selection fails at once;
+inference is retried (a backend may be briefly away)."""
+
+MODERATE_INPUT = StageSpec(
+    "moderate_input", "moderate", retries=0, retryable=False, params={"on": "input"}
+)
+MODERATE_OUTPUT = StageSpec(
+    "moderate_output", "moderate", retries=0, retryable=False, params={"on": "output"}
+)
+"""The moderation stages a tenant with an active policy gets in its default pipeline,
+around ``infer`` (``jobs.moderate``); a blocked text fails the job at once."""
+
+
+@dataclass(frozen=True)
+class StageRun:
+    """What happened to one stage of one job."""
+
+    position: int
+    name: str
+    implementation: str
+    state: StageState
+    attempts: int
+    closed_attempts: int
+    """Attempts whose end was recorded (see ``job_stages.closed_attempts``)."""
+    started_at: datetime | None
+    finished_at: datetime | None
+    error_code: str | None
+    error_message: str | None
+    output_digest: str | None
+    """Its output in the blob store, once done: a stage re-entered reuses it."""
+
+
+@dataclass(frozen=True)
+class NewJob:
+    """A job as submitted (``JobService.submit`` builds it)."""
+
+    id: str
+    tenant: str
+    principal: dict[str, Any]
+    """The submitting principal, as ``jobs.principals.principal_doc`` writes it: the job
+    runs as it."""
+    target_kind: str
+    """``model`` or ``endpoint``."""
+    target: str
+    """``owner/name[:version]`` or the endpoint's name."""
+    input_digest: str
+    pipeline: tuple[StageSpec, ...]
+    webhook: str | None
+    idempotency_key: str | None
+    fingerprint: str
+    created_at: datetime
+
+
+@dataclass(frozen=True)
+class Job:
+    """A job and its stages, as stored."""
+
+    id: str
+    tenant: str
+    principal: dict[str, Any]
+    target_kind: str
+    target: str
+    input_digest: str
+    pipeline: tuple[StageSpec, ...]
+    webhook: str | None
+    idempotency_key: str | None
+    fingerprint: str
+    state: JobState
+    stage: int
+    """Position of the stage to run next (``len(pipeline)`` once every stage is done)."""
+    cancel_requested: bool
+    created_at: datetime
+    started_at: datetime | None
+    finished_at: datetime | None
+    error_code: str | None
+    error_message: str | None
+    output_digest: str | None
+    lease_owner: str | None
+    lease_expires_at: datetime | None
+    stages: tuple[StageRun, ...] = ()
+
+    @property
+    def finished(self) -> bool:
+        return self.state in TERMINAL
+
+
+@dataclass(frozen=True)
+class JobPage:
+    items: list[Job]
+    next_cursor: str | None
