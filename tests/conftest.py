@@ -48,18 +48,29 @@ def skip_or_fail(reason: str) -> None:
     pytest.skip(reason)
 
 
+def suite_environment() -> dict[str, str]:
+    """The ``MODELPORT_*`` settings of every installation a test builds, in process or in
+    a child: secrets sealed with ``TEST_SECRET_KEY`` (tests of the unkeyed shapes remove
+    it); and, on a laptop without bubblewrap, validation unisolated (``tests/sandbox``
+    says why it skips there; CI installs bubblewrap)."""
+    environment = {"MODELPORT_SECRET_KEY": TEST_SECRET_KEY}
+    if not isolation_available() and not services_required():
+        environment["MODELPORT_SANDBOX"] = "unisolated"
+    return environment
+
+
+# Set at import too: module- and session-scoped fixtures build their installations
+# before any test's own environment is made.
+os.environ.update(suite_environment())
+
+
 @pytest.fixture(autouse=True)
 def _clean_environ(monkeypatch: pytest.MonkeyPatch) -> None:
     for key in list(os.environ):
         if key.startswith("MODELPORT_") and not key.startswith("MODELPORT_TEST_"):
             monkeypatch.delenv(key)
-    # Every installation a test builds (in process or in a child) seals its secrets with
-    # this key; tests of the unkeyed shapes remove it.
-    monkeypatch.setenv("MODELPORT_SECRET_KEY", TEST_SECRET_KEY)
-    if not isolation_available() and not services_required():
-        # A laptop without bubblewrap still runs the suite: validation runs unisolated
-        # there, and tests/sandbox says why it skips. CI installs bubblewrap.
-        monkeypatch.setenv("MODELPORT_SANDBOX", "unisolated")
+    for key, value in suite_environment().items():
+        monkeypatch.setenv(key, value)
 
 
 @pytest.fixture(scope="session")
