@@ -19,6 +19,9 @@ from sqlalchemy import Engine, event
 
 def main() -> None:
     stop, signame = int(sys.argv[1]), sys.argv[2]
+    # A process started from a background job inherits SIGINT ignored: Ctrl-C's
+    # KeyboardInterrupt is what this process must see, however it was started.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     seen = 0
 
     def point(*_args: Any) -> None:

@@ -465,3 +465,42 @@ def test_the_predict_route_helper_records_who_called_and_what_answered(
         "no_available_backend",
     )
     assert failed.backend is None and failed.answer_label is None and failed.detail == "none"
+
+
+class GatedSink:
+    """A sink whose writes wait for ``gate``; what it holds."""
+
+    def __init__(self) -> None:
+        self.rows: list[PredictionRecord] = []
+        self.gate = threading.Event()
+        self.entered = threading.Event()
+
+    def insert(self, records: Sequence[PredictionRecord]) -> int:
+        self.entered.set()
+        assert self.gate.wait(30)
+        self.rows.extend(records)
+        return len(records)
+
+
+def test_a_record_being_written_stays_pending_and_a_flush_waits_for_it() -> None:
+    # A reader that finds neither the record in the buffer nor in the store must not
+    # answer "not found" while the writer holds it: pending covers it, and a flush
+    # returns only once it is stored (read your own prediction, GET /api/predictions).
+    sink = GatedSink()
+    log = PredictionLog(sink)
+    log.record(record(1))
+    writer = threading.Thread(target=lambda: asyncio.run(log.flush()))
+    writer.start()
+    assert sink.entered.wait(30)
+    assert log.depth == 0 and log.pending("p00001") is not None
+    seen: list[list[str]] = []
+    reader = threading.Thread(
+        target=lambda: (asyncio.run(log.flush()), seen.append([r.id for r in sink.rows]))
+    )
+    reader.start()
+    reader.join(0.2)  # give it time to reach the writer's lock before the write ends
+    sink.gate.set()
+    writer.join(30)
+    reader.join(30)
+    assert seen == [["p00001"]]
+    assert log.pending("p00001") is None

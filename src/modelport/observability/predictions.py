@@ -130,6 +130,10 @@ class PredictionLog:
         self.metrics = metrics
         self._buffer: deque[PredictionRecord] = deque()
         self._lock = threading.Lock()
+        self._writing: list[PredictionRecord] = []
+        """The batch being written: out of the buffer, not yet in the sink."""
+        self._write_lock = threading.Lock()
+        """One writer at a time: a flush waits for a batch already being written."""
         self._under_pressure = 0
         self._wakers: list[tuple[asyncio.AbstractEventLoop, asyncio.Event]] = []
         """The running writers (one per event loop): ``record`` wakes them on a full batch."""
@@ -170,35 +174,45 @@ class PredictionLog:
         return True
 
     def pending(self, prediction_id: str) -> PredictionRecord | None:
-        """A record still waiting in the buffer."""
+        """A record not yet in the sink: waiting in the buffer, or being written."""
         with self._lock:
-            return next((r for r in self._buffer if r.id == prediction_id), None)
+            waiting = (r for r in (*self._writing, *self._buffer) if r.id == prediction_id)
+            return next(waiting, None)
 
     # ---- the writer
     async def flush(self) -> int:
-        """Write everything waiting now; returns how many were written. A failing
-        batch goes back to the buffer and the error is raised."""
+        """Write everything waiting now, after any batch already being written (so that
+        a record ``pending`` before the call is in the sink after it); returns how many
+        this call wrote. A failing batch goes back to the buffer and the error is
+        raised."""
+        return await asyncio.to_thread(self._flush)
+
+    def _flush(self) -> int:
         total = 0
-        while True:
-            with self._lock:
-                batch = [
-                    self._buffer.popleft() for _ in range(min(self.batch_size, len(self._buffer)))
-                ]
-            if not batch:
-                return total
-            try:
-                await asyncio.to_thread(self.sink.insert, batch)
-            except BaseException:
+        with self._write_lock:
+            while True:
                 with self._lock:
-                    self._buffer.extendleft(reversed(batch))
+                    count = min(self.batch_size, len(self._buffer))
+                    batch = [self._buffer.popleft() for _ in range(count)]
+                    self._writing = batch
+                if not batch:
+                    return total
+                try:
+                    self.sink.insert(batch)
+                except BaseException:
+                    with self._lock:
+                        self._buffer.extendleft(reversed(batch))
+                        self._writing = []
+                    if self.metrics is not None:
+                        self.metrics.log_write_errors.inc()
+                    raise
+                with self._lock:
+                    self._writing = []
+                total += len(batch)
+                self.written += len(batch)
+                self._count("written", len(batch))
                 if self.metrics is not None:
-                    self.metrics.log_write_errors.inc()
-                raise
-            total += len(batch)
-            self.written += len(batch)
-            self._count("written", len(batch))
-            if self.metrics is not None:
-                self.metrics.log_depth.set(len(self._buffer))
+                    self.metrics.log_depth.set(len(self._buffer))
 
     async def run(self) -> None:
         """Flush every ``flush_interval`` (or when a batch fills) until cancelled."""
