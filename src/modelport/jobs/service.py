@@ -55,7 +55,7 @@ class Submission:
     """What a caller asks for."""
 
     target_kind: str
-    """``model`` or ``endpoint``."""
+    """``model`` or ``endpoint`` (``batch``: a batch over a file, ``jobs.batch``)."""
     target: str
     inputs: list[Any] | None = None
     """OIP-v2-style JSON tensors, inline."""
@@ -108,11 +108,17 @@ class JobService:
                 "a job runs in a tenant: submit it with a key of the tenant",
                 code="tenant_required",
             )
-        if submission.target_kind not in ("model", "endpoint"):
+        if submission.target_kind == "batch":
+            # A batch (``jobs.batch``): its lines name their models; its target is the
+            # route they call, and it runs the batch pipeline only.
+            if submission.pipeline is None:
+                raise InvalidInput("a batch job needs its pipeline", code="invalid_pipeline")
+        elif submission.target_kind not in ("model", "endpoint"):
             raise InvalidInput(
                 "target kind must be 'model' or 'endpoint'", code="invalid_target", field="target"
             )
-        parse_target(submission.target_kind, submission.target)
+        else:
+            parse_target(submission.target_kind, submission.target)
         if submission.webhook is not None:
             self.notifier.check_webhook(submission.webhook)
         pipeline = self._pipeline(tenant, submission)
