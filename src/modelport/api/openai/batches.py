@@ -2,6 +2,7 @@
 
 - ``POST /v1/batches`` ``{input_file_id, endpoint, completion_window: "24h",
   metadata}``: a batch over a ``batch`` file of the key's tenant (a job, ``jobs.batch``);
+  ``shard_rows`` (not OpenAI's; default 1,000) sets the lines a shard checkpoints;
 - ``GET /v1/batches/{id}``, ``GET /v1/batches`` (``limit``, ``after``; newest first),
   ``POST /v1/batches/{id}/cancel``.
 
@@ -26,7 +27,7 @@ from modelport.api.deps import get_services
 from modelport.api.openai.files import _json, _tenant
 from modelport.api.openai.requests import load_json
 from modelport.errors import InvalidInput, PayloadTooLarge
-from modelport.jobs.batch import BatchService, NewBatch
+from modelport.jobs.batch import SHARD_ROWS, BatchService, NewBatch
 from modelport.jobs.types import BatchRecord, JobState
 
 MAX_BODY = 64 * 1024
@@ -123,7 +124,10 @@ async def create_batch(request: Request) -> Response:
             code="invalid_completion_window",
             param="completion_window",
         )
-    new = NewBatch(input_file_id, endpoint, window, metadata)
+    shard_rows = doc.get("shard_rows", SHARD_ROWS)
+    if not isinstance(shard_rows, int) or isinstance(shard_rows, bool):
+        raise InvalidInput("shard_rows must be an integer", code="invalid_shard_rows")
+    new = NewBatch(input_file_id, endpoint, window, metadata, shard_rows)
     record = await anyio.to_thread.run_sync(_batches(request).create, principal, new)
     return _json(batch_object(record))
 
