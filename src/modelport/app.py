@@ -650,6 +650,10 @@ def build_jobs(
 
         stages.register("moderate", ModerateStage(moderation))
         moderated = moderation.has_policy
+    from modelport.jobs.tensor_batch import TensorPublishStage, TensorShardStage
+
+    stages.register("tensor_shards", TensorShardStage(database, now=clock.now))
+    stages.register("tensor_publish", TensorPublishStage(database))
     if files is not None:
         register_batch_stages(stages, database, files, inference, clock)
     queue = JobQueue(database, now=clock.now, lease_seconds=settings.job_lease_seconds)
