@@ -104,6 +104,16 @@ def test_a_tensor_batch_scores_every_row_shard_by_shard(jobs: Jobs) -> None:
     charged = _charged(platform, job_id)
     assert charged == Counter({f"batch:{job_id}:{i}": 1 for i in range(3)})
 
+    shown = jobs.get(job_id).json()
+    assert shown["progress"] == {
+        "rows_total": 25,
+        "rows_done": 25,
+        "rows_failed": 0,
+        "estimated_completion": None,
+    }
+    assert [s["digest"] for s in shown["manifest"]["shards"]] == [
+        s["digest"] for s in manifest["shards"]
+    ]
     rows_billed = sum(
         e.event.quantity
         for e in platform.entries()
@@ -200,6 +210,11 @@ def test_a_killed_batch_process_is_resumed_with_no_shard_redone(
     stalled = services.jobs.get(None, job_id)
     assert stalled.state is JobState.RUNNING, stalled
     assert 0 < len(finished) < shards
+    shown = platform.client.get(
+        f"/api/jobs/{job_id}", headers={"Authorization": f"Bearer {platform.key}"}
+    ).json()["progress"]
+    assert shown["rows_total"] == ROWS and shown["rows_done"] == len(finished) * SHARD
+    assert shown["estimated_completion"] is not None
 
     second = _runner(platform, effects)
     try:

@@ -25,6 +25,7 @@ from modelport.ids import unique_id
 from modelport.jobs import repository as repo
 from modelport.jobs import tensors
 from modelport.jobs.principals import principal_doc
+from modelport.jobs.progress import progress as batch_progress
 from modelport.jobs.queue import JobQueue
 from modelport.jobs.runner import JobNotifier, NoNotifier
 from modelport.jobs.stages import StageRegistry, parse_target
@@ -37,6 +38,7 @@ from modelport.jobs.types import (
     JobPage,
     JobState,
     NewJob,
+    Progress,
     StageSpec,
 )
 from modelport.store import Database
@@ -212,6 +214,11 @@ class JobService:
                 _log.exception("notifying the end of job %s failed", job_id)
             return ended
         return self.get(tenant, job_id)
+
+    def progress(self, job: Job) -> Progress | None:
+        """A batch job's rows done, failed and in all, and its estimated end (None for
+        a job of another pipeline)."""
+        return batch_progress(self.database, self.blobs, job, self.now())
 
     def output(self, job: Job) -> dict[str, Any] | None:
         """The job's output document (the last stage's), once it succeeded."""

@@ -18,6 +18,7 @@ __all__ = [
     "JobState",
     "LineOutcome",
     "NewJob",
+    "Progress",
     "ShardCheckpoint",
     "StageRun",
     "StageSpec",
@@ -239,3 +240,14 @@ class BatchRecord:
 class BatchPage:
     items: list[BatchRecord]
     has_more: bool
+
+
+@dataclass(frozen=True)
+class Progress:
+    """A batch job's progress (``jobs.progress``)."""
+
+    rows_total: int | None
+    rows_done: int
+    rows_failed: int
+    estimated_completion: datetime | None
+    """At the pace of the shards done so far; None before the first or once ended."""
