@@ -318,3 +318,33 @@ def test_a_batch_killed_between_shards_is_resumed_with_no_shard_redone(
     assert set(calls.values()) == {1}
     entries = [e.event for e in world.entries() if e.event.prediction_id.startswith("batch:")]
     assert world.balance()[0] == CREDIT - sum(e.amount_micros for e in entries)
+
+
+def test_a_batch_of_embeddings_answers_as_the_route_does(shared_world: World) -> None:
+    client = shared_world.client()
+    texts = ["one two", "three", "four five six"]
+    lines = [
+        {
+            "custom_id": f"e{i}",
+            "method": "POST",
+            "url": "/v1/embeddings",
+            "body": {"model": "acme/embedder", "input": text},
+        }
+        for i, text in enumerate(texts)
+    ]
+    data = "\n".join(json.dumps(line) for line in lines).encode()
+    uploaded = client.files.create(file=("e.jsonl", data), purpose="batch")
+    batch = client.batches.create(
+        input_file_id=uploaded.id, endpoint="/v1/embeddings", completion_window="24h"
+    )
+    done = _wait(client, batch.id)
+    assert done.status == "completed" and done.error_file_id is None
+    answers = {
+        line["custom_id"]: line["response"]["body"]
+        for line in _jsonl(client, done.output_file_id or "")
+    }
+    for i, text in enumerate(texts):
+        direct = client.embeddings.create(model="acme/embedder", input=text)
+        assert answers[f"e{i}"]["object"] == "list"
+        assert answers[f"e{i}"]["data"][0]["embedding"] == direct.data[0].embedding
+        assert answers[f"e{i}"]["usage"]["prompt_tokens"] == direct.usage.prompt_tokens
