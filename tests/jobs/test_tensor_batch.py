@@ -136,6 +136,20 @@ def test_a_tensor_batch_scores_every_row_shard_by_shard(jobs: Jobs) -> None:
     failed = services.jobs.get(None, response.json()["id"])
     assert failed.state is JobState.FAILED and failed.error_code == "invalid_batch_file"
 
+    # The /v1 batch stages run only the batches /v1/batches makes.
+    response = platform.client.post(
+        "/api/jobs",
+        json={
+            "target": {"model": "acme/adder"},
+            "input_digest": bad.digest,
+            "pipeline": [{"name": "lines", "implementation": "batch_shards"}],
+        },
+        headers={"Authorization": f"Bearer {platform.key}"},
+    )
+    jobs.drain()
+    refused = services.jobs.get(None, response.json()["id"])
+    assert refused.state is JobState.FAILED and refused.error_code == "invalid_job_input"
+
 
 # ---- a runner process killed in the middle of a batch of 100,000 rows
 ROWS, SHARD = 100_000, 1_000

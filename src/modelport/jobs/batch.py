@@ -107,6 +107,10 @@ class ShardStage:
     async def run(self, context: StageContext) -> bytes:
         doc = await context.read_input()
         job = context.job
+        if not isinstance(doc.get("file"), str) or doc.get("endpoint") not in BATCH_URLS:
+            raise InvalidInput(
+                "batch_shards runs the batches of /v1/batches only", code="invalid_job_input"
+            )
         data = await context.read(str(doc["file"]))
         endpoint = str(doc["endpoint"])
         size = int(doc.get("shard_rows") or SHARD_ROWS)
@@ -190,8 +194,7 @@ class PublishStage:
 
     async def run(self, context: StageContext) -> bytes:
         job = context.job
-        with self.database.transaction() as session:
-            found = shards.checkpoints(session, job.id)
+        found = await anyio.to_thread.run_sync(self._checkpoints, job.id)
         output = b"".join([await context.read(c.output_digest) for c in found])
         errors = b"".join([await context.read(c.error_digest) for c in found])
         name = job.id
@@ -219,6 +222,10 @@ class PublishStage:
                 "shards": [_shard_doc(c) for c in found],
             }
         )
+
+    def _checkpoints(self, job_id: str) -> list[ShardCheckpoint]:
+        with self.database.transaction() as session:
+            return shards.checkpoints(session, job_id)
 
 
 @dataclass(frozen=True)

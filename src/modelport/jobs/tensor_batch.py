@@ -155,8 +155,7 @@ class TensorPublishStage:
 
     async def run(self, context: StageContext) -> bytes:
         summary = await context.read_input()
-        with self.database.transaction() as session:
-            found = shards.checkpoints(session, context.job.id)
+        found = await anyio.to_thread.run_sync(self._checkpoints, context.job.id)
         return tensors.dumps(
             {
                 "output": summary.get("output"),
@@ -167,3 +166,7 @@ class TensorPublishStage:
                 ],
             }
         )
+
+    def _checkpoints(self, job_id: str) -> list[ShardCheckpoint]:
+        with self.database.transaction() as session:
+            return shards.checkpoints(session, job_id)
