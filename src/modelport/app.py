@@ -692,10 +692,10 @@ def register_batch_stages(
     from modelport.api.openai.batch_lines import OpenAILineRunner
     from modelport.jobs.batch import PublishStage, ShardStage
 
-    stages.register(
-        "batch_shards", ShardStage(database, OpenAILineRunner(inference), now=clock.now)
-    )
-    stages.register("batch_publish", PublishStage(database, files))
+    publish = PublishStage(database, files)
+    lines = OpenAILineRunner(inference)
+    stages.register("batch_shards", ShardStage(database, lines, now=clock.now, publisher=publish))
+    stages.register("batch_publish", publish)
 
 
 def build_billing(database: Database) -> BillingService:

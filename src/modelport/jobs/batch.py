@@ -7,7 +7,8 @@
   (a line run again after a crash is charged once), stores its output and error lines
   as two blobs and checkpoints the shard (``batch_shards``). A run resumed after a kill
   starts at the first shard not checkpointed. A cancel requested between shards ends
-  the stage early: the job ends ``cancelled`` at the boundary, nothing published.
+  the stage early, publishing what the shards done answered (as OpenAI does): the job
+  ends ``cancelled`` at the boundary, its files in the stage's output.
 - ``publish`` concatenates the shards' outputs into the output file and the errors
   into the error file (ids derived from the job: a publish run again finds them) and
   answers the manifest (file ids, every shard's digests), which the runner records
@@ -96,9 +97,12 @@ class ShardStage:
         now: Callable[[], datetime],
         concurrency: int = LINE_CONCURRENCY,
         on_shard: Callable[[str, int], None] | None = None,
+        publisher: PublishStage | None = None,
     ) -> None:
         self.database = database
         self.runner = runner
+        self.publisher = publisher
+        """Publishes what a cancelled batch answered (None: nothing is published)."""
         self.now = now
         self.concurrency = concurrency
         self.on_shard = on_shard
@@ -120,15 +124,26 @@ class ShardStage:
             if position in done:
                 continue
             if await anyio.to_thread.run_sync(self._cancelled, job.id):
-                return tensors.dumps({"cancelled": True})
+                return await self._cancel(context)
             checkpoint = await self._shard(context, endpoint, position, shard)
             written = await anyio.to_thread.run_sync(
                 shards.checkpoint, self.database, job.id, checkpoint, self.now()
             )
             if written and self.on_shard is not None:
                 self.on_shard(job.id, position)
+        if await anyio.to_thread.run_sync(self._cancelled, job.id):
+            return await self._cancel(context)
         recorded = await anyio.to_thread.run_sync(self._checkpoints, job.id)
         return tensors.dumps({"shards": [_shard_doc(c) for c in recorded]})
+
+    async def _cancel(self, context: StageContext) -> bytes:
+        """The stage's output once the batch is cancelled: what the shards done so far
+        answered, published (as OpenAI does), with ``cancelled`` set; the job ends
+        ``cancelled`` at the next boundary."""
+        if self.publisher is None:
+            return tensors.dumps({"cancelled": True})
+        manifest = tensors.loads(await self.publisher.run(context))
+        return tensors.dumps({**manifest, "cancelled": True})
 
     async def _shard(
         self, context: StageContext, endpoint: str, position: int, shard: Sequence[BatchLine]
@@ -348,8 +363,11 @@ class BatchService:
         with self.database.transaction() as session:
             done, failed = shards.progress(session, row.job_id)
         output_id = error_id = None
-        if job.state is JobState.SUCCEEDED and job.output_digest is not None:
-            manifest = orjson.loads(self.jobs.blobs.get(job.output_digest))
+        published = job.output_digest
+        if job.state is JobState.CANCELLED and job.stages:
+            published = job.stages[0].output_digest  # what the shards done answered
+        if job.state in (JobState.SUCCEEDED, JobState.CANCELLED) and published is not None:
+            manifest = orjson.loads(self.jobs.blobs.get(published))
             output_id, error_id = manifest.get("output_file_id"), manifest.get("error_file_id")
         return BatchRecord(
             id=row.id,
