@@ -356,3 +356,25 @@ def test_a_batch_of_embeddings_answers_as_the_route_does(shared_world: World) ->
         assert answers[f"e{i}"]["object"] == "list"
         assert answers[f"e{i}"]["data"][0]["embedding"] == direct.data[0].embedding
         assert answers[f"e{i}"]["usage"]["prompt_tokens"] == direct.usage.prompt_tokens
+
+
+def test_batches_are_listed_newest_first_by_cursor(world: World) -> None:
+    client = world.client()
+    uploaded = client.files.create(file=("r.jsonl", _lines(1)), purpose="batch")
+    made = [
+        client.batches.create(
+            input_file_id=uploaded.id, endpoint="/v1/chat/completions", completion_window="24h"
+        ).id
+        for _ in range(3)
+    ]
+    page = client.batches.list(limit=2)
+    seen = [b.id for b in page.data]
+    assert page.has_more is True and len(seen) == 2
+    rest = client.batches.list(limit=2, after=seen[-1])
+    assert rest.has_more is False
+    seen += [b.id for b in rest.data]
+    assert sorted(seen) == sorted(made) and len(set(seen)) == 3
+    assert [b.id for b in client.batches.list(limit=10).data] == seen  # newest first
+    with pytest.raises(openai.BadRequestError) as limit:
+        client.batches.list(limit=0)
+    assert limit.value.code == "invalid_limit"
