@@ -46,8 +46,10 @@ if TYPE_CHECKING:
     from modelport.inference.repository import ModelRepository
     from modelport.inference.service import InferenceService
     from modelport.inference.targets import VersionTargets
+    from modelport.jobs.batch import BatchService
     from modelport.jobs.runner import JobNotifier, JobRunner
     from modelport.jobs.service import JobService
+    from modelport.jobs.stages import StageRegistry
     from modelport.metering.billing.service import BillingService
     from modelport.metering.service import MeteringService
     from modelport.moderation.service import ModerationService
@@ -117,6 +119,8 @@ class Services:
     """Durable jobs: submit, get, list, cancel."""
     job_runner: JobRunner
     """This process's job runner (started by the API's lifespan)."""
+    batches: BatchService
+    """Batches over files of requests (``/v1/batches``): jobs of the batch pipeline."""
     engines: GenerativeHost | None = None
     """This process's generative engines; None in the ``gateway`` role, or when no
     generative format is installed (the ``modelport[llm]`` extra)."""
@@ -627,6 +631,7 @@ def build_jobs(
     clock: Clock,
     notifier: JobNotifier | None = None,
     moderation: ModerationService | None = None,
+    files: FileService | None = None,
 ) -> tuple[JobService, JobRunner]:
     """The job service and this process's runner over the built-in stages; a job
     submitted here wakes the runner at once. ``notifier``: checks a job's webhook URL at
@@ -645,6 +650,12 @@ def build_jobs(
 
         stages.register("moderate", ModerateStage(moderation))
         moderated = moderation.has_policy
+    from modelport.jobs.tensor_batch import TensorPublishStage, TensorShardStage
+
+    stages.register("tensor_shards", TensorShardStage(database, now=clock.now))
+    stages.register("tensor_publish", TensorPublishStage(database))
+    if files is not None:
+        register_batch_stages(stages, database, files, inference, clock)
     queue = JobQueue(database, now=clock.now, lease_seconds=settings.job_lease_seconds)
     runner = JobRunner(
         queue,
@@ -666,6 +677,25 @@ def build_jobs(
         moderated=moderated,
     )
     return service, runner
+
+
+def register_batch_stages(
+    stages: StageRegistry,
+    database: Database,
+    files: FileService,
+    inference: InferenceService,
+    clock: Clock,
+) -> None:
+    """The batch pipeline's stages (``jobs.batch``): shards whose lines are OpenAI's
+    requests, called and encoded by the ``/v1`` surface, and the publish of their
+    files."""
+    from modelport.api.openai.batch_lines import OpenAILineRunner
+    from modelport.jobs.batch import PublishStage, ShardStage
+
+    publish = PublishStage(database, files)
+    lines = OpenAILineRunner(inference)
+    stages.register("batch_shards", ShardStage(database, lines, now=clock.now, publisher=publish))
+    stages.register("batch_publish", publish)
 
 
 def build_billing(database: Database) -> BillingService:
@@ -946,10 +976,14 @@ def build_services(
     moderation = build_moderation(database, changes, clock, inference)
     blobs = BlobService(database, blob_store, verify_below_bytes=settings.verify_below_bytes)
     webhooks = build_webhooks(settings, database, clock, secret_box)
+    from modelport.jobs.batch import BatchService
     from modelport.jobs.notify import WebhookNotifier
 
     notifier = WebhookNotifier(webhooks)
-    jobs, job_runner = build_jobs(settings, database, blobs, inference, clock, notifier, moderation)
+    files = build_files(settings, database, blobs, clock)
+    jobs, job_runner = build_jobs(
+        settings, database, blobs, inference, clock, notifier, moderation, files
+    )
     return Services(
         settings=settings,
         database=database,
@@ -982,10 +1016,11 @@ def build_services(
         http_metrics=HttpMetrics(metrics.registry),
         webhooks=webhooks,
         moderation=moderation,
-        files=build_files(settings, database, blobs, clock),
+        files=files,
         secret_box=secret_box,
         jobs=jobs,
         job_runner=job_runner,
+        batches=BatchService(database, jobs, files, now=clock.now),
     )
 
 

@@ -277,7 +277,9 @@ EMBED_IO = {
 }
 
 
-def build_world(home: Path, database_url: str, monkeypatch: pytest.MonkeyPatch) -> World:
+def build_world(
+    home: Path, database_url: str, monkeypatch: pytest.MonkeyPatch, **options: Any
+) -> World:
     # The embedding format is installed as a plugin would be (an entry point).
     plugins = format_registry.discover([EMBED_ENTRY])
     monkeypatch.setattr(format_registry, "installed_formats", lambda: plugins)
@@ -289,6 +291,7 @@ def build_world(home: Path, database_url: str, monkeypatch: pytest.MonkeyPatch) 
         admin_key=ADMIN_KEY,
         auto_migrate=database_url.startswith("sqlite"),
         runtime_intra_op_threads=1,
+        **options,
     )
     services = build_services(
         settings,

@@ -3,11 +3,13 @@ lifespan) runs the jobs: submit, watch until done, show, list, cancel."""
 
 from __future__ import annotations
 
+import io
 import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 from click.testing import CliRunner, Result
 
@@ -64,3 +66,25 @@ def test_inline_inputs_that_are_not_tensors_are_refused_before_any_request(
 ) -> None:
     result = cli(served, "jobs", "submit", "acme/adder", '{"x": 1}')
     assert result.exit_code == 2 and "list of tensors" in result.output
+
+
+def test_watch_a_batch_counts_its_rows(served: tuple[Platform, LiveServer], tmp_path: Path) -> None:
+    platform, _ = served
+    out = io.BytesIO()
+    np.save(out, np.ones((30, 4), dtype=np.float32))
+    file = platform.services.files.create("beta", "user_data", "rows.npy", out.getvalue())
+    pipeline = [
+        {"name": "shards", "implementation": "tensor_shards", "params": {"shard_rows": 10}},
+        {"name": "publish", "implementation": "tensor_publish"},
+    ]
+    response = platform.client.post(
+        "/api/jobs",
+        json={"target": {"model": "acme/adder"}, "input_digest": file.digest, "pipeline": pipeline},
+        headers={"Authorization": f"Bearer {platform.key}"},
+    )
+    assert response.status_code == 202, response.text
+    job_id = response.json()["id"]
+    watched = cli(served, "jobs", "watch", job_id, "--interval", "0.05", "--timeout", "60")
+    assert watched.exit_code == 0, watched.output
+    assert "succeeded" in watched.output and "rows: 30/30 done, 0 failed" in watched.output
+    assert watched.output.count("shard ") == 3

@@ -14,6 +14,7 @@ from modelport.api.billing import install_billing
 from modelport.api.body_timeout import BodyReadTimeout
 from modelport.api.hygiene import RequestHygiene
 from modelport.api.limiting import RateLimitHeaders
+from modelport.api.openai import batches as v1_batches
 from modelport.api.openai import files as v1_files
 from modelport.api.openai import routes as v1
 from modelport.api.openapi import describe_api
@@ -159,5 +160,11 @@ def create_app(services: Services) -> FastAPI:
     install_tenancy(app)
     install_billing(app)
     # First: the hot inference path should not be matched against every /api route.
-    app.router.routes[:0] = [*v2.routes, *predict.routes, *v1.routes, *v1_files.routes]
+    app.router.routes[:0] = [
+        *v2.routes,
+        *predict.routes,
+        *v1.routes,
+        *v1_files.routes,
+        *v1_batches.routes,
+    ]
     return app

@@ -377,6 +377,13 @@ class Job:
     def stages_done(self) -> int:
         return sum(1 for stage in self.stages if stage["state"] == "done")
 
+    @property
+    def progress(self) -> Json | None:
+        """A batch job's ``rows_total``, ``rows_done``, ``rows_failed`` and
+        ``estimated_completion`` (None for other jobs)."""
+        found = self.raw.get("progress")
+        return found if isinstance(found, dict) else None
+
     @classmethod
     def from_json(cls, body: Json) -> Job:
         return cls(

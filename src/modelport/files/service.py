@@ -8,6 +8,8 @@ import secrets
 from collections.abc import Callable, Iterator
 from datetime import datetime
 
+from sqlalchemy.exc import IntegrityError
+
 from modelport.errors import InvalidInput, NotFound, PayloadTooLarge
 from modelport.files import repository as repo
 from modelport.files.batch_lines import check_batch_file
@@ -72,16 +74,42 @@ class FileService:
         lines = check_batch_file(data) if kind is FilePurpose.BATCH else None
         return self._store(tenant, kind, filename, data, lines)
 
-    def write(self, tenant: str, purpose: FilePurpose, filename: str, data: bytes) -> FileObject:
-        """A file the platform writes for ``tenant`` (a batch's output), unchecked."""
-        return self._store(tenant, purpose, filename, data, None)
+    def write(
+        self,
+        tenant: str,
+        purpose: FilePurpose,
+        filename: str,
+        data: bytes,
+        *,
+        file_id: str | None = None,
+    ) -> FileObject:
+        """A file the platform writes for ``tenant`` (a batch's output), unchecked.
+        ``file_id``: a fixed id (``file-`` and 24 hex digits), so that writing again
+        answers the file written before instead of a second one."""
+        if file_id is not None:
+            with self.database.transaction() as session:
+                found = repo.get(session, tenant, file_id)
+            if found is not None:
+                return found
+        try:
+            return self._store(tenant, purpose, filename, data, None, file_id)
+        except IntegrityError:
+            if file_id is None:
+                raise
+            return self.get(tenant, file_id)  # a concurrent writer won
 
     def _store(
-        self, tenant: str, purpose: FilePurpose, filename: str, data: bytes, lines: int | None
+        self,
+        tenant: str,
+        purpose: FilePurpose,
+        filename: str,
+        data: bytes,
+        lines: int | None,
+        file_id: str | None = None,
     ) -> FileObject:
         digest = self.put_blob(data, tenant)
         file = FileObject(
-            id="file-" + secrets.token_hex(12),
+            id=file_id or "file-" + secrets.token_hex(12),
             tenant=tenant,
             purpose=purpose,
             filename=filename,

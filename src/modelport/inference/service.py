@@ -192,6 +192,7 @@ class InferenceService:
             request,
             deadline,
             check=check,
+            call_id=caller.call_id,
         )
 
     async def _moderate_prompt(
@@ -266,6 +267,7 @@ class InferenceService:
             deadline,
             on_end=ended,
             check=check,
+            call_id=caller.call_id,
         )
 
     async def _callable(self, caller: Caller, target: ModelTarget) -> Resolved:

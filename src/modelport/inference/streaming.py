@@ -165,10 +165,12 @@ class StreamingCalls:
         *,
         on_end: StreamEnded | None = None,
         check: OutputCheck | None = None,
+        call_id: str | None = None,
     ) -> CallStream:
         """Admit, hold the upper bound, start the backend's stream; see the module
         docstring. ``deadline`` is an absolute ``time.monotonic()``; ``on_end`` hears
-        how the call ended, after its settlement; ``check`` sees each chunk first."""
+        how the call ended, after its settlement; ``check`` sees each chunk first;
+        ``call_id``: a repeatable call's id (``Caller.call_id``), charged once."""
         if not 1 <= request.max_tokens <= MAX_TOKENS_LIMIT:
             raise InvalidInput(
                 f"max_tokens must be between 1 and {MAX_TOKENS_LIMIT}",
@@ -199,6 +201,7 @@ class StreamingCalls:
                 endpoint=target.endpoint,
                 request_id=request.request_id,
                 timeout_seconds=timeout,
+                call_id=call_id,
             )
             metered = await self.meter.open(
                 stream_call(

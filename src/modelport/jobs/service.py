@@ -25,6 +25,7 @@ from modelport.ids import unique_id
 from modelport.jobs import repository as repo
 from modelport.jobs import tensors
 from modelport.jobs.principals import principal_doc
+from modelport.jobs.progress import progress as batch_progress
 from modelport.jobs.queue import JobQueue
 from modelport.jobs.runner import JobNotifier, NoNotifier
 from modelport.jobs.stages import StageRegistry, parse_target
@@ -37,6 +38,7 @@ from modelport.jobs.types import (
     JobPage,
     JobState,
     NewJob,
+    Progress,
     StageSpec,
 )
 from modelport.store import Database
@@ -55,7 +57,7 @@ class Submission:
     """What a caller asks for."""
 
     target_kind: str
-    """``model`` or ``endpoint``."""
+    """``model`` or ``endpoint`` (``batch``: a batch over a file, ``jobs.batch``)."""
     target: str
     inputs: list[Any] | None = None
     """OIP-v2-style JSON tensors, inline."""
@@ -108,11 +110,17 @@ class JobService:
                 "a job runs in a tenant: submit it with a key of the tenant",
                 code="tenant_required",
             )
-        if submission.target_kind not in ("model", "endpoint"):
+        if submission.target_kind == "batch":
+            # A batch (``jobs.batch``): its lines name their models; its target is the
+            # route they call, and it runs the batch pipeline only.
+            if submission.pipeline is None:
+                raise InvalidInput("a batch job needs its pipeline", code="invalid_pipeline")
+        elif submission.target_kind not in ("model", "endpoint"):
             raise InvalidInput(
                 "target kind must be 'model' or 'endpoint'", code="invalid_target", field="target"
             )
-        parse_target(submission.target_kind, submission.target)
+        else:
+            parse_target(submission.target_kind, submission.target)
         if submission.webhook is not None:
             self.notifier.check_webhook(submission.webhook)
         pipeline = self._pipeline(tenant, submission)
@@ -206,6 +214,11 @@ class JobService:
                 _log.exception("notifying the end of job %s failed", job_id)
             return ended
         return self.get(tenant, job_id)
+
+    def progress(self, job: Job) -> Progress | None:
+        """A batch job's rows done, failed and in all, and its estimated end (None for
+        a job of another pipeline)."""
+        return batch_progress(self.database, self.blobs, job, self.now())
 
     def output(self, job: Job) -> dict[str, Any] | None:
         """The job's output document (the last stage's), once it succeeded."""

@@ -8,12 +8,18 @@ from enum import StrEnum
 from typing import Any
 
 __all__ = [
+    "BATCH_PIPELINE",
     "DEFAULT_PIPELINE",
     "TERMINAL",
+    "BatchPage",
+    "BatchRecord",
     "Job",
     "JobPage",
     "JobState",
+    "LineOutcome",
     "NewJob",
+    "Progress",
+    "ShardCheckpoint",
     "StageRun",
     "StageSpec",
     "StageState",
@@ -177,3 +183,71 @@ class Job:
 class JobPage:
     items: list[Job]
     next_cursor: str | None
+
+
+# ---- batches over files (``jobs.batch``)
+BATCH_PIPELINE = (
+    StageSpec("shards", "batch_shards", retries=2, timeout_seconds=24 * 3600.0),
+    StageSpec("publish", "batch_publish", retries=2),
+)
+"""shards → publish: every shard run and checkpointed, then the output and error files
+and the manifest published at once. A retried ``shards`` skips the checkpointed shards."""
+
+
+@dataclass(frozen=True)
+class LineOutcome:
+    """One request line of a batch, answered: its output line (``ok``) or its error
+    line, as the file's surface encodes them (bytes without the newline)."""
+
+    ok: bool
+    line: bytes
+
+
+@dataclass(frozen=True)
+class ShardCheckpoint:
+    """A finished shard: its rows, how many failed, and its outputs by digest."""
+
+    position: int
+    rows: int
+    failed: int
+    output_digest: str
+    error_digest: str
+
+
+@dataclass(frozen=True)
+class BatchRecord:
+    """A batch as stored, with its job and progress."""
+
+    id: str
+    tenant: str
+    job_id: str
+    endpoint: str
+    input_file_id: str
+    completion_window: str
+    metadata: dict[str, str] | None
+    total: int
+    created_at: datetime
+    job: Job
+    done: int
+    """Rows answered, in checkpointed shards."""
+    failed: int
+    """Of those, rows whose request failed."""
+    output_file_id: str | None = None
+    error_file_id: str | None = None
+
+
+@dataclass(frozen=True)
+class BatchPage:
+    items: list[BatchRecord]
+    has_more: bool
+
+
+@dataclass(frozen=True)
+class Progress:
+    """A batch job's progress (``jobs.progress``)."""
+
+    rows_total: int | None
+    rows_done: int
+    rows_failed: int
+    estimated_completion: datetime | None
+    """At the pace of the shards done so far; None before the first or once ended."""

@@ -905,3 +905,43 @@ class JobStageRow(Base):
     error_code: Mapped[str | None] = mapped_column(String(64))
     error_message: Mapped[str | None] = mapped_column(Text)
     output_digest: Mapped[str | None] = mapped_column(String(71))
+
+
+# ---- batches -------------------------------------------------------------------
+
+
+class BatchRow(Base):
+    """A batch over a file of requests (OpenAI's Batch API): the job that runs it and
+    what the caller asked; its state and outputs are the job's."""
+
+    __tablename__ = "batches"
+    __table_args__ = (Index("ix_batches_tenant_created", "tenant", "created_at", "id"),)
+
+    id: Mapped[str] = mapped_column(String(40), primary_key=True)
+    tenant: Mapped[str] = mapped_column(String(64))
+    job_id: Mapped[str] = mapped_column(
+        String(32), ForeignKey("jobs.id", ondelete="CASCADE"), unique=True
+    )
+    endpoint: Mapped[str] = mapped_column(String(64))
+    input_file_id: Mapped[str] = mapped_column(String(40))
+    completion_window: Mapped[str] = mapped_column(String(16))
+    batch_metadata: Mapped[dict[str, Any] | None] = mapped_column("metadata", JSON)
+    total: Mapped[int] = mapped_column(Integer)
+    created_at: Mapped[datetime]
+
+
+class BatchShardRow(Base):
+    """A finished shard of a batch job: written once, when all its rows are done; a
+    resumed run skips the shards it finds here."""
+
+    __tablename__ = "batch_shards"
+
+    job_id: Mapped[str] = mapped_column(
+        String(32), ForeignKey("jobs.id", ondelete="CASCADE"), primary_key=True
+    )
+    position: Mapped[int] = mapped_column(Integer, primary_key=True)
+    rows: Mapped[int] = mapped_column(Integer)
+    failed: Mapped[int] = mapped_column(Integer)
+    output_digest: Mapped[str] = mapped_column(String(71))
+    error_digest: Mapped[str] = mapped_column(String(71))
+    created_at: Mapped[datetime]

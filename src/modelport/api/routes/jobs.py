@@ -20,7 +20,7 @@ from modelport.api.deps import get_services
 from modelport.api.openapi.problem import problems
 from modelport.errors import InvalidInput
 from modelport.jobs.service import JobService, Submission
-from modelport.jobs.types import Job, JobState, StageSpec
+from modelport.jobs.types import Job, JobState, Progress, StageSpec
 from modelport.tenancy.policy import Permission
 from modelport.tenancy.types import Principal
 
@@ -151,7 +151,7 @@ def get_job(job_id: str, request: Request, principal: CurrentPrincipal) -> dict[
     succeeded) its outputs."""
     service = jobs(request)
     job = service.get(_scope(request, principal), job_id)
-    return job_json(job, service.output(job))
+    return job_json(job, service.output(job), service.progress(job))
 
 
 @router.post(JOB_PATH + ":cancel", status_code=202)
@@ -163,8 +163,10 @@ async def cancel_job(job_id: str, request: Request, principal: CurrentPrincipal)
     return job_json(job)
 
 
-def job_json(job: Job, output: dict[str, Any] | None = None) -> dict[str, Any]:
-    kind = "model" if job.target_kind == "model" else "endpoint"
+def job_json(
+    job: Job, output: dict[str, Any] | None = None, progress: Progress | None = None
+) -> dict[str, Any]:
+    kind = job.target_kind if job.target_kind in ("model", "batch") else "endpoint"
     body: dict[str, Any] = {
         "id": job.id,
         "tenant": job.tenant,
@@ -196,7 +198,17 @@ def job_json(job: Job, output: dict[str, Any] | None = None) -> dict[str, Any]:
             for run in job.stages
         ],
     }
-    if output is not None:
+    if progress is not None:
+        estimate = progress.estimated_completion
+        body["progress"] = {
+            "rows_total": progress.rows_total,
+            "rows_done": progress.rows_done,
+            "rows_failed": progress.rows_failed,
+            "estimated_completion": None if estimate is None else estimate.isoformat(),
+        }
+    if output is not None and "shards" in output:
+        body["manifest"] = output  # a batch's output manifest
+    elif output is not None:
         body["outputs"] = output.get("outputs", [])
         body["model"] = output.get("model")
         body["version"] = output.get("version")

@@ -25,3 +25,16 @@ def print_job(app: Application, job: Job) -> None:
     )
     for output in job.outputs or []:
         app.terminal.info(f"  {output['name']} {output['shape']}: {output['data']}")
+    progress = job.progress
+    if progress is not None:
+        app.terminal.info(
+            f"  rows: {progress.get('rows_done')}/{progress.get('rows_total')} done, "
+            f"{progress.get('rows_failed')} failed"
+        )
+    manifest = job.raw.get("manifest")
+    if isinstance(manifest, dict):
+        for shard in manifest.get("shards", []):
+            app.terminal.info(
+                f"  shard {shard.get('index')}: {shard.get('rows')} rows "
+                f"{shard.get('digest') or shard.get('output')}"
+            )

@@ -1,4 +1,5 @@
-"""``modelport jobs watch ID``: a progress bar of the job's stages until it ends."""
+"""``modelport jobs watch ID``: a progress bar of the job's stages (a batch's rows)
+until it ends."""
 
 from __future__ import annotations
 
@@ -24,6 +25,20 @@ def watch(app: Application, job_id: str, interval: float, timeout: float) -> Non
         def show(job: Job) -> None:
             running = next((s["name"] for s in job.stages if s["state"] == "running"), None)
             label = job.state if running is None else f"{job.state}: {running}"
+            rows = job.progress
+            if rows is not None and rows.get("rows_total"):
+                # A batch: the bar counts rows, not stages.
+                failed = rows.get("rows_failed") or 0
+                eta = rows.get("estimated_completion")
+                label += f", {failed} failed" if failed else ""
+                label += f", done by {eta}" if eta else ""
+                progress.update(
+                    task,
+                    total=rows["rows_total"],
+                    completed=rows.get("rows_done") or 0,
+                    description=f"job {job_id} {label}",
+                )
+                return
             progress.update(
                 task,
                 total=len(job.stages),

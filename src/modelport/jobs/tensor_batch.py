@@ -1,0 +1,172 @@
+"""Tensor batches: a ``.npy`` file of rows scored against a tensor model or endpoint.
+
+A job submitted with the pipeline ``TENSOR_BATCH_PIPELINE`` (``POST /api/jobs`` with
+``input_digest`` the file's digest and ``pipeline`` naming ``tensor_shards`` then
+``tensor_publish``) runs:
+
+- ``tensor_shards`` (``params``: ``shard_rows``, default 1,000; ``input``, the model's
+  input to feed, default its only one; ``output``, the output to keep, default its
+  first): each shard of rows not checkpointed yet is one ``InferenceService.infer``
+  call, as the submitting principal at batch priority under the metered call id
+  ``batch:<job>:<shard>``, its output stored as a ``.npy`` blob and the shard
+  checkpointed (``batch_shards``). A run resumed after a kill starts at the first shard
+  not checkpointed; a shard cut by the kill runs again and is charged once.
+- ``tensor_publish``: the output manifest (every shard's rows and ``.npy`` digest, in
+  order), recorded by the runner as the job's output: published at once, when all
+  shards are done.
+"""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Callable, Sequence
+from datetime import datetime
+from functools import partial
+from typing import Any
+
+import anyio.to_thread
+import numpy as np
+
+from modelport.errors import InvalidInput
+from modelport.inference.types import Caller, InferenceRequest, InferenceResult
+from modelport.jobs import shards, tensors
+from modelport.jobs.batch import SHARD_ROWS
+from modelport.jobs.repository import get_job
+from modelport.jobs.stages import StageContext, declared, parse_target
+from modelport.jobs.types import ShardCheckpoint, StageSpec
+from modelport.manifest import TensorSpec
+from modelport.runtime.types import Priority
+from modelport.store.database import Database
+
+TENSOR_BATCH_PIPELINE = (
+    StageSpec("shards", "tensor_shards", retries=2, timeout_seconds=24 * 3600.0),
+    StageSpec("publish", "tensor_publish", retries=2),
+)
+
+
+def load_rows(data: bytes) -> np.ndarray:
+    """A ``.npy`` file's array (no pickles), at least one dimension of rows."""
+    try:
+        array = np.load(io.BytesIO(data), allow_pickle=False)
+    except (ValueError, OSError) as exc:
+        raise InvalidInput(f"not a .npy file: {exc}", code="invalid_batch_file") from None
+    if not isinstance(array, np.ndarray) or array.ndim == 0 or len(array) == 0:
+        raise InvalidInput("the .npy file holds no rows", code="invalid_batch_file")
+    return array
+
+
+def npy_bytes(array: np.ndarray) -> bytes:
+    out = io.BytesIO()
+    np.save(out, array, allow_pickle=False)
+    return out.getvalue()
+
+
+def _pick(specs: Sequence[TensorSpec], name: Any, what: str) -> str:
+    names = [spec.name for spec in specs]
+    if name is None:
+        if what == "input" and len(names) != 1:
+            raise InvalidInput(
+                f"the target takes {len(names)} inputs: name one ('params.input')",
+                code="invalid_params",
+            )
+        return names[0]
+    if name not in names:
+        raise InvalidInput(f"unknown {what} {name!r}; there are {names}", code="invalid_params")
+    return str(name)
+
+
+class TensorShardStage:
+    """The ``tensor_shards`` implementation (see the module docstring)."""
+
+    def __init__(
+        self,
+        database: Database,
+        *,
+        now: Callable[[], datetime],
+        on_shard_run: Callable[[str, int], None] | None = None,
+    ) -> None:
+        self.database = database
+        self.now = now
+        self.on_shard_run = on_shard_run
+        """Told (job id, position) after each shard's call answered, before its
+        checkpoint (tests count shard runs with it)."""
+
+    async def run(self, context: StageContext) -> bytes:
+        job, params = context.job, context.spec.params
+        size = params.get("shard_rows", SHARD_ROWS)
+        if not isinstance(size, int) or not 1 <= size <= 1_000_000:
+            raise InvalidInput("shard_rows must be 1 to 1000000", code="invalid_params")
+        rows = load_rows(await context.read(job.input_digest))
+        inference = context.services.inference
+        target = parse_target(job.target_kind, job.target)
+        inputs, outputs = await declared(inference, context.principal, target)
+        input_name = _pick(inputs, params.get("input"), "input")
+        output_name = _pick(outputs, params.get("output"), "output")
+        blobs = context.services.blobs
+        empty = await anyio.to_thread.run_sync(partial(blobs.put, b"", tenant=job.tenant))
+        done = await anyio.to_thread.run_sync(self._done, job.id)
+        for position, start in enumerate(range(0, len(rows), size)):
+            if position in done:
+                continue
+            if await anyio.to_thread.run_sync(self._cancelled, job.id):
+                return tensors.dumps({"cancelled": True})
+            shard = rows[start : start + size]
+
+            async def decode(
+                specs: Sequence[TensorSpec], _: Sequence[TensorSpec], shard: np.ndarray = shard
+            ) -> InferenceRequest:
+                return InferenceRequest(
+                    inputs={input_name: shard},
+                    outputs=(output_name,),
+                    timeout=context.spec.timeout_seconds,
+                    priority=Priority.BATCH,
+                )
+
+            caller = Caller(
+                context.principal, request_id=job.id, call_id=f"batch:{job.id}:{position}"
+            )
+            result = await inference.infer(caller, target, decode)
+            assert isinstance(result, InferenceResult)  # no idempotency key: never a replay
+            if self.on_shard_run is not None:
+                self.on_shard_run(job.id, position)
+            data = npy_bytes(np.asarray(result.outputs[output_name]))
+            digest = await anyio.to_thread.run_sync(partial(blobs.put, data, tenant=job.tenant))
+            checkpoint = ShardCheckpoint(position, len(shard), 0, digest, empty)
+            await anyio.to_thread.run_sync(
+                shards.checkpoint, self.database, job.id, checkpoint, self.now()
+            )
+        return tensors.dumps({"output": output_name, "rows": len(rows)})
+
+    def _done(self, job_id: str) -> set[int]:
+        with self.database.transaction() as session:
+            return {c.position for c in shards.checkpoints(session, job_id)}
+
+    def _cancelled(self, job_id: str) -> bool:
+        with self.database.transaction() as session:
+            job = get_job(session, job_id, with_stages=False)
+        return job is None or job.cancel_requested
+
+
+class TensorPublishStage:
+    """The ``tensor_publish`` implementation: the output manifest."""
+
+    def __init__(self, database: Database) -> None:
+        self.database = database
+
+    async def run(self, context: StageContext) -> bytes:
+        summary = await context.read_input()
+        found = await anyio.to_thread.run_sync(self._checkpoints, context.job.id)
+        return tensors.dumps(
+            {
+                "output": summary.get("output"),
+                "rows": sum(c.rows for c in found),
+                "format": "npy",
+                "shards": [
+                    {"index": c.position, "rows": c.rows, "digest": c.output_digest} for c in found
+                ],
+            }
+        )
+
+    def _checkpoints(self, job_id: str) -> list[ShardCheckpoint]:
+        with self.database.transaction() as session:
+            return shards.checkpoints(session, job_id)
