@@ -3,8 +3,6 @@ get frozen records."""
 
 from __future__ import annotations
 
-import base64
-import binascii
 import secrets
 from collections.abc import Mapping
 from datetime import datetime
@@ -30,10 +28,11 @@ from modelport.moderation.types import (
     Subject,
     Threshold,
 )
+from modelport.store.cursors import IdCursor
 from modelport.store.tables import ModerationDecisionRow, ModerationPolicyRow
 
 MAX_LIMIT = 500
-_CURSOR_PREFIX = b"md:"
+_CURSOR = IdCursor(b"md:")
 
 
 # ---- policies
@@ -170,7 +169,7 @@ def search_decisions(session: Session, query: DecisionQuery) -> DecisionPage:
         .limit(query.limit + 1)
     )
     if query.cursor:
-        stmt = stmt.where(table.id < decode_cursor(query.cursor))
+        stmt = stmt.where(table.id < _CURSOR.decode(query.cursor))
     if query.disposition is not None:
         stmt = stmt.where(table.disposition == query.disposition.value)
     if query.stage is not None:
@@ -190,7 +189,7 @@ def search_decisions(session: Session, query: DecisionQuery) -> DecisionPage:
     rows = rows[: query.limit]
     return DecisionPage(
         items=tuple(_decision(r) for r in rows),
-        next_cursor=encode_cursor(rows[-1].id) if more else None,
+        next_cursor=_CURSOR.encode(rows[-1].id) if more else None,
     )
 
 
@@ -222,24 +221,3 @@ def _decision(row: ModerationDecisionRow) -> DecisionRecord:
         job_id=row.job_id,
         created_at=row.created_at,
     )
-
-
-def encode_cursor(last_id: int) -> str:
-    return base64.urlsafe_b64encode(_CURSOR_PREFIX + str(last_id).encode()).decode().rstrip("=")
-
-
-def decode_cursor(cursor: str) -> int:
-    try:
-        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
-        if not raw.startswith(_CURSOR_PREFIX):
-            raise ValueError(cursor)
-        value = int(raw[len(_CURSOR_PREFIX) :].decode("ascii"))
-        if not 0 <= value < 2**31:
-            raise ValueError(cursor)
-    except (ValueError, binascii.Error, UnicodeDecodeError):
-        raise InvalidInput(
-            "invalid cursor: pass back the next_cursor of a previous page",
-            code="invalid_cursor",
-            field="cursor",
-        ) from None
-    return value

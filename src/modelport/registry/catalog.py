@@ -7,9 +7,6 @@ while a client pages through never shift the pages it has not read yet.
 
 from __future__ import annotations
 
-import base64
-import binascii
-
 from sqlalchemy import ColumnElement, and_, exists, or_, select
 from sqlalchemy.orm import Session
 
@@ -17,31 +14,11 @@ from modelport.errors import InvalidInput
 from modelport.registry.licenses import normalize_license
 from modelport.registry.repository import model_record, tags_of
 from modelport.registry.types import CatalogPage, CatalogQuery, CatalogViewer, Visibility
+from modelport.store.cursors import IdCursor
 from modelport.store.tables import ModelRow, ModelTagRow, ModelVersionRow
 
 MAX_LIMIT = 200
-_CURSOR_PREFIX = b"m1:"
-
-
-def encode_cursor(last_id: int) -> str:
-    return base64.urlsafe_b64encode(_CURSOR_PREFIX + str(last_id).encode()).decode().rstrip("=")
-
-
-def decode_cursor(cursor: str) -> int:
-    try:
-        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
-        if not raw.startswith(_CURSOR_PREFIX):
-            raise ValueError(cursor)
-        value = int(raw[len(_CURSOR_PREFIX) :].decode("ascii"))
-    except (ValueError, binascii.Error, UnicodeDecodeError):
-        raise InvalidInput(
-            "invalid cursor: pass back the next_cursor of a previous page",
-            code="invalid_cursor",
-            field="cursor",
-        ) from None
-    if value < 0:
-        raise InvalidInput("invalid cursor", code="invalid_cursor", field="cursor")
-    return value
+_CURSOR = IdCursor(b"m1:")
 
 
 def search(session: Session, query: CatalogQuery) -> CatalogPage:
@@ -52,7 +29,7 @@ def search(session: Session, query: CatalogQuery) -> CatalogPage:
         )
     stmt = select(ModelRow).order_by(ModelRow.id).limit(query.limit + 1)
     if query.cursor:
-        stmt = stmt.where(ModelRow.id > decode_cursor(query.cursor))
+        stmt = stmt.where(ModelRow.id > _CURSOR.decode(query.cursor))
     if query.q:
         stmt = stmt.where(
             or_(
@@ -84,7 +61,7 @@ def search(session: Session, query: CatalogQuery) -> CatalogPage:
     tags = tags_of(session, [r.id for r in rows])
     return CatalogPage(
         items=tuple(model_record(r, tags.get(r.id, ())) for r in rows),
-        next_cursor=encode_cursor(rows[-1].id) if more else None,
+        next_cursor=_CURSOR.encode(rows[-1].id) if more else None,
     )
 
 

@@ -6,20 +6,19 @@ scan however deep it is and events appended meanwhile never shift later pages.
 
 from __future__ import annotations
 
-import base64
-import binascii
 from dataclasses import dataclass
 
 from sqlalchemy import or_, select
 from sqlalchemy.orm import Session
 
 from modelport.errors import InvalidInput
+from modelport.store.cursors import INT64_MAX, IdCursor
 from modelport.store.tables import AuditEventRow
 from modelport.tenancy.types import AuditEvent, AuditPage, AuditQuery
 
 MAX_LIMIT = 500
 OUTCOMES = ("success", "denied", "failed", "error")
-_CURSOR_PREFIX = b"a1:"
+_CURSOR = IdCursor(b"a1:", maximum=INT64_MAX)
 _TARGET_MAX = 1024
 _REQUEST_ID_MAX = 128
 _REASON_MAX = 2000
@@ -83,27 +82,6 @@ def _event(row: AuditEventRow) -> AuditEvent:
     )
 
 
-def encode_cursor(last_id: int) -> str:
-    return base64.urlsafe_b64encode(_CURSOR_PREFIX + str(last_id).encode()).decode().rstrip("=")
-
-
-def decode_cursor(cursor: str) -> int:
-    try:
-        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
-        if not raw.startswith(_CURSOR_PREFIX):
-            raise ValueError(cursor)
-        value = int(raw[len(_CURSOR_PREFIX) :].decode("ascii"))
-        if value < 0:
-            raise ValueError(cursor)
-    except (ValueError, binascii.Error, UnicodeDecodeError):
-        raise InvalidInput(
-            "invalid cursor: pass back the next_cursor of a previous page",
-            code="invalid_cursor",
-            field="cursor",
-        ) from None
-    return value
-
-
 def search(session: Session, query: AuditQuery) -> AuditPage:
     """One page of events, newest first. ``query.tenant`` matches events about the tenant
     (its resources) or by it (its principals)."""
@@ -117,7 +95,7 @@ def search(session: Session, query: AuditQuery) -> AuditPage:
         )
     stmt = select(AuditEventRow).order_by(AuditEventRow.id.desc()).limit(query.limit + 1)
     if query.cursor:
-        stmt = stmt.where(AuditEventRow.id < decode_cursor(query.cursor))
+        stmt = stmt.where(AuditEventRow.id < _CURSOR.decode(query.cursor))
     if query.tenant is not None:
         stmt = stmt.where(
             or_(AuditEventRow.tenant == query.tenant, AuditEventRow.actor_tenant == query.tenant)
@@ -137,5 +115,5 @@ def search(session: Session, query: AuditQuery) -> AuditPage:
     rows = rows[: query.limit]
     return AuditPage(
         items=tuple(_event(r) for r in rows),
-        next_cursor=encode_cursor(rows[-1].id) if more else None,
+        next_cursor=_CURSOR.encode(rows[-1].id) if more else None,
     )
