@@ -101,8 +101,9 @@ class JobRunner:
         self.owner = owner or uuid.uuid4().hex
         """This runner's lease owner id."""
         self._tasks: dict[str, asyncio.Task[None]] = {}
-        self._wake: asyncio.Event | None = None
-        self._loop: asyncio.AbstractEventLoop | None = None
+        self._wakers: list[tuple[asyncio.AbstractEventLoop, asyncio.Event]] = []
+        """One per ``run`` in progress (an application may run its lifespan on several
+        event loops, as test clients do): ``kick`` wakes each on its own loop."""
         self._thread: threading.Thread | None = None
         self._stopping = False
         self._release = True
@@ -146,15 +147,15 @@ class JobRunner:
 
     def kick(self) -> None:
         """Look for work now (a job was submitted). Safe from any thread."""
-        loop, wake = self._loop, self._wake
-        if loop is not None and wake is not None:
+        for loop, wake in list(self._wakers):
             with suppress(RuntimeError):  # the loop closed meanwhile
                 loop.call_soon_threadsafe(wake.set)
 
     async def run(self) -> None:
         """Claim and run jobs until stopped."""
-        self._loop = asyncio.get_running_loop()
-        self._wake = asyncio.Event()
+        waker = (asyncio.get_running_loop(), asyncio.Event())
+        self._wakers.append(waker)
+        wake = waker[1]
         try:
             while not self._stopping:
                 try:
@@ -162,9 +163,10 @@ class JobRunner:
                 except Exception:
                     _log.exception("claiming jobs failed")
                 with suppress(TimeoutError):
-                    await asyncio.wait_for(self._wake.wait(), self.poll_seconds)
-                self._wake.clear()
+                    await asyncio.wait_for(wake.wait(), self.poll_seconds)
+                wake.clear()
         finally:
+            self._wakers.remove(waker)
             await self._shutdown()
 
     async def claim_once(self) -> list[str]:
