@@ -149,3 +149,23 @@ def test_a_tenant_without_a_policy_keeps_the_plain_pipeline(world: World) -> Non
     assert submitted.status_code == 202, submitted.text
     stages = [s["name"] for s in submitted.json()["stages"]]
     assert stages == ["validate", "infer", "postprocess"]
+
+
+def test_a_blocked_output_fails_the_job_after_the_model_ran(world: World) -> None:
+    world.price("acme/labeller", 1_000)
+    world.policy(sync=False)
+    inputs = [{"name": "id", "datatype": "INT64", "shape": [1], "data": [1]}]  # "forbidden fruit"
+    body = {"target": {"model": "acme/labeller"}, "inputs": inputs}
+    headers = {"Authorization": f"Bearer {world.platform.key}"}
+    job_id = world.platform.client.post("/api/jobs", json=body, headers=headers).json()["id"]
+    run_jobs(world)
+    ended = job(world, job_id)
+    assert ended["state"] == "failed" and ended["error"]["code"] == "content_blocked"
+    states = {s["name"]: s["state"] for s in ended["stages"]}
+    assert states["infer"] == "done" and states["moderate_output"] == "failed"
+    assert "forbidden" not in str(ended)  # the blocked answer is not shown
+    # The model ran: its call is charged, as for a synchronous call withheld on output.
+    assert world.balance() == (10_000 - 1_000, 0)
+    page = world.services.moderation.decisions(DecisionQuery(tenant="beta"))
+    [blocked] = [d for d in page.items if d.job_id == job_id and d.stage is Stage.OUTPUT]
+    assert blocked.disposition is Disposition.BLOCKED

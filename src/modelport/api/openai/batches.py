@@ -24,8 +24,9 @@ from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
 from modelport.api.deps import get_services
-from modelport.api.openai.files import _json, _tenant
+from modelport.api.openai.files import tenant_principal
 from modelport.api.openai.requests import load_json
+from modelport.api.openai.routes import json_response
 from modelport.errors import InvalidInput, PayloadTooLarge
 from modelport.jobs.batch import SHARD_ROWS, BatchService, NewBatch
 from modelport.jobs.types import BatchRecord, JobState
@@ -105,7 +106,7 @@ def _batches(request: Request) -> BatchService:
 
 
 async def create_batch(request: Request) -> Response:
-    principal, _ = await _tenant(request)
+    principal, _ = await tenant_principal(request)
     raw = await request.body()
     if len(raw) > MAX_BODY:
         raise PayloadTooLarge(f"the body is above {MAX_BODY} bytes", code="payload_too_large")
@@ -129,25 +130,25 @@ async def create_batch(request: Request) -> Response:
         raise InvalidInput("shard_rows must be an integer", code="invalid_shard_rows")
     new = NewBatch(input_file_id, endpoint, window, metadata, shard_rows)
     record = await anyio.to_thread.run_sync(_batches(request).create, principal, new)
-    return _json(batch_object(record))
+    return json_response(batch_object(record))
 
 
 async def get_batch(request: Request) -> Response:
-    _, tenant = await _tenant(request)
+    _, tenant = await tenant_principal(request)
     batch_id = request.path_params["batch_id"]
     record = await anyio.to_thread.run_sync(_batches(request).get, tenant, batch_id)
-    return _json(batch_object(record))
+    return json_response(batch_object(record))
 
 
 async def cancel_batch(request: Request) -> Response:
-    _, tenant = await _tenant(request)
+    _, tenant = await tenant_principal(request)
     batch_id = request.path_params["batch_id"]
     record = await anyio.to_thread.run_sync(_batches(request).cancel, tenant, batch_id)
-    return _json(batch_object(record))
+    return json_response(batch_object(record))
 
 
 async def list_batches(request: Request) -> Response:
-    _, tenant = await _tenant(request)
+    _, tenant = await tenant_principal(request)
     query = request.query_params
     try:
         limit = int(query.get("limit", "20"))
@@ -157,7 +158,7 @@ async def list_batches(request: Request) -> Response:
         lambda: _batches(request).list(tenant, after=query.get("after"), limit=limit)
     )
     data = [batch_object(r) for r in page.items]
-    return _json(
+    return json_response(
         {
             "object": "list",
             "data": data,

@@ -16,7 +16,6 @@ from __future__ import annotations
 from typing import Any
 
 import anyio.to_thread
-import orjson
 from starlette.datastructures import UploadFile
 from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
@@ -25,6 +24,7 @@ from starlette.routing import BaseRoute, Route
 from modelport.api.access import require_tenant
 from modelport.api.auth import require_principal_async
 from modelport.api.deps import get_services
+from modelport.api.openai.routes import json_response
 from modelport.errors import InvalidInput, PayloadTooLarge
 from modelport.files import FileObject, FileService
 from modelport.tenancy import Permission, Principal
@@ -47,11 +47,9 @@ def file_object(file: FileObject) -> dict[str, Any]:
     }
 
 
-def _json(doc: Any, status: int = 200) -> Response:
-    return Response(orjson.dumps(doc), status, media_type="application/json")
-
-
-async def _tenant(request: Request) -> tuple[Principal, str]:
+async def tenant_principal(request: Request) -> tuple[Principal, str]:
+    """The key's principal and its tenant (``model.call`` in it): what a file or batch
+    belongs to; the admin key, which has none, is ``tenant_required``."""
     principal = await require_principal_async(request)
     if principal.tenant is None:
         raise InvalidInput(
@@ -78,7 +76,7 @@ async def _read(upload: UploadFile, limit: int) -> bytes:
 
 
 async def create_file(request: Request) -> Response:
-    _, tenant = await _tenant(request)
+    _, tenant = await tenant_principal(request)
     files = _files(request)
     async with request.form(max_files=1, max_fields=4) as form:
         upload, purpose = form.get("file"), form.get("purpose")
@@ -91,11 +89,11 @@ async def create_file(request: Request) -> Response:
         data = await _read(upload, files.max_bytes)
         name = upload.filename or "upload"
     stored = await anyio.to_thread.run_sync(files.create, tenant, purpose, name, data)
-    return _json(file_object(stored))
+    return json_response(file_object(stored))
 
 
 async def list_files(request: Request) -> Response:
-    _, tenant = await _tenant(request)
+    _, tenant = await tenant_principal(request)
     query = request.query_params
     order = query.get("order", "desc")
     if order not in ("asc", "desc"):
@@ -114,7 +112,7 @@ async def list_files(request: Request) -> Response:
         )
     )
     data = [file_object(f) for f in page.files]
-    return _json(
+    return json_response(
         {
             "object": "list",
             "data": data,
@@ -126,14 +124,14 @@ async def list_files(request: Request) -> Response:
 
 
 async def get_file(request: Request) -> Response:
-    _, tenant = await _tenant(request)
+    _, tenant = await tenant_principal(request)
     file_id = request.path_params["file_id"]
     file = await anyio.to_thread.run_sync(_files(request).get, tenant, file_id)
-    return _json(file_object(file))
+    return json_response(file_object(file))
 
 
 async def file_content(request: Request) -> Response:
-    _, tenant = await _tenant(request)
+    _, tenant = await tenant_principal(request)
     file_id = request.path_params["file_id"]
     file, chunks = await anyio.to_thread.run_sync(_files(request).content, tenant, file_id)
     headers = {"Content-Length": str(file.bytes)}
@@ -141,10 +139,10 @@ async def file_content(request: Request) -> Response:
 
 
 async def delete_file(request: Request) -> Response:
-    _, tenant = await _tenant(request)
+    _, tenant = await tenant_principal(request)
     file_id = request.path_params["file_id"]
     await anyio.to_thread.run_sync(_files(request).delete, tenant, file_id)
-    return _json({"id": file_id, "object": "file", "deleted": True})
+    return json_response({"id": file_id, "object": "file", "deleted": True})
 
 
 routes: list[BaseRoute] = [

@@ -61,7 +61,8 @@ from modelport.runtime.types import ChatMessage
 from modelport.tenancy import Permission, Principal
 
 
-def _json(doc: Any, status: int = 200) -> Response:
+def json_response(doc: Any, status: int = 200) -> Response:
+    """A JSON answer of ``/v1``."""
     return Response(orjson.dumps(doc), status, media_type="application/json")
 
 
@@ -94,7 +95,7 @@ def _not_found(name: str, exc: NotFound) -> NotFound:
 async def list_models(request: Request) -> Response:
     principal = await require_principal_async(request)
     found = await anyio.to_thread.run_sync(callable_models, request, principal)
-    return _json({"object": "list", "data": found})
+    return json_response({"object": "list", "data": found})
 
 
 async def get_model(request: Request) -> Response:
@@ -106,13 +107,13 @@ async def get_model(request: Request) -> Response:
     try:
         if isinstance(target, EndpointTarget):
             route = await services.inference.route(caller, target.name, Permission.MODEL_CALL)
-            return _json(endpoint_object(route.endpoint))
+            return json_response(endpoint_object(route.endpoint))
         model = await anyio.to_thread.run_sync(
             callable_model, request, principal, target.owner, target.name, target.version
         )
         if model is None:
             raise NotFound(f"no model {name}", code="model_not_found")
-        return _json(model_object(model, name))
+        return json_response(model_object(model, name))
     except NotFound as exc:
         raise _not_found(name, exc) from None
     finally:
@@ -175,7 +176,7 @@ async def _generate(
     answer = await answered(request, caller, _complete(opening, sampling.model, chat))
     if answer is None:
         return Response(status_code=CLIENT_CLOSED)
-    return _json(answer)
+    return json_response(answer)
 
 
 async def _open(
@@ -223,7 +224,7 @@ async def embeddings(request: Request) -> Response:
     if result is None:
         return Response(status_code=CLIENT_CLOSED)
     assert isinstance(result, InferenceResult)  # no idempotency key: never a replay
-    return _json(embedding_answer(parsed, decoder, result))
+    return json_response(embedding_answer(parsed, decoder, result))
 
 
 routes: list[BaseRoute] = [
