@@ -66,6 +66,7 @@ if TYPE_CHECKING:
     from modelport.serving.outcomes import OutcomeService
     from modelport.serving.placement import Placement
     from modelport.serving.plane import ServingPlane
+    from modelport.serving.processing import ProcessingPools
     from modelport.serving.repository_sync import RepositorySync
     from modelport.serving.routing.shadow import ShadowResult
     from modelport.tenancy.limits import LimitService
@@ -86,6 +87,8 @@ class Services:
     metrics: RuntimeMetrics
     host: ModelHost | None
     """None in the ``gateway`` role: versions run on remote backends."""
+    processing: ProcessingPools | None
+    """Publishers' pre- and post-processing workers; None where ``host`` is."""
     tenancy: TenancyService
     limits: LimitService
     metering: MeteringService
@@ -132,6 +135,8 @@ class Services:
         self.limits.close()
         if self.engines is not None:
             self.engines.close()
+        if self.processing is not None:
+            self.processing.close()
         if self.host is not None:
             self.host.close()
         self.tenancy.invalidation.close()
@@ -152,8 +157,12 @@ class WorkerServices:
     metrics: RuntimeMetrics
     host: ModelHost
     clock: Clock
+    processing: ProcessingPools | None = None
+    """Publishers' pre- and post-processing workers, for the versions this worker runs."""
 
     def close(self) -> None:
+        if self.processing is not None:
+            self.processing.close()
         self.host.close()
         self.database.dispose()
 
@@ -540,6 +549,7 @@ def build_serving(
     record_shadow: Callable[[ShadowResult], object] | None = None,
     engines: GenerativeHost | None = None,
     box: SecretBox | None = None,
+    processing: ProcessingPools | None = None,
 ) -> ServingPlane:
     """Endpoints, deployments and their router, over this process's model host (and
     its generative ``engines``), or (``host`` None: a gateway) over remote backends
@@ -571,6 +581,7 @@ def build_serving(
                 name=name,
                 load_on_demand=settings.load_on_demand,
                 engines=engines,
+                processing=processing,
             )
 
         placement = LocalPlacement(host, blob_store, engines)
@@ -817,6 +828,26 @@ def build_sandbox(settings: Settings, metrics: RuntimeMetrics | None = None) -> 
     )
 
 
+def build_processing(
+    settings: Settings, blob_store: BlobStore, metrics: RuntimeMetrics
+) -> ProcessingPools:
+    """Publishers' pre- and post-processing, in warm workers of the sandbox (the one
+    validation uses), under ``HOME/processing``."""
+    from modelport.observability.processing_metrics import ProcessingMetrics
+    from modelport.serving.processing import ProcessingPools
+
+    return ProcessingPools(
+        build_sandbox(settings),
+        blob_store,
+        work_dir=settings.home / "processing",
+        concurrency=settings.processing_concurrency,
+        timeout_seconds=settings.processing_timeout_seconds,
+        start_timeout_seconds=settings.processing_start_timeout_seconds,
+        memory_bytes=settings.processing_memory_bytes,
+        metrics=ProcessingMetrics(metrics.registry),
+    )
+
+
 def build_secret_box(settings: Settings) -> SecretBox:
     """The box that seals stored secrets, with the keys of ``MODELPORT_SECRET_KEY``
     (newest first). Without them, an embedded installation makes its own key file
@@ -926,6 +957,7 @@ def build_services(
     secret_box = build_secret_box(settings)
     check = signature_check(registry)
     host = build_host(settings, metrics, check) if settings.role is Role.ALL else None
+    processing = build_processing(settings, blob_store, metrics) if host is not None else None
     engines = None
     if host is not None:
         # Formats given by the caller (tests' toy engines), else the installed ones.
@@ -954,6 +986,7 @@ def build_services(
         record_shadow=shadow_recorder(prediction_log.record),
         engines=engines,
         box=secret_box,
+        processing=processing,
     )
     limits = build_limits(settings, database, keys, clock)
     metering = build_metering(settings, database, registry, keys, clock)
@@ -999,6 +1032,7 @@ def build_services(
         authenticator=authenticator,
         metrics=metrics,
         host=host,
+        processing=processing,
         tenancy=tenancy,
         limits=limits,
         metering=metering,
@@ -1125,6 +1159,7 @@ def build_worker_services(settings: Settings, *, clock: Clock | None = None) -> 
         metrics=metrics,
         host=build_host(settings, metrics, signature_check(registry)),
         clock=clock or SystemClock(),
+        processing=build_processing(settings, blob_store, metrics),
     )
 
 

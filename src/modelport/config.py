@@ -124,6 +124,21 @@ class Settings(BaseSettings):
     sandbox_bwrap: str = "bwrap"
     """The bubblewrap program, by name (searched on ``PATH``) or path."""
 
+    processing_concurrency: int = Field(default=2, ge=1, le=64)
+    """Warm sandboxed workers of one version's pre- and post-processing code, and so the
+    calls of its code at once (more wait, within their deadline)."""
+
+    processing_timeout_seconds: float = Field(default=5.0, gt=0)
+    """Longest one pre- or post-processing call may take (less when the request's own
+    deadline is nearer); past it the worker is killed and replaced (504
+    ``processing_timeout``)."""
+
+    processing_start_timeout_seconds: float = Field(default=30.0, gt=0)
+    """Longest a processing worker may take to start and import its code."""
+
+    processing_memory_bytes: int = Field(default=1 << 30, gt=0)
+    """Address-space limit of each processing worker."""
+
     auto_migrate: bool | None = None
     """Apply migrations at start; default on for SQLite (embedded), off otherwise."""
 

@@ -54,7 +54,10 @@ class WorkerSurface:
         self.services = services
         settings = services.settings
         self.backend = LocalBackend(
-            services.host, services.blob_store, load_on_demand=settings.load_on_demand
+            services.host,
+            services.blob_store,
+            load_on_demand=settings.load_on_demand,
+            processing=services.processing,
         )
         self._admin_key = settings.admin_key.encode()
         self._versions: dict[tuple[str, str, str], VersionRef] = {}

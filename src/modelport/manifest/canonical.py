@@ -30,8 +30,14 @@ def parse_manifest(data: Any) -> Manifest:
 
 
 def canonical_bytes(manifest: Manifest) -> bytes:
-    """Sorted keys, no whitespace, defaults filled in: equal manifests give equal bytes."""
-    return orjson.dumps(manifest.model_dump(mode="json"), option=orjson.OPT_SORT_KEYS)
+    """Sorted keys, no whitespace, defaults filled in: equal manifests give equal bytes.
+
+    ``processing`` is left out when absent, so the digests of manifests made before the
+    field existed stay what they were."""
+    doc = manifest.model_dump(mode="json")
+    if doc.get("processing") is None:
+        doc.pop("processing", None)
+    return orjson.dumps(doc, option=orjson.OPT_SORT_KEYS)
 
 
 def manifest_digest(manifest: Manifest) -> str:

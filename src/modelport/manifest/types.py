@@ -135,6 +135,38 @@ class Example(_Strict):
     tolerance: Tolerance = Field(default_factory=Tolerance)
 
 
+class Processing(_Strict):
+    """Publisher code run around the model, in the sandbox: ``preprocess`` turns what the
+    caller sends into the model's inputs, ``postprocess`` the model's outputs into what
+    the caller gets. Each is an entry point ``module:function`` of a ``.py`` file of the
+    package (``tokenizer:encode`` is ``tokenizer.py``), restricted to the standard
+    library and numpy."""
+
+    preprocess: str | None = Field(default=None, max_length=256)
+    postprocess: str | None = Field(default=None, max_length=256)
+    model_inputs: list[TensorSpec] | None = Field(
+        default=None,
+        max_length=256,
+        description=(
+            "The model's own inputs, which preprocess returns (default: 'inputs', what "
+            "callers send)."
+        ),
+    )
+    model_outputs: list[TensorSpec] | None = Field(
+        default=None,
+        max_length=256,
+        description=(
+            "The model's own outputs, which postprocess is given (default: 'outputs', "
+            "what callers get)."
+        ),
+    )
+    data: list[str] = Field(
+        default_factory=list,
+        max_length=64,
+        description="Other package files the code reads (a vocabulary...), by path.",
+    )
+
+
 class Manifest(_Strict):
     """What a model version is. Its canonical digest is the version's identity."""
 
@@ -164,6 +196,13 @@ class Manifest(_Strict):
     )
     preprocessing: dict[str, Any] | None = None
     postprocessing: dict[str, Any] | None = None
+    processing: Processing | None = Field(
+        default=None,
+        description=(
+            "Publisher pre- and post-processing code. With it, 'inputs' and 'outputs' "
+            "(and the examples) are what callers send and get."
+        ),
+    )
     description: str = Field(default="", max_length=10_000)
     tags: list[str] = Field(default_factory=list, max_length=64)
 
@@ -185,3 +224,18 @@ class Manifest(_Strict):
             if dupes:
                 raise ValueError(f"duplicate {label}: {', '.join(dupes)}")
         return self
+
+    def for_runtime(self) -> Manifest:
+        """The manifest as the model itself sees it: with processing, the model's own
+        tensors and no examples (those are the caller's, run through the processing by
+        validation). Without processing, this manifest."""
+        if self.processing is None:
+            return self
+        return self.model_copy(
+            update={
+                "inputs": self.processing.model_inputs or self.inputs,
+                "outputs": self.processing.model_outputs or self.outputs,
+                "examples": [],
+                "processing": None,
+            }
+        )

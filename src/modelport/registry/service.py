@@ -54,6 +54,7 @@ from modelport.registry.names import (
     check_version,
     split_model_ref,
 )
+from modelport.registry.processing import check_processing
 from modelport.registry.signing import Signer
 from modelport.registry.trust import SIGNATURE_INVALID, TrustPolicy
 from modelport.registry.types import (
@@ -615,7 +616,8 @@ class RegistryService:
 
 def parse_manifest(data: Any) -> Manifest:
     """Schema validation plus the registry's own rules: safe format, SPDX license,
-    examples that agree with themselves and the declared tensors (``check_examples``).
+    examples that agree with themselves and the declared tensors (``check_examples``),
+    processing entry points in the package (``check_processing``).
     Everything publishing checks that needs no blob store nor database."""
     manifest = _parse_manifest(data)
     if manifest.format in UNSAFE_FORMATS:
@@ -626,6 +628,7 @@ def parse_manifest(data: Any) -> Manifest:
         )
     normalize_license(manifest.license, field="manifest.license")
     check_examples(manifest)
+    check_processing(manifest)
     return manifest
 
 

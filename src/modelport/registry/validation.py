@@ -33,6 +33,7 @@ The report (a JSON object) is always returned, never raised::
      "checks": [{"check": "file", "path", "digest", "size", "passed", "detail",
                  "unsafe"?: kind of code-bearing content found}],
      "examples": [{"index", "passed", "problems", "ms"}],
+     "processing"?: {"preprocess", "postprocess"} (entry points each example ran through),
      "timings_ms": {"files", "execution", "total"},
      "limits": {"timeout_seconds", "memory_bytes"}}
 """
@@ -230,6 +231,8 @@ class SubprocessValidator:
         if result_path.exists():
             result = orjson.loads(result_path.read_bytes())
             report["examples"] = result["examples"]
+            if "processing" in result:
+                report["processing"] = result["processing"]
             report["timings_ms"]["load"] = result["load_ms"]
             report["detail"] = result["detail"]
             if result["status"] == "passed":

@@ -7,11 +7,14 @@
 version (its ``runtime.task`` is ``chat``, ``completions`` or ``text-generation``) is
 loaded by its format's generative plugin, whose examples are decoded greedily from a
 fixed seed and compared token for token; any other version is loaded as a tensor
-model and its outputs compared within the example's tolerance. The result
+model and its outputs compared within the example's tolerance. A version with processing
+code (``manifest.processing``) has each example run through it, in this process:
+preprocess, the model, postprocess; a failure of the code fails that example. The result
 is written to ``DIR/result.json`` (never stdout, where native libraries may print)::
 
     {"status": "passed" | "examples_failed" | "load_failed" | "out_of_memory",
-     "detail": str, "load_ms": float, "examples": [{"index", "passed", "problems", "ms"}]}
+     "detail": str, "load_ms": float, "examples": [{"index", "passed", "problems", "ms"}],
+     "processing"?: {"preprocess", "postprocess"} (the entry points the examples ran through)}
 """
 
 from __future__ import annotations
@@ -55,7 +58,12 @@ def run(directory: Path) -> dict[str, Any]:
 
         manifest = Manifest.model_validate_json((directory / "manifest.json").read_bytes())
         files = {f.path: directory / "files" / f.path for f in manifest.files}
-        run_example = _example_runner(files, manifest)
+        if manifest.processing is not None:
+            result["processing"] = {
+                "preprocess": manifest.processing.preprocess,
+                "postprocess": manifest.processing.postprocess,
+            }
+        run_example = _example_runner(files, manifest, directory / "files")
         result["load_ms"] = _ms(start)
         failed = 0
         for index, example in enumerate(manifest.examples):
@@ -87,7 +95,9 @@ def run(directory: Path) -> dict[str, Any]:
     return result
 
 
-def _example_runner(files: dict[str, Path], manifest: Any) -> Callable[[Any, int], Any]:
+def _example_runner(
+    files: dict[str, Path], manifest: Any, package: Path
+) -> Callable[[Any, int], Any]:
     """Load the model; answer what runs one example against it. A generative version
     (``runtime.task`` a generative task, of a format with a generative plugin) has its
     examples decoded greedily by that plugin; any other is loaded as a tensor model."""
@@ -105,10 +115,47 @@ def _example_runner(files: dict[str, Path], manifest: Any) -> Callable[[Any, int
             examples: Callable[[Any, int], Any] = runner(files, manifest)
             return examples
     # Examples see what callers will: the declared outputs, in declared datatypes.
-    model = DeclaredOutputs(
-        get_format(manifest.format, options).load(files, manifest), manifest.outputs
+    runtime = manifest.for_runtime()
+    model: Any = DeclaredOutputs(
+        get_format(manifest.format, options).load(files, runtime), runtime.outputs
     )
+    if manifest.processing is not None:
+        model = _Processed(model, manifest, package)
     return functools.partial(run_example, model)
+
+
+class _Processed:
+    """The model between the version's processing code, as a caller's request meets it:
+    the examples (the caller's tensors) go through preprocess, the model, postprocess.
+    The code runs here, in this sandboxed process, under its limits and filter."""
+
+    def __init__(self, model: Any, manifest: Any, package: Path) -> None:
+        from modelport.sandbox import processing_code
+
+        processing = manifest.processing
+        self.model = model
+        self.runtime = manifest.for_runtime()
+        self.manifest = manifest
+        entries = {"preprocess": processing.preprocess, "postprocess": processing.postprocess}
+        try:
+            self.stages = processing_code.load(package, entries)
+        except Exception as exc:
+            raise RuntimeError(f"the processing code failed to load: {_describe(exc)}") from exc
+
+    def execute(self, inputs: dict[str, Any]) -> dict[str, Any]:
+        from modelport.runtime.conform import conform
+        from modelport.sandbox import processing_code
+
+        pre = self.stages.get("preprocess")
+        if pre is not None:
+            inputs = conform("preprocess", processing_code.call(pre, inputs), self.runtime.inputs)
+        outputs = dict(self.model.execute(inputs))
+        post = self.stages.get("postprocess")
+        if post is not None:
+            outputs = conform(
+                "postprocess", processing_code.call(post, outputs), self.manifest.outputs
+            )
+        return outputs
 
 
 def _is_oom(message: str) -> bool:

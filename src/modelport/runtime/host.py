@@ -168,7 +168,10 @@ class ModelHost:
         """Begin loading (or join a load in progress); the future fails with the cause.
 
         Raises at once, recording nothing, when memory admission refuses the load.
+        A manifest with publisher processing is loaded as its model sees it
+        (``Manifest.for_runtime``): the processing runs outside the runtime.
         """
+        manifest = manifest.for_runtime()
         with self._lock:
             other = self._by_ref.get(key.ref)
             if other is not None and other != key:

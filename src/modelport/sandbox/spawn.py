@@ -95,6 +95,57 @@ class Sandbox:
         ``scratch`` (its working directory; paths in ``target`` are relative to it) and
         wait for it, up to ``limits.wall_seconds``. Its standard output and error go to
         ``output`` (discarded when None)."""
+        argv, env, confinement = self._command(target, scratch, readonly, limits)
+        sink = output if output is not None else subprocess.DEVNULL
+        process = subprocess.Popen(
+            argv,
+            cwd=scratch,
+            stdin=subprocess.DEVNULL,
+            stdout=sink,
+            stderr=sink,
+            start_new_session=True,  # its own process group, killed as a whole
+            env=env,
+        )
+        try:
+            returncode = process.wait(timeout=limits.wall_seconds)
+            if confinement.isolation is Isolation.BUBBLEWRAP and returncode > 128:
+                returncode = 128 - returncode  # bwrap exits 128+N for a child killed by N
+            finished = Finished(returncode, False, confinement)
+        except subprocess.TimeoutExpired:
+            kill_group(process)
+            finished = Finished(process.returncode, True, confinement)
+        if self.observe is not None:
+            self.observe(finished)
+        return finished
+
+    def start(
+        self,
+        target: Sequence[str],
+        *,
+        scratch: Path,
+        readonly: Sequence[Path] = (),
+        limits: Limits,
+        stderr: IO[bytes] | None = None,
+    ) -> Started:
+        """Start ``target`` as ``run`` does, without waiting: a long-lived child spoken to
+        through its standard input and output (pipes). ``limits.wall_seconds`` is not
+        applied here: the caller ends the child (``kill_group``)."""
+        argv, env, confinement = self._command(target, scratch, readonly, limits)
+        process = subprocess.Popen(
+            argv,
+            cwd=scratch,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=stderr if stderr is not None else subprocess.DEVNULL,
+            start_new_session=True,
+            env=env,
+        )
+        return Started(process, confinement)
+
+    def _command(
+        self, target: Sequence[str], scratch: Path, readonly: Sequence[Path], limits: Limits
+    ) -> tuple[list[str], dict[str, str], Confinement]:
+        """The child's command line and environment under this machine's confinement."""
         confinement = self.confinement()
         launch = [
             sys.executable,
@@ -120,27 +171,15 @@ class Sandbox:
             home = bubblewrap.SCRATCH
         else:
             argv, home = launch, str(scratch)
-        sink = output if output is not None else subprocess.DEVNULL
-        process = subprocess.Popen(
-            argv,
-            cwd=scratch,
-            stdin=subprocess.DEVNULL,
-            stdout=sink,
-            stderr=sink,
-            start_new_session=True,  # its own process group, killed as a whole
-            env=_environment(home, python),
-        )
-        try:
-            returncode = process.wait(timeout=limits.wall_seconds)
-            if confinement.isolation is Isolation.BUBBLEWRAP and returncode > 128:
-                returncode = 128 - returncode  # bwrap exits 128+N for a child killed by N
-            finished = Finished(returncode, False, confinement)
-        except subprocess.TimeoutExpired:
-            kill_group(process)
-            finished = Finished(process.returncode, True, confinement)
-        if self.observe is not None:
-            self.observe(finished)
-        return finished
+        return argv, _environment(home, python), confinement
+
+
+@dataclass(frozen=True, slots=True)
+class Started:
+    """A long-lived sandboxed child (``Sandbox.start``)."""
+
+    process: subprocess.Popen[bytes]
+    confinement: Confinement
 
 
 def _environment(home: str, python: Sequence[str]) -> dict[str, str]:

@@ -351,8 +351,14 @@ def _bearer(headers: dict[bytes, bytes]) -> str | None:
 
 def _server_timing(result: InferenceResult) -> str:
     timings = result.timings
+    # A version's publisher processing shows as its own stages, when it ran.
+    processing = "".join(
+        f"{stage};dur={timings[stage] * 1000:.3f}, "
+        for stage in ("preprocess", "postprocess")
+        if stage in timings
+    )
     return (
-        f"queue;dur={timings.get('queue', 0.0) * 1000:.3f}, "
+        f"{processing}queue;dur={timings.get('queue', 0.0) * 1000:.3f}, "
         f"compute;dur={timings.get('execute', 0.0) * 1000:.3f}, "
         f'batch;desc="{result.batch_size or 0}"'
     )

@@ -15,6 +15,10 @@ one (without text) as soon as the engine accepted the request, with its input to
 A consumer that stops (``aclose``, or its task cancelled) cancels the generation; so
 does the deadline (``DeadlineExceeded``). A tensor model cannot stream:
 ``Unprocessable`` ``streaming_unsupported``.
+
+A version with publisher processing (its manifest's ``processing``) runs pre → model →
+post here, where its model runs, through ``processing`` (``serving.processing``); the
+stages' seconds join the answer's timings as ``preprocess`` and ``postprocess``.
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ from modelport.runtime.formats.registry import known_formats
 from modelport.runtime.host import ModelHost
 from modelport.runtime.types import Contract, GenerationRequest, VersionKey
 from modelport.serving.backends.base import STREAMING_UNSUPPORTED
+from modelport.serving.processing import ProcessingPools
 from modelport.serving.types import (
     BackendRequest,
     BackendResponse,
@@ -78,8 +83,10 @@ class LocalBackend:
         load_on_demand: bool = True,
         capabilities: Capabilities | None = None,
         engines: GenerativeHost | None = None,
+        processing: ProcessingPools | None = None,
     ) -> None:
         self.name = name
+        self.processing = processing
         self.host = host
         self.blobs = blobs
         self.load_on_demand = load_on_demand
@@ -110,12 +117,27 @@ class LocalBackend:
             if len(self._keys) >= 4096:  # many versions: start over rather than grow
                 self._keys.clear()
             self._keys[id(version)] = (version, key)
+        stages: dict[str, float] = {}
+        processing = None
+        inputs = request.inputs
+        if version.manifest.processing is not None:
+            if self.processing is None:
+                raise Unavailable(
+                    f"{version.ref} has processing code, which this process does not run",
+                    code="processing_unavailable",
+                    scope="version",
+                )
+            processing = await self.processing.get(version)
+        if processing is not None and processing.has("preprocess"):
+            inputs, stages["preprocess"] = await processing.run(
+                "preprocess", inputs, request.deadline
+            )
         try:
             if not self.host.is_ready(key):
                 await self._ready(key, request)
             result = await self.host.infer(
                 key,
-                request.inputs,
+                inputs,
                 deadline=request.deadline,
                 priority=request.priority,
                 parameters=request.parameters,
@@ -130,13 +152,17 @@ class LocalBackend:
                 exc.extra["scope"] = "version"
             raise
         outputs = result.outputs
+        if processing is not None and processing.has("postprocess"):
+            outputs, stages["postprocess"] = await processing.run(
+                "postprocess", outputs, request.deadline
+            )
         if request.outputs is not None:
             outputs = {name: outputs[name] for name in request.outputs if name in outputs}
         timings = result.timings
         return BackendResponse(
             outputs=outputs,
             backend=self.name,
-            timings={"queue": timings.queue_seconds, "execute": timings.execute_seconds},
+            timings={"queue": timings.queue_seconds, "execute": timings.execute_seconds} | stages,
             batch_size=timings.batch_size,
         )
 

@@ -1,0 +1,212 @@
+"""Publishers' pre- and post-processing around a version's model, in warm sandboxed
+workers (``modelport.sandbox.warm``).
+
+``ProcessingPools`` (one per process, built by ``modelport.app``) gives each version
+with a manifest ``processing`` section its ``VersionProcessing``: on first use the
+package's ``.py`` files and ``processing.data`` files are copied, verified against their
+digests, to ``HOME/processing/<digest>/files`` (the workers' read-only view), and a
+``WarmPool`` of at most ``concurrency`` workers is made. Workers start on demand (the
+first call pays the start, up to ``start_timeout_seconds``) and stay until the process
+ends or one fails.
+
+``VersionProcessing.run(stage, tensors, deadline)`` sends the tensors to a worker and
+checks what the code returned against the tensors the next step expects (the model's
+inputs after ``preprocess``, the caller's outputs after ``postprocess``): a missing
+tensor, or one that cannot be cast to its declared datatype, is 500
+``processing_failed``, as is the code raising or its worker dying; no answer by the
+call's deadline (the smaller of the request's and ``timeout_seconds``) is 504
+``processing_timeout``. Either way the worker is replaced. Each call is counted and
+timed (``ProcessingMetrics``). Where the sandbox mode cannot be met on this machine,
+nothing runs: 503 ``sandbox_unavailable``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+import threading
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import IO
+
+import numpy as np
+import orjson
+
+from modelport.blobs import BlobStore
+from modelport.blobs.verify import copy_verified
+from modelport.errors import ModelportError
+from modelport.manifest import Manifest, TensorSpec
+from modelport.observability.processing_metrics import ProcessingMetrics
+from modelport.runtime.conform import conform
+from modelport.sandbox import Limits, Sandbox
+from modelport.sandbox.warm import ProcessingFailed, WarmPool, WarmWorker
+from modelport.serving.types import VersionRef
+
+WORKER_MODULE = "modelport.sandbox.processing_worker"
+STAGES = ("preprocess", "postprocess")
+
+
+class VersionProcessing:
+    """One version's processing: its pool of warm workers and the tensors each stage
+    must return."""
+
+    def __init__(
+        self,
+        version: VersionRef,
+        pool: WarmPool,
+        *,
+        timeout_seconds: float,
+        metrics: ProcessingMetrics | None = None,
+    ) -> None:
+        processing = version.manifest.processing
+        assert processing is not None
+        self.version = version
+        self.pool = pool
+        self.timeout_seconds = timeout_seconds
+        self.metrics = metrics
+        model = version.manifest.for_runtime()
+        self.expected: dict[str, Sequence[TensorSpec]] = {
+            "preprocess": model.inputs,
+            "postprocess": version.manifest.outputs,
+        }
+        self.entries = {"preprocess": processing.preprocess, "postprocess": processing.postprocess}
+
+    def has(self, stage: str) -> bool:
+        return self.entries.get(stage) is not None
+
+    async def run(
+        self, stage: str, tensors: Mapping[str, np.ndarray], deadline: float
+    ) -> tuple[dict[str, np.ndarray], float]:
+        """The stage's tensors and its seconds; raises as the module's docstring says."""
+        started = time.monotonic()
+        outcome = "ok"
+        try:
+            due = min(deadline, started + self.timeout_seconds)
+            _, answer = await asyncio.to_thread(self.pool.call, {"stage": stage}, tensors, due)
+            return conform(stage, answer, self.expected[stage]), time.monotonic() - started
+        except ModelportError as exc:
+            outcome = exc.code
+            exc.extra.setdefault("stage", stage)
+            exc.extra["scope"] = "version"  # the version's code failed, not the backend
+            raise
+        finally:
+            if self.metrics is not None:
+                self.metrics.call(
+                    self.version.model,
+                    self.version.version,
+                    stage,
+                    outcome,
+                    time.monotonic() - started,
+                )
+
+    def close(self) -> None:
+        self.pool.close()
+
+
+class ProcessingPools:
+    """Every version's ``VersionProcessing`` in this process; see the module docstring."""
+
+    def __init__(
+        self,
+        sandbox: Sandbox,
+        blobs: BlobStore,
+        *,
+        work_dir: Path,
+        concurrency: int,
+        timeout_seconds: float,
+        start_timeout_seconds: float,
+        memory_bytes: int,
+        metrics: ProcessingMetrics | None = None,
+    ) -> None:
+        self.sandbox = sandbox
+        self.blobs = blobs
+        self.work_dir = work_dir
+        self.concurrency = concurrency
+        self.timeout_seconds = timeout_seconds
+        self.start_timeout_seconds = start_timeout_seconds
+        self.memory_bytes = memory_bytes
+        self.metrics = metrics
+        self._versions: dict[str, VersionProcessing] = {}
+        self._lock = threading.Lock()
+        self._closed = False
+
+    async def get(self, version: VersionRef) -> VersionProcessing | None:
+        """The version's processing (made on first use, in a thread), or None without."""
+        if version.manifest.processing is None:
+            return None
+        known = self._versions.get(version.manifest_digest)
+        if known is not None:
+            return known
+        return await asyncio.to_thread(self._make, version)
+
+    def _make(self, version: VersionRef) -> VersionProcessing:
+        with self._lock:
+            known = self._versions.get(version.manifest_digest)
+            if known is not None:
+                return known
+            if self._closed:
+                raise ProcessingFailed("the processing pools are closed")
+            self.sandbox.confinement()  # fail closed (503) before copying anything
+            folder = self.work_dir / version.manifest_digest.replace(":", "-")
+            _materialize(self.blobs, version.manifest, folder)
+            limits = Limits(
+                wall_seconds=0,  # a warm worker lives on; each call has its deadline
+                cpu_seconds=0,
+                memory_bytes=self.memory_bytes,
+            )
+            pool = WarmPool(
+                lambda deadline: self._start(version, folder, limits, deadline),
+                size=self.concurrency,
+                start_timeout=self.start_timeout_seconds,
+            )
+            made = VersionProcessing(
+                version, pool, timeout_seconds=self.timeout_seconds, metrics=self.metrics
+            )
+            self._versions[version.manifest_digest] = made
+            return made
+
+    def _start(
+        self, version: VersionRef, folder: Path, limits: Limits, deadline: float
+    ) -> WarmWorker:
+        log = folder / "worker.log"
+        stderr: IO[bytes]
+        with log.open("ab") as stderr:
+            started = self.sandbox.start(
+                [WORKER_MODULE, "."],
+                scratch=folder,
+                readonly=[folder / "files"],
+                limits=limits,
+                stderr=stderr,
+            )
+        if self.metrics is not None:
+            self.metrics.worker_started(version.model, version.version)
+        worker = WarmWorker(started, stderr=log)
+        worker.wait_ready(deadline)
+        return worker
+
+    def close(self) -> None:
+        """Stop every worker (the process is ending)."""
+        with self._lock:
+            self._closed = True
+            versions, self._versions = list(self._versions.values()), {}
+        for processing in versions:
+            processing.close()
+
+
+def _materialize(blobs: BlobStore, manifest: Manifest, folder: Path) -> None:
+    """Copy the code and data files the processing needs, verified, to ``folder/files``,
+    and name its entry points in ``folder/processing.json``; a folder left by an earlier
+    run is made again."""
+    processing = manifest.processing
+    assert processing is not None
+    if folder.exists():
+        shutil.rmtree(folder)
+    files = folder / "files"
+    files.mkdir(parents=True)
+    wanted = set(processing.data)
+    for entry in manifest.files:
+        if entry.path.endswith(".py") or entry.path in wanted:
+            copy_verified(blobs, entry.digest, files / entry.path)
+    entries = {"preprocess": processing.preprocess, "postprocess": processing.postprocess}
+    (folder / "processing.json").write_bytes(orjson.dumps(entries))
