@@ -168,10 +168,10 @@ class ModelHost:
         """Begin loading (or join a load in progress); the future fails with the cause.
 
         Raises at once, recording nothing, when memory admission refuses the load.
-        A manifest with publisher processing is loaded as its model sees it
-        (``Manifest.for_runtime``): the processing runs outside the runtime.
+        A manifest with publisher processing is loaded, batched and warmed up as its
+        model sees it (``Manifest.for_runtime``): the processing runs outside the
+        runtime. Its signatures and files are checked on the manifest as published.
         """
-        manifest = manifest.for_runtime()
         with self._lock:
             other = self._by_ref.get(key.ref)
             if other is not None and other != key:
@@ -263,7 +263,7 @@ class ModelHost:
             pinned=pinned,
             generation=self._generation,
             observer=observer,
-            batching=self._batching_for(manifest),
+            batching=self._batching_for(manifest.for_runtime()),
         )
         self._hosted[key] = hosted
         self._by_ref[key.ref] = key
@@ -317,12 +317,13 @@ class ModelHost:
             phases[Phase.VERIFY] = cached.verify_seconds
             before = self._memory_probe()
             started = time.perf_counter()
+            runtime = manifest.for_runtime()
             # What leaves the host is what the manifest declares (runtime.outputs).
-            model = DeclaredOutputs(fmt.load(cached.files, manifest), manifest.outputs)
+            model = DeclaredOutputs(fmt.load(cached.files, runtime), runtime.outputs)
             phases[Phase.LOAD] = time.perf_counter() - started
             measured = max(0, self._memory_probe() - before)
             started = time.perf_counter()
-            warm_up = _warm_up(model, manifest)
+            warm_up = _warm_up(model, runtime)
             phases[Phase.WARMUP] = time.perf_counter() - started
             with self._lock:
                 if hosted.generation == generation and hosted.state is LoadState.LOADING:

@@ -18,10 +18,11 @@ from __future__ import annotations
 import importlib
 import importlib.abc
 import importlib.machinery
+import os
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from types import ModuleType
+from types import FrameType, ModuleType
 from typing import Any
 
 import numpy as np
@@ -36,6 +37,16 @@ class _OnlyAllowed(importlib.abc.MetaPathFinder):
 
     def __init__(self, package: Path) -> None:
         self.package = package
+        self._prefix = str(package.resolve()) + os.sep
+
+    def _from_package(self) -> bool:
+        """Whether a frame of the package's code is on the stack of this import."""
+        frame: FrameType | None = sys._getframe(1)
+        while frame is not None:
+            if os.path.abspath(frame.f_code.co_filename).startswith(self._prefix):
+                return True
+            frame = frame.f_back
+        return False
 
     def find_spec(
         self, fullname: str, path: Sequence[str] | None, target: ModuleType | None = None
@@ -43,6 +54,8 @@ class _OnlyAllowed(importlib.abc.MetaPathFinder):
         top = fullname.partition(".")[0]
         if top in sys.stdlib_module_names or top in ALLOWED_PACKAGES:
             return None
+        if not self._from_package():
+            return None  # the host's own imports (numpy's, the worker's) are not restricted
         if (self.package / f"{top}.py").is_file() or (self.package / top).is_dir():
             return None
         raise ModuleNotFoundError(
@@ -55,6 +68,7 @@ class _OnlyAllowed(importlib.abc.MetaPathFinder):
 def load(package: Path, entries: Mapping[str, str | None]) -> dict[str, Stage]:
     """Import each entry point (``module:function``) from ``package`` (put first on
     ``sys.path``, and every other import restricted as above); by stage name."""
+    package = package.resolve()
     sys.path.insert(0, str(package))
     sys.meta_path.insert(0, _OnlyAllowed(package))
     stages: dict[str, Stage] = {}
