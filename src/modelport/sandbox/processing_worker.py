@@ -24,7 +24,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import BinaryIO
 
-from modelport.sandbox import frames, processing_code
+# One call at a time per worker (the pool gives concurrency): numpy's BLAS gets one
+# thread, and no per-thread buffers under the worker's address-space limit. Set before
+# numpy is first imported (below).
+for _name in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ.setdefault(_name, "1")
+
+from modelport.sandbox import frames, processing_code  # noqa: E402
 
 _ERROR_CHARS = 2000
 

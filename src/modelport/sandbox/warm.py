@@ -17,6 +17,7 @@ Blocking (pipes and a semaphore): call from a worker thread (``asyncio.to_thread
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import os
 import select
 import signal
@@ -33,6 +34,7 @@ from modelport.sandbox import frames
 from modelport.sandbox.spawn import Started, kill_group
 
 _STDERR_TAIL = 2000
+_PIPE_BYTES = 1 << 20
 
 
 class ProcessingFailed(Internal):
@@ -62,6 +64,10 @@ class WarmWorker:
         self._stdout = process.stdout.fileno()
         self._buffer = bytearray()
         self.alive = True
+        for pipe in (self._stdin.fileno(), self._stdout):
+            # Larger pipes: a tensor of a few MiB crosses in few reads and writes.
+            with contextlib.suppress(OSError, AttributeError):
+                fcntl.fcntl(pipe, fcntl.F_SETPIPE_SZ, _PIPE_BYTES)
 
     def wait_ready(self, deadline: float) -> None:
         """Read the child's first frame: ready, or why it is not (its code failed to import)."""
