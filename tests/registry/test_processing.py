@@ -4,6 +4,7 @@ preprocess, the model and postprocess, in the sandbox)."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -138,3 +139,28 @@ def test_validation_reports_processing_code_that_cannot_be_imported(model: Regis
     assert report["cause"] == "load_failed"
     assert "processing code failed to load" in report["detail"]
     assert "nowhere" in report["detail"]
+
+
+def test_the_local_check_loads_the_model_with_its_own_tensors(tmp_path: Path) -> None:
+    """``modelport push --dry-run``: a package with processing loads as its model sees it;
+    its examples (the caller's) are left to the server's validation."""
+    from modelport.cli.local_check import check_locally
+    from modelport.client.transfer import LocalFile
+
+    files, entries = [], []
+    for path, data in package_files().items():
+        (tmp_path / path).write_bytes(data)
+        digest = sha256_digest(data)
+        files.append(LocalFile(path, tmp_path / path, len(data), digest))
+        entries.append({"path": path, "digest": digest, "size": len(data)})
+    manifest = {
+        "format": "onnx",
+        "files": entries,
+        "inputs": TEXT,
+        "outputs": OUTPUTS,
+        "license": "MIT",
+        "examples": [EXAMPLE],
+        "processing": processing_section(),
+    }
+    done = check_locally(manifest, files)
+    assert done[-1].startswith("validation: the model loads; its examples go through")

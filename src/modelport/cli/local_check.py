@@ -52,10 +52,19 @@ def check_locally(manifest_data: dict[str, Any], files: list[LocalFile]) -> list
 
 
 def _run_examples(manifest: Manifest, paths: dict[str, Path]) -> str:
+    runtime = manifest.for_runtime()  # with processing: the model's own tensors
     try:
-        loaded = get_format(manifest.format).load(paths, manifest)
+        loaded = get_format(manifest.format).load(paths, runtime)
     except ModelportError as exc:
         raise InvalidInput(f"the model does not load: {exc.message}", code="load_failed") from None
+    if manifest.processing is not None:
+        # The examples are the caller's: only the server's validation runs them, through
+        # the processing code, in its sandbox.
+        loaded.unload()
+        return (
+            "validation: the model loads; its examples go through its processing code, "
+            "which the server's validation runs"
+        )
     model = DeclaredOutputs(loaded, manifest.outputs)
     try:
         for index, example in enumerate(manifest.examples):
