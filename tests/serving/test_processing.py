@@ -185,3 +185,11 @@ def test_without_isolation_the_processing_fails_closed(make_serving: ServingFact
     response = v2(serving, ["good"])
     assert response.status_code == 503
     assert "bubblewrap" in response.json()["error"]
+
+
+def test_unisolated_by_the_operators_choice_the_processing_runs(
+    make_serving: ServingFactory,
+) -> None:
+    serving = make_serving(sandbox="unisolated", sandbox_bwrap="no-such-bwrap")
+    publish(serving)
+    assert outputs(v2(serving, ["awful"]))["label"] == ["negative"]

@@ -5,7 +5,8 @@ workers (``modelport.sandbox.warm``).
 with a manifest ``processing`` section its ``VersionProcessing``: on first use the
 package's ``.py`` files and ``processing.data`` files are copied, verified against their
 digests, to ``HOME/processing/<digest>/files`` (the workers' read-only view), and a
-``WarmPool`` of at most ``concurrency`` workers is made. Workers start on demand (the
+``WarmPool`` of at most ``concurrency`` workers is made. Calls wait on their worker in
+the pools' own threads (``threads``, shared by every version), not the event loop's. Workers start on demand (the
 first call pays the start, up to ``start_timeout_seconds``) and stay until the process
 ends or one fails.
 
@@ -27,6 +28,7 @@ import shutil
 import threading
 import time
 from collections.abc import Mapping, Sequence
+from concurrent.futures import Executor, ThreadPoolExecutor
 from pathlib import Path
 from typing import IO
 
@@ -57,6 +59,7 @@ class VersionProcessing:
         pool: WarmPool,
         *,
         timeout_seconds: float,
+        executor: Executor,
         metrics: ProcessingMetrics | None = None,
     ) -> None:
         processing = version.manifest.processing
@@ -64,6 +67,7 @@ class VersionProcessing:
         self.version = version
         self.pool = pool
         self.timeout_seconds = timeout_seconds
+        self.executor = executor
         self.metrics = metrics
         model = version.manifest.for_runtime()
         self.expected: dict[str, Sequence[TensorSpec]] = {
@@ -83,7 +87,10 @@ class VersionProcessing:
         outcome = "ok"
         try:
             due = min(deadline, started + self.timeout_seconds)
-            _, answer = await asyncio.to_thread(self.pool.call, {"stage": stage}, tensors, due)
+            loop = asyncio.get_running_loop()
+            _, answer = await loop.run_in_executor(
+                self.executor, self.pool.call, {"stage": stage}, tensors, due
+            )
             return conform(stage, answer, self.expected[stage]), time.monotonic() - started
         except ModelportError as exc:
             outcome = exc.code
@@ -117,6 +124,7 @@ class ProcessingPools:
         timeout_seconds: float,
         start_timeout_seconds: float,
         memory_bytes: int,
+        threads: int = 64,
         metrics: ProcessingMetrics | None = None,
     ) -> None:
         self.sandbox = sandbox
@@ -128,6 +136,10 @@ class ProcessingPools:
         self.memory_bytes = memory_bytes
         self.metrics = metrics
         self._versions: dict[str, VersionProcessing] = {}
+        # Calls wait on their worker (or a free one) in these threads, never in the event
+        # loop's default executor, which the database calls share: a hung code stalls
+        # only its own callers.
+        self._executor = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="processing")
         self._lock = threading.Lock()
         self._closed = False
 
@@ -161,7 +173,11 @@ class ProcessingPools:
                 start_timeout=self.start_timeout_seconds,
             )
             made = VersionProcessing(
-                version, pool, timeout_seconds=self.timeout_seconds, metrics=self.metrics
+                version,
+                pool,
+                timeout_seconds=self.timeout_seconds,
+                executor=self._executor,
+                metrics=self.metrics,
             )
             self._versions[version.manifest_digest] = made
             return made
@@ -192,6 +208,7 @@ class ProcessingPools:
             versions, self._versions = list(self._versions.values()), {}
         for processing in versions:
             processing.close()
+        self._executor.shutdown(wait=False, cancel_futures=True)
 
 
 def _materialize(blobs: BlobStore, manifest: Manifest, folder: Path) -> None:
