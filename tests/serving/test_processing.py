@@ -193,3 +193,34 @@ def test_unisolated_by_the_operators_choice_the_processing_runs(
     serving = make_serving(sandbox="unisolated", sandbox_bwrap="no-such-bwrap")
     publish(serving)
     assert outputs(v2(serving, ["awful"]))["label"] == ["negative"]
+
+
+def test_a_worker_process_runs_the_processing_of_the_calls_it_is_forwarded(
+    make_serving: ServingFactory,
+) -> None:
+    """In the distributed shape the gateway hosts nothing: its worker, where the model
+    runs, runs the code too."""
+    from fastapi.testclient import TestClient
+
+    from modelport.api.worker import create_worker_app
+    from modelport.app import build_worker_services
+    from modelport.config import Role
+
+    serving = make_serving()
+    publish(serving)
+    settings = serving.services.settings.model_copy(update={"role": Role.WORKER})
+    services = build_worker_services(settings)
+    try:
+        headers = {"Authorization": f"Bearer {ADMIN_KEY}"}
+        with TestClient(create_worker_app(services), headers=headers) as client:
+            body = {"inputs": [{"name": "text", "datatype": "BYTES", "shape": [1], "data": ["ok"]}]}
+            answer = client.post(f"/v2/models/{REF}/versions/1/infer", json=body)
+            assert outputs(answer)["label"] == ["neutral"]
+            crash = {
+                "inputs": [{"name": "text", "datatype": "BYTES", "shape": [1], "data": ["exit"]}]
+            }
+            failed = client.post(f"/v2/models/{REF}/versions/1/infer", json=crash)
+            assert failed.status_code == 500
+            assert failed.json()["code"] == "processing_failed"
+    finally:
+        services.close()
