@@ -113,3 +113,23 @@ def test_a_stage_the_worker_does_not_have_fails_the_call(folder: Path, pool: War
         call(pool, "nothing")
     assert call(pool, "preprocess")["y"].tolist() == [0, 2, 4]
     assert pool.started == 2  # a failed worker is never used again
+
+
+def test_an_answer_past_the_workers_limit_is_refused(folder: Path, bubblewrap: None) -> None:
+    sandbox = Sandbox(SandboxMode.AUTO)
+    with (folder / "worker.log").open("ab") as log:
+        started = sandbox.start(
+            ["modelport.sandbox.processing_worker", "."],
+            scratch=folder,
+            readonly=[folder / "files"],
+            limits=Limits(wall_seconds=0, cpu_seconds=0, memory_bytes=1 << 30),
+            stderr=log,
+        )
+    worker = WarmWorker(started, max_answer_bytes=1000)
+    try:
+        worker.wait_ready(time.monotonic() + 30)
+        with pytest.raises(ProcessingFailed, match="answered nonsense: an answer of over 1000"):
+            worker.call({"stage": "preprocess"}, {"x": np.arange(500)}, time.monotonic() + 30)
+        assert not worker.alive
+    finally:
+        worker.close()

@@ -14,7 +14,9 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
@@ -65,6 +67,8 @@ class Sandbox:
         self.bwrap = bwrap
         self.use_seccomp = seccomp
         self.observe = observe
+        self._spawner: ThreadPoolExecutor | None = None
+        self._spawn_lock = threading.Lock()
 
     def confinement(self) -> Confinement:
         """What a child gets here; raises ``SandboxUnavailable`` where the mode cannot be
@@ -131,15 +135,26 @@ class Sandbox:
         through its standard input and output (pipes). ``limits.wall_seconds`` is not
         applied here: the caller ends the child (``kill_group``)."""
         argv, env, confinement = self._command(target, scratch, readonly, limits)
-        process = subprocess.Popen(
-            argv,
-            cwd=scratch,
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=stderr if stderr is not None else subprocess.DEVNULL,
-            start_new_session=True,
-            env=env,
-        )
+
+        def popen() -> subprocess.Popen[bytes]:
+            return subprocess.Popen(
+                argv,
+                cwd=scratch,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=stderr if stderr is not None else subprocess.DEVNULL,
+                start_new_session=True,
+                env=env,
+            )
+
+        # bubblewrap's --die-with-parent kills the child when the *thread* that started it
+        # ends: a long-lived child is started from a thread that lives as long as this
+        # sandbox, never from a caller's thread.
+        with self._spawn_lock:
+            if self._spawner is None:
+                self._spawner = ThreadPoolExecutor(1, thread_name_prefix="sandbox-spawn")
+            spawner = self._spawner
+        process = spawner.submit(popen).result()
         return Started(process, confinement)
 
     def _command(

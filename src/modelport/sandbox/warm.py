@@ -55,9 +55,13 @@ Tensors = Mapping[str, np.ndarray]
 class WarmWorker:
     """One started child; see the module's docstring."""
 
-    def __init__(self, started: Started, stderr: Path | None = None) -> None:
+    def __init__(
+        self, started: Started, stderr: Path | None = None, *, max_answer_bytes: int = 1 << 30
+    ) -> None:
         self.started = started
         self.stderr = stderr
+        self.max_answer_bytes = max_answer_bytes
+        """Most bytes one answer may carry: the child cannot make the server buffer more."""
         process = started.process
         assert process.stdin is not None and process.stdout is not None
         self._stdin: IO[bytes] = process.stdin
@@ -103,7 +107,13 @@ class WarmWorker:
         return answer, outputs
 
     def _read(self, deadline: float, *, what: str) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+        taken = 0
+
         def read_exact(n: int) -> bytes:
+            nonlocal taken
+            taken += n
+            if taken > self.max_answer_bytes:
+                raise frames.FrameError(f"an answer of over {self.max_answer_bytes} bytes")
             while len(self._buffer) < n:
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:

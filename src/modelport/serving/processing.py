@@ -197,7 +197,8 @@ class ProcessingPools:
             )
         if self.metrics is not None:
             self.metrics.worker_started(version.model, version.version)
-        worker = WarmWorker(started, stderr=log)
+        # An answer cannot be larger than what the worker could hold.
+        worker = WarmWorker(started, stderr=log, max_answer_bytes=self.memory_bytes)
         worker.wait_ready(deadline)
         return worker
 
