@@ -116,8 +116,14 @@ def test_a_crash_in_the_code_is_a_500_and_the_next_call_works(
     response = v2(sentiment, [f"{word} now"])
     assert response.status_code == 500, response.text
     assert "processing" in response.json()["error"]
+    error = response.json()["error"]
     if word == "raise":
-        assert "ValueError: cannot tokenize raise now" in response.json()["error"]
+        assert "ValueError: cannot tokenize raise now" in error
+    elif word == "exit":
+        assert "exited with status 3" in error
+        assert "PRINTED" not in error  # the worker's log stays in the server's log
+    else:
+        assert "exited with status 4" in error
     # On the endpoint surface the stable code is in the problem document.
     sentiment.endpoint("mood")
     sentiment.deploy("mood", [(f"{REF}:1", 100)])

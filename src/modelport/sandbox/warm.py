@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import logging
 import os
 import select
 import signal
@@ -33,6 +34,7 @@ from modelport.errors import DeadlineExceeded, Internal
 from modelport.sandbox import frames
 from modelport.sandbox.spawn import Started, kill_group
 
+log = logging.getLogger(__name__)
 _STDERR_TAIL = 2000
 _PIPE_BYTES = 1 << 20
 
@@ -153,10 +155,10 @@ class WarmWorker:
         if code is not None and code < 0:
             with contextlib.suppress(ValueError):
                 how = f"was killed by {signal.Signals(-code).name}"
-        tail = self._stderr_tail()
-        return ProcessingFailed(
-            f"the processing worker {how} {when}" + (f": {tail}" if tail else "")
-        )
+        # The log may hold what other calls printed: it goes to the server's log, never
+        # to this caller.
+        log.warning("processing worker %s %s; its log ends: %s", how, when, self._stderr_tail())
+        return ProcessingFailed(f"the processing worker {how} {when}")
 
     def _stderr_tail(self) -> str:
         if self.stderr is None:
