@@ -228,5 +228,7 @@ def test_a_worker_process_runs_the_processing_of_the_calls_it_is_forwarded(
             failed = client.post(f"/v2/models/{REF}/versions/1/infer", json=crash)
             assert failed.status_code == 500
             assert failed.json()["code"] == "processing_failed"
+            assert len(list((settings.home / "processing").iterdir())) == 1
     finally:
         services.close()
+    assert list((settings.home / "processing").iterdir()) == []  # removed with its workers

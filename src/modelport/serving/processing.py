@@ -4,11 +4,12 @@ workers (``modelport.sandbox.warm``).
 ``ProcessingPools`` (one per process, built by ``modelport.app``) gives each version
 with a manifest ``processing`` section its ``VersionProcessing``: on first use the
 package's ``.py`` files and ``processing.data`` files are copied, verified against their
-digests, to ``HOME/processing/<digest>/files`` (the workers' read-only view), and a
-``WarmPool`` of at most ``concurrency`` workers is made. Calls wait on their worker in
-the pools' own threads (``threads``, shared by every version), not the event loop's. Workers start on demand (the
-first call pays the start, up to ``start_timeout_seconds``) and stay until the process
-ends or one fails.
+digests, to a folder of this process's own under ``HOME/processing`` (its ``files/`` is
+the workers' read-only view; removed at close), and a ``WarmPool`` of at most
+``concurrency`` workers is made. Calls wait on their worker in the pools' own threads
+(``threads``, shared by every version), not the event loop's. Workers start on demand
+(the first call pays the start, up to ``start_timeout_seconds``) and stay until the
+process ends or one fails.
 
 ``VersionProcessing.run(stage, tensors, deadline)`` sends the tensors to a worker and
 checks what the code returned against the tensors the next step expects (the model's
@@ -25,6 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import shutil
+import tempfile
 import threading
 import time
 from collections.abc import Mapping, Sequence
@@ -61,6 +63,7 @@ class VersionProcessing:
         timeout_seconds: float,
         executor: Executor,
         metrics: ProcessingMetrics | None = None,
+        folder: Path | None = None,
     ) -> None:
         processing = version.manifest.processing
         assert processing is not None
@@ -69,6 +72,8 @@ class VersionProcessing:
         self.timeout_seconds = timeout_seconds
         self.executor = executor
         self.metrics = metrics
+        self.folder = folder
+        """The workers' folder, removed with them."""
         model = version.manifest.for_runtime()
         self.expected: dict[str, Sequence[TensorSpec]] = {
             "preprocess": model.inputs,
@@ -109,6 +114,8 @@ class VersionProcessing:
 
     def close(self) -> None:
         self.pool.close()
+        if self.folder is not None:
+            shutil.rmtree(self.folder, ignore_errors=True)
 
 
 class ProcessingPools:
@@ -160,8 +167,15 @@ class ProcessingPools:
             if self._closed:
                 raise ProcessingFailed("the processing pools are closed")
             self.sandbox.confinement()  # fail closed (503) before copying anything
-            folder = self.work_dir / version.manifest_digest.replace(":", "-")
-            _materialize(self.blobs, version.manifest, folder)
+            # A folder of this process's own: several serving processes share the home.
+            self.work_dir.mkdir(parents=True, exist_ok=True)
+            name = version.manifest_digest.removeprefix("sha256:")[:16]
+            folder = Path(tempfile.mkdtemp(prefix=f"{name}-", dir=self.work_dir))
+            try:
+                _materialize(self.blobs, version.manifest, folder)
+            except BaseException:
+                shutil.rmtree(folder, ignore_errors=True)
+                raise
             limits = Limits(
                 wall_seconds=0,  # a warm worker lives on; each call has its deadline
                 cpu_seconds=0,
@@ -178,6 +192,7 @@ class ProcessingPools:
                 timeout_seconds=self.timeout_seconds,
                 executor=self._executor,
                 metrics=self.metrics,
+                folder=folder,
             )
             self._versions[version.manifest_digest] = made
             return made
@@ -214,12 +229,9 @@ class ProcessingPools:
 
 def _materialize(blobs: BlobStore, manifest: Manifest, folder: Path) -> None:
     """Copy the code and data files the processing needs, verified, to ``folder/files``,
-    and name its entry points in ``folder/processing.json``; a folder left by an earlier
-    run is made again."""
+    and name its entry points in ``folder/processing.json``."""
     processing = manifest.processing
     assert processing is not None
-    if folder.exists():
-        shutil.rmtree(folder)
     files = folder / "files"
     files.mkdir(parents=True)
     wanted = set(processing.data)
