@@ -1,5 +1,6 @@
 """The parent's side of the sandbox: choose the isolation the operator's mode allows,
-fail closed where it cannot be had, and run a child under it.
+fail closed where it cannot be had, and run a child under it (``run``: to its end, or
+``start``: a long-lived child spoken to through pipes).
 
 Whatever the isolation, the child's environment is empty but for what Python needs (no
 credential of the server's reaches it), it runs in its own process group, killed as a
