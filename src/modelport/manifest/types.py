@@ -25,6 +25,8 @@ UNSAFE_FORMATS = frozenset({"pickle", "pkl", "joblib", "cloudpickle", "dill", "p
 prove nothing: publishing also sniffs every file's contents
 (``modelport.registry.content``)."""
 
+EXECUTION_MODES = ("thread", "process")
+"""Values of ``runtime.execution`` (``modelport.runtime.types.Execution``)."""
 _FORMAT_RE = re.compile(r"^[a-z0-9][a-z0-9._-]{0,31}$")
 _TENSOR_NAME_RE = re.compile(r"^[A-Za-z0-9_.:/-]{1,128}$")
 
@@ -158,14 +160,26 @@ class Manifest(_Strict):
     runtime: dict[str, Any] = Field(
         default_factory=dict,
         description=(
-            "Runtime requirements and options, e.g. opset; for 'transformers': task, "
-            "context_length, parameters, quantization, kv_cache_bytes."
+            "Runtime requirements and options, e.g. opset; 'execution': 'thread' (the "
+            "default: on threads of the serving process) or 'process' (in worker processes "
+            "that a deadline can kill); for 'transformers': task, context_length, "
+            "parameters, quantization, kv_cache_bytes."
         ),
     )
     preprocessing: dict[str, Any] | None = None
     postprocessing: dict[str, Any] | None = None
     description: str = Field(default="", max_length=10_000)
     tags: list[str] = Field(default_factory=list, max_length=64)
+
+    @field_validator("runtime")
+    @classmethod
+    def _runtime(cls, v: dict[str, Any]) -> dict[str, Any]:
+        execution = v.get("execution", "thread")
+        if execution not in EXECUTION_MODES:
+            raise ValueError(
+                f"execution must be one of {', '.join(EXECUTION_MODES)}, not {execution!r}"
+            )
+        return v
 
     @field_validator("format")
     @classmethod

@@ -24,6 +24,16 @@ class Priority(StrEnum):
     BATCH = "batch"
 
 
+class Execution(StrEnum):
+    """Where a tensor version's model executes (the manifest's ``runtime.execution``)."""
+
+    THREAD = "thread"
+    """On threads of the serving process: fastest; a hung execution cannot be stopped."""
+    PROCESS = "process"
+    """In worker processes: tensors cross shared memory; a call past its deadline kills
+    its worker, and a crash ends only that worker."""
+
+
 class Phase(StrEnum):
     """Phases of a load, timed separately."""
 

@@ -10,7 +10,10 @@ on the event loop. When a batch fails, every request in it receives the error.
 
 A request's deadline is armed as a timer: when it fires, a request still queued
 is taken out (never executed) and its caller gets ``deadline_exceeded``; one
-already executing is answered with the same error and its output dropped.
+already executing is answered with the same error and its output dropped, or, when
+the executor stops overdue batches (``Executor.kills_overdue``: worker processes),
+with ``execution_timeout``: the executor kills the batch at its latest request's
+deadline.
 """
 
 from __future__ import annotations
@@ -145,11 +148,20 @@ class Batcher:
         if self._queue.discard(request, RequestState.EXPIRED):
             self.observer.queue_depth(len(self._queue))
             self._pump()
-        if not payload.future.done():
-            where = "executing" if request.state is RequestState.EXECUTING else "queued"
+        if payload.future.done():
+            return
+        if request.state is RequestState.EXECUTING and self.executor.kills_overdue:
             payload.future.set_exception(
-                DeadlineExceeded(f"{self.name}: the deadline passed while the request was {where}")
+                DeadlineExceeded(
+                    f"{self.name}: the execution passed the deadline and is being stopped",
+                    code="execution_timeout",
+                )
             )
+            return
+        where = "executing" if request.state is RequestState.EXECUTING else "queued"
+        payload.future.set_exception(
+            DeadlineExceeded(f"{self.name}: the deadline passed while the request was {where}")
+        )
 
     # ---- dispatching
     def _pump(self) -> None:
@@ -206,7 +218,9 @@ class Batcher:
                 loop.call_soon_threadsafe(self._finish, batch, outcome)
 
         try:
-            self.executor.submit([r.payload.inputs for r in batch], done)
+            # The batch is worth finishing until its last request's deadline.
+            deadline = batch[0].deadline if len(batch) == 1 else max(r.deadline for r in batch)
+            self.executor.submit([r.payload.inputs for r in batch], done, deadline)
         except Exception as exc:  # e.g. the executor was closed under us
             self._finish(batch, exc)
 
