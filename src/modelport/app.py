@@ -194,16 +194,22 @@ def build_blob_store(settings: Settings) -> BlobStore:
 
 
 def build_host(
-    settings: Settings, metrics: RuntimeMetrics, check_load: LoadCheck | None = None
+    settings: Settings,
+    metrics: RuntimeMetrics,
+    check_load: LoadCheck | None = None,
+    clock: Clock | None = None,
 ) -> ModelHost:
     """The in-process model host, configured from the ``runtime_*`` settings;
-    ``check_load`` (``signature_check``) runs before every load."""
+    ``check_load`` (``signature_check``) runs before every load; worker crashes are
+    counted on ``clock`` (``runtime_process_*``)."""
     import psutil
 
     from modelport.runtime.admission import MemoryBudget
     from modelport.runtime.cache import ModelCache
     from modelport.runtime.formats import FormatRegistry
     from modelport.runtime.host import ModelHost
+    from modelport.runtime.process.crashes import CrashLedger
+    from modelport.runtime.process.executor import ProcessExecutors
     from modelport.runtime.types import BatchingConfig
 
     host_budget = settings.runtime_memory_budget_bytes or int(psutil.virtual_memory().total * 0.7)
@@ -217,9 +223,15 @@ def build_host(
         "intra_op_spinning": settings.runtime_intra_op_spinning,
         "graph_optimization": settings.runtime_graph_optimization,
     }
+    formats = FormatRegistry({"onnx": onnx, "transformers": transformers_options(settings)})
+    ledger = CrashLedger(
+        limit=settings.runtime_process_crash_limit,
+        window=settings.runtime_process_crash_window_seconds,
+        clock=clock or SystemClock(),
+    )
     return ModelHost(
         cache=ModelCache(settings.home / "cache"),
-        formats=FormatRegistry({"onnx": onnx, "transformers": transformers_options(settings)}),
+        formats=formats,
         budget=MemoryBudget(host_budget, device_budget),
         batching=BatchingConfig(
             max_batch_size=settings.runtime_max_batch_size,
@@ -230,6 +242,12 @@ def build_host(
         load_timeout=settings.runtime_load_timeout_seconds,
         observer=metrics,
         check_load=check_load,
+        process_executors=ProcessExecutors(
+            formats.spec,
+            ledger=ledger,
+            start_timeout=settings.runtime_process_start_timeout_seconds,
+            observer=metrics,
+        ),
     )
 
 
@@ -925,7 +943,7 @@ def build_services(
     registry = build_registry(settings, database, blob_store, changes, metrics)
     secret_box = build_secret_box(settings)
     check = signature_check(registry)
-    host = build_host(settings, metrics, check) if settings.role is Role.ALL else None
+    host = build_host(settings, metrics, check, clock) if settings.role is Role.ALL else None
     engines = None
     if host is not None:
         # Formats given by the caller (tests' toy engines), else the installed ones.
@@ -1123,7 +1141,7 @@ def build_worker_services(settings: Settings, *, clock: Clock | None = None) -> 
         blob_store=blob_store,
         registry=registry,
         metrics=metrics,
-        host=build_host(settings, metrics, signature_check(registry)),
+        host=build_host(settings, metrics, signature_check(registry), clock),
         clock=clock or SystemClock(),
     )
 

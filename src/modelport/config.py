@@ -178,7 +178,19 @@ class Settings(BaseSettings):
     """Requests one version may hold queued; more are refused with 429 queue_full."""
 
     runtime_instances: int = Field(default=1, ge=1)
-    """Batches of one version that may execute at the same time."""
+    """Batches of one version that may execute at the same time (with process execution:
+    worker processes per version)."""
+
+    runtime_process_crash_limit: int = Field(default=3, ge=1)
+    """Worker crashes of one version within the crash window that quarantine it (503
+    version_quarantined until the window has passed)."""
+
+    runtime_process_crash_window_seconds: float = Field(default=300.0, gt=0)
+    """The window in which worker crashes are counted toward quarantine."""
+
+    runtime_process_start_timeout_seconds: float = Field(default=120.0, gt=0)
+    """A worker process that has not loaded its model within this is killed and its load
+    fails (worker_start_timeout); also the deadline of its warm-up."""
 
     # ---- transformers format (the ``modelport[llm]`` extra)
     llm_device: Literal["auto", "cpu", "cuda"] = "auto"

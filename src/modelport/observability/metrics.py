@@ -41,6 +41,10 @@ Series (``model`` is ``owner/name``):
 - ``modelport_model_load_phase_duration_seconds{model,version,phase}``
 - ``modelport_model_cold_starts_total{model,version}``
 - ``modelport_model_memory_bytes{model,version,memory}`` (``host`` or ``device``)
+- ``modelport_model_worker_crashes_total{model,version,reason}`` (worker processes lost:
+  ``crash``, or ``timeout`` when killed at a deadline)
+- ``modelport_model_worker_starts_total{model,version}`` (worker processes started,
+  restarts included)
 """
 
 from __future__ import annotations
@@ -380,6 +384,18 @@ class RuntimeMetrics:
             registry=r,
             multiprocess_mode="livesum",
         )
+        self.worker_crashes = Counter(
+            "modelport_model_worker_crashes",
+            "Worker processes lost: crashed, or killed at a deadline (timeout).",
+            (*labels, "reason"),
+            registry=r,
+        )
+        self.worker_starts = Counter(
+            "modelport_model_worker_starts",
+            "Worker processes started (restarts included).",
+            labels,
+            registry=r,
+        )
         self._versions: dict[tuple[str, str], VersionMetrics] = {}
         # Other processes read this one's files: fold periodically too.
         self._periodic = multiprocess_dir() is not None
@@ -392,6 +408,13 @@ class RuntimeMetrics:
                 (model, version), VersionMetrics(self, model, version, periodic=self._periodic)
             )
         return found
+
+    def worker_crashed(self, model: str, version: str, reason: str) -> None:
+        """Implements ``runtime.process.executor.WorkerObserver`` (a rare event)."""
+        self.worker_crashes.labels(model, version, reason).inc()
+
+    def worker_started(self, model: str, version: str) -> None:
+        self.worker_starts.labels(model, version).inc()
 
     def flush(self) -> None:
         """Fold every version's tallies into the Prometheus series now."""

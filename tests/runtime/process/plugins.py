@@ -1,6 +1,7 @@
 """A format plugin for worker-process tests, imported in the worker: ONNX, except that
 the first value of input ``x`` can make the execution misbehave for real.
 
+Option ``load_seconds``: the load sleeps that long first (a worker slow to start).
 ``-1``: the process exits at once (``os._exit(3)``); ``-2``: it raises SIGSEGV on itself;
 ``-3``: the model raises ``ValueError``. Any other value: the ONNX model's answer.
 """
@@ -9,6 +10,7 @@ from __future__ import annotations
 
 import os
 import signal
+import time
 from pathlib import Path
 
 import numpy as np
@@ -44,5 +46,10 @@ class _Misbehaving:
 class MisbehavingFormat(OnnxFormat):
     name = "misbehaving"
 
+    def __init__(self, *, load_seconds: float = 0.0, **options: object) -> None:
+        super().__init__(**options)  # type: ignore[arg-type]
+        self.load_seconds = load_seconds
+
     def load(self, files: dict[str, Path], manifest: Manifest) -> LoadedModel:  # type: ignore[override]
+        time.sleep(self.load_seconds)
         return _Misbehaving(super().load(files, manifest))

@@ -15,13 +15,17 @@ import pytest
 
 from modelport.clock import ManualClock
 from modelport.errors import DeadlineExceeded, Internal, Unavailable
+from modelport.runtime.admission import MemoryBudget
+from modelport.runtime.cache import ModelCache
 from modelport.runtime.executor import Executor
+from modelport.runtime.formats import FormatRegistry
 from modelport.runtime.host import ModelHost
-from modelport.runtime.process.executor import ProcessExecutor
+from modelport.runtime.process.crashes import CrashLedger
+from modelport.runtime.process.executor import ProcessExecutor, ProcessExecutors
 from modelport.runtime.types import VersionKey
 from modelport.testing.onnx_models import add_one, looping_add_one
 from tests.runtime.conftest import DictBlobSource, mlp_manifest, onnx_manifest
-from tests.runtime.process.conftest import ProcessHostFactory
+from tests.runtime.process.conftest import MISBEHAVING, ProcessHostFactory
 from tests.runtime.process.plugins import EXIT, RAISE, SEGFAULT
 
 pytestmark = pytest.mark.slow
@@ -222,3 +226,25 @@ def test_a_model_that_fails_to_load_in_the_worker_fails_the_version(
     assert getattr(raised.value, "code", None) == "load_failed"
     status = host.status(VersionKey("acme/broken", "1", mdigest + "0"))
     assert status is not None and status.state == "failed"
+
+
+def test_a_worker_slow_to_load_fails_the_load_at_the_start_timeout(
+    tmp_path: Path, source: DictBlobSource, clock: ManualClock
+) -> None:
+    slow = FormatRegistry(
+        {"misbehaving": {"intra_op_threads": 1, "load_seconds": 3600.0}},
+        plugins={"misbehaving": MISBEHAVING},
+    )
+    ledger = CrashLedger(limit=3, window=60.0, clock=clock)
+    host = ModelHost(
+        cache=ModelCache(tmp_path / "cache"),
+        formats=slow,
+        budget=MemoryBudget(host_bytes=None),
+        process_executors=ProcessExecutors(slow.spec, ledger=ledger, start_timeout=1.0),
+    )
+    try:
+        with pytest.raises(Unavailable) as raised:
+            load(host, source, *misbehaving(source), "sluggish")
+        assert raised.value.code == "worker_start_timeout"
+    finally:
+        host.close()

@@ -95,7 +95,10 @@ class Worker:
             self._conn = Connection(os.dup(ours.fileno()))
         deadline = time.monotonic() + timeout
         try:
-            send(self._conn, self.spec.message())
+            try:
+                send(self._conn, self.spec.message())
+            except OSError:
+                raise WorkerGone(self._how(wait=True)) from None
             answer = self._receive(deadline)
         except WorkerOverdue:
             raise Unavailable(
@@ -103,6 +106,7 @@ class Worker:
                 code="worker_start_timeout",
             ) from None
         except WorkerGone as gone:
+            self.kill()
             raise Unavailable(
                 f"{self.name}: the worker ended while loading ({gone.how})",
                 code="worker_start_failed",

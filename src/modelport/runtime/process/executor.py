@@ -14,7 +14,6 @@ starts a worker. A Python exception in the model is the model's answer
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import queue
 import threading
@@ -25,7 +24,7 @@ from typing import Protocol
 
 import numpy as np
 
-from modelport.errors import DeadlineExceeded, Internal, ModelportError
+from modelport.errors import DeadlineExceeded, Internal
 from modelport.logs import log_event
 from modelport.manifest import Manifest
 from modelport.runtime.batching.requests import merge, split
@@ -41,7 +40,8 @@ class WorkerObserver(Protocol):
     """Events of worker processes, by version (``owner/name``, version)."""
 
     def worker_crashed(self, model: str, version: str, reason: str) -> None:
-        """A worker ended abnormally: ``reason`` is ``crash`` or ``timeout`` (killed)."""
+        """A worker was lost: ``reason`` is ``crash``, or ``timeout`` (killed at a
+        deadline; a timeout is not counted toward quarantine)."""
         ...
 
     def worker_started(self, model: str, version: str) -> None:
@@ -131,10 +131,20 @@ class ProcessExecutor:
             except Exception as exc:  # handed to every request of the batch
                 outcome = exc
             done(outcome)
-            if self._workers[slot] is None and not self._closed:
+            idle = self._workers[slot] is None and not self._closed
+            if idle and not self._ledger.quarantined_for(self.name):
                 # Replaced now, not on the next call: that call need not wait for a load.
-                with contextlib.suppress(ModelportError):
+                try:
                     self._ensure(slot)
+                except Exception as exc:  # the next batch tries again and reports it
+                    log_event(
+                        log,
+                        "model.worker_restart_failed",
+                        level=logging.WARNING,
+                        model=self._model,
+                        version=self._version,
+                        cause=str(exc),
+                    )
 
     def _ensure(self, slot: int) -> Worker:
         worker = self._workers[slot]
