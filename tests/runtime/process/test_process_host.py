@@ -248,3 +248,26 @@ def test_a_worker_slow_to_load_fails_the_load_at_the_start_timeout(
         assert raised.value.code == "worker_start_timeout"
     finally:
         host.close()
+
+
+def test_a_worker_outlives_neither_its_host_nor_its_hung_call() -> None:
+    import signal
+    import subprocess
+    import sys
+
+    host = subprocess.Popen(
+        [sys.executable, "-m", "tests.runtime.process.orphan_host"], stdout=subprocess.PIPE
+    )
+    try:
+        assert host.stdout is not None
+        worker = int(host.stdout.readline())
+        assert not gone(worker)
+        host.send_signal(signal.SIGKILL)  # no clean-up of any kind
+        host.wait()
+        deadline = time.monotonic() + 15
+        while not gone(worker) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert gone(worker), "the worker of a dead host kept running"
+    finally:
+        host.kill()
+        host.wait()

@@ -87,7 +87,13 @@ class Worker:
         ours, theirs = socket.socketpair()
         with ours, theirs:
             self._process = subprocess.Popen(
-                [sys.executable, "-m", "modelport.runtime.process.worker", str(theirs.fileno())],
+                [
+                    sys.executable,
+                    "-m",
+                    "modelport.runtime.process.worker",
+                    str(theirs.fileno()),
+                    str(os.getpid()),
+                ],
                 pass_fds=(theirs.fileno(),),
                 stdin=subprocess.DEVNULL,
                 start_new_session=True,

@@ -1,8 +1,9 @@
 """A worker's main: load one version through its format plugin, then execute batches.
 
 Started by ``runtime.process.client.Worker`` as ``python -m
-modelport.runtime.process.worker FD`` in a session (process group) of its own, with the
-control socket as file descriptor ``FD``. It executes one batch at a time: inputs are
+modelport.runtime.process.worker FD PARENT`` in a session (process group) of its own,
+with the control socket as file descriptor ``FD``. It exits when the host (process
+``PARENT``) is gone, even in the middle of a hung execution. It executes one batch at a time: inputs are
 read in place from the host's input segment, outputs written to the host's output
 segment. A Python exception in the model is answered as ``error`` and the worker goes
 on; anything worse ends the process, which the host sees as a crash.
@@ -10,7 +11,9 @@ on; anything worse ends the process, which the host sees as a crash.
 
 from __future__ import annotations
 
+import os
 import sys
+import threading
 import time
 import traceback
 from importlib.metadata import EntryPoint
@@ -38,6 +41,18 @@ def _untrack_shared_memory() -> None:
 
     resource_tracker.register = ignore
     resource_tracker.unregister = ignore
+
+
+def _watch_parent(parent: int, interval: float = 1.0) -> None:
+    # Not PR_SET_PDEATHSIG: it fires when the host's *thread* that started the worker
+    # ends, and those threads come and go. A thread here runs between the model's steps
+    # (a native library releases the GIL; Python code yields it every few ms).
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(interval)
+        os._exit(0)
+
+    threading.Thread(target=watch, name="parent-watch", daemon=True).start()
 
 
 def load(spec: Message) -> LoadedModel:
@@ -122,6 +137,7 @@ def serve(conn: Connection) -> int:
 
 def main(argv: list[str] | None = None) -> Any:
     args = sys.argv[1:] if argv is None else argv
+    _watch_parent(int(args[1]))
     return serve(Connection(int(args[0])))
 
 
