@@ -271,3 +271,47 @@ def test_a_worker_outlives_neither_its_host_nor_its_hung_call() -> None:
     finally:
         host.kill()
         host.wait()
+
+
+def test_through_the_local_backend_crashes_and_quarantine_spare_the_hosts_breaker(
+    make_process_host: ProcessHostFactory, source: DictBlobSource
+) -> None:
+    from modelport.serving.backends.local import LocalBackend
+    from modelport.serving.breaker import BreakerState
+    from modelport.serving.dispatch import Dispatcher
+    from modelport.serving.health import HealthBoard
+    from modelport.serving.types import BackendRequest, Capabilities, VersionRef
+
+    host = make_process_host(crash_limit=2)
+    manifest, digest = misbehaving(source)
+    backend = LocalBackend(
+        host,
+        source,
+        capabilities=Capabilities(
+            formats=frozenset({"misbehaving"}),
+            max_batch_size=1 << 20,
+            hardware=frozenset({"cpu"}),
+            protocols=frozenset({"v2"}),
+        ),
+    )
+    board = HealthBoard()
+    dispatcher = Dispatcher(board)
+    version = VersionRef("acme/crashy", "1", digest, manifest)
+
+    def call(first: float) -> Any:
+        request = BackendRequest(
+            version=version,
+            inputs={"x": np.full((1, 4), first, np.float32)},
+            deadline=time.monotonic() + 30,
+        )
+        return asyncio.run(dispatcher.dispatch(request, [backend]))
+
+    codes = []
+    for _ in range(3):  # two crashes, then the quarantine
+        with pytest.raises((Internal, Unavailable)) as raised:
+            call(EXIT)
+        codes.append(raised.value.code)
+    assert codes[:2] == ["execution_crashed", "execution_crashed"]
+    assert codes[2] == "version_quarantined"
+    assert board.breaker("local").state is BreakerState.CLOSED
+    assert board.breaker("local").snapshot().failures == 0
