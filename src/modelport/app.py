@@ -47,6 +47,7 @@ if TYPE_CHECKING:
     from modelport.inference.service import InferenceService
     from modelport.inference.targets import VersionTargets
     from modelport.jobs.batch import BatchService
+    from modelport.jobs.outputs import JobOutputs
     from modelport.jobs.runner import JobNotifier, JobRunner
     from modelport.jobs.service import JobService
     from modelport.jobs.stages import StageRegistry
@@ -121,6 +122,8 @@ class Services:
     """This process's job runner (started by the API's lifespan)."""
     batches: BatchService
     """Batches over files of requests (``/v1/batches``): jobs of the batch pipeline."""
+    job_outputs: JobOutputs
+    """A job's outputs inline or by signed, expiring URL, and the blobs behind them."""
     engines: GenerativeHost | None = None
     """This process's generative engines; None in the ``gateway`` role, or when no
     generative format is installed (the ``modelport[llm]`` extra)."""
@@ -679,6 +682,21 @@ def build_jobs(
     return service, runner
 
 
+def build_job_outputs(
+    settings: Settings, jobs: JobService, blobs: BlobService, box: SecretBox, clock: Clock
+) -> JobOutputs:
+    """Job outputs, inline up to ``JOB_INLINE_OUTPUT_BYTES``, with URLs signed by
+    ``JOB_OUTPUT_URL_SECRET`` or else a key derived from the installation's secret key
+    (so every process of the installation signs alike)."""
+    from modelport.jobs.outputs import JobOutputs
+    from modelport.jobs.signing import OutputSigner
+
+    secret = settings.job_output_url_secret.get_secret_value()
+    key = secret.encode() if secret else box.derive("modelport job output urls")
+    signer = OutputSigner(key, seconds=settings.job_output_url_seconds, now=clock.now)
+    return JobOutputs(jobs, blobs, signer, inline_bytes=settings.job_inline_output_bytes)
+
+
 def register_batch_stages(
     stages: StageRegistry,
     database: Database,
@@ -1021,6 +1039,7 @@ def build_services(
         jobs=jobs,
         job_runner=job_runner,
         batches=BatchService(database, jobs, files, now=clock.now),
+        job_outputs=build_job_outputs(settings, jobs, blobs, secret_box, clock),
     )
 
 
