@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import gc
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -1047,10 +1047,16 @@ def build_files(
     settings: Settings, database: Database, blobs: BlobService, clock: Clock
 ) -> FileService:
     """Tenants' files over the blob store."""
+
+    def put_chunks(chunks: Iterable[bytes], tenant: str) -> tuple[str, int]:
+        blob = blobs.put_chunks(chunks, tenant=tenant)
+        return blob.digest, blob.size
+
     return FileService(
         database,
         put_blob=lambda data, tenant: blobs.put(data, tenant=tenant),
         read_blob=lambda digest: blobs.read(blobs.stat(digest)),
+        put_chunks=put_chunks,
         now=clock.now,
         max_bytes=settings.max_file_bytes,
     )

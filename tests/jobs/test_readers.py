@@ -15,6 +15,7 @@ import pytest
 from modelport.blobs.interface import BlobStore, StagingWriter
 from modelport.blobs.service import BlobService
 from modelport.blobs.types import StagedUpload
+from modelport.digests import sha256_digest
 from modelport.errors import InvalidInput
 from modelport.files.batch_lines import iter_lines, iter_stream_lines
 from modelport.jobs.readers import NpyRows, first_line, jsonl_shards
@@ -205,3 +206,18 @@ def test_streamed_lines_are_the_lines_of_the_whole(chunk: int) -> None:
     pieces: list[Any] = [data[i : i + chunk] for i in range(0, len(data), chunk)]
     assert list(iter_stream_lines(pieces)) == list(iter_lines(data))
     assert list(iter_stream_lines([])) == []
+
+
+def test_a_blob_written_from_pieces_is_the_blob_of_their_bytes(
+    database: Database, store: BlobStore
+) -> None:
+    blobs, _ = _counted(database, store)
+    pieces = [b"first line\n", b"", b"second", b" line\n" * 1000]
+    joined = b"".join(pieces)
+    blob = blobs.put_chunks(iter(pieces), tenant="acme")
+    assert (blob.digest, blob.size) == (sha256_digest(joined), len(joined))
+    assert blobs.get(blob.digest) == joined and blobs.held_by("acme", blob.digest)
+    again = blobs.put_chunks(iter(pieces), tenant="beta")  # stored already: recorded only
+    assert again == blob and blobs.held_by("beta", blob.digest)
+    empty = blobs.put_chunks(iter([]))
+    assert empty.size == 0 and blobs.get(empty.digest) == b""

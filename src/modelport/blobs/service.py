@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import hashlib
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 
 from modelport.blobs import repository as repo
 from modelport.blobs._common import blob_not_found
@@ -56,6 +57,33 @@ class BlobService:
             if tenant is not None:
                 repo.record_owner(session, [digest], tenant, now)
         return digest
+
+    def put_chunks(self, chunks: Iterable[bytes], *, tenant: str | None = None) -> Blob:
+        """``put`` for bytes that arrive in pieces (a batch's output file made of its
+        shards): they are staged as they come and hashed on the way, never held whole."""
+        upload_id = uuid.uuid4().hex
+        hasher = hashlib.sha256()
+        size = 0
+        try:
+            writer = self.store.open_staging(upload_id, 0)
+            try:
+                for chunk in chunks:
+                    writer.write(chunk)
+                    hasher.update(chunk)
+                    size += len(chunk)
+                writer.publish()
+            finally:
+                writer.abort()  # nothing after a publish
+            digest = "sha256:" + hasher.hexdigest()
+            self.store.commit_staging(upload_id, digest, size)  # False: stored already
+        finally:
+            self.store.discard_staging(upload_id)
+        now = utcnow()
+        with self.database.transaction() as session:
+            repo.record_blob(session, Blob(digest, size), now)
+            if tenant is not None:
+                repo.record_owner(session, [digest], tenant, now)
+        return Blob(digest, size)
 
     def get(self, digest: str) -> bytes:
         """The whole blob ``digest``, verified (``blob_not_found``, ``blob_corrupted``)."""

@@ -16,8 +16,8 @@
   encodes them) and none of them run; ``publish`` then publishes the finished lines'
   output and all the errors, and marks the manifest ``expired``. The job itself ends
   ``succeeded`` (each stage did its work); the batch's status is ``expired``.
-- ``publish`` concatenates the shards' outputs into the output file and the errors
-  into the error file (ids derived from the job: a publish run again finds them) and
+- ``publish`` streams the shards' outputs into the output file and the errors
+  into the error file (never holding either whole) (ids derived from the job: a publish run again finds them) and
   answers the manifest (file ids, every shard's digests), which the runner records
   with the stage done: the batch shows its files only then, all at once.
 
@@ -34,6 +34,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from functools import partial
+from itertools import chain
 from typing import Any, Protocol
 
 import anyio.to_thread
@@ -256,23 +257,25 @@ class PublishStage:
         job = context.job
         expired = bool((await context.read_input()).get("expired"))
         found = await anyio.to_thread.run_sync(self._checkpoints, job.id)
-        output = b"".join([await context.read(c.output_digest) for c in found])
-        errors = b"".join([await context.read(c.error_digest) for c in found])
+        blobs = context.services.blobs
         name = job.id
 
-        def write(kind: str, data: bytes) -> str | None:
-            if not data:
+        def write(kind: str, digests: list[str]) -> str | None:
+            # The shards' blobs streamed one after another into the file: the output
+            # file is never held whole.
+            if not any(blobs.stat(digest).size for digest in digests):
                 return None
             file = self.files.write(
                 job.tenant,
                 FilePurpose.BATCH_OUTPUT,
                 f"batch_{name}_{kind}.jsonl",
-                data,
+                chain.from_iterable(blobs.read(blobs.stat(digest)) for digest in digests),
                 file_id=published_file_id(job.id, kind),
             )
             return file.id
 
-        output_id = await anyio.to_thread.run_sync(write, "output", output)
+        outputs, errors = [c.output_digest for c in found], [c.error_digest for c in found]
+        output_id = await anyio.to_thread.run_sync(write, "output", outputs)
         error_id = await anyio.to_thread.run_sync(write, "error", errors)
         manifest: dict[str, Any] = {
             "output_file_id": output_id,
