@@ -440,3 +440,47 @@ def test_a_batch_past_its_completion_window_expires_with_its_unrun_lines_as_erro
     job_id = world.services.batches.get(None, batch.id).job_id
     assert eventually(lambda: len({call for call, _ in _batch_calls(world)}) == 1)
     assert {call for call, _ in _batch_calls(world)} == {f"batch:{job_id}:r0"}
+
+
+def test_a_batch_whose_shards_expired_before_a_crash_still_ends_expired(
+    idle_world: World,
+) -> None:
+    world = idle_world
+    _priced(world, "acme/counter")
+    client = world.client()
+    uploaded = client.files.create(
+        file=("r.jsonl", _lines(4, model="acme/counter")), purpose="batch"
+    )
+    batch = client.batches.create(
+        input_file_id=uploaded.id,
+        endpoint="/v1/chat/completions",
+        completion_window="24h",
+        extra_body={"shard_rows": 2},
+    )
+    clock = ManualClock()
+    crashed: list[int] = []
+
+    def noted(position: int) -> None:
+        if position == 0:
+            clock.advance(24 * 3600 + 1)
+        elif not crashed:
+            # The last shard expired and is checkpointed; the attempt dies before the
+            # stage is recorded done, and the retry finds nothing left to run.
+            crashed.append(position)
+            raise RuntimeError("the runner died here")
+
+    lines = CountingLines(OpenAILineRunner(world.services.inference))
+    runner = _runner(world, lines, noted, clock)
+    runner.start()
+    try:
+        done = _wait(client, batch.id)
+    finally:
+        runner.stop()
+    assert crashed == [1]
+    assert done.status == "expired", done
+    assert [line["custom_id"] for line in _jsonl(client, done.output_file_id or "")] == ["r0", "r1"]
+    errors = _jsonl(client, done.error_file_id or "")
+    assert [(e["custom_id"], e["error"]["code"]) for e in errors] == [
+        ("r2", "batch_expired"),
+        ("r3", "batch_expired"),
+    ]

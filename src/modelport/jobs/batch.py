@@ -40,6 +40,8 @@ from typing import Any, Protocol
 import anyio.to_thread
 import orjson
 
+from modelport.blobs.service import BlobService
+from modelport.digests import sha256_digest
 from modelport.errors import InvalidInput, NotFound
 from modelport.files import FilePurpose, FileService
 from modelport.files.batch_lines import BATCH_URLS
@@ -86,7 +88,9 @@ class LineRunner(Protocol):
         ...
 
     def expired_line(self, custom_id: str, *, call_id: str, request_id: str) -> LineOutcome:
-        """The error line of a request never run: its batch expired first."""
+        """The error line of a request never run: its batch expired first. Its error
+        code is ``batch_expired``, written ``"batch_expired"`` on the line (a run resumed
+        after a crash recognizes the shards expired before by it)."""
         ...
 
 
@@ -153,9 +157,15 @@ class ShardStage:
                     self.on_shard(job.id, shard.position)
         finally:
             await anyio.to_thread.run_sync(reader.close)
-        if not expired and await anyio.to_thread.run_sync(self._cancelled, job.id):
+        if await anyio.to_thread.run_sync(self._cancelled, job.id):
+            # A cancel wins over the expiry: the job ends cancelled at the boundary,
+            # so publish now what was answered and expired.
             return await self._cancel(context)
         recorded = await anyio.to_thread.run_sync(self._checkpoints, job.id)
+        if not expired and deadline is not None and self.now() >= deadline:
+            # A run before this one (its runner died before the stage was recorded)
+            # may have expired shards: they are checkpointed, so nothing was left here.
+            expired = await anyio.to_thread.run_sync(_expired_before, blobs, recorded)
         manifest: dict[str, Any] = {"shards": [_shard_doc(c) for c in recorded]}
         if expired:
             manifest["expired"] = True
@@ -228,6 +238,21 @@ class ShardStage:
         with self.database.transaction() as session:
             job = repo.get_job(session, job_id, with_stages=False)
         return job is None or job.cancel_requested
+
+
+EXPIRED_CODE = b'"batch_expired"'
+
+
+def _expired_before(blobs: BlobService, recorded: Sequence[ShardCheckpoint]) -> bool:
+    """Whether a checkpointed shard is one ``_expire`` wrote: no line answered, and its
+    first error line carries the ``batch_expired`` code."""
+    empty = sha256_digest(b"")
+    for c in recorded:
+        if c.rows and c.failed == c.rows and c.output_digest == empty:
+            head = b"".join(blobs.read(blobs.stat(c.error_digest), 0, 4096))
+            if EXPIRED_CODE in head.split(b"\n", 1)[0]:
+                return True
+    return False
 
 
 def _shard_doc(c: ShardCheckpoint) -> dict[str, Any]:

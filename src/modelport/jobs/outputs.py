@@ -40,7 +40,8 @@ class JobOutput:
     digest: str
     size: int
     document: dict[str, Any] | None
-    """The document itself when it is at most the inline limit; None above it."""
+    """The document itself when it is at most the inline limit; None above it (or when
+    the output is not a JSON object: a custom stage's bytes)."""
     signed: SignedOutput | None
     """Its URL's expiry and signature (None: the installation cannot sign)."""
     shards: dict[str, SignedOutput | None] = field(default_factory=dict)
@@ -67,7 +68,10 @@ class JobOutputs:
         signed = self.signer.sign(job.id, blob.digest)
         if blob.size > self.inline_bytes:
             return JobOutput(blob.digest, blob.size, None, signed)
-        document = tensors.loads(self.blobs.get(blob.digest))
+        try:
+            document = tensors.loads(self.blobs.get(blob.digest))
+        except InvalidInput:  # a custom last stage's bytes that are no JSON object
+            return JobOutput(blob.digest, blob.size, None, signed)
         shards = {d: self.signer.sign(job.id, d) for d in _shard_digests(document)}
         return JobOutput(blob.digest, blob.size, document, signed, shards)
 
