@@ -255,6 +255,17 @@ def idle_world(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Worl
     built.services.close()
 
 
+@pytest.fixture
+def idle_world_on(
+    tmp_path: Path, database_url: str, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[World]:
+    """``idle_world`` on each database (SQLite, and PostgreSQL where configured)."""
+    built = build_world(tmp_path / "home", database_url, monkeypatch, job_runner_concurrency=0)
+    yield built
+    built.server.stop()
+    built.services.close()
+
+
 def _runner(
     world: World,
     lines: CountingLines,
@@ -392,9 +403,9 @@ def test_batches_are_listed_newest_first_by_cursor(world: World) -> None:
 
 
 def test_a_batch_past_its_completion_window_expires_with_its_unrun_lines_as_errors(
-    idle_world: World,
+    idle_world_on: World,
 ) -> None:
-    world = idle_world
+    world = idle_world_on
     _priced(world, "acme/counter")
     client = world.client()
     rows, size = 7, 2
