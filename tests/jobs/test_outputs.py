@@ -15,13 +15,16 @@ from urllib.parse import parse_qs, urlsplit
 import numpy as np
 import pytest
 from click.testing import CliRunner
+from cryptography.fernet import Fernet
 from fastapi.testclient import TestClient
 
 from modelport.cli import modelport
 from modelport.client import Client
 from modelport.client.errors import ApiError
 from modelport.clock import ManualClock
+from modelport.errors import Forbidden
 from modelport.jobs.signing import OutputSigner
+from modelport.store.secrets import SecretBox
 from tests.jobs.conftest import Jobs
 from tests.metering.conftest import make_platform
 
@@ -206,3 +209,37 @@ def test_the_client_downloads_and_the_cli_prints_urls(small: Jobs) -> None:
         assert "bytes)" in shown.output
     finally:
         server.stop()
+
+
+def test_the_configured_secret_signs_and_without_any_key_nothing_is_signed(
+    tmp_path: Path, database_url: str
+) -> None:
+    platform = make_platform(
+        tmp_path / "home", database_url, job_runner_concurrency=0, job_output_url_secret="s3cret"
+    )
+    jobs = Jobs(platform)
+    try:
+        done = _done(jobs)
+        _, query = _path(done["output"]["url"])
+        # Anyone holding the configured secret (another process) verifies the URL.
+        alike = OutputSigner(b"s3cret", seconds=60, now=platform.services.clock.now)
+        alike.verify(done["id"], done["output_digest"], query["expires"], query["signature"])
+    finally:
+        platform.close_client()
+        platform.services.close()
+    keyless = OutputSigner(None, seconds=60, now=ManualClock().now)
+    assert not keyless.can_sign and keyless.sign("job", "sha256:" + "0" * 64) is None
+    with pytest.raises(Forbidden) as refused:
+        keyless.verify("job", "sha256:" + "0" * 64, "9999999999", "00")
+    assert refused.value.code == "invalid_signature"
+
+
+def test_keys_derived_from_the_secret_key_are_stable_and_apart() -> None:
+    key = Fernet.generate_key()
+    box, again = SecretBox([key]), SecretBox([key, Fernet.generate_key()])
+    derived = box.derive("modelport job output urls")
+    assert derived is not None and len(derived) == 32
+    assert again.derive("modelport job output urls") == derived  # the newest key's
+    assert box.derive("another use") != derived
+    assert SecretBox([Fernet.generate_key()]).derive("modelport job output urls") != derived
+    assert SecretBox([]).derive("modelport job output urls") is None
