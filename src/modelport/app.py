@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import gc
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -47,6 +47,7 @@ if TYPE_CHECKING:
     from modelport.inference.service import InferenceService
     from modelport.inference.targets import VersionTargets
     from modelport.jobs.batch import BatchService
+    from modelport.jobs.outputs import JobOutputs
     from modelport.jobs.runner import JobNotifier, JobRunner
     from modelport.jobs.service import JobService
     from modelport.jobs.stages import StageRegistry
@@ -121,6 +122,8 @@ class Services:
     """This process's job runner (started by the API's lifespan)."""
     batches: BatchService
     """Batches over files of requests (``/v1/batches``): jobs of the batch pipeline."""
+    job_outputs: JobOutputs
+    """A job's outputs inline or by signed, expiring URL, and the blobs behind them."""
     engines: GenerativeHost | None = None
     """This process's generative engines; None in the ``gateway`` role, or when no
     generative format is installed (the ``modelport[llm]`` extra)."""
@@ -697,6 +700,21 @@ def build_jobs(
     return service, runner
 
 
+def build_job_outputs(
+    settings: Settings, jobs: JobService, blobs: BlobService, box: SecretBox, clock: Clock
+) -> JobOutputs:
+    """Job outputs, inline up to ``JOB_INLINE_OUTPUT_BYTES``, with URLs signed by
+    ``JOB_OUTPUT_URL_SECRET`` or else a key derived from the installation's secret key
+    (so every process of the installation signs alike)."""
+    from modelport.jobs.outputs import JobOutputs
+    from modelport.jobs.signing import OutputSigner
+
+    secret = settings.job_output_url_secret.get_secret_value()
+    key = secret.encode() if secret else box.derive("modelport job output urls")
+    signer = OutputSigner(key, seconds=settings.job_output_url_seconds, now=clock.now)
+    return JobOutputs(jobs, blobs, signer, inline_bytes=settings.job_inline_output_bytes)
+
+
 def register_batch_stages(
     stages: StageRegistry,
     database: Database,
@@ -1039,6 +1057,7 @@ def build_services(
         jobs=jobs,
         job_runner=job_runner,
         batches=BatchService(database, jobs, files, now=clock.now),
+        job_outputs=build_job_outputs(settings, jobs, blobs, secret_box, clock),
     )
 
 
@@ -1046,10 +1065,16 @@ def build_files(
     settings: Settings, database: Database, blobs: BlobService, clock: Clock
 ) -> FileService:
     """Tenants' files over the blob store."""
+
+    def put_chunks(chunks: Iterable[bytes], tenant: str) -> tuple[str, int]:
+        blob = blobs.put_chunks(chunks, tenant=tenant)
+        return blob.digest, blob.size
+
     return FileService(
         database,
         put_blob=lambda data, tenant: blobs.put(data, tenant=tenant),
         read_blob=lambda digest: blobs.read(blobs.stat(digest)),
+        put_chunks=put_chunks,
         now=clock.now,
         max_bytes=settings.max_file_bytes,
     )

@@ -281,6 +281,18 @@ class Settings(BaseSettings):
     """How often an idle runner looks for jobs submitted through other processes (its
     own process's are started at once)."""
 
+    job_inline_output_bytes: int = Field(default=1 << 20, ge=0)
+    """A job's output document up to this size is shown inline by ``GET /api/jobs/{id}``;
+    a larger one by its digest, size and a signed, expiring ``url`` only."""
+
+    job_output_url_seconds: int = Field(default=3600, gt=0, le=7 * 24 * 3600)
+    """How long a signed output URL stays valid after the job was read."""
+
+    job_output_url_secret: SecretStr = SecretStr("")
+    """The key that signs output URLs (any string; every process of the installation
+    needs the same). Unset: derived from the installation's secret key (``secret_key``,
+    or the embedded key file); a distributed installation with neither makes no URLs."""
+
     metering_drain_interval_seconds: float = Field(default=0.25, gt=0)
     """How often the usage outbox is delivered (to the ledger, or the Redis stream)."""
 

@@ -378,6 +378,18 @@ class Job:
         return sum(1 for stage in self.stages if stage["state"] == "done")
 
     @property
+    def output_digest(self) -> str | None:
+        digest = self.raw.get("output_digest")
+        return digest if isinstance(digest, str) else None
+
+    @property
+    def output(self) -> Json | None:
+        """The output's ``digest``, ``size``, whether it is ``inline`` and its signed,
+        expiring ``url`` (None until the job succeeded)."""
+        found = self.raw.get("output")
+        return found if isinstance(found, dict) else None
+
+    @property
     def progress(self) -> Json | None:
         """A batch job's ``rows_total``, ``rows_done``, ``rows_failed`` and
         ``estimated_completion`` (None for other jobs)."""

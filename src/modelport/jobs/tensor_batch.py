@@ -6,7 +6,8 @@ A job submitted with the pipeline ``TENSOR_BATCH_PIPELINE`` (``POST /api/jobs`` 
 
 - ``tensor_shards`` (``params``: ``shard_rows``, default 1,000; ``input``, the model's
   input to feed, default its only one; ``output``, the output to keep, default its
-  first): each shard of rows not checkpointed yet is one ``InferenceService.infer``
+  first): each shard of rows not checkpointed yet, read alone by a ranged read of the
+  file (``jobs.readers.NpyRows``), is one ``InferenceService.infer``
   call, as the submitting principal at batch priority under the metered call id
   ``batch:<job>:<shard>``, its output stored as a ``.npy`` blob and the shard
   checkpointed (``batch_shards``). A run resumed after a kill starts at the first shard
@@ -31,6 +32,7 @@ from modelport.errors import InvalidInput
 from modelport.inference.types import Caller, InferenceRequest, InferenceResult
 from modelport.jobs import shards, tensors
 from modelport.jobs.batch import SHARD_ROWS
+from modelport.jobs.readers import NpyRows
 from modelport.jobs.repository import get_job
 from modelport.jobs.stages import StageContext, declared, parse_target
 from modelport.jobs.types import ShardCheckpoint, StageSpec
@@ -42,17 +44,6 @@ TENSOR_BATCH_PIPELINE = (
     StageSpec("shards", "tensor_shards", retries=2, timeout_seconds=24 * 3600.0),
     StageSpec("publish", "tensor_publish", retries=2),
 )
-
-
-def load_rows(data: bytes) -> np.ndarray:
-    """A ``.npy`` file's array (no pickles), at least one dimension of rows."""
-    try:
-        array = np.load(io.BytesIO(data), allow_pickle=False)
-    except (ValueError, OSError) as exc:
-        raise InvalidInput(f"not a .npy file: {exc}", code="invalid_batch_file") from None
-    if not isinstance(array, np.ndarray) or array.ndim == 0 or len(array) == 0:
-        raise InvalidInput("the .npy file holds no rows", code="invalid_batch_file")
-    return array
 
 
 def npy_bytes(array: np.ndarray) -> bytes:
@@ -96,21 +87,22 @@ class TensorShardStage:
         size = params.get("shard_rows", SHARD_ROWS)
         if not isinstance(size, int) or not 1 <= size <= 1_000_000:
             raise InvalidInput("shard_rows must be 1 to 1000000", code="invalid_params")
-        rows = load_rows(await context.read(job.input_digest))
+        blobs = context.services.blobs
+        # The file's header now, each shard's rows when it runs: never the whole file.
+        rows = await anyio.to_thread.run_sync(NpyRows, blobs, job.input_digest)
         inference = context.services.inference
         target = parse_target(job.target_kind, job.target)
         inputs, outputs = await declared(inference, context.principal, target)
         input_name = _pick(inputs, params.get("input"), "input")
         output_name = _pick(outputs, params.get("output"), "output")
-        blobs = context.services.blobs
         empty = await anyio.to_thread.run_sync(partial(blobs.put, b"", tenant=job.tenant))
         done = await anyio.to_thread.run_sync(self._done, job.id)
-        for position, start in enumerate(range(0, len(rows), size)):
+        for position, start in enumerate(range(0, rows.rows, size)):
             if position in done:
                 continue
             if await anyio.to_thread.run_sync(self._cancelled, job.id):
                 return tensors.dumps({"cancelled": True})
-            shard = rows[start : start + size]
+            shard = await anyio.to_thread.run_sync(rows.read, start, start + size)
 
             async def decode(
                 specs: Sequence[TensorSpec], _: Sequence[TensorSpec], shard: np.ndarray = shard
@@ -135,7 +127,7 @@ class TensorShardStage:
             await anyio.to_thread.run_sync(
                 shards.checkpoint, self.database, job.id, checkpoint, self.now()
             )
-        return tensors.dumps({"output": output_name, "rows": len(rows)})
+        return tensors.dumps({"output": output_name, "rows": rows.rows})
 
     def _done(self, job_id: str) -> set[int]:
         with self.database.transaction() as session:

@@ -100,6 +100,21 @@ class OpenAILineRunner:
         }
         return LineOutcome(True, orjson.dumps(doc))
 
+    def expired_line(self, custom_id: str, *, call_id: str, request_id: str) -> LineOutcome:
+        """OpenAI's line for a request its batch never ran: no response, the error
+        ``batch_expired``."""
+        doc = {
+            "id": _line_id(call_id),
+            "custom_id": custom_id,
+            "response": None,
+            "error": {
+                "code": "batch_expired",
+                "message": "This request could not be executed before the completion "
+                "window expired.",
+            },
+        }
+        return LineOutcome(False, orjson.dumps(doc))
+
     async def _answer(
         self,
         principal: Principal,
