@@ -158,7 +158,9 @@ class Manifest(_Strict):
     runtime: dict[str, Any] = Field(
         default_factory=dict,
         description=(
-            "Runtime requirements and options, e.g. opset; for 'transformers': task, "
+            "Runtime requirements and options, e.g. opset; 'deterministic' (a boolean, "
+            "default false): the same input always gives the same answer, so answers may "
+            "be cached; for 'transformers': task, "
             "context_length, parameters, quantization, kv_cache_bytes."
         ),
     )
@@ -173,6 +175,18 @@ class Manifest(_Strict):
         if not _FORMAT_RE.match(v):
             raise ValueError("must be a lowercase identifier such as 'onnx'")
         return v
+
+    @field_validator("runtime")
+    @classmethod
+    def _runtime(cls, v: dict[str, Any]) -> dict[str, Any]:
+        if "deterministic" in v and not isinstance(v["deterministic"], bool):
+            raise ValueError("deterministic must be true or false")
+        return v
+
+    @property
+    def deterministic(self) -> bool:
+        """Declared deterministic (``runtime.deterministic``): its answers may be cached."""
+        return self.runtime.get("deterministic") is True
 
     @model_validator(mode="after")
     def _unique(self) -> Manifest:
