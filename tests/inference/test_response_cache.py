@@ -8,6 +8,7 @@ Whether the model ran is counted at the ONNX executor itself."""
 
 from __future__ import annotations
 
+import os
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -15,12 +16,15 @@ from typing import Any
 
 import numpy as np
 import pytest
+import redis
 
 from modelport.inference.types import Caller, InferenceRequest, ModelTarget
 from modelport.manifest import TensorSpec
 from modelport.metering.types import BalanceScope, Unit, UsageEvent
 from modelport.runtime.formats.onnx import OnnxModel
+from tests.conftest import skip_or_fail
 from tests.metering.conftest import ADDER_BODY, Platform, approve, make_platform
+from tests.polling import eventually
 
 CACHED = "acme/adder/versions/2"
 """Declared deterministic."""
@@ -282,3 +286,45 @@ def events_of(platform: Platform, request_id: str) -> dict[Unit, UsageEvent]:
 
 def test_default_body_is_the_adder_body() -> None:
     assert _body(1)["inputs"][0]["data"] == ADDER_BODY["inputs"][0]["data"]
+
+
+def test_two_gateways_share_answers_and_flag_changes_through_redis(
+    tmp_path: Path, database_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two processes' services on one PostgreSQL and one Redis: an answer one computed
+    is a hit in the other, and a tenant's no-cache declared through one reaches the other
+    (its flags were cached for an hour) by the change event."""
+    if database_url.startswith("sqlite"):
+        pytest.skip("the distributed shape: PostgreSQL")
+    url = os.environ.get("MODELPORT_TEST_REDIS_URL")
+    if not url:
+        skip_or_fail("Redis tests need MODELPORT_TEST_REDIS_URL")
+    assert url is not None
+    shared = {
+        "redis_url": url,
+        "resolve_cache_ttl_seconds": 3600,
+        "blob_url": str(tmp_path / "blobs"),
+    }
+    first = make_platform(tmp_path / "one", database_url, **shared)
+    client = redis.Redis.from_url(url)
+    for name in client.scan_iter("modelport:*:respcache:*"):  # an earlier run's answers
+        client.delete(name)
+    second = None
+    try:
+        first.publisher.adder(version="2", runtime={"deterministic": True})
+        approve(first.services, "acme", "adder", "2")
+        second = make_platform(tmp_path / "two", database_url, seed=False, **shared)
+        assert call(first, first.key, json=_body(100))[0] == "miss"
+        executions = Executions(monkeypatch)
+        assert call(second, second.key, json=_body(100))[0] == "hit"  # first's answer
+        assert executions.count == 0
+        set_flags(first, "beta", no_cache=True)
+        assert eventually(lambda: call(second, second.key, json=_body(100))[0] is None)
+    finally:
+        for name in client.scan_iter("modelport:*:respcache:*"):
+            client.delete(name)
+        client.close()
+        for platform in (first, second):
+            if platform is not None:
+                platform.close_client()
+                platform.services.close()
