@@ -5,9 +5,8 @@ a live server over real HTTP: the flags change, and so do the tenant's cached fl
 from __future__ import annotations
 
 import json
-from typing import Any
-
 from pathlib import Path
+from typing import Any
 
 import anyio
 import pytest
