@@ -10,16 +10,17 @@ the surface's ``Decoder``:
 2. admit: rate, concurrency and budget limits (``LimitService``; warm subjects without
    a thread hop, Redis admissions grouped);
 3. decode the request against the target's declared tensors (the surface's work);
-4. reserve: the meter prices the call and holds its upper cost (reservations grouped;
-   settlements through the journal where there is one);
-5. for a version declared deterministic, look the question up in the response cache
-   (``inference.cache``: a hit is metered as the price book says for ``cache_hit`` and
-   answered without dispatching; a miss stores its answer once settled); else, and on a
-   miss, dispatch through the serving layer (``Dispatcher``: breakers, health, retries,
-   metrics; for an endpoint the router's canary, shadow and fallbacks) to a backend
-   (this process's model host is the ``LocalBackend``);
+4. for a version declared deterministic, look the question up in the response cache
+   (``inference.cache``; a tenant that declared no-cache skips it); reserve: the meter
+   prices the call (a hit by the ``cache_hit`` rule where there is one) and holds its
+   upper cost (reservations grouped; settlements through the journal where there is one);
+5. a hit is answered from the cache; otherwise dispatch through the serving layer
+   (``Dispatcher``: breakers, health, retries, metrics; for an endpoint the router's
+   canary, shadow and fallbacks) to a backend (this process's model host is the
+   ``LocalBackend``);
 6. record: usage quantities (``Usage``) on the metered call, the prediction log for an
-   endpoint; settle, release the admission, and return the ``InferenceResult``.
+   endpoint; settle, store a miss's answer in the cache, release the admission, and
+   return the ``InferenceResult``.
 
 A call is cancellable: the surface's watch cancels the task when its caller hangs up;
 the meter then settles it ``cancelled`` and the admission is given back. The watch is
@@ -344,9 +345,9 @@ class InferenceService:
             try:
                 ref = resolved.ref
                 started = time.perf_counter()
-                if lookup is not None and lookup.hit is not None:
+                if hit is not None and lookup is not None:
                     served = Served(
-                        lookup.hit.outputs,
+                        hit.outputs,
                         Provenance(ref, None, age_seconds=lookup.age_seconds, cached=True),
                     )
                 else:
