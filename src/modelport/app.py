@@ -43,6 +43,7 @@ from modelport.tenancy.service import TenancyService
 
 if TYPE_CHECKING:
     from modelport.inference.access_facts import AccessFacts
+    from modelport.inference.cache import ResponseCache
     from modelport.inference.repository import ModelRepository
     from modelport.inference.service import InferenceService
     from modelport.inference.targets import VersionTargets
@@ -133,6 +134,8 @@ class Services:
         self.repository_sync.close()
         self.metering.close()
         self.limits.close()
+        if self.inference.cache is not None:
+            self.inference.cache.close()
         if self.engines is not None:
             self.engines.close()
         if self.host is not None:
@@ -1009,6 +1012,7 @@ def build_services(
         changes,
         clock,
     )
+    inference.cache = build_response_cache(settings, tenancy, metrics, changes, keys, clock)
     moderation = build_moderation(database, changes, clock, inference)
     blobs = BlobService(database, blob_store, verify_below_bytes=settings.verify_below_bytes)
     webhooks = build_webhooks(settings, database, clock, secret_box)
@@ -1151,6 +1155,57 @@ def build_inference(
         role=settings.role.value,
     )
     return service, repository
+
+
+def build_response_cache(
+    settings: Settings,
+    tenancy: TenancyService,
+    metrics: RuntimeMetrics,
+    changes: ChangeBus,
+    keys: Keyspace,
+    clock: Clock,
+) -> ResponseCache | None:
+    """The response cache (None where disabled): a memory tier bounded by bytes, a Redis
+    tier where Redis is set, tenants' flags refreshed by ``TenantCacheChanged`` events."""
+    if not settings.response_cache_enabled:
+        return None
+    from modelport.changes import TenantCacheChanged
+    from modelport.errors import NotFound
+    from modelport.inference.cache import (
+        CacheFlags,
+        MemoryTier,
+        RedisTier,
+        ResponseCache,
+        TenantCacheFlags,
+    )
+    from modelport.observability.cache_metrics import ResponseCacheMetrics
+
+    def load(slug: str) -> CacheFlags | None:
+        try:
+            tenant = tenancy.get_tenant(slug)
+        except NotFound:
+            return None
+        return CacheFlags(no_cache=tenant.no_cache, shared_cache=tenant.shared_cache)
+
+    flags = TenantCacheFlags(load, ttl=settings.resolve_cache_ttl_seconds, clock=clock.monotonic)
+    changes.subscribe(TenantCacheChanged, lambda change: flags.forget(change.tenant))
+    changes.on_reset(flags.forget_all)
+    ttl = settings.response_cache_ttl_seconds
+    redis_tier = None
+    if settings.redis_url and settings.response_cache_redis:
+        import redis
+
+        client = redis.Redis.from_url(
+            settings.redis_url, socket_timeout=1, socket_connect_timeout=1
+        )
+        redis_tier = RedisTier(client, keys, ttl_seconds=ttl)
+    return ResponseCache(
+        MemoryTier(max_bytes=settings.response_cache_max_bytes, ttl_seconds=ttl),
+        flags,
+        redis=redis_tier,
+        counter=ResponseCacheMetrics(metrics.registry),
+        max_entry_bytes=settings.response_cache_max_entry_bytes,
+    )
 
 
 def build_worker_services(settings: Settings, *, clock: Clock | None = None) -> WorkerServices:

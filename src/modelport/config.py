@@ -223,6 +223,24 @@ class Settings(BaseSettings):
     max_inference_request_bytes: int = Field(default=64 << 20, gt=0)
     """Largest inference request body accepted on ``/v2``."""
 
+    # ---- response cache (answers of versions declared deterministic)
+    response_cache_enabled: bool = True
+    """Reuse the answers of versions whose manifest declares ``runtime.deterministic``
+    (docs/cache.md). Tenants that declared no-cache are never cached either way."""
+
+    response_cache_max_bytes: int = Field(default=64 << 20, ge=0)
+    """Bytes of answers each process keeps in memory (least recently used go first)."""
+
+    response_cache_max_entry_bytes: int = Field(default=1 << 20, gt=0)
+    """Largest answer cached; a bigger one is answered, not kept."""
+
+    response_cache_ttl_seconds: float = Field(default=300.0, gt=0)
+    """How long a cached answer is reused after it was computed, in memory and in Redis."""
+
+    response_cache_redis: bool = True
+    """With ``redis_url``, also keep answers in Redis, shared by every process of the
+    installation."""
+
     # ---- tenancy
     redis_url: str | None = None
     """Redis shared by gateway processes (``redis://host:6379/0``); revoked and rotated API

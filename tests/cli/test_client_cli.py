@@ -206,6 +206,8 @@ def test_prices(platform: Platform) -> None:
     assert "0.002500" in ok(platform, "prices", "list", MODEL)
     rule = as_json(platform, "prices", "list", MODEL)["items"][0]
     assert (rule["unit_price_micros"], rule["version"]) == (2500, None)
+    hit = ok(platform, "prices", "set", MODEL, "--unit", "cache_hit", "--price", "0.0001")
+    assert "0.000100 per cache_hit" in hit
     bad = cli(platform.server.url, "prices", "set", MODEL, "--price", "0.0000001")
     assert bad.exit_code == 2 and "six decimals" in bad.output
 

@@ -127,6 +127,9 @@ class InferenceResult:
     """An endpoint call's routing outcome (deployment, chosen version, fallback)."""
     body: bytes | None = None
     """The encoded answer, when the service needed it (an idempotency key completed)."""
+    cache: str | None = None
+    """The response cache's part: ``hit``, ``miss``, or None where it was not consulted
+    (a version not declared deterministic, a no-cache tenant, an endpoint call)."""
 
 
 @dataclass(frozen=True, slots=True)

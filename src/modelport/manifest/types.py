@@ -162,8 +162,9 @@ class Manifest(_Strict):
         description=(
             "Runtime requirements and options, e.g. opset; 'execution': 'thread' (the "
             "default: on threads of the serving process) or 'process' (in worker processes "
-            "that a deadline can kill); for 'transformers': task, context_length, "
-            "parameters, quantization, kv_cache_bytes."
+            "that a deadline can kill); 'deterministic' (a boolean, default false): the "
+            "same input always gives the same answer, so answers may be cached; for "
+            "'transformers': task, context_length, parameters, quantization, kv_cache_bytes."
         ),
     )
     preprocessing: dict[str, Any] | None = None
@@ -179,6 +180,8 @@ class Manifest(_Strict):
             raise ValueError(
                 f"execution must be one of {', '.join(EXECUTION_MODES)}, not {execution!r}"
             )
+        if "deterministic" in v and not isinstance(v["deterministic"], bool):
+            raise ValueError("deterministic must be true or false")
         return v
 
     @field_validator("format")
@@ -187,6 +190,11 @@ class Manifest(_Strict):
         if not _FORMAT_RE.match(v):
             raise ValueError("must be a lowercase identifier such as 'onnx'")
         return v
+
+    @property
+    def deterministic(self) -> bool:
+        """Declared deterministic (``runtime.deterministic``): its answers may be cached."""
+        return self.runtime.get("deterministic") is True
 
     @model_validator(mode="after")
     def _unique(self) -> Manifest:

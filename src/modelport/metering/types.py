@@ -29,6 +29,9 @@ class Unit(StrEnum):
     SECOND = "second"
     COMPUTE_MS = "compute_ms"
     """A millisecond of executor time attributed to the call."""
+    CACHE_HIT = "cache_hit"
+    """One call answered from the response cache. Where a version has a rule for it, a
+    hit is charged by that rule alone; without one, a hit is priced as any call."""
 
 
 class UsageStatus(StrEnum):
@@ -325,6 +328,8 @@ class CallInfo:
     a crash): its prediction id, so its usage events' ids (``<call_id>:<unit>``) are the
     same each time, and the id of its hold (``meter.repeatable_id``), so it is charged
     once. None: a fresh random prediction id."""
+    cached: bool = False
+    """Answered from the response cache (``Unit.CACHE_HIT``)."""
 
 
 @dataclass(slots=True)

@@ -16,6 +16,7 @@ from sqlalchemy import (
     String,
     Text,
     UniqueConstraint,
+    false,
 )
 from sqlalchemy.orm import Mapped, mapped_column
 
@@ -232,6 +233,10 @@ class TenantRow(Base):
     require_separation: Mapped[bool] = mapped_column(default=False)
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
     created_by: Mapped[str] = mapped_column(String(128), default="")
+    no_cache: Mapped[bool] = mapped_column(default=False, server_default=false())
+    """Its calls are never answered from, nor stored in, the response cache."""
+    shared_cache: Mapped[bool] = mapped_column(default=False, server_default=false())
+    """It answers from, and adds to, the cache shared with other tenants that opted in."""
 
 
 class MemberRow(Base):
