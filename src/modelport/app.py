@@ -225,6 +225,7 @@ def build_host(
             max_batch_size=settings.runtime_max_batch_size,
             max_queue_delay_us=settings.runtime_max_queue_delay_us,
             max_queue_size=settings.runtime_max_queue_size,
+            offline_queue_share=settings.runtime_offline_queue_share,
             instances=settings.runtime_instances,
         ),
         load_timeout=settings.runtime_load_timeout_seconds,

@@ -7,7 +7,7 @@ A job submitted with the pipeline ``TENSOR_BATCH_PIPELINE`` (``POST /api/jobs`` 
 - ``tensor_shards`` (``params``: ``shard_rows``, default 1,000; ``input``, the model's
   input to feed, default its only one; ``output``, the output to keep, default its
   first): each shard of rows not checkpointed yet is one ``InferenceService.infer``
-  call, as the submitting principal at batch priority under the metered call id
+  call, as the submitting principal at offline priority under the metered call id
   ``batch:<job>:<shard>``, its output stored as a ``.npy`` blob and the shard
   checkpointed (``batch_shards``). A run resumed after a kill starts at the first shard
   not checkpointed; a shard cut by the kill runs again and is charged once.
@@ -119,7 +119,7 @@ class TensorShardStage:
                     inputs={input_name: shard},
                     outputs=(output_name,),
                     timeout=context.spec.timeout_seconds,
-                    priority=Priority.BATCH,
+                    priority=Priority.OFFLINE,
                 )
 
             caller = Caller(

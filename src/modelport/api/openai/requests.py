@@ -211,14 +211,15 @@ def _user(doc: Mapping[str, Any]) -> str | None:
 
 
 def _priority(doc: Mapping[str, Any]) -> Priority:
-    """The ``priority`` extension: ``interactive`` (the default) or ``batch``."""
+    """The ``priority`` extension: ``interactive`` (the default), ``batch`` or
+    ``offline``."""
     value = doc.get("priority")
     if value is None:
         return Priority.INTERACTIVE
     try:
         return Priority(value)
     except ValueError:
-        raise _invalid("priority must be 'interactive' or 'batch'", "priority") from None
+        raise _invalid("priority must be 'interactive', 'batch' or 'offline'", "priority") from None
 
 
 def _messages(raw: Any) -> tuple[ChatMessage, ...]:
