@@ -79,6 +79,15 @@ def test_a_chat_with_every_served_field() -> None:
     }
 
 
+def test_priority_offline_is_accepted() -> None:
+    chat = parse_chat(
+        {"model": "m/x", "messages": [{"role": "user", "content": "hi"}], "priority": "offline"}
+    )
+    assert chat.sampling.priority is Priority.OFFLINE
+    completion = parse_completion({"model": "m/x", "prompt": "a", "priority": "offline"})
+    assert completion.sampling.priority is Priority.OFFLINE
+
+
 def test_defaults_and_nulls() -> None:
     chat = parse_chat({"model": "m/x", "messages": [{"role": "user", "content": "hi"}], "n": None})
     assert (chat.sampling.max_tokens, chat.sampling.n, chat.sampling.parameters) == (1024, 1, {})
