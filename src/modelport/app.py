@@ -266,6 +266,7 @@ def build_generative_host(
                 "kv_cache_bytes": settings.llm_kv_cache_bytes,
                 "max_running": settings.llm_max_running,
                 "max_waiting": settings.llm_max_waiting,
+                "offline_waiting_share": settings.runtime_offline_queue_share,
                 "metrics": generation_metrics,
             }
         }

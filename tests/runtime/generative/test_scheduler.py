@@ -209,3 +209,21 @@ def test_a_batch_sequence_preempts_offline_ones_but_not_interactive_ones() -> No
     s.add([seq(10, 50, BATCH)])
     assert s.schedule().preempted == []
     assert s.running == [interactive, bulk]
+
+
+def test_offline_sequences_hold_at_most_their_share_of_the_waiting_queue() -> None:
+    s, _ = scheduler(capacity=20, max_waiting=4, context_length=20, max_running=1)
+    s.add([seq(5, 5)])
+    s.schedule()  # one running: everything below waits
+    s.check(5, 5, n=2, priority=OFFLINE)
+    s.add([seq(5, 5, OFFLINE), seq(5, 5, OFFLINE)])
+    with pytest.raises(Overloaded) as exc:
+        s.check(5, 5, priority=OFFLINE)
+    assert exc.value.code == "queue_full" and "offline" in exc.value.message
+    assert exc.value.extra["retry_after"] > 0
+    # The other half is still there for interactive and batch requests.
+    s.check(5, 5, priority=BATCH)
+    s.check(5, 5, n=2, priority=INTERACTIVE)
+    s.add([seq(5, 5, BATCH), seq(5, 5)])
+    with pytest.raises(Overloaded):
+        s.check(5, 5)

@@ -18,7 +18,8 @@ Each engine step asks ``schedule()``:
 
 ``check`` refuses a request before anything is queued or allocated: one that can
 never fit (``context_length_exceeded``) or that would overflow the bounded waiting
-queue (``queue_full``, with a Retry-After predicted from recent admissions).
+queue, or for an offline request its share of it (``queue_full``, with a Retry-After
+predicted from recent admissions).
 
 Not thread-safe: the engine serialises calls under its lock.
 """
@@ -82,6 +83,7 @@ class Scheduler:
         context_length: int,
         max_running: int = 32,
         max_waiting: int = 256,
+        offline_waiting_share: float = 0.5,
         max_prefill_tokens: int = 4096,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
@@ -89,6 +91,8 @@ class Scheduler:
         self.context_length = context_length
         self.max_running = max_running
         self.max_waiting = max_waiting
+        # An offline flood leaves the rest of the waiting queue to the other classes.
+        self.max_offline_waiting = max(1, int(max_waiting * offline_waiting_share))
         self.max_prefill_tokens = max_prefill_tokens
         self._clock = clock
         self._waiting: dict[Priority, deque[ScheduledSequence]] = {
@@ -100,7 +104,14 @@ class Scheduler:
 
     # -- what a submission may do -------------------------------------------------
 
-    def check(self, prompt_tokens: int, max_tokens: int, n: int = 1) -> None:
+    def check(
+        self,
+        prompt_tokens: int,
+        max_tokens: int,
+        n: int = 1,
+        *,
+        priority: Priority = Priority.INTERACTIVE,
+    ) -> None:
         """Raise if a request of ``n`` sequences cannot be queued; allocates nothing."""
         total = prompt_tokens + max_tokens
         if total > self.context_length:
@@ -126,6 +137,15 @@ class Scheduler:
                 f"{waiting} sequences are waiting, the limit is {self.max_waiting}",
                 code="queue_full",
                 retry_after=retry_after,
+                queued=waiting,
+            )
+        offline = len(self._waiting[Priority.OFFLINE])
+        if priority is Priority.OFFLINE and offline + n > self.max_offline_waiting:
+            raise Overloaded(
+                f"{offline} offline sequences are waiting, their share is "
+                f"{self.max_offline_waiting}",
+                code="queue_full",
+                retry_after=self.predicted_wait(offline + n - self.max_offline_waiting),
                 queued=waiting,
             )
 
