@@ -212,6 +212,15 @@ _BAD_FILES: list[tuple[str, Any, dict[str, Any], str]] = [
         {},
         "batch_columns_mismatch",
     ),
+    (
+        "fixed-size lists of 3 for rows of 2",
+        lambda: _table(
+            a=_ROWS,
+            b=pa.FixedSizeListArray.from_arrays(pa.array([1.0] * 6, type=pa.float32()), 3),
+        ),
+        {},
+        "batch_columns_mismatch",
+    ),
     ("ragged lists", _ragged, {}, "batch_columns_mismatch"),
     ("nulls", _with_nulls, {}, "invalid_batch_file"),
     ("no rows", lambda: pair_table(*pair_rows(0)), {}, "invalid_batch_file"),

@@ -158,8 +158,9 @@ def _check_type(spec: TensorSpec, arrow_type: Any) -> None:
     """The column's nesting gives the input's rank and its leaf type the datatype."""
     pyarrow, _, _ = _pyarrow()
     types = pyarrow.types
-    rank, leaf = 1, arrow_type
+    rank, leaf, widths = 1, arrow_type, []
     while _is_list(pyarrow, leaf):
+        widths.append(leaf.list_size if types.is_fixed_size_list(leaf) else -1)
         rank, leaf = rank + 1, leaf.value_type
     want = numpy_dtype(spec.name, spec.datatype)
     try:
@@ -175,6 +176,13 @@ def _check_type(spec: TensorSpec, arrow_type: Any) -> None:
             f"column '{spec.name}' gives tensors of rank {rank} (lists nested "
             f"{rank - 1} deep); the input has shape {list(spec.shape)}"
         )
+    # Fixed-size lists are checked here; other lists as their rows are read.
+    for want_width, width in zip(spec.shape[1:], widths, strict=True):
+        if -1 not in (want_width, width) and want_width != width:
+            raise _mismatch(
+                f"column '{spec.name}' holds lists of {width}; the input has shape "
+                f"{list(spec.shape)}"
+            )
 
 
 def _is_list(pyarrow: Any, arrow_type: Any) -> bool:
