@@ -171,7 +171,10 @@ def open_rows(
             else tuple(spec.name for spec in outputs)
         )
         return ParquetBatch(parquet.ParquetRows(file, inputs), names)
-    array = load_rows(file.read())
+    # A .npy file is read whole, verified as a whole blob is (a large one was not yet).
+    data = file.getvalue() if isinstance(file, io.BytesIO) else blobs.get(digest)
+    file.close()
+    array = load_rows(data)
     return NpyRows(
         array,
         _pick(inputs, params.get("input"), "input"),
