@@ -243,6 +243,7 @@ def build_host(
             max_batch_size=settings.runtime_max_batch_size,
             max_queue_delay_us=settings.runtime_max_queue_delay_us,
             max_queue_size=settings.runtime_max_queue_size,
+            offline_queue_share=settings.runtime_offline_queue_share,
             instances=settings.runtime_instances,
         ),
         load_timeout=settings.runtime_load_timeout_seconds,
@@ -289,6 +290,7 @@ def build_generative_host(
                 "kv_cache_bytes": settings.llm_kv_cache_bytes,
                 "max_running": settings.llm_max_running,
                 "max_waiting": settings.llm_max_waiting,
+                "offline_waiting_share": settings.runtime_offline_queue_share,
                 "metrics": generation_metrics,
             }
         }

@@ -177,6 +177,11 @@ class Settings(BaseSettings):
     runtime_max_queue_size: int = Field(default=1024, ge=1)
     """Requests one version may hold queued; more are refused with 429 queue_full."""
 
+    runtime_offline_queue_share: float = Field(default=0.5, gt=0, le=1)
+    """Share of ``runtime_max_queue_size`` that ``offline`` requests (jobs, batches) may
+    hold queued; more offline requests are refused with 429 queue_full, so an offline
+    flood never fills the queue interactive and batch requests need."""
+
     runtime_instances: int = Field(default=1, ge=1)
     """Batches of one version that may execute at the same time (with process execution:
     worker processes per version)."""

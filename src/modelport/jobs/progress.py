@@ -9,7 +9,7 @@ from sqlalchemy import select
 
 from modelport.blobs.service import BlobService
 from modelport.errors import ModelportError
-from modelport.jobs import shards
+from modelport.jobs import parquet, shards
 from modelport.jobs.readers import NpyRows
 from modelport.jobs.types import Job, JobState, Progress
 from modelport.store.database import Database
@@ -26,6 +26,19 @@ def npy_rows(blobs: BlobService, digest: str) -> int | None:
         return None
 
 
+def file_rows(blobs: BlobService, digest: str) -> int | None:
+    """The rows of a stored tensor batch file, ``.npy`` or Parquet (from its footer);
+    None when it is neither."""
+    rows = npy_rows(blobs, digest)
+    if rows is not None:
+        return rows
+    try:
+        with parquet.open_blob(blobs, digest) as source:
+            return parquet.count_rows(source)
+    except Exception:  # a blob gone or unreadable: the stage says why
+        return None
+
+
 def progress(database: Database, blobs: BlobService, job: Job, now: datetime) -> Progress | None:
     if not any(spec.implementation in SHARDING for spec in job.pipeline):
         return None
@@ -33,7 +46,7 @@ def progress(database: Database, blobs: BlobService, job: Job, now: datetime) ->
         done, failed = shards.progress(session, job.id)
         total = session.scalar(select(BatchRow.total).where(BatchRow.job_id == job.id))
     if total is None and job.target_kind != "batch":
-        total = npy_rows(blobs, job.input_digest)
+        total = file_rows(blobs, job.input_digest)
     estimate = None
     if job.state is JobState.RUNNING and job.started_at is not None and total and done > 0:
         elapsed = now - job.started_at

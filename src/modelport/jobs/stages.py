@@ -131,7 +131,7 @@ class ValidateStage:
 
 class InferStage:
     """Call the target through the inference service, as the submitting principal, at
-    batch priority. The metered call's id is ``<job id>:<stage name>``, so a run again
+    offline priority. The metered call's id is ``<job id>:<stage name>``, so a run again
     after a crash is charged once; the usage events carry the job id as their
     ``request_id``."""
 
@@ -149,7 +149,7 @@ class InferStage:
                 parameters=dict(doc.get("parameters") or {}),
                 outputs=tensors.check_outputs(doc.get("outputs"), outputs),
                 timeout=timeout,
-                priority=Priority.BATCH,
+                priority=Priority.OFFLINE,
             )
 
         caller = Caller(context.principal, request_id=job.id, call_id=call_id(job.id, context))

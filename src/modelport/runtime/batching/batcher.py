@@ -1,7 +1,8 @@
 """The dynamic batcher of one version: a thin asyncio layer around ``RequestQueue``.
 
-``submit`` refuses at once what cannot be served in time (queue full, or the
-predicted wait already past the deadline), queues the rest and awaits the answer.
+``submit`` refuses at once what cannot be served in time (queue full, offline requests
+past their share of the queue, or the predicted wait already past the deadline),
+queues the rest and awaits the answer.
 The batcher is driven by events on its event loop, with no task of its own:
 whenever a request arrives, a batch finishes or a wait expires, ``_pump`` asks
 the queue for decisions while an executor instance is free, and hands each
@@ -100,6 +101,7 @@ class Batcher:
             payload=_Payload(inputs, future),
         )
         self._queue.push(request)
+        self.observer.enqueued(priority)
         self.observer.queue_depth(len(self._queue))
         timer = self.loop.call_later(deadline - now, self._expire, request)
         self._pump()
@@ -121,26 +123,32 @@ class Batcher:
             self.observer.request_done(outcome, time.monotonic() - now)
 
     def _admit(self, now: float, deadline: float, priority: Priority) -> None:
-        # Interactive requests only queue behind interactive ones.
-        ahead = (
-            self._queue.depth(Priority.INTERACTIVE)
-            if priority is Priority.INTERACTIVE
-            else len(self._queue)
-        )
+        # A request waits only behind requests of its class and the more urgent ones.
+        queue = self._queue
+        if priority is Priority.INTERACTIVE:
+            ahead = queue.depth(Priority.INTERACTIVE)
+        elif priority is Priority.BATCH:
+            ahead = queue.depth(Priority.INTERACTIVE) + queue.depth(Priority.BATCH)
+        else:
+            ahead = len(queue)
         predicted = ahead * self._ewma_execute / max(1.0, self._ewma_rows)
-        full = len(self._queue) >= self.config.max_queue_size
-        if full or (ahead and now + predicted > deadline):
+        reason = None
+        if len(queue) >= self.config.max_queue_size:
+            reason = f"{len(queue)} requests queued, the limit"
+        elif (
+            priority is Priority.OFFLINE
+            and queue.depth(Priority.OFFLINE) >= self.config.max_offline_queued
+        ):
+            reason = f"{queue.depth(Priority.OFFLINE)} offline requests queued, their share"
+        elif ahead and now + predicted > deadline:
+            reason = f"the predicted wait of {predicted * 1000:.1f} ms exceeds the deadline"
+        if reason is not None:
             self.observer.request_done("queue_full", 0.0)
-            reason = (
-                f"{len(self._queue)} requests queued, the limit"
-                if full
-                else f"the predicted wait of {predicted * 1000:.1f} ms exceeds the deadline"
-            )
             raise Overloaded(
                 f"{self.name} is overloaded: {reason}",
                 code="queue_full",
                 retry_after=max(predicted, 0.001),
-                queued=len(self._queue),
+                queued=len(queue),
             )
 
     def _expire(self, request: PendingRequest) -> None:
