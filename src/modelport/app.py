@@ -638,6 +638,7 @@ def build_jobs(
     submission and is told when a job ends (``WebhookNotifier``; none by default).
     ``moderation``: the ``moderate`` stage's, in the default pipeline of a tenant with an
     active policy."""
+    from modelport.jobs.billing import JobBilling
     from modelport.jobs.queue import JobQueue
     from modelport.jobs.runner import JobRunner
     from modelport.jobs.service import JobService
@@ -665,6 +666,7 @@ def build_jobs(
         poll_seconds=settings.job_poll_seconds,
         clock=clock,
         notifier=notifier,
+        holds=JobBilling(inference),
     )
     service = JobService(
         database,

@@ -217,28 +217,26 @@ def _running_room(session: Session, tenants: set[str]) -> dict[str, int]:
     deadlock), held to the end of the claim's transaction."""
     if not tenants:
         return {}
-    caps = dict(
-        session.execute(
-            select(LimitRow.scope_id, LimitRow.job_concurrency)
-            .where(
-                LimitRow.scope_type == "tenant",
-                LimitRow.scope_id.in_(sorted(tenants)),
-                LimitRow.job_concurrency.is_not(None),
-            )
-            .order_by(LimitRow.scope_id)
-            .with_for_update()
-        ).tuples()
+    rows = session.execute(
+        select(LimitRow.scope_id, LimitRow.job_concurrency)
+        .where(
+            LimitRow.scope_type == "tenant",
+            LimitRow.scope_id.in_(sorted(tenants)),
+            LimitRow.job_concurrency.is_not(None),
+        )
+        .order_by(LimitRow.scope_id)
+        .with_for_update()
     )
+    caps = {tenant: cap or 0 for tenant, cap in rows}
     if not caps:
         return {}
-    running = dict(
-        session.execute(
-            select(JobRow.tenant, func.count())
-            .where(JobRow.tenant.in_(sorted(caps)), JobRow.state == JobState.RUNNING.value)
-            .group_by(JobRow.tenant)
-        ).tuples()
+    counts = session.execute(
+        select(JobRow.tenant, func.count())
+        .where(JobRow.tenant.in_(sorted(caps)), JobRow.state == JobState.RUNNING.value)
+        .group_by(JobRow.tenant)
     )
-    return {tenant: (cap or 0) - int(running.get(tenant, 0)) for tenant, cap in caps.items()}
+    running = {tenant: int(count) for tenant, count in counts}
+    return {tenant: cap - running.get(tenant, 0) for tenant, cap in caps.items()}
 
 
 def renew(

@@ -325,6 +325,10 @@ class CallInfo:
     a crash): its prediction id, so its usage events' ids (``<call_id>:<unit>``) are the
     same each time, and the id of its hold (``meter.repeatable_id``), so it is charged
     once. None: a fresh random prediction id."""
+    hold_id: str | None = None
+    """A hold taken for the work this call is part of (a job's, ``jobs.billing``): a
+    repeatable call draws its reservation from it (``Reservations.draw``) instead of
+    holding anew, and holds anew only when it does not cover the call."""
 
 
 @dataclass(slots=True)
