@@ -75,6 +75,8 @@ class JobBilling:
         """Hold the job's bound, once: raises ``PaymentRequired`` (402
         ``budget_exceeded``) when it does not fit, holding nothing. A target the
         principal may not call holds nothing: its stage fails with its own error."""
+        if not any(spec.implementation == INFER for spec in job.pipeline):
+            return  # nothing bounded up front (a batch over a file, custom stages)
         reservation_id = hold_id(job.id)
         found = await anyio.to_thread.run_sync(self.reservations.get, reservation_id)
         if found is not None:
