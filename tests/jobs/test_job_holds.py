@@ -198,3 +198,26 @@ def test_the_infer_call_run_again_draws_once(jobs: Jobs) -> None:
     finally:
         runner.stop()
     assert _balance(jobs) == (CREDIT - PRICE, 0) and _charged(jobs) == PRICE
+
+
+def test_a_job_on_an_endpoint_holds_its_dearest_version(jobs: Jobs) -> None:
+    _priced(jobs)
+    client, services = jobs.platform.client, jobs.services
+    services.tenancy.add_member("beta", "ops", roles=["deployer"], actor="admin")
+    deployer = services.tenancy.create_key("beta", "ops", name="d", actor="admin").secret
+    headers = {"Authorization": f"Bearer {deployer}"}
+    assert client.post("/api/endpoints", json={"name": "adds"}, headers=headers).status_code == 201
+    spec = {"versions": [{"model": "acme/adder", "version": "1", "weight": 100}]}
+    made = client.post("/api/endpoints/adds/deployments", json=spec, headers=headers)
+    assert made.status_code == 202, made.text
+    path = f"/api/endpoints/adds/deployments/{made.json()['id']}"
+    deadline = time.monotonic() + 60
+    while client.get(path, headers=headers).json()["state"] == "pending":
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    job_id = jobs.submit(target={"endpoint": "adds"}).json()["id"]
+    jobs.drain()
+    assert jobs.get(job_id).json()["state"] == "succeeded"
+    # The default infer stage: 3 attempts of acme/adder:1 held, one drawn and charged.
+    assert _rows(jobs)[hold_id(job_id)] == (2 * PRICE, ReservationState.RELEASED.value)
+    assert _balance(jobs) == (CREDIT - PRICE, 0) and _charged(jobs) == PRICE
