@@ -658,6 +658,7 @@ def build_jobs(
     if files is not None:
         register_batch_stages(stages, database, files, inference, clock)
     queue = JobQueue(database, now=clock.now, lease_seconds=settings.job_lease_seconds)
+    billing = JobBilling(inference)
     runner = JobRunner(
         queue,
         stages,
@@ -666,7 +667,7 @@ def build_jobs(
         poll_seconds=settings.job_poll_seconds,
         clock=clock,
         notifier=notifier,
-        holds=JobBilling(inference),
+        holds=billing,
     )
     service = JobService(
         database,
@@ -677,6 +678,7 @@ def build_jobs(
         notifier=notifier,
         submitted=runner.kick,
         moderated=moderated,
+        release_hold=billing.release,
     )
     return service, runner
 

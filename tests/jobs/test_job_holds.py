@@ -136,6 +136,23 @@ def test_a_cancelled_job_gives_its_hold_back(jobs: Jobs) -> None:
     assert _balance(jobs) == (CREDIT - PRICE, 0) and _charged(jobs) == PRICE
 
 
+def test_a_job_given_back_and_cancelled_while_queued_gives_its_hold_back(jobs: Jobs) -> None:
+    _priced(jobs)
+    gate = threading.Event()
+    pipeline, held = _pipeline(jobs, gate)
+    job_id = jobs.submit(pipeline=pipeline).json()["id"]
+    runner = jobs.runner()
+    runner.start()
+    _wait(held.entered)
+    runner.stop()  # a clean stop: the job is queued again, its hold still taken
+    assert jobs.get(job_id).json()["state"] == "queued"
+    assert _rows(jobs)[hold_id(job_id)] == (2 * PRICE, "held")
+    cancel = jobs.platform.client.post(f"/api/jobs/{job_id}:cancel", headers=jobs.headers)
+    assert cancel.json()["state"] == "cancelled"
+    assert _rows(jobs)[hold_id(job_id)] == (2 * PRICE, ReservationState.RELEASED.value)
+    assert _balance(jobs) == (CREDIT - PRICE, 0) and _charged(jobs) == PRICE
+
+
 def test_a_job_with_no_priced_call_holds_nothing(jobs: Jobs) -> None:
     jobs.services.metering.balances.credit(BalanceScope.TENANT, "beta", CREDIT, tenant="beta")
     job_id = jobs.submit().json()["id"]  # acme/adder has no price

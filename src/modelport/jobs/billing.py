@@ -107,6 +107,11 @@ class JobBilling:
 
     async def close(self, job_id: str) -> None:
         """Give back what the job's hold has left (nothing when it holds nothing)."""
-        found = await anyio.to_thread.run_sync(self.reservations.get, hold_id(job_id))
+        await anyio.to_thread.run_sync(self.release, job_id)
+
+    def release(self, job_id: str) -> None:
+        """``close``, blocking: for a queued job cancelled (``JobService.cancel``), whose
+        hold a runner took before it gave the job back."""
+        found = self.reservations.get(hold_id(job_id))
         if found is not None:
-            await anyio.to_thread.run_sync(self.reservations.release, found)
+            self.reservations.release(found)

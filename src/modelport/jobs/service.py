@@ -94,6 +94,7 @@ class JobService:
         notifier: JobNotifier | None = None,
         submitted: Callable[[], None] | None = None,
         moderated: Callable[[str], bool] | None = None,
+        release_hold: Callable[[str], None] | None = None,
     ) -> None:
         self.database = database
         self.blobs = blobs
@@ -106,6 +107,9 @@ class JobService:
         self.moderated = moderated or (lambda tenant: False)
         """Whether a tenant has an active moderation policy: its default pipeline then
         moderates the inputs and the outputs (``jobs.moderate``)."""
+        self.release_hold = release_hold
+        """Gives back a queued job's upfront hold when it is cancelled (``jobs.billing``:
+        a runner that stopped cleanly gave the job back holding it)."""
 
     def submit(self, principal: Principal, submission: Submission) -> tuple[Job, bool]:
         """Store a new job (or, with an idempotency key seen before, find its job); the
@@ -214,6 +218,11 @@ class JobService:
                 state=state.value,
             )
         if state is JobState.QUEUED and self.queue.finish(job.id, None, JobState.CANCELLED):
+            if self.release_hold is not None:
+                try:
+                    self.release_hold(job.id)
+                except Exception:  # the hold expires on its own (``Reservations.sweep``)
+                    _log.exception("giving back the hold of job %s failed", job_id)
             ended = self.get(tenant, job_id)
             try:
                 self.notifier.job_finished(ended)
