@@ -664,6 +664,7 @@ def build_jobs(
     submission and is told when a job ends (``WebhookNotifier``; none by default).
     ``moderation``: the ``moderate`` stage's, in the default pipeline of a tenant with an
     active policy."""
+    from modelport.jobs.billing import JobBilling
     from modelport.jobs.queue import JobQueue
     from modelport.jobs.runner import JobRunner
     from modelport.jobs.service import JobService
@@ -683,6 +684,7 @@ def build_jobs(
     if files is not None:
         register_batch_stages(stages, database, files, inference, clock)
     queue = JobQueue(database, now=clock.now, lease_seconds=settings.job_lease_seconds)
+    billing = JobBilling(inference)
     runner = JobRunner(
         queue,
         stages,
@@ -691,6 +693,7 @@ def build_jobs(
         poll_seconds=settings.job_poll_seconds,
         clock=clock,
         notifier=notifier,
+        holds=billing,
     )
     service = JobService(
         database,
@@ -701,6 +704,7 @@ def build_jobs(
         notifier=notifier,
         submitted=runner.kick,
         moderated=moderated,
+        release_hold=billing.release,
     )
     return service, runner
 

@@ -217,6 +217,10 @@ def test_limits(platform: Platform) -> None:
     assert as_json(platform, "limits", "show", "tenant", "acme")["rpm"] == 100
     assert "acme" in ok(platform, "limits", "list", "--tenant", "acme")
     assert "rpm unlimited" in ok(platform, "limits", "set", "tenant", "acme", "--concurrency", "2")
+    shown = ok(platform, "limits", "set", "tenant", "acme", "--jobs", "9", "--job-concurrency", "3")
+    assert "jobs 9, job concurrency 3" in shown
+    assert as_json(platform, "limits", "show", "tenant", "acme")["job_concurrency"] == 3
+    assert "job concurrency" in ok(platform, "limits", "list", "--tenant", "acme")
     missing = cli(platform.server.url, "limits", "show", "tenant", "nobody")
     assert missing.exit_code == 1 and "tenant_not_found" in missing.output
 

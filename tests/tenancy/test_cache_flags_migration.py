@@ -17,7 +17,7 @@ def test_the_migration_adds_the_declared_columns_false_for_existing_tenants(
     tmp_path: Path,
 ) -> None:
     url = f"sqlite:///{tmp_path / 'fresh.db'}"
-    upgrade(url, "0018_batches")
+    upgrade(url, "0019_jobquota_limits")
     engine = create_engine(url)
     try:
         with engine.begin() as connection:

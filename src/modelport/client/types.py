@@ -279,6 +279,10 @@ class Limits:
     concurrency: int | None
     tpm: int | None
     raw: Json = field(repr=False)
+    jobs: int | None = None
+    """A tenant's jobs queued and running at once."""
+    job_concurrency: int | None = None
+    """A tenant's jobs running at once."""
 
     @classmethod
     def from_json(cls, body: Json) -> Limits:
@@ -289,6 +293,8 @@ class Limits:
             body["concurrency"],
             body["tpm"],
             body,
+            body.get("jobs"),
+            body.get("job_concurrency"),
         )
 
 

@@ -163,6 +163,33 @@ class InferenceService:
         require_endpoint(caller.principal, route.endpoint, permission)
         return route
 
+    async def upper_cost(self, principal: Principal, target: Target, timeout: float) -> int:
+        """The most one call of ``target`` by ``principal`` within ``timeout`` seconds
+        (an endpoint's deadline, if shorter) can be charged: its reservation (an
+        endpoint's: the dearest of the versions it may run). Counted units bounded by
+        the request (tokens) are not known here and count nothing. 404 for a target the
+        principal may not call."""
+        caller = Caller(principal)
+        if isinstance(target, EndpointTarget):
+            route = await self.route(caller, target.name, Permission.MODEL_CALL)
+            timeout = min(timeout, route.endpoint.deadline_ms / 1000)
+            versions = [*route.versions, *route.fallbacks.values()]
+        else:
+            versions = [(await self._callable(caller, target)).ref]
+        calls = [
+            CallInfo(
+                tenant=principal.tenant or principal.id,
+                key_id=principal.key_id,
+                model=version.model,
+                version=version.version,
+                manifest_digest=version.manifest_digest,
+                timeout_seconds=timeout,
+            )
+            for version in versions
+        ]
+        costs = [await anyio.to_thread.run_sync(self.meter.upper_cost, call) for call in calls]
+        return max(costs, default=0)
+
     # ---- calls
     async def infer(
         self, caller: Caller, target: Target, decode: Decoder, *, encode: Encoder | None = None
@@ -338,6 +365,7 @@ class InferenceService:
                     request_id=caller.request_id,
                     timeout_seconds=timeout,
                     call_id=caller.call_id,
+                    hold_id=caller.hold_id,
                     quantities={} if tokens is None else {Unit.INPUT_TOKEN: tokens},
                     cached=hit is not None,
                 )
@@ -493,6 +521,7 @@ class InferenceService:
                     request_id=caller.request_id,
                     timeout_seconds=timeout,
                     call_id=caller.call_id,
+                    hold_id=caller.hold_id,
                     quantities={} if tokens is None else {Unit.INPUT_TOKEN: tokens},
                 )
             )

@@ -325,6 +325,11 @@ class InferenceMeter:
         )
         return MeteredCall(call, prices, reservation, started_at, time.monotonic())
 
+    def upper_cost(self, call: CallInfo) -> int:
+        """What ``begin`` would hold for ``call`` now. Blocking: may touch the database."""
+        prices = self.prices.prices(call.model, call.version, self._now())
+        return _upper_cost(call, prices)
+
     def settlement(self, metered: MeteredCall, status: UsageStatus) -> list[UsageEvent]:
         """The call's usage events, ended with ``status``. Touches the database only
         when another version ran and its prices are not cached."""
@@ -388,14 +393,26 @@ class InferenceMeter:
         a run after the first reuses the hold it finds there, whatever its state. Settling
         is idempotent per reservation, so a call settled before is not charged again
         (its events, the same ids, are recorded once by the ledger); one still held, or
-        expired unsettled (its process died), is charged once by this run."""
+        expired unsettled (its process died), is charged once by this run. With a
+        ``hold_id``, its first run draws its reservation from that hold, and holds anew
+        only when the hold is gone or does not cover it."""
         reservation_id = repeatable_id(call.call_id or "")
         found = self.reservations.get(reservation_id)
+        cost = _upper_cost(call, prices)
+        if found is None and call.hold_id is not None and cost > 0:
+            found = self.reservations.draw(
+                call.hold_id,
+                call.tenant,
+                cost,
+                reservation_id=reservation_id,
+                ttl_seconds=call.timeout_seconds + self.grace_seconds,
+                model=call.model,
+            )
         if found is None:
             found = self.reservations.reserve(
                 call.tenant,
                 call.key_id,
-                _upper_cost(call, prices),
+                cost,
                 ttl_seconds=call.timeout_seconds + self.grace_seconds,
                 model=call.model,
                 reservation_id=reservation_id,

@@ -330,6 +330,10 @@ class CallInfo:
     once. None: a fresh random prediction id."""
     cached: bool = False
     """Answered from the response cache (``Unit.CACHE_HIT``)."""
+    hold_id: str | None = None
+    """A hold taken for the work this call is part of (a job's, ``jobs.billing``): a
+    repeatable call draws its reservation from it (``Reservations.draw``) instead of
+    holding anew, and holds anew only when it does not cover the call."""
 
 
 @dataclass(slots=True)

@@ -91,7 +91,7 @@ def _scope(request: Request, principal: Principal) -> str | None:
     return tenant
 
 
-@router.post("/jobs", status_code=202, responses=problems(402))
+@router.post("/jobs", status_code=202, responses=problems(402, 429))
 async def submit_job(
     body: SubmitJob,
     request: Request,
@@ -101,7 +101,8 @@ async def submit_job(
 ) -> dict[str, Any]:
     """Queue a job; it runs in the background. Poll the ``Location`` (or give a
     ``webhook``). With an ``Idempotency-Key``, the same request again answers the same job
-    (409 ``idempotency_key_reused`` for another request)."""
+    (409 ``idempotency_key_reused`` for another request). 429 ``job_quota_exceeded``: the
+    tenant has as many jobs queued and running as its ``jobs`` limit."""
     if principal.tenant is not None:
         require_tenant(request, principal, principal.tenant, Permission.MODEL_CALL)
     target = body.target

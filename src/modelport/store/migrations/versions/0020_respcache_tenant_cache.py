@@ -1,7 +1,7 @@
 """tenant cache flags: a tenant may refuse the response cache or share it across tenants
 
 Revision ID: 0020_respcache_tenant_cache
-Revises: 0018_batches
+Revises: 0019_jobquota_limits
 Create Date: 2026-12-03 08:00:00
 """
 
@@ -11,7 +11,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision = "0020_respcache_tenant_cache"
-down_revision = "0018_batches"
+down_revision = "0019_jobquota_limits"
 branch_labels = None
 depends_on = None
 
