@@ -1,5 +1,5 @@
-"""Rows per second of a batch job over a ``.npy`` file against the same rows through
-synchronous ``/v2`` calls, and the job machinery's overhead per job.
+"""Rows per second of a batch job over a ``.npy`` file and over a Parquet file against
+the same rows through synchronous ``/v2`` calls, and the job machinery's overhead per job.
 
     .venv/bin/python bench/batch_bench.py                 # 20000 rows, 50 jobs
     .venv/bin/python bench/batch_bench.py --rows 100000 --shard-rows 5000 --jobs 200
@@ -9,6 +9,8 @@ One tiny ONNX model (add-one), published and approved, called with a tenant's ke
 - batch: the rows as one ``.npy`` file, one job of the tensor batch pipeline
   (``tensor_shards`` → ``tensor_publish``, ``--shard-rows`` rows a call), from submit
   to its manifest, run by a runner on this process (``drain``);
+- Parquet batch: the same, the rows as a Parquet file (a fixed-size list column,
+  row groups of ``--shard-rows``), each shard's outputs written as Parquet;
 - /v2 per row: the same rows, one ``POST /v2/models/acme/adder/infer`` each, through
   the whole app over ASGI (no sockets), one after the other;
 - job overhead: ``--jobs`` jobs of the default pipeline (validate → infer →
@@ -30,6 +32,8 @@ from pathlib import Path
 
 import numpy as np
 import orjson
+import pyarrow as pa
+import pyarrow.parquet as pq
 from asgi_calls import post
 from endpoint_overhead_bench import MODEL, ROW, setup
 
@@ -44,11 +48,25 @@ def principal(services: Services, key: str) -> Principal:
     return services.authenticator.authenticate(key)
 
 
-def batch_rows_per_second(services: Services, who: Principal, rows: int, shard: int) -> float:
-    array = np.tile(np.array(ROW, dtype=np.float32), (rows, 1))
+def npy_file(array: np.ndarray, shard: int) -> bytes:
     out = io.BytesIO()
     np.save(out, array)
-    file = services.files.create("acme", "user_data", "rows.npy", out.getvalue())
+    return out.getvalue()
+
+
+def parquet_file(array: np.ndarray, shard: int) -> bytes:
+    column = pa.FixedSizeListArray.from_arrays(pa.array(array.reshape(-1)), array.shape[1])
+    out = io.BytesIO()
+    pq.write_table(pa.table({"x": column}), out, row_group_size=shard)
+    return out.getvalue()
+
+
+def batch_rows_per_second(
+    services: Services, who: Principal, rows: int, shard: int, parquet: bool = False
+) -> float:
+    array = np.tile(np.array(ROW, dtype=np.float32), (rows, 1))
+    data = (parquet_file if parquet else npy_file)(array, shard)
+    file = services.files.create("acme", "user_data", "rows", data)
     pipeline = (
         StageSpec("shards", "tensor_shards", params={"shard_rows": shard}),
         StageSpec("publish", "tensor_publish"),
@@ -114,13 +132,17 @@ def main() -> None:
         services, key = setup(Path(home))
         try:
             who = principal(services, key)
+            # Warm up (the model's load, the first shard's writes) outside the figures.
+            batch_rows_per_second(services, who, args.shard_rows, args.shard_rows)
             batch = batch_rows_per_second(services, who, args.rows, args.shard_rows)
+            parquet = batch_rows_per_second(services, who, args.rows, args.shard_rows, parquet=True)
             v2 = v2_rows_per_second(services, key, args.rows)
             job_ms, call_ms = job_overhead(services, key, who, args.jobs)
         finally:
             services.close()
     print(f"rows: {args.rows}, shard rows: {args.shard_rows}")
     print(f"batch job over the file  {batch:12,.0f} rows/s")
+    print(f"same, over Parquet       {parquet:12,.0f} rows/s   (x{parquet / batch:.2f} of .npy)")
     print(f"/v2 call per row         {v2:12,.0f} rows/s   (batch x{batch / v2:.1f})")
     print(f"job submit to done, p50  {job_ms:10.2f} ms  ({args.jobs} one-row jobs)")
     print(f"/v2 call, p50            {call_ms:10.2f} ms")

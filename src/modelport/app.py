@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import gc
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -43,10 +43,12 @@ from modelport.tenancy.service import TenancyService
 
 if TYPE_CHECKING:
     from modelport.inference.access_facts import AccessFacts
+    from modelport.inference.cache import ResponseCache
     from modelport.inference.repository import ModelRepository
     from modelport.inference.service import InferenceService
     from modelport.inference.targets import VersionTargets
     from modelport.jobs.batch import BatchService
+    from modelport.jobs.outputs import JobOutputs
     from modelport.jobs.runner import JobNotifier, JobRunner
     from modelport.jobs.service import JobService
     from modelport.jobs.stages import StageRegistry
@@ -124,6 +126,8 @@ class Services:
     """This process's job runner (started by the API's lifespan)."""
     batches: BatchService
     """Batches over files of requests (``/v1/batches``): jobs of the batch pipeline."""
+    job_outputs: JobOutputs
+    """A job's outputs inline or by signed, expiring URL, and the blobs behind them."""
     engines: GenerativeHost | None = None
     """This process's generative engines; None in the ``gateway`` role, or when no
     generative format is installed (the ``modelport[llm]`` extra)."""
@@ -133,6 +137,8 @@ class Services:
         self.repository_sync.close()
         self.metering.close()
         self.limits.close()
+        if self.inference.cache is not None:
+            self.inference.cache.close()
         if self.engines is not None:
             self.engines.close()
         if self.processing is not None:
@@ -203,16 +209,22 @@ def build_blob_store(settings: Settings) -> BlobStore:
 
 
 def build_host(
-    settings: Settings, metrics: RuntimeMetrics, check_load: LoadCheck | None = None
+    settings: Settings,
+    metrics: RuntimeMetrics,
+    check_load: LoadCheck | None = None,
+    clock: Clock | None = None,
 ) -> ModelHost:
     """The in-process model host, configured from the ``runtime_*`` settings;
-    ``check_load`` (``signature_check``) runs before every load."""
+    ``check_load`` (``signature_check``) runs before every load; worker crashes are
+    counted on ``clock`` (``runtime_process_*``)."""
     import psutil
 
     from modelport.runtime.admission import MemoryBudget
     from modelport.runtime.cache import ModelCache
     from modelport.runtime.formats import FormatRegistry
     from modelport.runtime.host import ModelHost
+    from modelport.runtime.process.crashes import CrashLedger
+    from modelport.runtime.process.executor import ProcessExecutors
     from modelport.runtime.types import BatchingConfig
 
     host_budget = settings.runtime_memory_budget_bytes or int(psutil.virtual_memory().total * 0.7)
@@ -226,19 +238,32 @@ def build_host(
         "intra_op_spinning": settings.runtime_intra_op_spinning,
         "graph_optimization": settings.runtime_graph_optimization,
     }
+    formats = FormatRegistry({"onnx": onnx, "transformers": transformers_options(settings)})
+    ledger = CrashLedger(
+        limit=settings.runtime_process_crash_limit,
+        window=settings.runtime_process_crash_window_seconds,
+        clock=clock or SystemClock(),
+    )
     return ModelHost(
         cache=ModelCache(settings.home / "cache"),
-        formats=FormatRegistry({"onnx": onnx, "transformers": transformers_options(settings)}),
+        formats=formats,
         budget=MemoryBudget(host_budget, device_budget),
         batching=BatchingConfig(
             max_batch_size=settings.runtime_max_batch_size,
             max_queue_delay_us=settings.runtime_max_queue_delay_us,
             max_queue_size=settings.runtime_max_queue_size,
+            offline_queue_share=settings.runtime_offline_queue_share,
             instances=settings.runtime_instances,
         ),
         load_timeout=settings.runtime_load_timeout_seconds,
         observer=metrics,
         check_load=check_load,
+        process_executors=ProcessExecutors(
+            formats.spec,
+            ledger=ledger,
+            start_timeout=settings.runtime_process_start_timeout_seconds,
+            observer=metrics,
+        ),
     )
 
 
@@ -274,6 +299,7 @@ def build_generative_host(
                 "kv_cache_bytes": settings.llm_kv_cache_bytes,
                 "max_running": settings.llm_max_running,
                 "max_waiting": settings.llm_max_waiting,
+                "offline_waiting_share": settings.runtime_offline_queue_share,
                 "metrics": generation_metrics,
             }
         }
@@ -649,6 +675,7 @@ def build_jobs(
     submission and is told when a job ends (``WebhookNotifier``; none by default).
     ``moderation``: the ``moderate`` stage's, in the default pipeline of a tenant with an
     active policy."""
+    from modelport.jobs.billing import JobBilling
     from modelport.jobs.queue import JobQueue
     from modelport.jobs.runner import JobRunner
     from modelport.jobs.service import JobService
@@ -668,6 +695,7 @@ def build_jobs(
     if files is not None:
         register_batch_stages(stages, database, files, inference, clock)
     queue = JobQueue(database, now=clock.now, lease_seconds=settings.job_lease_seconds)
+    billing = JobBilling(inference)
     runner = JobRunner(
         queue,
         stages,
@@ -676,6 +704,7 @@ def build_jobs(
         poll_seconds=settings.job_poll_seconds,
         clock=clock,
         notifier=notifier,
+        holds=billing,
     )
     service = JobService(
         database,
@@ -686,8 +715,24 @@ def build_jobs(
         notifier=notifier,
         submitted=runner.kick,
         moderated=moderated,
+        release_hold=billing.release,
     )
     return service, runner
+
+
+def build_job_outputs(
+    settings: Settings, jobs: JobService, blobs: BlobService, box: SecretBox, clock: Clock
+) -> JobOutputs:
+    """Job outputs, inline up to ``JOB_INLINE_OUTPUT_BYTES``, with URLs signed by
+    ``JOB_OUTPUT_URL_SECRET`` or else a key derived from the installation's secret key
+    (so every process of the installation signs alike)."""
+    from modelport.jobs.outputs import JobOutputs
+    from modelport.jobs.signing import OutputSigner
+
+    secret = settings.job_output_url_secret.get_secret_value()
+    key = secret.encode() if secret else box.derive("modelport job output urls")
+    signer = OutputSigner(key, seconds=settings.job_output_url_seconds, now=clock.now)
+    return JobOutputs(jobs, blobs, signer, inline_bytes=settings.job_inline_output_bytes)
 
 
 def register_batch_stages(
@@ -956,7 +1001,7 @@ def build_services(
     registry = build_registry(settings, database, blob_store, changes, metrics)
     secret_box = build_secret_box(settings)
     check = signature_check(registry)
-    host = build_host(settings, metrics, check) if settings.role is Role.ALL else None
+    host = build_host(settings, metrics, check, clock) if settings.role is Role.ALL else None
     processing = build_processing(settings, blob_store, metrics) if host is not None else None
     engines = None
     if host is not None:
@@ -1006,6 +1051,7 @@ def build_services(
         changes,
         clock,
     )
+    inference.cache = build_response_cache(settings, tenancy, metrics, changes, keys, clock)
     moderation = build_moderation(database, changes, clock, inference)
     blobs = BlobService(database, blob_store, verify_below_bytes=settings.verify_below_bytes)
     webhooks = build_webhooks(settings, database, clock, secret_box)
@@ -1055,6 +1101,7 @@ def build_services(
         jobs=jobs,
         job_runner=job_runner,
         batches=BatchService(database, jobs, files, now=clock.now),
+        job_outputs=build_job_outputs(settings, jobs, blobs, secret_box, clock),
     )
 
 
@@ -1062,10 +1109,16 @@ def build_files(
     settings: Settings, database: Database, blobs: BlobService, clock: Clock
 ) -> FileService:
     """Tenants' files over the blob store."""
+
+    def put_chunks(chunks: Iterable[bytes], tenant: str) -> tuple[str, int]:
+        blob = blobs.put_chunks(chunks, tenant=tenant)
+        return blob.digest, blob.size
+
     return FileService(
         database,
         put_blob=lambda data, tenant: blobs.put(data, tenant=tenant),
         read_blob=lambda digest: blobs.read(blobs.stat(digest)),
+        put_chunks=put_chunks,
         now=clock.now,
         max_bytes=settings.max_file_bytes,
     )
@@ -1144,6 +1197,57 @@ def build_inference(
     return service, repository
 
 
+def build_response_cache(
+    settings: Settings,
+    tenancy: TenancyService,
+    metrics: RuntimeMetrics,
+    changes: ChangeBus,
+    keys: Keyspace,
+    clock: Clock,
+) -> ResponseCache | None:
+    """The response cache (None where disabled): a memory tier bounded by bytes, a Redis
+    tier where Redis is set, tenants' flags refreshed by ``TenantCacheChanged`` events."""
+    if not settings.response_cache_enabled:
+        return None
+    from modelport.changes import TenantCacheChanged
+    from modelport.errors import NotFound
+    from modelport.inference.cache import (
+        CacheFlags,
+        MemoryTier,
+        RedisTier,
+        ResponseCache,
+        TenantCacheFlags,
+    )
+    from modelport.observability.cache_metrics import ResponseCacheMetrics
+
+    def load(slug: str) -> CacheFlags | None:
+        try:
+            tenant = tenancy.get_tenant(slug)
+        except NotFound:
+            return None
+        return CacheFlags(no_cache=tenant.no_cache, shared_cache=tenant.shared_cache)
+
+    flags = TenantCacheFlags(load, ttl=settings.resolve_cache_ttl_seconds, clock=clock.monotonic)
+    changes.subscribe(TenantCacheChanged, lambda change: flags.forget(change.tenant))
+    changes.on_reset(flags.forget_all)
+    ttl = settings.response_cache_ttl_seconds
+    redis_tier = None
+    if settings.redis_url and settings.response_cache_redis:
+        import redis
+
+        client = redis.Redis.from_url(
+            settings.redis_url, socket_timeout=1, socket_connect_timeout=1
+        )
+        redis_tier = RedisTier(client, keys, ttl_seconds=ttl)
+    return ResponseCache(
+        MemoryTier(max_bytes=settings.response_cache_max_bytes, ttl_seconds=ttl),
+        flags,
+        redis=redis_tier,
+        counter=ResponseCacheMetrics(metrics.registry),
+        max_entry_bytes=settings.response_cache_max_entry_bytes,
+    )
+
+
 def build_worker_services(settings: Settings, *, clock: Clock | None = None) -> WorkerServices:
     """The services of a ``worker`` process (see ``WorkerServices``)."""
     database = open_database(settings)
@@ -1157,7 +1261,7 @@ def build_worker_services(settings: Settings, *, clock: Clock | None = None) -> 
         blob_store=blob_store,
         registry=registry,
         metrics=metrics,
-        host=build_host(settings, metrics, signature_check(registry)),
+        host=build_host(settings, metrics, signature_check(registry), clock),
         clock=clock or SystemClock(),
         processing=build_processing(settings, blob_store, metrics),
     )

@@ -192,8 +192,25 @@ class Settings(BaseSettings):
     runtime_max_queue_size: int = Field(default=1024, ge=1)
     """Requests one version may hold queued; more are refused with 429 queue_full."""
 
+    runtime_offline_queue_share: float = Field(default=0.5, gt=0, le=1)
+    """Share of ``runtime_max_queue_size`` that ``offline`` requests (jobs, batches) may
+    hold queued; more offline requests are refused with 429 queue_full, so an offline
+    flood never fills the queue interactive and batch requests need."""
+
     runtime_instances: int = Field(default=1, ge=1)
-    """Batches of one version that may execute at the same time."""
+    """Batches of one version that may execute at the same time (with process execution:
+    worker processes per version)."""
+
+    runtime_process_crash_limit: int = Field(default=3, ge=1)
+    """Worker crashes of one version within the crash window that quarantine it (503
+    version_quarantined until the window has passed)."""
+
+    runtime_process_crash_window_seconds: float = Field(default=300.0, gt=0)
+    """The window in which worker crashes are counted toward quarantine."""
+
+    runtime_process_start_timeout_seconds: float = Field(default=120.0, gt=0)
+    """A worker process that has not loaded its model within this is killed and its load
+    fails (worker_start_timeout); also the deadline of its warm-up."""
 
     # ---- transformers format (the ``modelport[llm]`` extra)
     llm_device: Literal["auto", "cpu", "cuda"] = "auto"
@@ -225,6 +242,24 @@ class Settings(BaseSettings):
 
     max_inference_request_bytes: int = Field(default=64 << 20, gt=0)
     """Largest inference request body accepted on ``/v2``."""
+
+    # ---- response cache (answers of versions declared deterministic)
+    response_cache_enabled: bool = True
+    """Reuse the answers of versions whose manifest declares ``runtime.deterministic``
+    (docs/cache.md). Tenants that declared no-cache are never cached either way."""
+
+    response_cache_max_bytes: int = Field(default=64 << 20, ge=0)
+    """Bytes of answers each process keeps in memory (least recently used go first)."""
+
+    response_cache_max_entry_bytes: int = Field(default=1 << 20, gt=0)
+    """Largest answer cached; a bigger one is answered, not kept."""
+
+    response_cache_ttl_seconds: float = Field(default=300.0, gt=0)
+    """How long a cached answer is reused after it was computed, in memory and in Redis."""
+
+    response_cache_redis: bool = True
+    """With ``redis_url``, also keep answers in Redis, shared by every process of the
+    installation."""
 
     # ---- tenancy
     redis_url: str | None = None
@@ -283,6 +318,18 @@ class Settings(BaseSettings):
     job_poll_seconds: float = Field(default=1.0, gt=0)
     """How often an idle runner looks for jobs submitted through other processes (its
     own process's are started at once)."""
+
+    job_inline_output_bytes: int = Field(default=1 << 20, ge=0)
+    """A job's output document up to this size is shown inline by ``GET /api/jobs/{id}``;
+    a larger one by its digest, size and a signed, expiring ``url`` only."""
+
+    job_output_url_seconds: int = Field(default=3600, gt=0, le=7 * 24 * 3600)
+    """How long a signed output URL stays valid after the job was read."""
+
+    job_output_url_secret: SecretStr = SecretStr("")
+    """The key that signs output URLs (any string; every process of the installation
+    needs the same). Unset: derived from the installation's secret key (``secret_key``,
+    or the embedded key file); a distributed installation with neither makes no URLs."""
 
     metering_drain_interval_seconds: float = Field(default=0.25, gt=0)
     """How often the usage outbox is delivered (to the ledger, or the Redis stream)."""

@@ -1,7 +1,9 @@
 """OpenAI's Batch API (``/v1/batches``) with the official ``openai`` SDK: a batch file of
 chat requests runs to its output and error files; each line is billed once; a cancel
 stops a batch between shards; another tenant sees none of it; a run killed between
-shards is resumed by another runner with no finished shard redone."""
+shards is resumed by another runner with no finished shard redone; a batch its
+completion window closes on ends ``expired``, its unrun requests ``batch_expired``
+lines of its error file."""
 
 from __future__ import annotations
 
@@ -17,6 +19,7 @@ import openai
 import pytest
 
 from modelport.api.openai.batch_lines import OpenAILineRunner
+from modelport.clock import Clock, ManualClock
 from modelport.jobs.batch import PublishStage, ShardStage
 from modelport.jobs.runner import JobRunner
 from modelport.jobs.stages import StageRegistry, StageServices
@@ -233,6 +236,9 @@ class CountingLines:
         self.ran[custom_id] += 1
         return outcome
 
+    def expired_line(self, custom_id: str, *, call_id: str, request_id: str) -> LineOutcome:
+        return self.inner.expired_line(custom_id, call_id=call_id, request_id=request_id)
+
 
 @pytest.fixture
 def idle_world(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[World]:
@@ -249,13 +255,29 @@ def idle_world(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Worl
     built.services.close()
 
 
-def _runner(world: World, lines: CountingLines, on_shard: Callable[[int], None]) -> JobRunner:
+@pytest.fixture
+def idle_world_on(
+    tmp_path: Path, database_url: str, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[World]:
+    """``idle_world`` on each database (SQLite, and PostgreSQL where configured)."""
+    built = build_world(tmp_path / "home", database_url, monkeypatch, job_runner_concurrency=0)
+    yield built
+    built.server.stop()
+    built.services.close()
+
+
+def _runner(
+    world: World,
+    lines: CountingLines,
+    on_shard: Callable[[int], None],
+    clock: Clock | None = None,
+) -> JobRunner:
     services = world.services
     stages = StageRegistry.builtin()
     stage = ShardStage(
         services.database,
         lines,
-        now=services.clock.now,
+        now=(clock or services.clock).now,
         on_shard=lambda _, position: on_shard(position),
     )
     stages.register("batch_shards", stage)
@@ -378,3 +400,98 @@ def test_batches_are_listed_newest_first_by_cursor(world: World) -> None:
     with pytest.raises(openai.BadRequestError) as limit:
         client.batches.list(limit=0)
     assert limit.value.code == "invalid_limit"
+
+
+def test_a_batch_past_its_completion_window_expires_with_its_unrun_lines_as_errors(
+    idle_world_on: World,
+) -> None:
+    world = idle_world_on
+    _priced(world, "acme/counter")
+    client = world.client()
+    rows, size = 7, 2
+    uploaded = client.files.create(
+        file=("r.jsonl", _lines(rows, model="acme/counter", unknown=1)), purpose="batch"
+    )
+    batch = client.batches.create(
+        input_file_id=uploaded.id,
+        endpoint="/v1/chat/completions",
+        completion_window="24h",
+        extra_body={"shard_rows": size},
+    )
+    assert batch.expires_at == batch.created_at + 24 * 3600
+    clock = ManualClock()  # the shard stage's: the window closes when the test says
+    lines = CountingLines(OpenAILineRunner(world.services.inference))
+
+    def noted(position: int) -> None:
+        if position == 0:
+            clock.advance(24 * 3600 + 1)  # after the first shard, the window closes
+
+    runner = _runner(world, lines, noted, clock)
+    runner.start()
+    try:
+        done = _wait(client, batch.id)
+    finally:
+        runner.stop()
+    assert done.status == "expired", done
+    assert done.expired_at is not None and done.completed_at is None
+    assert done.request_counts is not None
+    assert (done.request_counts.total, done.request_counts.failed) == (rows, rows - 1)
+    assert done.request_counts.completed == 1
+    # Only the first shard ran; its answered line is in the output file.
+    assert sorted(lines.ran) == ["r0", "r1"]
+    assert [line["custom_id"] for line in _jsonl(client, done.output_file_id or "")] == ["r0"]
+    errors = {line["custom_id"]: line for line in _jsonl(client, done.error_file_id or "")}
+    assert sorted(errors) == [f"r{i}" for i in range(1, rows)]
+    assert errors["r1"]["error"]["code"] == "model_not_found"  # it ran, and failed
+    for custom_id in (f"r{i}" for i in range(2, rows)):
+        line = errors[custom_id]
+        assert line["response"] is None and line["id"].startswith("batch_req_")
+        assert line["error"]["code"] == "batch_expired"
+    # Nothing it did not run is billed.
+    job_id = world.services.batches.get(None, batch.id).job_id
+    assert eventually(lambda: len({call for call, _ in _batch_calls(world)}) == 1)
+    assert {call for call, _ in _batch_calls(world)} == {f"batch:{job_id}:r0"}
+
+
+def test_a_batch_whose_shards_expired_before_a_crash_still_ends_expired(
+    idle_world: World,
+) -> None:
+    world = idle_world
+    _priced(world, "acme/counter")
+    client = world.client()
+    uploaded = client.files.create(
+        file=("r.jsonl", _lines(4, model="acme/counter")), purpose="batch"
+    )
+    batch = client.batches.create(
+        input_file_id=uploaded.id,
+        endpoint="/v1/chat/completions",
+        completion_window="24h",
+        extra_body={"shard_rows": 2},
+    )
+    clock = ManualClock()
+    crashed: list[int] = []
+
+    def noted(position: int) -> None:
+        if position == 0:
+            clock.advance(24 * 3600 + 1)
+        elif not crashed:
+            # The last shard expired and is checkpointed; the attempt dies before the
+            # stage is recorded done, and the retry finds nothing left to run.
+            crashed.append(position)
+            raise RuntimeError("the runner died here")
+
+    lines = CountingLines(OpenAILineRunner(world.services.inference))
+    runner = _runner(world, lines, noted, clock)
+    runner.start()
+    try:
+        done = _wait(client, batch.id)
+    finally:
+        runner.stop()
+    assert crashed == [1]
+    assert done.status == "expired", done
+    assert [line["custom_id"] for line in _jsonl(client, done.output_file_id or "")] == ["r0", "r1"]
+    errors = _jsonl(client, done.error_file_id or "")
+    assert [(e["custom_id"], e["error"]["code"]) for e in errors] == [
+        ("r2", "batch_expired"),
+        ("r3", "batch_expired"),
+    ]

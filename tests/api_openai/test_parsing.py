@@ -79,6 +79,21 @@ def test_a_chat_with_every_served_field() -> None:
     }
 
 
+def test_priority_offline_is_accepted() -> None:
+    chat = parse_chat(
+        {"model": "m/x", "messages": [{"role": "user", "content": "hi"}], "priority": "offline"}
+    )
+    assert chat.sampling.priority is Priority.OFFLINE
+    completion = parse_completion({"model": "m/x", "prompt": "a", "priority": "offline"})
+    assert completion.sampling.priority is Priority.OFFLINE
+    embedding = parse_embedding({"model": "m/x", "input": "a", "priority": "offline"})
+    assert embedding.priority is Priority.OFFLINE
+    assert parse_embedding({"model": "m/x", "input": "a"}).priority is None
+    with pytest.raises(InvalidInput) as caught:
+        parse_embedding({"model": "m/x", "input": "a", "priority": "later"})
+    assert caught.value.extra["param"] == "priority"
+
+
 def test_defaults_and_nulls() -> None:
     chat = parse_chat({"model": "m/x", "messages": [{"role": "user", "content": "hi"}], "n": None})
     assert (chat.sampling.max_tokens, chat.sampling.n, chat.sampling.parameters) == (1024, 1, {})

@@ -180,6 +180,27 @@ def test_invalid_requests_are_counted(v2) -> None:
     assert metric(client, "modelport_inference_requests_total", **labels) == 1
 
 
+def test_priority_offline_is_queued_as_offline(v2) -> None:
+    client, _, publisher = v2
+    publisher.adder()
+    body = {
+        "inputs": [{"name": "x", "datatype": "FP32", "shape": [1, 4], "data": [1, 2, 3, 4]}],
+        "parameters": {"priority": "offline"},
+    }
+    response = client.post("/v2/models/acme/adder/infer", json=body)
+    assert response.status_code == 200, response.text
+    assert response.json()["outputs"][0]["data"] == [2, 3, 4, 5]
+    # Triton's integer levels: 3 and above are offline too.
+    levelled = {**body, "parameters": {"priority": 3}}
+    assert client.post("/v2/models/acme/adder/infer", json=levelled).status_code == 200
+    assert client.post("/v2/models/acme/adder/infer", json={**body, "parameters": {}}).is_success
+    name = "modelport_inference_queued_requests_total"
+    labels = {"model": "acme/adder", "version": "1"}
+    assert metric(client, name, priority="offline", **labels) == 2
+    assert metric(client, name, priority="interactive", **labels) == 1
+    assert metric(client, name, priority="batch", **labels) == 0
+
+
 def test_a_body_over_the_limit_is_413(make_v2: V2Factory) -> None:
     client, _, publisher = make_v2(max_inference_request_bytes=1000)
     publisher.adder()

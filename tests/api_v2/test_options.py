@@ -52,10 +52,12 @@ def test_bad_timeouts_are_refused(header, parameters) -> None:
         (None, Priority.INTERACTIVE),
         ("interactive", Priority.INTERACTIVE),
         ("batch", Priority.BATCH),
+        ("offline", Priority.OFFLINE),
         (0, Priority.INTERACTIVE),
         (1, Priority.INTERACTIVE),
         (2, Priority.BATCH),
-        (10, Priority.BATCH),
+        (3, Priority.OFFLINE),
+        (10, Priority.OFFLINE),
     ],
 )
 def test_priority_names_and_triton_levels(value, expected) -> None:

@@ -63,6 +63,14 @@ def test_health_metadata_load_infer_unload(triton_client) -> None:
     tensor.set_data_from_numpy(x)
     result = client.infer("acme/fraud-risk", [tensor], headers=key(), timeout=5_000_000, priority=2)
     np.testing.assert_array_equal(result.as_numpy("y"), x + 1)
+    # Level 3 and above: the offline class.
+    result = client.infer("acme/fraud-risk", [tensor], headers=key(), priority=3)
+    np.testing.assert_array_equal(result.as_numpy("y"), x + 1)
+    queued = publisher.services.metrics.registry.get_sample_value(
+        "modelport_inference_queued_requests_total",
+        {"model": "acme/fraud-risk", "version": "3", "priority": "offline"},
+    )
+    assert queued == 1
 
     client.unload_model("acme/fraud-risk", headers=key())
     assert not client.is_model_ready("acme/fraud-risk", "3", headers=key())

@@ -206,6 +206,8 @@ def test_prices(platform: Platform) -> None:
     assert "0.002500" in ok(platform, "prices", "list", MODEL)
     rule = as_json(platform, "prices", "list", MODEL)["items"][0]
     assert (rule["unit_price_micros"], rule["version"]) == (2500, None)
+    hit = ok(platform, "prices", "set", MODEL, "--unit", "cache_hit", "--price", "0.0001")
+    assert "0.000100 per cache_hit" in hit
     bad = cli(platform.server.url, "prices", "set", MODEL, "--price", "0.0000001")
     assert bad.exit_code == 2 and "six decimals" in bad.output
 
@@ -215,6 +217,10 @@ def test_limits(platform: Platform) -> None:
     assert as_json(platform, "limits", "show", "tenant", "acme")["rpm"] == 100
     assert "acme" in ok(platform, "limits", "list", "--tenant", "acme")
     assert "rpm unlimited" in ok(platform, "limits", "set", "tenant", "acme", "--concurrency", "2")
+    shown = ok(platform, "limits", "set", "tenant", "acme", "--jobs", "9", "--job-concurrency", "3")
+    assert "jobs 9, job concurrency 3" in shown
+    assert as_json(platform, "limits", "show", "tenant", "acme")["job_concurrency"] == 3
+    assert "job concurrency" in ok(platform, "limits", "list", "--tenant", "acme")
     missing = cli(platform.server.url, "limits", "show", "tenant", "nobody")
     assert missing.exit_code == 1 and "tenant_not_found" in missing.output
 

@@ -100,6 +100,7 @@ class Jobs:
             concurrency=concurrency,
             poll_seconds=0.05,
             clock=clock,
+            holds=services.job_runner.holds,
         )
 
     def drain(self, runner: JobRunner | None = None) -> None:

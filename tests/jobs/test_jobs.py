@@ -47,6 +47,18 @@ def test_a_job_runs_through_every_stage(jobs: Jobs) -> None:
     assert event.prediction_id == f"job:{job['id']}:infer"
 
 
+def test_a_job_calls_its_model_at_offline_priority(jobs: Jobs) -> None:
+    submitted = jobs.submit()
+    assert submitted.status_code == 202, submitted.text
+    jobs.drain()
+    assert jobs.get(submitted.json()["id"]).json()["state"] == "succeeded"
+    registry = jobs.services.metrics.registry
+    labels = {"model": "acme/adder", "version": "1"}
+    name = "modelport_inference_queued_requests_total"
+    assert registry.get_sample_value(name, {**labels, "priority": "offline"}) == 1
+    assert registry.get_sample_value(name, {**labels, "priority": "interactive"}) == 0
+
+
 def test_a_failed_stage_is_retried_without_repeating_finished_stages(jobs: Jobs) -> None:
     validate = Counting(ValidateStage())
     infer = Counting(InferStage())

@@ -49,6 +49,8 @@ def test_admin_manages_a_tenants_limits(world) -> None:
         "rpm": 5,
         "concurrency": 2,
         "tpm": None,
+        "jobs": None,
+        "job_concurrency": None,
         "updated_at": None,
         "updated_by": "admin",
     }
@@ -63,9 +65,30 @@ def test_admin_manages_a_tenants_limits(world) -> None:
     assert platform.client.delete("/api/limits/tenant/acme").status_code == 404
 
 
+def test_job_limits_are_a_tenants_only(world) -> None:
+    platform, keys = world
+    both = put(platform, None, "limits/tenant/acme", {"jobs": 5, "job_concurrency": 2}).json()
+    assert (both["jobs"], both["job_concurrency"], both["rpm"]) == (5, 2, None)
+    assert platform.client.get("/api/limits/tenant/acme").json()["job_concurrency"] == 2
+    cody_key = platform.key_id(keys["acme-cody"])
+    for path in (f"limits/key/{cody_key}", "limits/model/acme/adder"):
+        refused = put(platform, None, path, {"rpm": 1, "jobs": 3})
+        assert refused.status_code == 400, refused.text
+        assert refused.json()["code"] == "job_limits_tenant_only"
+        assert platform.client.get(f"/api/{path}").status_code == 404  # nothing written
+
+
 @pytest.mark.parametrize(
     "body",
-    [{"rpm": 0}, {"concurrency": -1}, {"rpm": "many"}, {"rpm": 1, "burst": 3}, {"tpm": 10**12}],
+    [
+        {"rpm": 0},
+        {"concurrency": -1},
+        {"rpm": "many"},
+        {"rpm": 1, "burst": 3},
+        {"tpm": 10**12},
+        {"jobs": 0},
+        {"job_concurrency": -2},
+    ],
 )
 def test_invalid_limits_are_refused(world, body: dict) -> None:
     platform, _ = world

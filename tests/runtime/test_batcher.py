@@ -24,6 +24,10 @@ class RecordingObserver:
         self.batches: list[int] = []
         self.depths: list[int] = []
         self.queue_waits: list[float] = []
+        self.classes: list[str] = []
+
+    def enqueued(self, priority: str) -> None:
+        self.classes.append(priority)
 
     def request_done(self, outcome: str, seconds: float) -> None:
         self.outcomes.append(outcome)
@@ -268,6 +272,68 @@ def test_interactive_requests_overtake_queued_batch_requests() -> None:
 
     model = CountingModel()
     assert run(scenario, model, max_batch_size=1) == ["busy", "i", "b0", "b1", "b2"]
+
+
+def test_offline_requests_wait_for_every_interactive_and_batch_request() -> None:
+    async def scenario(batcher: Batcher, model: CountingModel, obs: RecordingObserver):
+        model.gate.clear()
+        order: list[str] = []
+
+        async def call(tag: str, value: float, priority: Priority) -> InferenceResult:
+            result = await batcher.submit(row(value), deadline=soon(), priority=priority)
+            order.append(tag)
+            return result
+
+        busy = asyncio.ensure_future(call("busy", 0, Priority.OFFLINE))
+        await wait_started(model)
+        offline = [asyncio.ensure_future(call(f"o{i}", i, Priority.OFFLINE)) for i in range(2)]
+        await asyncio.sleep(0.01)
+        bulk = asyncio.ensure_future(call("b", 50, Priority.BATCH))
+        urgent = asyncio.ensure_future(call("i", 100, Priority.INTERACTIVE))
+        await asyncio.sleep(0.01)
+        model.gate.set()
+        await asyncio.gather(busy, urgent, bulk, *offline)
+        return order, obs.classes
+
+    order, classes = run(scenario, CountingModel(), max_batch_size=1)
+    # The offline batch already executing finishes; then interactive, batch, offline.
+    assert order == ["busy", "i", "b", "o0", "o1"]
+    assert classes == ["offline", "offline", "offline", "batch", "interactive"]
+
+
+def test_offline_requests_hold_at_most_their_share_of_the_queue() -> None:
+    async def scenario(batcher: Batcher, model: CountingModel, obs: RecordingObserver):
+        model.gate.clear()
+        busy = asyncio.ensure_future(batcher.submit(row(0), deadline=soon()))
+        await wait_started(model)
+        offline = [
+            asyncio.ensure_future(
+                batcher.submit(row(i), deadline=soon(), priority=Priority.OFFLINE)
+            )
+            for i in range(2)
+        ]
+        await asyncio.sleep(0)
+        with pytest.raises(Overloaded) as refused:
+            await batcher.submit(row(9), deadline=soon(), priority=Priority.OFFLINE)
+        # The rest of the queue is still there for interactive and batch requests.
+        others = [
+            asyncio.ensure_future(batcher.submit(row(i), deadline=soon(), priority=p))
+            for i, p in enumerate((Priority.INTERACTIVE, Priority.BATCH))
+        ]
+        await asyncio.sleep(0)
+        with pytest.raises(Overloaded) as full:
+            await batcher.submit(row(9), deadline=soon())
+        model.gate.set()
+        await asyncio.gather(busy, *offline, *others)
+        return refused.value, full.value, obs.outcomes
+
+    refused, full, outcomes = run(
+        scenario, max_batch_size=1, max_queue_size=4, offline_queue_share=0.5
+    )
+    assert refused.code == "queue_full" and "offline requests queued" in refused.message
+    assert refused.extra["retry_after"] > 0
+    assert full.code == "queue_full" and "4 requests queued" in full.message
+    assert outcomes.count("queue_full") == 2 and outcomes.count("success") == 5
 
 
 def test_a_failing_batch_fails_every_request_in_it() -> None:

@@ -10,7 +10,7 @@ import pytest
 
 from modelport.errors import DeadlineExceeded
 from modelport.observability.metrics import RuntimeMetrics, render
-from modelport.runtime.types import VersionKey
+from modelport.runtime.types import Priority, VersionKey
 from tests.runtime.conftest import DictBlobSource, FakeFormat, HostFactory, mlp_manifest
 
 
@@ -57,6 +57,39 @@ def test_host_activity_shows_in_the_metrics(make_host: HostFactory, source: Dict
     assert 'modelport_inference_requests_total{model="acme/mlp",outcome="success",version="7"}' in (
         text
     )
+
+
+def test_requests_queued_are_counted_per_class(
+    make_host: HostFactory, source: DictBlobSource
+) -> None:
+    metrics = RuntimeMetrics()
+    host = make_host(observer=metrics)
+    manifest, digest = mlp_manifest(source, resources={"max_batch_size": 32})
+    key = VersionKey("acme/mlp", "7", digest)
+    labels = {"model": "acme/mlp", "version": "7"}
+    classes = {Priority.INTERACTIVE: 3, Priority.BATCH: 2, Priority.OFFLINE: 4}
+
+    async def scenario() -> None:
+        await host.ensure_loaded(key, manifest, source)
+        deadline = time.monotonic() + 10
+        row = np.ones((1, 8), np.float32)
+        await asyncio.gather(
+            *(
+                host.infer(key, {"features": row}, deadline=deadline, priority=priority)
+                for priority, count in classes.items()
+                for _ in range(count)
+            )
+        )
+
+    asyncio.run(scenario())
+    for priority, count in classes.items():
+        name = "modelport_inference_queued_requests_total"
+        assert sample(metrics, name, priority=priority.value, **labels) == count
+    text = render(metrics.registry).decode()
+    assert (
+        'modelport_inference_queued_requests_total{model="acme/mlp",priority="offline",'
+        'version="7"} 4.0'
+    ) in text
 
 
 def test_deadline_drops_are_counted(

@@ -5,7 +5,7 @@ from __future__ import annotations
 from modelport.runtime.batching.queue import PendingRequest, RequestQueue, RequestState
 from modelport.runtime.types import Priority
 
-INTER, BULK = Priority.INTERACTIVE, Priority.BATCH
+INTER, BULK, OFF = Priority.INTERACTIVE, Priority.BATCH, Priority.OFFLINE
 
 
 def req(
@@ -111,3 +111,46 @@ def test_discarded_requests_are_skipped() -> None:
 def test_depth_by_priority() -> None:
     q = fill(req(1.0, prio=INTER), req(1.0, prio=BULK), req(2.0, prio=BULK))
     assert (q.depth(INTER), q.depth(BULK), len(q)) == (1, 2, 3)
+
+
+def test_offline_requests_are_served_only_when_no_interactive_or_batch_request_waits() -> None:
+    urgent_offline = req(1.0, prio=OFF, group="o")
+    relaxed_batch = req(100.0, prio=BULK, group="b")
+    relaxed_interactive = req(200.0, prio=INTER, group="i")
+    q = fill(urgent_offline, relaxed_batch, relaxed_interactive)
+    step = lambda: q.step(0.0, max_batch_size=1, max_delay=0.0).batch  # noqa: E731
+    assert step() == [relaxed_interactive]
+    assert step() == [relaxed_batch]
+    assert step() == [urgent_offline]
+    assert step() is None
+
+
+def test_offline_requests_fill_spare_rows_only_when_every_waiting_higher_one_is_in() -> None:
+    i1, b1, o1 = req(9.0, prio=INTER), req(5.0, prio=BULK), req(1.0, prio=OFF)
+    q = fill(o1, b1, i1)
+    # Every interactive and batch request fits: the offline one takes the spare row.
+    assert q.step(0.0, max_batch_size=4, max_delay=0.0).batch == [i1, b1, o1]
+
+    i2, other_batch, o2 = req(9.0, prio=INTER), req(5.0, prio=BULK, group="h"), req(1.0, prio=OFF)
+    q = fill(o2, other_batch, i2)
+    # A batch request of another group still waits: the offline one does not go before it.
+    assert q.step(0.0, max_batch_size=4, max_delay=0.0).batch == [i2]
+    assert q.step(0.0, max_batch_size=4, max_delay=0.0).batch == [other_batch]
+    assert q.step(0.0, max_batch_size=4, max_delay=0.0).batch == [o2]
+
+
+def test_batches_prefer_higher_classes_when_rows_run_out() -> None:
+    o1, b1, i1, i2 = (
+        req(1.0, prio=OFF),
+        req(2.0, prio=BULK),
+        req(8.0, prio=INTER),
+        req(9.0, prio=INTER),
+    )
+    q = fill(o1, b1, i1, i2)
+    assert q.step(0.0, max_batch_size=3, max_delay=0.0).batch == [i1, i2, b1]
+    assert q.step(0.0, max_batch_size=3, max_delay=0.0).batch == [o1]
+
+
+def test_depth_of_the_offline_class() -> None:
+    q = fill(req(1.0, prio=OFF), req(1.0, prio=BULK), req(2.0, prio=OFF))
+    assert (q.depth(INTER), q.depth(BULK), q.depth(OFF), len(q)) == (0, 1, 2, 3)

@@ -49,6 +49,9 @@ class TestEndpoints:
         assert shown["deadline_ms"] == 2000
         listed = serving_db.client.get("/api/endpoints").json()["items"]
         assert [e["name"] for e in listed] == ["fraud"]
+        offline = serving_db.endpoint("scoring", priority="offline")
+        assert offline["priority"] == "offline"
+        assert serving_db.client.get("/api/endpoints/scoring").json()["priority"] == "offline"
 
     def test_names_are_unique_and_checked(self, serving: Serving) -> None:
         serving.endpoint("fraud")

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import hashlib
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 
 from modelport.blobs import repository as repo
 from modelport.blobs._common import blob_not_found
@@ -57,6 +58,33 @@ class BlobService:
                 repo.record_owner(session, [digest], tenant, now)
         return digest
 
+    def put_chunks(self, chunks: Iterable[bytes], *, tenant: str | None = None) -> Blob:
+        """``put`` for bytes that arrive in pieces (a batch's output file made of its
+        shards): they are staged as they come and hashed on the way, never held whole."""
+        upload_id = uuid.uuid4().hex
+        hasher = hashlib.sha256()
+        size = 0
+        try:
+            writer = self.store.open_staging(upload_id, 0)
+            try:
+                for chunk in chunks:
+                    writer.write(chunk)
+                    hasher.update(chunk)
+                    size += len(chunk)
+                writer.publish()
+            finally:
+                writer.abort()  # nothing after a publish
+            digest = "sha256:" + hasher.hexdigest()
+            self.store.commit_staging(upload_id, digest, size)  # False: stored already
+        finally:
+            self.store.discard_staging(upload_id)
+        now = utcnow()
+        with self.database.transaction() as session:
+            repo.record_blob(session, Blob(digest, size), now)
+            if tenant is not None:
+                repo.record_owner(session, [digest], tenant, now)
+        return Blob(digest, size)
+
     def get(self, digest: str) -> bytes:
         """The whole blob ``digest``, verified (``blob_not_found``, ``blob_corrupted``)."""
         return b"".join(self.read(self.stat(digest)))
@@ -73,6 +101,17 @@ class BlobService:
             raise blob_corrupted(digest, f"{size} bytes stored where {recorded.size} are recorded")
         return Blob(digest, size)
 
+    def open_ranges(self, digest: str) -> BlobRanges:
+        """Ranged reads of one blob, for a reader that takes it piece by piece (a
+        ``.npy`` file's rows): the size is checked once, and a blob up to
+        ``verify_below_bytes`` is hashed once, here, instead of on every range."""
+        blob = self.stat(digest)
+        if blob.size <= self.verify_below_bytes:
+            actual, size = hash_blob(self.store, blob.digest)
+            if actual != blob.digest or size != blob.size:
+                raise blob_corrupted(blob.digest, f"its {size} bytes hash to {actual}")
+        return BlobRanges(self.store, blob)
+
     def read(self, blob: Blob, start: int = 0, end: int | None = None) -> Iterator[bytes]:
         """Stream bytes ``[start, end)`` of a blob returned by ``stat``."""
         end = blob.size if end is None else min(end, blob.size)
@@ -86,3 +125,22 @@ class BlobService:
         if start == 0 and end == blob.size:
             return iter_verified(self.store, blob.digest, blob.size)
         return self.store.read(blob.digest, start, end)
+
+
+class BlobRanges:
+    """Byte ranges of one stored blob (``BlobService.open_ranges``)."""
+
+    def __init__(self, store: BlobStore, blob: Blob) -> None:
+        self._store = store
+        self.blob = blob
+
+    @property
+    def size(self) -> int:
+        return self.blob.size
+
+    def read(self, start: int, end: int) -> bytes:
+        """Bytes ``[start, end)``, clipped to the blob; only they are read."""
+        end = min(end, self.blob.size)
+        if end <= start:
+            return b""
+        return b"".join(self._store.read(self.blob.digest, start, end))

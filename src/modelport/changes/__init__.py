@@ -15,6 +15,7 @@ from modelport.changes.types import (
     GrantChanged,
     KeysRevoked,
     ModerationPolicyChanged,
+    TenantCacheChanged,
     VersionPublished,
     VersionTransitioned,
 )
@@ -28,6 +29,7 @@ __all__ = [
     "KeysRevoked",
     "LocalChangeBus",
     "ModerationPolicyChanged",
+    "TenantCacheChanged",
     "VersionPublished",
     "VersionTransitioned",
 ]

@@ -84,6 +84,14 @@ class ModerationPolicyChanged:
     tenant: str
 
 
+@dataclass(frozen=True)
+class TenantCacheChanged:
+    """Tenant ``tenant`` changed its response-cache flags (``no_cache``, ``shared_cache``)."""
+
+    topic: ClassVar[str] = "tenancy.cache_changed"
+    tenant: str
+
+
 Change = (
     VersionPublished
     | VersionTransitioned
@@ -92,6 +100,7 @@ Change = (
     | KeysRevoked
     | EndpointChanged
     | ModerationPolicyChanged
+    | TenantCacheChanged
 )
 
 TOPICS: dict[str, type[Change]] = {
@@ -104,6 +113,7 @@ TOPICS: dict[str, type[Change]] = {
         KeysRevoked,
         EndpointChanged,
         ModerationPolicyChanged,
+        TenantCacheChanged,
     )
 }
 

@@ -7,6 +7,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from modelport.client.errors import error_from_response
 from modelport.client.family import AsyncFamily, Family
 from modelport.client.transport import Call, segment
 from modelport.client.types import Job, Page, page_of
@@ -58,6 +59,14 @@ def cancel_call(job_id: str) -> Call[Job]:
     return Call("POST", f"/api/jobs/{segment(job_id)}:cancel", Job.from_json)
 
 
+def output_path(job: Job, digest: str | None) -> str:
+    """The output route of ``digest`` (None: the job's output document)."""
+    chosen = digest or job.output_digest
+    if chosen is None:
+        raise ValueError(f"job {job.id} has no output yet ({job.state})")
+    return f"/api/jobs/{segment(job.id)}/outputs/{chosen}"
+
+
 class Jobs(Family):
     """``client.jobs``."""
 
@@ -85,6 +94,15 @@ class Jobs(Family):
     def cancel(self, job_id: str) -> Job:
         """Ask the job to stop at its next stage boundary."""
         return self._t.run(cancel_call(job_id))
+
+    def output(self, job_id: str, digest: str | None = None) -> bytes:
+        """Download one of the job's outputs with this client's key: ``digest`` (a
+        shard a batch manifest lists), or by default the job's output document."""
+        path = output_path(self.get(job_id), digest)
+        response = self._t.send("GET", path)
+        if not response.is_success:
+            raise error_from_response(response)
+        return response.content
 
     def wait(
         self,
@@ -129,6 +147,13 @@ class AsyncJobs(AsyncFamily):
 
     async def cancel(self, job_id: str) -> Job:
         return await self._t.run(cancel_call(job_id))
+
+    async def output(self, job_id: str, digest: str | None = None) -> bytes:
+        path = output_path(await self.get(job_id), digest)
+        response = await self._t.send("GET", path)
+        if not response.is_success:
+            raise error_from_response(response)
+        return response.content
 
     async def wait(self, job_id: str, *, timeout: float = 3600.0, interval: float = 0.5) -> Job:
         deadline = time.monotonic() + timeout

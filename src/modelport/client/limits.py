@@ -33,8 +33,16 @@ def set_call(
     rpm: int | None = None,
     concurrency: int | None = None,
     tpm: int | None = None,
+    jobs: int | None = None,
+    job_concurrency: int | None = None,
 ) -> Call[Limits]:
-    body = {"rpm": rpm, "concurrency": concurrency, "tpm": tpm}
+    body = {
+        "rpm": rpm,
+        "concurrency": concurrency,
+        "tpm": tpm,
+        "jobs": jobs,
+        "job_concurrency": job_concurrency,
+    }
     return Call("PUT", _path(scope_type, scope_id), Limits.from_json, json=body)
 
 
@@ -60,9 +68,20 @@ class LimitsFamily(Family):
         rpm: int | None = None,
         concurrency: int | None = None,
         tpm: int | None = None,
+        jobs: int | None = None,
+        job_concurrency: int | None = None,
     ) -> Limits:
-        """Replace the scope's limits; a limit left None is not limited."""
-        call = set_call(scope_type, scope_id, rpm=rpm, concurrency=concurrency, tpm=tpm)
+        """Replace the scope's limits; a limit left None is not limited (``jobs``,
+        ``job_concurrency``: a tenant scope's only)."""
+        call = set_call(
+            scope_type,
+            scope_id,
+            rpm=rpm,
+            concurrency=concurrency,
+            tpm=tpm,
+            jobs=jobs,
+            job_concurrency=job_concurrency,
+        )
         return self._t.run(call)
 
     def delete(self, scope_type: str, scope_id: str) -> None:
@@ -86,8 +105,18 @@ class AsyncLimitsFamily(AsyncFamily):
         rpm: int | None = None,
         concurrency: int | None = None,
         tpm: int | None = None,
+        jobs: int | None = None,
+        job_concurrency: int | None = None,
     ) -> Limits:
-        call = set_call(scope_type, scope_id, rpm=rpm, concurrency=concurrency, tpm=tpm)
+        call = set_call(
+            scope_type,
+            scope_id,
+            rpm=rpm,
+            concurrency=concurrency,
+            tpm=tpm,
+            jobs=jobs,
+            job_concurrency=job_concurrency,
+        )
         return await self._t.run(call)
 
     async def delete(self, scope_type: str, scope_id: str) -> None:

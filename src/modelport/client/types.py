@@ -279,6 +279,10 @@ class Limits:
     concurrency: int | None
     tpm: int | None
     raw: Json = field(repr=False)
+    jobs: int | None = None
+    """A tenant's jobs queued and running at once."""
+    job_concurrency: int | None = None
+    """A tenant's jobs running at once."""
 
     @classmethod
     def from_json(cls, body: Json) -> Limits:
@@ -289,6 +293,8 @@ class Limits:
             body["concurrency"],
             body["tpm"],
             body,
+            body.get("jobs"),
+            body.get("job_concurrency"),
         )
 
 
@@ -376,6 +382,18 @@ class Job:
     @property
     def stages_done(self) -> int:
         return sum(1 for stage in self.stages if stage["state"] == "done")
+
+    @property
+    def output_digest(self) -> str | None:
+        digest = self.raw.get("output_digest")
+        return digest if isinstance(digest, str) else None
+
+    @property
+    def output(self) -> Json | None:
+        """The output's ``digest``, ``size``, whether it is ``inline`` and its signed,
+        expiring ``url`` (None until the job succeeded)."""
+        found = self.raw.get("output")
+        return found if isinstance(found, dict) else None
 
     @property
     def progress(self) -> Json | None:

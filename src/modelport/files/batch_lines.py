@@ -7,7 +7,7 @@ line at fault: a batch never starts on requests that could not all be read."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Generator, Iterable, Iterator
 
 import orjson
 
@@ -52,6 +52,21 @@ def iter_lines(data: bytes) -> Iterator[tuple[int, bytes]]:
             yield number, raw
 
 
+def iter_stream_lines(chunks: Iterable[bytes]) -> Generator[tuple[int, bytes]]:
+    """``iter_lines`` over bytes that arrive in chunks: holds one chunk and the line
+    it cuts, never the whole file."""
+    number, rest = 0, b""
+    for chunk in chunks:
+        pieces = (rest + chunk).split(b"\n")
+        rest = pieces.pop()
+        for raw in pieces:
+            number += 1
+            if raw.strip():
+                yield number, raw
+    if rest.strip():
+        yield number + 1, rest
+
+
 def check_batch_file(data: bytes) -> int:
     """Check every line of a batch file; the number of requests in it."""
     seen: set[str] = set()
@@ -70,8 +85,3 @@ def check_batch_file(data: bytes) -> int:
     if count == 0:
         raise InvalidInput("the batch file holds no request", code="invalid_batch_file")
     return count
-
-
-def read_batch_file(data: bytes) -> list[BatchLine]:
-    """The requests of a batch file checked by ``check_batch_file``."""
-    return [parse_line(number, raw) for number, raw in iter_lines(data)]

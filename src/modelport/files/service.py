@@ -5,7 +5,7 @@ missing one is."""
 from __future__ import annotations
 
 import secrets
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from datetime import datetime
 
 from sqlalchemy.exc import IntegrityError
@@ -23,6 +23,8 @@ PutBlob = Callable[[bytes, str], str]
 """Stores bytes as a blob held by a tenant; their digest."""
 ReadBlob = Callable[[str], Iterator[bytes]]
 """A stored blob's bytes, verified."""
+PutChunks = Callable[[Iterable[bytes], str], tuple[str, int]]
+"""Stores bytes that arrive in pieces as a blob held by a tenant; its digest and size."""
 
 
 def file_not_found(file_id: str) -> NotFound:
@@ -39,12 +41,16 @@ class FileService:
         *,
         put_blob: PutBlob,
         read_blob: ReadBlob,
+        put_chunks: PutChunks | None = None,
         now: Callable[[], datetime],
         max_bytes: int,
     ) -> None:
         self.database = database
         self.put_blob = put_blob
         self.read_blob = read_blob
+        self.put_chunks = put_chunks or (
+            lambda chunks, tenant: _joined_put(put_blob, b"".join(chunks), tenant)
+        )
         self.now = now
         self.max_bytes = max_bytes
 
@@ -79,41 +85,53 @@ class FileService:
         tenant: str,
         purpose: FilePurpose,
         filename: str,
-        data: bytes,
+        data: bytes | Iterable[bytes],
         *,
         file_id: str | None = None,
     ) -> FileObject:
-        """A file the platform writes for ``tenant`` (a batch's output), unchecked.
-        ``file_id``: a fixed id (``file-`` and 24 hex digits), so that writing again
-        answers the file written before instead of a second one."""
+        """A file the platform writes for ``tenant`` (a batch's output), unchecked;
+        ``data`` its bytes, or its pieces in order (streamed to the blob store, never
+        joined). ``file_id``: a fixed id (``file-`` and 24 hex digits), so that writing
+        again answers the file written before (reading none of ``data``) instead of a
+        second one."""
         if file_id is not None:
             with self.database.transaction() as session:
                 found = repo.get(session, tenant, file_id)
             if found is not None:
                 return found
+        if isinstance(data, bytes):
+            digest, size = self.put_blob(data, tenant), len(data)
+        else:
+            digest, size = self.put_chunks(data, tenant)
         try:
-            return self._store(tenant, purpose, filename, data, None, file_id)
+            return self._record(tenant, purpose, filename, digest, size, None, file_id)
         except IntegrityError:
             if file_id is None:
                 raise
             return self.get(tenant, file_id)  # a concurrent writer won
 
     def _store(
+        self, tenant: str, purpose: FilePurpose, filename: str, data: bytes, lines: int | None
+    ) -> FileObject:
+        digest = self.put_blob(data, tenant)
+        return self._record(tenant, purpose, filename, digest, len(data), lines)
+
+    def _record(
         self,
         tenant: str,
         purpose: FilePurpose,
         filename: str,
-        data: bytes,
+        digest: str,
+        size: int,
         lines: int | None,
         file_id: str | None = None,
     ) -> FileObject:
-        digest = self.put_blob(data, tenant)
         file = FileObject(
             id=file_id or "file-" + secrets.token_hex(12),
             tenant=tenant,
             purpose=purpose,
             filename=filename,
-            bytes=len(data),
+            bytes=size,
             digest=digest,
             created_at=self.now(),
             lines=lines,
@@ -165,3 +183,7 @@ class FileService:
             return repo.page(
                 session, tenant, purpose=kind, after=start, limit=limit, newest_first=newest_first
             )
+
+
+def _joined_put(put_blob: PutBlob, data: bytes, tenant: str) -> tuple[str, int]:
+    return put_blob(data, tenant), len(data)

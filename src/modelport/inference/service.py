@@ -10,13 +10,17 @@ the surface's ``Decoder``:
 2. admit: rate, concurrency and budget limits (``LimitService``; warm subjects without
    a thread hop, Redis admissions grouped);
 3. decode the request against the target's declared tensors (the surface's work);
-4. reserve: the meter prices the call and holds its upper cost (reservations grouped;
-   settlements through the journal where there is one);
-5. dispatch through the serving layer (``Dispatcher``: breakers, health, retries,
-   metrics; for an endpoint the router's canary, shadow and fallbacks) to a backend
-   (this process's model host is the ``LocalBackend``);
+4. for a version declared deterministic, look the question up in the response cache
+   (``inference.cache``; a tenant that declared no-cache skips it); reserve: the meter
+   prices the call (a hit by the ``cache_hit`` rule where there is one) and holds its
+   upper cost (reservations grouped; settlements through the journal where there is one);
+5. a hit is answered from the cache; otherwise dispatch through the serving layer
+   (``Dispatcher``: breakers, health, retries, metrics; for an endpoint the router's
+   canary, shadow and fallbacks) to a backend (this process's model host is the
+   ``LocalBackend``);
 6. record: usage quantities (``Usage``) on the metered call, the prediction log for an
-   endpoint; settle, release the admission, and return the ``InferenceResult``.
+   endpoint; settle, store a miss's answer in the cache, release the admission, and
+   return the ``InferenceResult``.
 
 A call is cancellable: the surface's watch cancels the task when its caller hangs up;
 the meter then settles it ``cancelled`` and the admission is given back. The watch is
@@ -53,6 +57,7 @@ from modelport.inference.access import (
     require_model,
 )
 from modelport.inference.access_facts import AccessFacts
+from modelport.inference.cache import ResponseCache
 from modelport.inference.moderation import (
     StreamOutputCheck,
     SyncModeration,
@@ -88,7 +93,7 @@ from modelport.serving.routing.interface import Dispatcher
 from modelport.serving.routing.router import Plan, Prediction
 from modelport.serving.routing.streams import prompt_tensor, texts_tensor
 from modelport.serving.routing.table import Route
-from modelport.serving.types import BackendRequest, VersionRef
+from modelport.serving.types import BackendRequest, Provenance, Served, VersionRef
 from modelport.tenancy.limits import Admission, LimitService, RateLimited, Subject
 from modelport.tenancy.policy import Permission
 from modelport.tenancy.types import Principal
@@ -124,6 +129,8 @@ class InferenceService:
         self.default_timeout_seconds = default_timeout_seconds
         self.moderation: SyncModeration | None = None
         """Set by the composition root where content moderation is wired."""
+        self.cache: ResponseCache | None = None
+        """The response cache, set by the composition root where it is enabled."""
 
     async def _policy(self, caller: Caller) -> Policy | None:
         """The caller's tenant's moderation policy for synchronous calls, if any."""
@@ -155,6 +162,33 @@ class InferenceService:
         caller.about = route.endpoint.tenant
         require_endpoint(caller.principal, route.endpoint, permission)
         return route
+
+    async def upper_cost(self, principal: Principal, target: Target, timeout: float) -> int:
+        """The most one call of ``target`` by ``principal`` within ``timeout`` seconds
+        (an endpoint's deadline, if shorter) can be charged: its reservation (an
+        endpoint's: the dearest of the versions it may run). Counted units bounded by
+        the request (tokens) are not known here and count nothing. 404 for a target the
+        principal may not call."""
+        caller = Caller(principal)
+        if isinstance(target, EndpointTarget):
+            route = await self.route(caller, target.name, Permission.MODEL_CALL)
+            timeout = min(timeout, route.endpoint.deadline_ms / 1000)
+            versions = [*route.versions, *route.fallbacks.values()]
+        else:
+            versions = [(await self._callable(caller, target)).ref]
+        calls = [
+            CallInfo(
+                tenant=principal.tenant or principal.id,
+                key_id=principal.key_id,
+                model=version.model,
+                version=version.version,
+                manifest_digest=version.manifest_digest,
+                timeout_seconds=timeout,
+            )
+            for version in versions
+        ]
+        costs = [await anyio.to_thread.run_sync(self.meter.upper_cost, call) for call in calls]
+        return max(costs, default=0)
 
     # ---- calls
     async def infer(
@@ -310,6 +344,17 @@ class InferenceService:
                 )
             meter = self.meter
             tokens = token_bound(manifest.inputs, manifest.outputs, request)
+            lookup = None
+            if self.cache is not None and manifest.deterministic:
+                lookup = await self.cache.lookup(
+                    principal.tenant,
+                    principal.id,
+                    key.manifest_digest,
+                    request.inputs,
+                    request.parameters,
+                    request.outputs,
+                )
+            hit = None if lookup is None else lookup.hit
             call = await meter.open(  # its cost reserved (402 budget_exceeded)
                 CallInfo(
                     tenant=principal.tenant or principal.id,
@@ -320,25 +365,33 @@ class InferenceService:
                     request_id=caller.request_id,
                     timeout_seconds=timeout,
                     call_id=caller.call_id,
+                    hold_id=caller.hold_id,
                     quantities={} if tokens is None else {Unit.INPUT_TOKEN: tokens},
+                    cached=hit is not None,
                 )
             )
             try:
                 ref = resolved.ref
                 started = time.perf_counter()
-                served = await self.dispatcher.dispatch(
-                    BackendRequest(
-                        ref,
-                        request.inputs,
-                        time.monotonic() + timeout,
-                        request.priority or Priority.INTERACTIVE,
-                        request.outputs if tokens is None else with_tokens(request.outputs),
-                        request.parameters,
-                        call.prediction_id,
-                        call.reservation.id if call.reservation is not None else "",
-                    ),
-                    self.replicas_for(ref),
-                )
+                if hit is not None and lookup is not None:
+                    served = Served(
+                        hit.outputs,
+                        Provenance(ref, None, age_seconds=lookup.age_seconds, cached=True),
+                    )
+                else:
+                    served = await self.dispatcher.dispatch(
+                        BackendRequest(
+                            ref,
+                            request.inputs,
+                            time.monotonic() + timeout,
+                            request.priority or Priority.INTERACTIVE,
+                            request.outputs if tokens is None else with_tokens(request.outputs),
+                            request.parameters,
+                            call.prediction_id,
+                            call.reservation.id if call.reservation is not None else "",
+                        ),
+                        self.replicas_for(ref),
+                    )
                 if caller.watch is not None:
                     caller.watch.stop()  # answered: billed as such, whoever reads it
                 usage = measure(request.inputs, served.timings, served.batch_size, started)
@@ -351,10 +404,12 @@ class InferenceService:
                 await meter.failed(call, exc)  # cancelled: settled ``cancelled``
                 raise
             await meter.succeeded(call)  # durable before the answer
+            if lookup is not None and hit is None and self.cache is not None:
+                await self.cache.store(lookup, served.outputs)  # as the model gave it
         finally:
             # Synchronous on purpose: it must run even when the call was cancelled.
             admission.release()
-        if policy is not None:  # billed as answered: the model ran
+        if policy is not None:  # billed as answered: the model ran (or its answer was reused)
             await self._moderate(policy, caller, Stage.OUTPUT, outputs, key.model, key.version)
         return InferenceResult(
             outputs,
@@ -365,6 +420,7 @@ class InferenceService:
             served.timings,
             served.batch_size,
             call.prediction_id,
+            cache=None if lookup is None else ("miss" if hit is None else "hit"),
         )
 
     async def call_endpoint(
@@ -465,6 +521,7 @@ class InferenceService:
                     request_id=caller.request_id,
                     timeout_seconds=timeout,
                     call_id=caller.call_id,
+                    hold_id=caller.hold_id,
                     quantities={} if tokens is None else {Unit.INPUT_TOKEN: tokens},
                 )
             )

@@ -64,16 +64,22 @@ class Caller:
     """Who calls, and what the service tells the surface back about the call while it
     runs (the rate decision for its headers, the tenant it is about for the audit)."""
 
-    __slots__ = ("about", "call_id", "principal", "rate", "request_id", "watch")
+    __slots__ = ("about", "call_id", "hold_id", "principal", "rate", "request_id", "watch")
 
     def __init__(
-        self, principal: Principal, request_id: str = "", call_id: str | None = None
+        self,
+        principal: Principal,
+        request_id: str = "",
+        call_id: str | None = None,
+        hold_id: str | None = None,
     ) -> None:
         self.principal = principal
         self.request_id = request_id
         self.call_id = call_id
         """A deterministic id for a call that may be repeated (a job's stage): the
         metered call's ``CallInfo.call_id``, so a repeat is charged once."""
+        self.hold_id = hold_id
+        """The hold of the work the call is part of (a job's): ``CallInfo.hold_id``."""
         self.rate: RateDecision | None = None
         """The limiter's decision once admitted (or refused)."""
         self.about: str | None = None
@@ -127,6 +133,9 @@ class InferenceResult:
     """An endpoint call's routing outcome (deployment, chosen version, fallback)."""
     body: bytes | None = None
     """The encoded answer, when the service needed it (an idempotency key completed)."""
+    cache: str | None = None
+    """The response cache's part: ``hit``, ``miss``, or None where it was not consulted
+    (a version not declared deterministic, a no-cache tenant, an endpoint call)."""
 
 
 @dataclass(frozen=True, slots=True)

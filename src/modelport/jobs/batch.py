@@ -1,7 +1,8 @@
 """Batches over files of requests: a batch is a job whose pipeline is ``shards`` →
 ``publish`` (``BATCH_PIPELINE``).
 
-- ``shards`` splits the input file's lines into shards of ``shard_rows``; each shard
+- ``shards`` reads the input file a shard of ``shard_rows`` lines at a time, streamed
+  from the blob store (``jobs.readers``: never the whole file); each shard
   not checkpointed yet runs its lines (a few at once) through the ``LineRunner`` as the
   submitting principal, each under the metered call id ``batch:<job>:<custom_id>``
   (a line run again after a crash is charged once), stores its output and error lines
@@ -9,8 +10,14 @@
   starts at the first shard not checkpointed. A cancel requested between shards ends
   the stage early, publishing what the shards done answered (as OpenAI does): the job
   ends ``cancelled`` at the boundary, its files in the stage's output.
-- ``publish`` concatenates the shards' outputs into the output file and the errors
-  into the error file (ids derived from the job: a publish run again finds them) and
+- A batch not done within its ``completion_window`` (from its creation, on the
+  injected clock; checked before each shard) expires: every shard not checkpointed yet
+  is checkpointed with its lines as ``batch_expired`` error lines (the ``LineRunner``
+  encodes them) and none of them run; ``publish`` then publishes the finished lines'
+  output and all the errors, and marks the manifest ``expired``. The job itself ends
+  ``succeeded`` (each stage did its work); the batch's status is ``expired``.
+- ``publish`` streams the shards' outputs into the output file and the errors
+  into the error file (never holding either whole) (ids derived from the job: a publish run again finds them) and
   answers the manifest (file ids, every shard's digests), which the runner records
   with the stage done: the batch shows its files only then, all at once.
 
@@ -25,19 +32,22 @@ import hashlib
 import secrets
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from functools import partial
+from itertools import chain
 from typing import Any, Protocol
 
 import anyio.to_thread
 import orjson
 
+from modelport.blobs.service import BlobService
+from modelport.digests import sha256_digest
 from modelport.errors import InvalidInput, NotFound
 from modelport.files import FilePurpose, FileService
-from modelport.files.batch_lines import BATCH_URLS, iter_lines, parse_line
+from modelport.files.batch_lines import BATCH_URLS
 from modelport.files.types import BatchLine
+from modelport.jobs import readers, shards, tensors
 from modelport.jobs import repository as repo
-from modelport.jobs import shards, tensors
 from modelport.jobs.service import JobService, Submission
 from modelport.jobs.stages import StageContext
 from modelport.jobs.types import (
@@ -54,7 +64,8 @@ from modelport.tenancy.types import Principal
 
 SHARD_ROWS = 1000
 LINE_CONCURRENCY = 8
-COMPLETION_WINDOWS = frozenset({"24h"})
+COMPLETION_WINDOWS = {"24h": timedelta(hours=24)}
+"""The completion windows a batch may ask for (OpenAI's one), and their lengths."""
 MAX_METADATA = 16
 MAX_PAGE = 100
 
@@ -74,6 +85,12 @@ class LineRunner(Protocol):
     ) -> LineOutcome:
         """The line's output line, or its error line for a request that failed (an
         unexpected error is raised: the stage is retried)."""
+        ...
+
+    def expired_line(self, custom_id: str, *, call_id: str, request_id: str) -> LineOutcome:
+        """The error line of a request never run: its batch expired first. Its error
+        code is ``batch_expired``, written ``"batch_expired"`` on the line (a run resumed
+        after a crash recognizes the shards expired before by it)."""
         ...
 
 
@@ -115,26 +132,65 @@ class ShardStage:
             raise InvalidInput(
                 "batch_shards runs the batches of /v1/batches only", code="invalid_job_input"
             )
-        data = await context.read(str(doc["file"]))
         endpoint = str(doc["endpoint"])
         size = int(doc.get("shard_rows") or SHARD_ROWS)
-        lines = [parse_line(number, raw) for number, raw in iter_lines(data)]
         done = {c.position for c in await anyio.to_thread.run_sync(self._checkpoints, job.id)}
-        for position, shard in enumerate(shards.split(lines, size)):
-            if position in done:
-                continue
-            if await anyio.to_thread.run_sync(self._cancelled, job.id):
-                return await self._cancel(context)
-            checkpoint = await self._shard(context, endpoint, position, shard)
-            written = await anyio.to_thread.run_sync(
-                shards.checkpoint, self.database, job.id, checkpoint, self.now()
-            )
-            if written and self.on_shard is not None:
-                self.on_shard(job.id, position)
+        deadline = await anyio.to_thread.run_sync(self._deadline, job.id)
+        blobs = context.services.blobs
+        reader = readers.jsonl_shards(blobs, str(doc["file"]), size, skip=done)
+        expired = False
+        try:
+            while (shard := await anyio.to_thread.run_sync(next, reader, None)) is not None:
+                if shard.position in done:
+                    continue
+                expired = expired or (deadline is not None and self.now() >= deadline)
+                if expired:
+                    checkpoint = await self._expire(context, shard)
+                else:
+                    if await anyio.to_thread.run_sync(self._cancelled, job.id):
+                        return await self._cancel(context)
+                    checkpoint = await self._shard(context, endpoint, shard.position, shard.lines)
+                written = await anyio.to_thread.run_sync(
+                    shards.checkpoint, self.database, job.id, checkpoint, self.now()
+                )
+                if written and self.on_shard is not None:
+                    self.on_shard(job.id, shard.position)
+        finally:
+            await anyio.to_thread.run_sync(reader.close)
         if await anyio.to_thread.run_sync(self._cancelled, job.id):
+            # A cancel wins over the expiry: the job ends cancelled at the boundary,
+            # so publish now what was answered and expired.
             return await self._cancel(context)
         recorded = await anyio.to_thread.run_sync(self._checkpoints, job.id)
-        return tensors.dumps({"shards": [_shard_doc(c) for c in recorded]})
+        if not expired and deadline is not None and self.now() >= deadline:
+            # A run before this one (its runner died before the stage was recorded)
+            # may have expired shards: they are checkpointed, so nothing was left here.
+            expired = await anyio.to_thread.run_sync(_expired_before, blobs, recorded)
+        manifest: dict[str, Any] = {"shards": [_shard_doc(c) for c in recorded]}
+        if expired:
+            manifest["expired"] = True
+        return tensors.dumps(manifest)
+
+    async def _expire(self, context: StageContext, shard: readers.Shard) -> ShardCheckpoint:
+        """A shard the window closed on: each line a ``batch_expired`` error, none run."""
+        job = context.job
+        errors = _joined(
+            [
+                self.runner.expired_line(
+                    line.custom_id, call_id=line_call_id(job.id, line.custom_id), request_id=job.id
+                ).line
+                for line in shard.lines
+            ]
+        )
+        blobs = context.services.blobs
+        empty = await anyio.to_thread.run_sync(partial(blobs.put, b"", tenant=job.tenant))
+        error_digest = await anyio.to_thread.run_sync(partial(blobs.put, errors, tenant=job.tenant))
+        rows = len(shard.lines)
+        return ShardCheckpoint(shard.position, rows, rows, empty, error_digest)
+
+    def _deadline(self, job_id: str) -> datetime | None:
+        with self.database.transaction() as session:
+            return shards.deadline(session, job_id, COMPLETION_WINDOWS)
 
     async def _cancel(self, context: StageContext) -> bytes:
         """The stage's output once the batch is cancelled: what the shards done so far
@@ -184,6 +240,21 @@ class ShardStage:
         return job is None or job.cancel_requested
 
 
+EXPIRED_CODE = b'"batch_expired"'
+
+
+def _expired_before(blobs: BlobService, recorded: Sequence[ShardCheckpoint]) -> bool:
+    """Whether a checkpointed shard is one ``_expire`` wrote: no line answered, and its
+    first error line carries the ``batch_expired`` code."""
+    empty = sha256_digest(b"")
+    for c in recorded:
+        if c.rows and c.failed == c.rows and c.output_digest == empty:
+            head = b"".join(blobs.read(blobs.stat(c.error_digest), 0, 4096))
+            if EXPIRED_CODE in head.split(b"\n", 1)[0]:
+                return True
+    return False
+
+
 def _shard_doc(c: ShardCheckpoint) -> dict[str, Any]:
     return {
         "index": c.position,
@@ -209,34 +280,38 @@ class PublishStage:
 
     async def run(self, context: StageContext) -> bytes:
         job = context.job
+        expired = bool((await context.read_input()).get("expired"))
         found = await anyio.to_thread.run_sync(self._checkpoints, job.id)
-        output = b"".join([await context.read(c.output_digest) for c in found])
-        errors = b"".join([await context.read(c.error_digest) for c in found])
+        blobs = context.services.blobs
         name = job.id
 
-        def write(kind: str, data: bytes) -> str | None:
-            if not data:
+        def write(kind: str, digests: list[str]) -> str | None:
+            # The shards' blobs streamed one after another into the file: the output
+            # file is never held whole.
+            if not any(blobs.stat(digest).size for digest in digests):
                 return None
             file = self.files.write(
                 job.tenant,
                 FilePurpose.BATCH_OUTPUT,
                 f"batch_{name}_{kind}.jsonl",
-                data,
+                chain.from_iterable(blobs.read(blobs.stat(digest)) for digest in digests),
                 file_id=published_file_id(job.id, kind),
             )
             return file.id
 
-        output_id = await anyio.to_thread.run_sync(write, "output", output)
+        outputs, errors = [c.output_digest for c in found], [c.error_digest for c in found]
+        output_id = await anyio.to_thread.run_sync(write, "output", outputs)
         error_id = await anyio.to_thread.run_sync(write, "error", errors)
-        return tensors.dumps(
-            {
-                "output_file_id": output_id,
-                "error_file_id": error_id,
-                "rows": sum(c.rows for c in found),
-                "failed": sum(c.failed for c in found),
-                "shards": [_shard_doc(c) for c in found],
-            }
-        )
+        manifest: dict[str, Any] = {
+            "output_file_id": output_id,
+            "error_file_id": error_id,
+            "rows": sum(c.rows for c in found),
+            "failed": sum(c.failed for c in found),
+            "shards": [_shard_doc(c) for c in found],
+        }
+        if expired:
+            manifest["expired"] = True
+        return tensors.dumps(manifest)
 
     def _checkpoints(self, job_id: str) -> list[ShardCheckpoint]:
         with self.database.transaction() as session:
@@ -299,8 +374,8 @@ class BatchService:
                 code="invalid_input_file",
                 param="input_file_id",
             )
-        first = next(iter_lines(self.jobs.blobs.get(file.digest)), None)
-        if first is None or parse_line(*first).url != new.endpoint:
+        first = readers.first_line(self.jobs.blobs, file.digest)
+        if first is None or first.url != new.endpoint:
             raise InvalidInput(
                 f"the file's requests are not for {new.endpoint}",
                 code="endpoint_mismatch",
@@ -363,12 +438,14 @@ class BatchService:
         with self.database.transaction() as session:
             done, failed = shards.progress(session, row.job_id)
         output_id = error_id = None
+        expired = False
         published = job.output_digest
         if job.state is JobState.CANCELLED and job.stages:
             published = job.stages[0].output_digest  # what the shards done answered
         if job.state in (JobState.SUCCEEDED, JobState.CANCELLED) and published is not None:
             manifest = orjson.loads(self.jobs.blobs.get(published))
             output_id, error_id = manifest.get("output_file_id"), manifest.get("error_file_id")
+            expired = bool(manifest.get("expired"))
         return BatchRecord(
             id=row.id,
             tenant=row.tenant,
@@ -384,6 +461,7 @@ class BatchService:
             failed=failed,
             output_file_id=output_id,
             error_file_id=error_id,
+            expired=expired,
         )
 
 

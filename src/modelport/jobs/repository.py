@@ -7,6 +7,14 @@ saw, so two runners never both win a job. On PostgreSQL the candidates are read 
 UPDATE SKIP LOCKED`` (concurrent claimers skip each other's rows instead of waiting);
 on SQLite the write transaction (``BEGIN IMMEDIATE``) serialises claimers and the
 conditional UPDATE alone decides.
+
+A tenant's job limits (its ``limits`` row, tenant scope): ``jobs``, the quota, bounds
+its jobs queued and running, counted at submission; ``job_concurrency`` bounds its jobs
+running, at claim: a tenant at its cap has its queued jobs left queued (a running job
+whose lease expired is taken over all the same: it counts already). Both count under
+a lock of the tenant's ``limits`` row (``FOR UPDATE`` on PostgreSQL; SQLite's write
+transaction serialises), so two submissions or two claimers cannot both pass the last
+place.
 """
 
 from __future__ import annotations
@@ -15,8 +23,8 @@ from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import and_, or_, select, update
-from sqlalchemy.orm import Session
+from sqlalchemy import and_, func, or_, select, update
+from sqlalchemy.orm import Session, aliased
 
 from modelport.jobs.types import (
     TERMINAL,
@@ -28,7 +36,9 @@ from modelport.jobs.types import (
     StageState,
 )
 from modelport.store.database import affected_rows
-from modelport.store.tables import JobRow, JobStageRow
+from modelport.store.tables import JobRow, JobStageRow, LimitRow
+
+_ACTIVE = (JobState.QUEUED.value, JobState.RUNNING.value)
 
 
 def add_job(session: Session, job: NewJob) -> None:
@@ -63,6 +73,25 @@ def add_job(session: Session, job: NewJob) -> None:
             )
         )
     session.flush()
+
+
+def job_quota(session: Session, tenant: str) -> tuple[int, int] | None:
+    """The tenant's job quota and its jobs queued and running now, counted under a lock
+    of its ``limits`` row (held to the end of the caller's transaction); None when it
+    has no quota."""
+    quota = session.scalar(
+        select(LimitRow.jobs)
+        .where(LimitRow.scope_type == "tenant", LimitRow.scope_id == tenant)
+        .with_for_update()
+    )
+    if quota is None:
+        return None
+    active = session.scalar(
+        select(func.count())
+        .select_from(JobRow)
+        .where(JobRow.tenant == tenant, JobRow.state.in_(_ACTIVE))
+    )
+    return quota, int(active or 0)
 
 
 def get_job(session: Session, job_id: str, *, with_stages: bool = True) -> Job | None:
@@ -117,15 +146,24 @@ def claim(
         and_(JobRow.state == JobState.RUNNING.value, JobRow.lease_expires_at < now),
     )
     candidates = session.execute(
-        select(JobRow.id, JobRow.lease_owner, JobRow.lease_expires_at)
-        .where(claimable)
+        select(JobRow.id, JobRow.tenant, JobRow.state, JobRow.lease_owner, JobRow.lease_expires_at)
+        .where(
+            claimable, or_(JobRow.state == JobState.RUNNING.value, JobRow.tenant.not_in(_capped()))
+        )
         .order_by(JobRow.seq)
         .limit(limit)
-        .with_for_update(skip_locked=True)  # PostgreSQL; nothing on SQLite
+        .with_for_update(skip_locked=True, of=JobRow)  # PostgreSQL; nothing on SQLite
     ).all()
+    room = _running_room(
+        session, {tenant for _, tenant, state, *_ in candidates if state == JobState.QUEUED.value}
+    )
     expires = now + timedelta(seconds=lease_seconds)
     won = []
-    for job_id, seen_owner, seen_expiry in candidates:
+    for job_id, tenant, state, seen_owner, seen_expiry in candidates:
+        if state == JobState.QUEUED.value and tenant in room:
+            if room[tenant] <= 0:
+                continue  # at its running cap: left queued
+            room[tenant] -= 1
         # The lease as it was read: another claimer that got there first changed it.
         same_lease = (
             JobRow.lease_owner.is_(None) if seen_owner is None else JobRow.lease_owner == seen_owner
@@ -154,6 +192,51 @@ def claim(
             .values(started_at=now)
         )
     return won
+
+
+def _capped() -> Any:
+    """The tenants with as many jobs running as their ``job_concurrency`` (a first cut
+    of the candidates: ``_running_room`` decides under the lock)."""
+    running = aliased(JobRow)
+    count = (
+        select(func.count())
+        .select_from(running)
+        .where(running.tenant == LimitRow.scope_id, running.state == JobState.RUNNING.value)
+        .scalar_subquery()
+    )
+    return select(LimitRow.scope_id).where(
+        LimitRow.scope_type == "tenant",
+        LimitRow.job_concurrency.is_not(None),
+        LimitRow.job_concurrency <= count,
+    )
+
+
+def _running_room(session: Session, tenants: set[str]) -> dict[str, int]:
+    """How many more jobs each of ``tenants`` with a ``job_concurrency`` may start,
+    counted under a lock of their ``limits`` rows (taken in one order: claimers cannot
+    deadlock), held to the end of the claim's transaction."""
+    if not tenants:
+        return {}
+    rows = session.execute(
+        select(LimitRow.scope_id, LimitRow.job_concurrency)
+        .where(
+            LimitRow.scope_type == "tenant",
+            LimitRow.scope_id.in_(sorted(tenants)),
+            LimitRow.job_concurrency.is_not(None),
+        )
+        .order_by(LimitRow.scope_id)
+        .with_for_update()
+    )
+    caps = {tenant: cap or 0 for tenant, cap in rows}
+    if not caps:
+        return {}
+    counts = session.execute(
+        select(JobRow.tenant, func.count())
+        .where(JobRow.tenant.in_(sorted(caps)), JobRow.state == JobState.RUNNING.value)
+        .group_by(JobRow.tenant)
+    )
+    running = {tenant: int(count) for tenant, count in counts}
+    return {tenant: cap - running.get(tenant, 0) for tenant, cap in caps.items()}
 
 
 def renew(

@@ -18,6 +18,11 @@ For each job, from the stage it is at (``Job.stage``):
    left and the stage and error allow (``Stage``); otherwise the job ends ``failed``
    with the stage's error.
 
+Before the first stage runs (again when a runner resumes a job), the job's upper bound
+is held once (``JobHolds``, ``jobs.billing``); a tenant that cannot cover it has its job
+fail with ``budget_exceeded`` before any stage runs. The job's end gives back what the
+hold has left.
+
 The last stage's output is the job's. A job that ends calls the ``JobNotifier``.
 A runner that dies leaves its leases to expire; ``stop(release=False)`` behaves the
 same, for tests. ``stop()`` gives its leases back at once, recording the attempts it
@@ -39,11 +44,12 @@ from typing import Any, Protocol, TypeVar
 import anyio.to_thread
 
 from modelport.clock import Clock, SystemClock
-from modelport.errors import ModelportError
+from modelport.errors import ModelportError, PaymentRequired
 from modelport.jobs.principals import principal_of
 from modelport.jobs.queue import JobQueue
 from modelport.jobs.stages import StageContext, StageRegistry, StageServices
 from modelport.jobs.types import Job, JobState, StageState
+from modelport.tenancy.types import Principal
 
 _log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -72,6 +78,16 @@ class NoNotifier:
         return None
 
 
+class JobHolds(Protocol):
+    """A job's upfront hold (``jobs.billing.JobBilling``): ``open`` before its first
+    stage runs, on every runner that runs it (it holds once); ``close`` once it ended."""
+
+    async def open(self, job: Job, principal: Principal) -> None:
+        """Hold the job's upper bound, or raise ``PaymentRequired``."""
+
+    async def close(self, job_id: str) -> None: ...
+
+
 class _LeaseLost(Exception):
     pass
 
@@ -90,6 +106,7 @@ class JobRunner:
         clock: Clock | None = None,
         notifier: JobNotifier | None = None,
         owner: str | None = None,
+        holds: JobHolds | None = None,
     ) -> None:
         self.queue = queue
         self.stages = stages
@@ -100,6 +117,8 @@ class JobRunner:
         self.notifier: JobNotifier = notifier or NoNotifier()
         self.owner = owner or uuid.uuid4().hex
         """This runner's lease owner id."""
+        self.holds = holds
+        """None: no upfront hold (each metered call holds for itself)."""
         self._tasks: dict[str, asyncio.Task[None]] = {}
         self._wakers: list[tuple[asyncio.AbstractEventLoop, asyncio.Event]] = []
         """One per ``run`` in progress (an application may run its lifespan on several
@@ -221,6 +240,12 @@ class JobRunner:
         last = job.input_digest
         for run in job.stages[: job.stage]:
             last = run.output_digest or last
+        if self.holds is not None and not job.cancel_requested:
+            try:
+                await self.holds.open(job, principal)
+            except PaymentRequired as exc:
+                await self._finish(job, JobState.FAILED, error=(exc.code, str(exc)))
+                return
         for position in range(job.stage, len(job.pipeline)):
             job = await self._get(job_id)
             if job.cancel_requested:
@@ -365,6 +390,11 @@ class JobRunner:
         )
         if not ended:
             raise _LeaseLost
+        if self.holds is not None:
+            try:
+                await self.holds.close(job.id)
+            except Exception:  # the hold expires on its own (``Reservations.sweep``)
+                _log.exception("job %s: giving its hold back failed", job.id)
         await notify(self.queue, self.notifier, job.id)
 
 

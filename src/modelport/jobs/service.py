@@ -4,6 +4,9 @@ A job belongs to its submitter's tenant; another tenant gets 404 ``job_not_found
 it, exactly as for one that does not exist (``tenant`` None: the platform operator,
 who sees every job). Submitting with an ``Idempotency-Key``: the same key with the same
 request answers the job it made; with another request, 409 ``idempotency_key_reused``.
+A tenant whose jobs queued and running reach its job quota (its ``jobs`` limit) is
+refused a new one: 429 ``job_quota_exceeded`` (a resubmission of a key seen before
+answers its job, never refused).
 """
 
 from __future__ import annotations
@@ -17,10 +20,11 @@ from datetime import datetime
 from typing import Any
 
 from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session
 
 from modelport.blobs.service import BlobService
 from modelport.digests import check_digest
-from modelport.errors import Conflict, InvalidInput, NotFound
+from modelport.errors import Conflict, InvalidInput, NotFound, Overloaded
 from modelport.ids import unique_id
 from modelport.jobs import repository as repo
 from modelport.jobs import tensors
@@ -46,6 +50,8 @@ from modelport.tenancy.types import Principal
 
 _log = logging.getLogger(__name__)
 MAX_PAGE = 100
+QUOTA_RETRY_SECONDS = 5
+"""``Retry-After`` of a job refused by its tenant's quota: a job's end is not foreseen."""
 
 
 def job_not_found(job_id: str) -> NotFound:
@@ -88,6 +94,7 @@ class JobService:
         notifier: JobNotifier | None = None,
         submitted: Callable[[], None] | None = None,
         moderated: Callable[[str], bool] | None = None,
+        release_hold: Callable[[str], None] | None = None,
     ) -> None:
         self.database = database
         self.blobs = blobs
@@ -100,6 +107,9 @@ class JobService:
         self.moderated = moderated or (lambda tenant: False)
         """Whether a tenant has an active moderation policy: its default pipeline then
         moderates the inputs and the outputs (``jobs.moderate``)."""
+        self.release_hold = release_hold
+        """Gives back a queued job's upfront hold when it is cancelled (``jobs.billing``:
+        a runner that stopped cleanly gave the job back holding it)."""
 
     def submit(self, principal: Principal, submission: Submission) -> tuple[Job, bool]:
         """Store a new job (or, with an idempotency key seen before, find its job); the
@@ -146,8 +156,9 @@ class JobService:
         )
         try:
             with self.database.transaction() as session:
+                _check_quota(session, tenant)
                 repo.add_job(session, job)
-        except IntegrityError:
+        except (IntegrityError, Overloaded):
             if key is None:
                 raise
             found = self._by_key(tenant, key, fingerprint)  # a concurrent twin won
@@ -207,6 +218,11 @@ class JobService:
                 state=state.value,
             )
         if state is JobState.QUEUED and self.queue.finish(job.id, None, JobState.CANCELLED):
+            if self.release_hold is not None:
+                try:
+                    self.release_hold(job.id)
+                except Exception:  # the hold expires on its own (``Reservations.sweep``)
+                    _log.exception("giving back the hold of job %s failed", job_id)
             ended = self.get(tenant, job_id)
             try:
                 self.notifier.job_finished(ended)
@@ -285,6 +301,21 @@ class JobService:
                 code="idempotency_key_reused",
             )
         return found
+
+
+def _check_quota(session: Session, tenant: str) -> None:
+    """Refuse a job over the tenant's quota (counted under the lock ``job_quota`` takes
+    until the job is added in the same transaction)."""
+    quota = repo.job_quota(session, tenant)
+    if quota is not None and quota[1] >= quota[0]:
+        limit, active = quota
+        raise Overloaded(
+            f"tenant {tenant!r} has {active} jobs queued or running, its quota of {limit}: "
+            "submit again once one ends",
+            code="job_quota_exceeded",
+            limit=limit,
+            retry_after=QUOTA_RETRY_SECONDS,
+        )
 
 
 def _fingerprint(submission: Submission, input_digest: str, pipeline: Sequence[StageSpec]) -> str:

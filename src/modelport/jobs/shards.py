@@ -1,13 +1,12 @@
-"""Queries of the ``batches`` and ``batch_shards`` tables, and the split of a file's
-lines into shards. A shard's checkpoint is inserted once (its key is the job and the
+"""Queries of the ``batches`` and ``batch_shards`` tables. A shard's checkpoint is inserted once (its key is the job and the
 shard's position): a second runner finishing the same shard finds it there and keeps
 the first."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from datetime import datetime
-from typing import Any, TypeVar
+from collections.abc import Mapping
+from datetime import UTC, datetime, timedelta
+from typing import Any
 
 from sqlalchemy import and_, func, or_, select
 from sqlalchemy.exc import IntegrityError
@@ -16,13 +15,6 @@ from sqlalchemy.orm import Session
 from modelport.jobs.types import ShardCheckpoint
 from modelport.store.database import Database
 from modelport.store.tables import BatchRow, BatchShardRow
-
-T = TypeVar("T")
-
-
-def split(items: Sequence[T], size: int) -> list[Sequence[T]]:
-    """``items`` in consecutive shards of ``size`` (the last may be shorter)."""
-    return [items[start : start + size] for start in range(0, len(items), size)]
 
 
 def checkpoints(session: Session, job_id: str) -> list[ShardCheckpoint]:
@@ -63,6 +55,18 @@ def checkpoint(database: Database, job_id: str, shard: ShardCheckpoint, now: dat
     except IntegrityError:
         return False
     return True
+
+
+def deadline(session: Session, job_id: str, windows: Mapping[str, timedelta]) -> datetime | None:
+    """When the batch of job ``job_id`` expires: its creation plus its completion
+    window (None: the job is no batch of ``/v1/batches``, or its window is unknown)."""
+    found = session.execute(
+        select(BatchRow.created_at, BatchRow.completion_window).where(BatchRow.job_id == job_id)
+    ).first()
+    if found is None or found[1] not in windows:
+        return None
+    created = found[0] if found[0].tzinfo is not None else found[0].replace(tzinfo=UTC)
+    return created + windows[found[1]]
 
 
 def add_batch(session: Session, row: BatchRow) -> None:

@@ -32,6 +32,7 @@ from modelport.inference.types import (
 from modelport.jobs import tensors
 from modelport.jobs.types import Job, StageSpec
 from modelport.manifest import TensorSpec
+from modelport.metering.meter import repeatable_id
 from modelport.runtime.types import Priority
 from modelport.tenancy.policy import Permission
 from modelport.tenancy.types import Principal
@@ -131,9 +132,9 @@ class ValidateStage:
 
 class InferStage:
     """Call the target through the inference service, as the submitting principal, at
-    batch priority. The metered call's id is ``<job id>:<stage name>``, so a run again
+    offline priority. The metered call's id is ``<job id>:<stage name>``, so a run again
     after a crash is charged once; the usage events carry the job id as their
-    ``request_id``."""
+    ``request_id``. Its reservation is drawn from the job's hold (``jobs.billing``)."""
 
     async def run(self, context: StageContext) -> bytes:
         doc = await context.read_input()
@@ -149,10 +150,15 @@ class InferStage:
                 parameters=dict(doc.get("parameters") or {}),
                 outputs=tensors.check_outputs(doc.get("outputs"), outputs),
                 timeout=timeout,
-                priority=Priority.BATCH,
+                priority=Priority.OFFLINE,
             )
 
-        caller = Caller(context.principal, request_id=job.id, call_id=call_id(job.id, context))
+        caller = Caller(
+            context.principal,
+            request_id=job.id,
+            call_id=call_id(job.id, context),
+            hold_id=hold_id(job.id),
+        )
         result = await context.services.inference.infer(caller, target, decode)
         assert isinstance(result, InferenceResult)  # no idempotency key: never a replay
         return tensors.dumps(
@@ -163,6 +169,12 @@ class InferStage:
                 "outputs": [tensors.encode_tensor(n, a) for n, a in result.outputs.items()],
             }
         )
+
+
+def hold_id(job_id: str) -> str:
+    """The reservation id of the job's upfront hold (``jobs.billing``): the same for
+    every runner that runs the job."""
+    return repeatable_id(f"job:{job_id}:hold")
 
 
 def call_id(job_id: str, context: StageContext) -> str:

@@ -1,35 +1,44 @@
-"""Tensor batches: a ``.npy`` file of rows scored against a tensor model or endpoint.
+"""Tensor batches: a ``.npy`` or Parquet file of rows scored against a tensor model or
+endpoint.
 
 A job submitted with the pipeline ``TENSOR_BATCH_PIPELINE`` (``POST /api/jobs`` with
 ``input_digest`` the file's digest and ``pipeline`` naming ``tensor_shards`` then
 ``tensor_publish``) runs:
 
-- ``tensor_shards`` (``params``: ``shard_rows``, default 1,000; ``input``, the model's
-  input to feed, default its only one; ``output``, the output to keep, default its
-  first): each shard of rows not checkpointed yet is one ``InferenceService.infer``
-  call, as the submitting principal at batch priority under the metered call id
-  ``batch:<job>:<shard>``, its output stored as a ``.npy`` blob and the shard
-  checkpointed (``batch_shards``). A run resumed after a kill starts at the first shard
-  not checkpointed; a shard cut by the kill runs again and is charged once.
-- ``tensor_publish``: the output manifest (every shard's rows and ``.npy`` digest, in
-  order), recorded by the runner as the job's output: published at once, when all
-  shards are done.
+- ``tensor_shards`` (``params``: ``shard_rows``, default 1,000; for a ``.npy`` file
+  ``input``, the model's input to feed, default its only one; ``output``, the output to
+  keep, default the first for ``.npy`` and every one for Parquet): each shard of rows
+  not checkpointed yet is one ``InferenceService.infer`` call, as the submitting
+  principal at offline priority under the metered call id ``batch:<job>:<shard>``, its
+  output stored as a blob in the input's format (``.npy`` of the one output, or Parquet
+  with a column per output) and the shard checkpointed (``batch_shards``). A run resumed
+  after a kill starts at the first shard not checkpointed; a shard cut by the kill runs
+  again and is charged once.
+- ``tensor_publish``: the output manifest (every shard's rows and digest, in order),
+  recorded by the runner as the job's output: published at once, when all shards are
+  done.
+
+A Parquet file (told from a ``.npy`` one by its magic) has a column per input, read a
+shard at a time (``jobs.parquet``); a ``.npy`` file is one input's array, each shard
+read by a ranged read (``jobs.readers.NpyRows``).
 """
 
 from __future__ import annotations
 
 import io
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from functools import partial
-from typing import Any
+from typing import Any, BinaryIO, Protocol
 
 import anyio.to_thread
 import numpy as np
 
+from modelport.blobs.service import BlobService
 from modelport.errors import InvalidInput
 from modelport.inference.types import Caller, InferenceRequest, InferenceResult
-from modelport.jobs import shards, tensors
+from modelport.jobs import parquet, readers, shards, tensors
 from modelport.jobs.batch import SHARD_ROWS
 from modelport.jobs.repository import get_job
 from modelport.jobs.stages import StageContext, declared, parse_target
@@ -42,17 +51,6 @@ TENSOR_BATCH_PIPELINE = (
     StageSpec("shards", "tensor_shards", retries=2, timeout_seconds=24 * 3600.0),
     StageSpec("publish", "tensor_publish", retries=2),
 )
-
-
-def load_rows(data: bytes) -> np.ndarray:
-    """A ``.npy`` file's array (no pickles), at least one dimension of rows."""
-    try:
-        array = np.load(io.BytesIO(data), allow_pickle=False)
-    except (ValueError, OSError) as exc:
-        raise InvalidInput(f"not a .npy file: {exc}", code="invalid_batch_file") from None
-    if not isinstance(array, np.ndarray) or array.ndim == 0 or len(array) == 0:
-        raise InvalidInput("the .npy file holds no rows", code="invalid_batch_file")
-    return array
 
 
 def npy_bytes(array: np.ndarray) -> bytes:
@@ -73,6 +71,103 @@ def _pick(specs: Sequence[TensorSpec], name: Any, what: str) -> str:
     if name not in names:
         raise InvalidInput(f"unknown {what} {name!r}; there are {names}", code="invalid_params")
     return str(name)
+
+
+class Rows(Protocol):
+    """A batch file's rows, read a range at a time as the target's input arrays."""
+
+    @property
+    def format(self) -> str:
+        """``npy`` or ``parquet``: also the format of the shards' outputs."""
+        ...
+
+    @property
+    def rows(self) -> int: ...
+
+    @property
+    def outputs(self) -> tuple[str, ...]:
+        """The outputs each shard keeps."""
+        ...
+
+    def read(self, start: int, stop: int) -> dict[str, np.ndarray]: ...
+
+    def encode(self, outputs: Mapping[str, np.ndarray]) -> bytes: ...
+
+
+@dataclass
+class NpyRows:
+    """A ``.npy`` file: one input's array, each shard's rows fetched by a ranged read."""
+
+    source: readers.NpyRows
+    input: str
+    output: str
+    format: str = "npy"
+
+    @property
+    def rows(self) -> int:
+        return self.source.rows
+
+    @property
+    def outputs(self) -> tuple[str, ...]:
+        return (self.output,)
+
+    def read(self, start: int, stop: int) -> dict[str, np.ndarray]:
+        return {self.input: self.source.read(start, stop)}
+
+    def encode(self, outputs: Mapping[str, np.ndarray]) -> bytes:
+        return npy_bytes(np.asarray(outputs[self.output]))
+
+
+@dataclass
+class ParquetBatch:
+    """A Parquet file: a column per input, read by shard (``jobs.parquet``)."""
+
+    source: parquet.ParquetRows
+    outputs: tuple[str, ...]
+    format: str = "parquet"
+
+    @property
+    def rows(self) -> int:
+        return self.source.rows
+
+    def read(self, start: int, stop: int) -> dict[str, np.ndarray]:
+        return self.source.read(start, stop)
+
+    def encode(self, outputs: Mapping[str, np.ndarray]) -> bytes:
+        return parquet.write({name: outputs[name] for name in self.outputs})
+
+
+def open_rows(
+    blobs: BlobService,
+    digest: str,
+    inputs: Sequence[TensorSpec],
+    outputs: Sequence[TensorSpec],
+    params: Mapping[str, Any],
+) -> Rows:
+    """The batch file ``digest`` as rows for the target (blocking: call on a thread)."""
+    file: BinaryIO = parquet.open_blob(blobs, digest)
+    head = file.read(4)
+    file.seek(0)
+    if parquet.is_parquet(head):
+        if params.get("input") is not None:
+            raise InvalidInput(
+                "a Parquet file names its inputs by its columns: drop 'params.input'",
+                code="invalid_params",
+            )
+        asked = params.get("output")
+        names = (
+            (_pick(outputs, asked, "output"),)
+            if asked is not None
+            else tuple(spec.name for spec in outputs)
+        )
+        return ParquetBatch(parquet.ParquetRows(file, inputs), names)
+    file.close()
+    # The header now, each shard's rows when it runs: never the whole file.
+    return NpyRows(
+        readers.NpyRows(blobs, digest),
+        _pick(inputs, params.get("input"), "input"),
+        _pick(outputs, params.get("output"), "output"),
+    )
 
 
 class TensorShardStage:
@@ -96,30 +191,32 @@ class TensorShardStage:
         size = params.get("shard_rows", SHARD_ROWS)
         if not isinstance(size, int) or not 1 <= size <= 1_000_000:
             raise InvalidInput("shard_rows must be 1 to 1000000", code="invalid_params")
-        rows = load_rows(await context.read(job.input_digest))
         inference = context.services.inference
         target = parse_target(job.target_kind, job.target)
         inputs, outputs = await declared(inference, context.principal, target)
-        input_name = _pick(inputs, params.get("input"), "input")
-        output_name = _pick(outputs, params.get("output"), "output")
         blobs = context.services.blobs
+        rows = await anyio.to_thread.run_sync(
+            open_rows, blobs, job.input_digest, inputs, outputs, params
+        )
         empty = await anyio.to_thread.run_sync(partial(blobs.put, b"", tenant=job.tenant))
         done = await anyio.to_thread.run_sync(self._done, job.id)
-        for position, start in enumerate(range(0, len(rows), size)):
+        for position, start in enumerate(range(0, rows.rows, size)):
             if position in done:
                 continue
             if await anyio.to_thread.run_sync(self._cancelled, job.id):
                 return tensors.dumps({"cancelled": True})
-            shard = rows[start : start + size]
+            shard = await anyio.to_thread.run_sync(rows.read, start, start + size)
 
             async def decode(
-                specs: Sequence[TensorSpec], _: Sequence[TensorSpec], shard: np.ndarray = shard
+                specs: Sequence[TensorSpec],
+                _: Sequence[TensorSpec],
+                shard: dict[str, np.ndarray] = shard,
             ) -> InferenceRequest:
                 return InferenceRequest(
-                    inputs={input_name: shard},
-                    outputs=(output_name,),
+                    inputs=shard,
+                    outputs=rows.outputs,
                     timeout=context.spec.timeout_seconds,
-                    priority=Priority.BATCH,
+                    priority=Priority.OFFLINE,
                 )
 
             caller = Caller(
@@ -129,13 +226,21 @@ class TensorShardStage:
             assert isinstance(result, InferenceResult)  # no idempotency key: never a replay
             if self.on_shard_run is not None:
                 self.on_shard_run(job.id, position)
-            data = npy_bytes(np.asarray(result.outputs[output_name]))
+            data = await anyio.to_thread.run_sync(rows.encode, result.outputs)
             digest = await anyio.to_thread.run_sync(partial(blobs.put, data, tenant=job.tenant))
-            checkpoint = ShardCheckpoint(position, len(shard), 0, digest, empty)
+            count = min(size, rows.rows - start)
+            checkpoint = ShardCheckpoint(position, count, 0, digest, empty)
             await anyio.to_thread.run_sync(
                 shards.checkpoint, self.database, job.id, checkpoint, self.now()
             )
-        return tensors.dumps({"output": output_name, "rows": len(rows)})
+        summary: dict[str, Any] = {
+            "rows": rows.rows,
+            "format": rows.format,
+            "outputs": list(rows.outputs),
+        }
+        if isinstance(rows, NpyRows):
+            summary["output"] = rows.output
+        return tensors.dumps(summary)
 
     def _done(self, job_id: str) -> set[int]:
         with self.database.transaction() as session:
@@ -156,16 +261,17 @@ class TensorPublishStage:
     async def run(self, context: StageContext) -> bytes:
         summary = await context.read_input()
         found = await anyio.to_thread.run_sync(self._checkpoints, context.job.id)
-        return tensors.dumps(
-            {
-                "output": summary.get("output"),
-                "rows": sum(c.rows for c in found),
-                "format": "npy",
-                "shards": [
-                    {"index": c.position, "rows": c.rows, "digest": c.output_digest} for c in found
-                ],
-            }
-        )
+        manifest = {
+            "rows": sum(c.rows for c in found),
+            "format": summary.get("format", "npy"),
+            "outputs": summary.get("outputs"),
+            "shards": [
+                {"index": c.position, "rows": c.rows, "digest": c.output_digest} for c in found
+            ],
+        }
+        if "output" in summary:
+            manifest["output"] = summary["output"]
+        return tensors.dumps(manifest)
 
     def _checkpoints(self, job_id: str) -> list[ShardCheckpoint]:
         with self.database.transaction() as session:

@@ -234,6 +234,8 @@ class BatchRecord:
     """Of those, rows whose request failed."""
     output_file_id: str | None = None
     error_file_id: str | None = None
+    expired: bool = False
+    """Its completion window closed before every line ran (``jobs.batch``)."""
 
 
 @dataclass(frozen=True)

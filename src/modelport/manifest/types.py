@@ -25,6 +25,8 @@ UNSAFE_FORMATS = frozenset({"pickle", "pkl", "joblib", "cloudpickle", "dill", "p
 prove nothing: publishing also sniffs every file's contents
 (``modelport.registry.content``)."""
 
+EXECUTION_MODES = ("thread", "process")
+"""Values of ``runtime.execution`` (``modelport.runtime.types.Execution``)."""
 _FORMAT_RE = re.compile(r"^[a-z0-9][a-z0-9._-]{0,31}$")
 _TENSOR_NAME_RE = re.compile(r"^[A-Za-z0-9_.:/-]{1,128}$")
 
@@ -190,8 +192,11 @@ class Manifest(_Strict):
     runtime: dict[str, Any] = Field(
         default_factory=dict,
         description=(
-            "Runtime requirements and options, e.g. opset; for 'transformers': task, "
-            "context_length, parameters, quantization, kv_cache_bytes."
+            "Runtime requirements and options, e.g. opset; 'execution': 'thread' (the "
+            "default: on threads of the serving process) or 'process' (in worker processes "
+            "that a deadline can kill); 'deterministic' (a boolean, default false): the "
+            "same input always gives the same answer, so answers may be cached; for "
+            "'transformers': task, context_length, parameters, quantization, kv_cache_bytes."
         ),
     )
     preprocessing: dict[str, Any] | None = None
@@ -206,12 +211,29 @@ class Manifest(_Strict):
     description: str = Field(default="", max_length=10_000)
     tags: list[str] = Field(default_factory=list, max_length=64)
 
+    @field_validator("runtime")
+    @classmethod
+    def _runtime(cls, v: dict[str, Any]) -> dict[str, Any]:
+        execution = v.get("execution", "thread")
+        if execution not in EXECUTION_MODES:
+            raise ValueError(
+                f"execution must be one of {', '.join(EXECUTION_MODES)}, not {execution!r}"
+            )
+        if "deterministic" in v and not isinstance(v["deterministic"], bool):
+            raise ValueError("deterministic must be true or false")
+        return v
+
     @field_validator("format")
     @classmethod
     def _format(cls, v: str) -> str:
         if not _FORMAT_RE.match(v):
             raise ValueError("must be a lowercase identifier such as 'onnx'")
         return v
+
+    @property
+    def deterministic(self) -> bool:
+        """Declared deterministic (``runtime.deterministic``): its answers may be cached."""
+        return self.runtime.get("deterministic") is True
 
     @model_validator(mode="after")
     def _unique(self) -> Manifest:

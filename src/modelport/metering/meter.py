@@ -25,6 +25,11 @@ block ends sets the status:
 - ``Overloaded`` / ``Unavailable`` (refused before running): the hold is released
   and no event is written; nothing ran.
 
+A call answered from the response cache (``CallInfo.cached``) is priced by the
+version's ``cache_hit`` rule alone where it has one (one ``cache_hit`` event); without
+one it is priced as any call, with no executor time. A ``cache_hit`` rule never prices a
+call that ran (``for_call``).
+
 Units metered for a call: ``prediction`` (1 per call that produced an answer),
 ``compute_ms`` (the call's share of its batch's executor time), ``second`` (wall
 time, rounded up), and counted units the surface records (tokens, images). One
@@ -92,7 +97,7 @@ def repeatable_id(call_id: str) -> str:
 
 def upper_bound(call: CallInfo, unit: Unit) -> int:
     """The most of ``unit`` a call can use before its deadline."""
-    if unit is Unit.PREDICTION:
+    if unit is Unit.PREDICTION or unit is Unit.CACHE_HIT:
         return 1
     if unit is Unit.COMPUTE_MS:
         return math.ceil(call.timeout_seconds * 1000)
@@ -110,6 +115,17 @@ def stream_call(call: CallInfo, *, prompt_bytes: int, max_tokens: int) -> CallIn
         Unit.OUTPUT_TOKEN: max_tokens,
     }
     return dataclasses.replace(call, quantities={**call.quantities, **bounds})
+
+
+def for_call(prices: dict[Unit, PriceSnapshot], call: CallInfo) -> dict[Unit, PriceSnapshot]:
+    """The prices that apply to ``call``: a cached answer's ``cache_hit`` rule alone where
+    the version has one, else the version's other rules."""
+    hit = prices.get(Unit.CACHE_HIT)
+    if hit is None:
+        return prices
+    if call.cached:
+        return {Unit.CACHE_HIT: hit}
+    return {unit: price for unit, price in prices.items() if unit is not Unit.CACHE_HIT}
 
 
 def _upper_cost(call: CallInfo, prices: dict[Unit, PriceSnapshot]) -> int:
@@ -171,7 +187,7 @@ class MeteredCall:
         self.ran = (model, version, manifest_digest)
 
     def quantity(self, unit: Unit, status: UsageStatus, wall_ms: float) -> int:
-        if unit is Unit.PREDICTION:
+        if unit is Unit.PREDICTION or unit is Unit.CACHE_HIT:
             return 0 if status is UsageStatus.CANCELLED else 1
         if unit is Unit.COMPUTE_MS:
             done = math.ceil(self.compute_ms)
@@ -299,7 +315,7 @@ class InferenceMeter:
         """Price the call and hold its upper-bound cost (``PaymentRequired`` if it does not
         fit). Blocking: may touch the database."""
         started_at = self._now()
-        prices = self.prices.prices(call.model, call.version, started_at)
+        prices = for_call(self.prices.prices(call.model, call.version, started_at), call)
         reservation = self.reservations.reserve(
             call.tenant,
             call.key_id,
@@ -309,13 +325,18 @@ class InferenceMeter:
         )
         return MeteredCall(call, prices, reservation, started_at, time.monotonic())
 
+    def upper_cost(self, call: CallInfo) -> int:
+        """What ``begin`` would hold for ``call`` now. Blocking: may touch the database."""
+        prices = self.prices.prices(call.model, call.version, self._now())
+        return _upper_cost(call, prices)
+
     def settlement(self, metered: MeteredCall, status: UsageStatus) -> list[UsageEvent]:
         """The call's usage events, ended with ``status``. Touches the database only
         when another version ran and its prices are not cached."""
         prices = metered.prices
         if metered.ran is not None:
             model, version, _ = metered.ran
-            prices = self.prices.prices(model, version, metered.started_at)
+            prices = for_call(self.prices.prices(model, version, metered.started_at), metered.call)
         return metered.events(status, prices, self._now())
 
     def finish(self, metered: MeteredCall, status: UsageStatus) -> list[UsageEvent]:
@@ -351,6 +372,7 @@ class InferenceMeter:
         prices = self.prices.cached(call.model, call.version, now)
         if prices is None:
             prices = await asyncio.to_thread(self.prices.prices, call.model, call.version, now)
+        prices = for_call(prices, call)
         if not prices:
             return MeteredCall(call, prices, None, now, time.monotonic())  # free: no hold
         if call.call_id is not None:
@@ -371,14 +393,26 @@ class InferenceMeter:
         a run after the first reuses the hold it finds there, whatever its state. Settling
         is idempotent per reservation, so a call settled before is not charged again
         (its events, the same ids, are recorded once by the ledger); one still held, or
-        expired unsettled (its process died), is charged once by this run."""
+        expired unsettled (its process died), is charged once by this run. With a
+        ``hold_id``, its first run draws its reservation from that hold, and holds anew
+        only when the hold is gone or does not cover it."""
         reservation_id = repeatable_id(call.call_id or "")
         found = self.reservations.get(reservation_id)
+        cost = _upper_cost(call, prices)
+        if found is None and call.hold_id is not None and cost > 0:
+            found = self.reservations.draw(
+                call.hold_id,
+                call.tenant,
+                cost,
+                reservation_id=reservation_id,
+                ttl_seconds=call.timeout_seconds + self.grace_seconds,
+                model=call.model,
+            )
         if found is None:
             found = self.reservations.reserve(
                 call.tenant,
                 call.key_id,
-                _upper_cost(call, prices),
+                cost,
                 ttl_seconds=call.timeout_seconds + self.grace_seconds,
                 model=call.model,
                 reservation_id=reservation_id,
@@ -418,7 +452,7 @@ class InferenceMeter:
         if metered.ran is None:
             return metered.prices
         model, version, _ = metered.ran
-        return self.prices.prices(model, version, metered.started_at)
+        return for_call(self.prices.prices(model, version, metered.started_at), metered.call)
 
     def _ends_without_io(self, metered: MeteredCall, exc: BaseException) -> bool:
         """True when settling a block that raised ``exc`` needs no database: it is not

@@ -10,6 +10,12 @@ transaction, marks the reservation settled, gives back what each level held,
 charges the actual amount, and writes the call's usage events to the outbox.
 ``release`` gives a hold back whole when the work never ran.
 
+A hold may be taken for work of many calls (a job's upper bound, ``jobs.billing``):
+``draw`` moves part of it into a reservation of one call, in one transaction (the
+hold's amount shrinks by what the call's reservation holds; the levels' holds do not
+change: the money is held once). That reservation is settled as any other; what is
+left of the hold is released when the work ends, or expires.
+
 A reservation that is never settled (its process died) expires ``ttl`` after it
 was taken; ``sweep`` marks it expired and gives its hold back. Settling an expired
 reservation still charges the work (it ran), without giving anything back twice.
@@ -55,6 +61,10 @@ _SETTLE_EXPIRED = text(
     "WHERE id = :id AND state = 'expired' AND settled_micros IS NULL"
 ).bindparams(bindparam("now", type_=UTCDateTime()))
 _EXISTS = text("SELECT 1 FROM reservations WHERE id = :id")
+_DRAW = text(
+    "UPDATE reservations SET amount_micros = amount_micros - :amount "
+    "WHERE id = :hold AND tenant = :tenant AND state = 'held' AND amount_micros >= :amount"
+)
 _PROBE = text("UPDATE reservations SET state = state WHERE id = ''")
 
 
@@ -311,6 +321,53 @@ class Reservations:
                 # than hold anything the decision did not.
                 raise RuntimeError(f"{level} changed while this transaction held its lock")
         return refused
+
+    def draw(
+        self,
+        hold_id: str,
+        tenant: str,
+        amount: int,
+        *,
+        reservation_id: str,
+        ttl_seconds: float,
+        model: str | None = None,
+    ) -> Reservation | None:
+        """Move ``amount`` of the tenant's held hold ``hold_id`` into a new reservation
+        ``reservation_id`` on the same levels, in one transaction; None (nothing done)
+        when that hold is not held or has less left."""
+        now = self._now()
+        with self._db.transaction() as session:
+            params = {"hold": hold_id, "tenant": tenant, "amount": amount}
+            if not affected_rows(session.execute(_DRAW, params)):
+                return None
+            hold_row = session.get(ReservationRow, hold_id)
+            assert hold_row is not None
+            reservation = Reservation(
+                id=reservation_id,
+                tenant=tenant,
+                key_id=hold_row.key_id,
+                amount_micros=amount,
+                levels=tuple(hold_row.levels),
+                state=ReservationState.HELD,
+                created_at=now,
+                expires_at=now + timedelta(seconds=ttl_seconds),
+                model=model,
+            )
+            session.connection().execute(
+                _INSERT,
+                {
+                    "id": reservation.id,
+                    "tenant": tenant,
+                    "key_id": reservation.key_id,
+                    "amount_micros": amount,
+                    "levels": list(reservation.levels),
+                    "state": ReservationState.HELD.value,
+                    "created_at": now,
+                    "expires_at": reservation.expires_at,
+                    "model": model,
+                },
+            )
+        return reservation
 
     def settle(
         self, reservation: Reservation | None, events: Sequence[UsageEvent | EncodedEvent]

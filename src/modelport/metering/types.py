@@ -29,6 +29,9 @@ class Unit(StrEnum):
     SECOND = "second"
     COMPUTE_MS = "compute_ms"
     """A millisecond of executor time attributed to the call."""
+    CACHE_HIT = "cache_hit"
+    """One call answered from the response cache. Where a version has a rule for it, a
+    hit is charged by that rule alone; without one, a hit is priced as any call."""
 
 
 class UsageStatus(StrEnum):
@@ -325,6 +328,12 @@ class CallInfo:
     a crash): its prediction id, so its usage events' ids (``<call_id>:<unit>``) are the
     same each time, and the id of its hold (``meter.repeatable_id``), so it is charged
     once. None: a fresh random prediction id."""
+    cached: bool = False
+    """Answered from the response cache (``Unit.CACHE_HIT``)."""
+    hold_id: str | None = None
+    """A hold taken for the work this call is part of (a job's, ``jobs.billing``): a
+    repeatable call draws its reservation from it (``Reservations.draw``) instead of
+    holding anew, and holds anew only when it does not cover the call."""
 
 
 @dataclass(slots=True)

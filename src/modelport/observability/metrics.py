@@ -6,7 +6,7 @@ everything. It implements ``modelport.runtime.observer.RuntimeObserver``:
 ``version(model, version)`` returns an observer with every labelled child
 resolved once.
 
-The per-request events (``request_done``, ``queued``, ``batch_executed``,
+The per-request events (``request_done``, ``enqueued``, ``queued``, ``batch_executed``,
 ``queue_depth``) are tallied in plain Python (per version and per thread: counts per
 outcome, histogram bucket counts and sums, the last queue depth) and folded into the
 Prometheus children later, because a Prometheus ``inc``/``observe`` costs microseconds
@@ -38,9 +38,15 @@ Series (``model`` is ``owner/name``):
 - ``modelport_inference_execution_duration_seconds{model,version}`` (per batch)
 - ``modelport_inference_batch_size{model,version}`` (rows per executed batch)
 - ``modelport_inference_queue_depth{model,version}``
+- ``modelport_inference_queued_requests_total{model,version,priority}``: requests queued
+  per class (``interactive``, ``batch``, ``offline``)
 - ``modelport_model_load_phase_duration_seconds{model,version,phase}``
 - ``modelport_model_cold_starts_total{model,version}``
 - ``modelport_model_memory_bytes{model,version,memory}`` (``host`` or ``device``)
+- ``modelport_model_worker_crashes_total{model,version,reason}`` (worker processes lost:
+  ``crash``, or ``timeout`` when killed at a deadline)
+- ``modelport_model_worker_starts_total{model,version}`` (worker processes started,
+  restarts included)
 """
 
 from __future__ import annotations
@@ -61,6 +67,7 @@ from prometheus_client.exposition import CONTENT_TYPE_LATEST, choose_encoder
 from modelport.observability.multiprocess import exposed, multiprocess_dir
 
 OUTCOMES = ("success", "invalid", "queue_full", "deadline_exceeded", "cancelled", "error")
+PRIORITIES = ("interactive", "batch", "offline")
 LATENCY_BUCKETS = (
     0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0,
 )  # fmt: skip
@@ -94,13 +101,14 @@ class _Tally:
     only grow; a fold adds what grew since the last one (kept in a second ``_Tally``)."""
 
     __slots__ = (
-        "execute", "execute_sum", "latency", "latency_sum", "outcomes",
+        "enqueued", "execute", "execute_sum", "latency", "latency_sum", "outcomes",
         "queue", "queue_sum", "rows", "rows_sum", "thread",
     )  # fmt: skip
 
     def __init__(self, thread: threading.Thread | None) -> None:
         self.thread = thread
         self.outcomes = dict.fromkeys(OUTCOMES, 0)
+        self.enqueued = dict.fromkeys(PRIORITIES, 0)
         # One slot per bucket, plus one for NaN (counted in no bucket).
         self.latency = [0] * (len(_LATENCY_BOUNDS) + 1)
         self.queue = [0] * (len(_LATENCY_BOUNDS) + 1)
@@ -130,6 +138,7 @@ class VersionMetrics:
         self._metrics = metrics
         self._labels = labels
         self._outcomes = {o: metrics.requests.labels(*labels, o) for o in OUTCOMES}
+        self._enqueued = {p: metrics.queued_requests.labels(*labels, p) for p in PRIORITIES}
         self._latency = metrics.request_seconds.labels(*labels)
         self._queue = metrics.queue_seconds.labels(*labels)
         self._execute = metrics.execution_seconds.labels(*labels)
@@ -164,6 +173,13 @@ class VersionMetrics:
             tally.latency_sum += seconds
         if self._periodic and monotonic() >= self._due:
             self._tick()
+
+    def enqueued(self, priority: str) -> None:
+        counts = self._local.tally.enqueued
+        if priority in counts:
+            counts[priority] += 1
+        else:  # a class outside PRIORITIES: its own series, at once (rare)
+            self._metrics.queued_requests.labels(*self._labels, priority).inc()
 
     def queued(self, seconds: float) -> None:
         tally = self._local.tally
@@ -220,6 +236,11 @@ class VersionMetrics:
             if count != seen[outcome]:
                 self._outcomes[outcome].inc(count - seen[outcome])
                 seen[outcome] = count
+        seen = folded.enqueued
+        for priority, count in list(tally.enqueued.items()):
+            if count != seen[priority]:
+                self._enqueued[priority].inc(count - seen[priority])
+                seen[priority] = count
         for field, child in _HISTOGRAMS:
             _fold_histogram(getattr(self, child), field, tally, folded)
 
@@ -324,6 +345,12 @@ class RuntimeMetrics:
             (*labels, "outcome"),
             registry=r,
         )
+        self.queued_requests = Counter(
+            "modelport_inference_queued_requests",
+            "Requests queued, by priority class.",
+            (*labels, "priority"),
+            registry=r,
+        )
         self.request_seconds = Histogram(
             "modelport_inference_request_duration_seconds",
             "Time successful requests spent in the runtime (queue and execution).",
@@ -380,6 +407,18 @@ class RuntimeMetrics:
             registry=r,
             multiprocess_mode="livesum",
         )
+        self.worker_crashes = Counter(
+            "modelport_model_worker_crashes",
+            "Worker processes lost: crashed, or killed at a deadline (timeout).",
+            (*labels, "reason"),
+            registry=r,
+        )
+        self.worker_starts = Counter(
+            "modelport_model_worker_starts",
+            "Worker processes started (restarts included).",
+            labels,
+            registry=r,
+        )
         self._versions: dict[tuple[str, str], VersionMetrics] = {}
         # Other processes read this one's files: fold periodically too.
         self._periodic = multiprocess_dir() is not None
@@ -392,6 +431,13 @@ class RuntimeMetrics:
                 (model, version), VersionMetrics(self, model, version, periodic=self._periodic)
             )
         return found
+
+    def worker_crashed(self, model: str, version: str, reason: str) -> None:
+        """Implements ``runtime.process.executor.WorkerObserver`` (a rare event)."""
+        self.worker_crashes.labels(model, version, reason).inc()
+
+    def worker_started(self, model: str, version: str) -> None:
+        self.worker_starts.labels(model, version).inc()
 
     def flush(self) -> None:
         """Fold every version's tallies into the Prometheus series now."""

@@ -7,6 +7,8 @@ the error. ``ThreadExecutor`` runs batches on its own threads in this process
 worker process can implement the same contract, since everything crossing it
 is plain arrays. A callback rather than a ``Future`` keeps the hand-off back to
 the event loop to one ``call_soon_threadsafe``, which matters at small batches.
+``runtime.process.executor.ProcessExecutor`` runs them in worker processes, which it
+can kill at a batch's deadline (``kills_overdue``).
 """
 
 from __future__ import annotations
@@ -45,11 +47,16 @@ class Executor(Protocol):
     """
 
     instances: int
+    kills_overdue: bool
+    """True when a batch still executing at its deadline is stopped (and answered with
+    ``execution_timeout``); False when it runs on and its output is dropped."""
 
-    def submit(self, parts: Parts, done: Done) -> None:
+    def submit(self, parts: Parts, done: Done, deadline: float | None = None) -> None:
         """Merge ``parts`` along dimension 0, execute them as one batch, split the
         outputs, and call ``done`` exactly once, from a worker thread, with the
-        ``BatchOutcome`` or the exception raised. Raises if the executor is closed."""
+        ``BatchOutcome`` or the exception raised. ``deadline`` (``time.monotonic``) is
+        when nobody waits for the batch any more. Raises if the executor is closed (or
+        refuses the batch: a quarantined version)."""
         ...
 
     def close(self) -> None:
@@ -59,6 +66,9 @@ class Executor(Protocol):
 
 class ThreadExecutor:
     """Executes on ``instances`` dedicated threads in this process."""
+
+    kills_overdue = False
+    """A thread cannot be stopped: a batch past its deadline runs to its end."""
 
     def __init__(self, model: LoadedModel, *, instances: int = 1, name: str = "model") -> None:
         self.model = model
@@ -72,7 +82,7 @@ class ThreadExecutor:
         for thread in self._threads:
             thread.start()
 
-    def submit(self, parts: Parts, done: Done) -> None:
+    def submit(self, parts: Parts, done: Done, deadline: float | None = None) -> None:
         if self._closed:
             raise RuntimeError("executor is closed")
         self._jobs.put((parts, done))

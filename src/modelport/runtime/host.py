@@ -16,6 +16,12 @@ A load still running after ``load_timeout`` is abandoned: the record turns
 really ends, and whatever it loads then is dropped. A load that raises fails
 its record and nothing else.
 
+Execution. A version's manifest chooses (``runtime.execution``): ``thread`` (the
+default) loads the model here and executes it on the executor's threads; ``process``
+has ``process_executors`` start worker processes that load it, and the host warms up
+and serves through them (``runtime.process``). The host's memory accounting then
+measures the workers' resident memory.
+
 Serving. ``infer`` hands a request to the version's ``Batcher`` on the running
 event loop (one per loop, created on first use) and counts it in flight, so
 eviction never takes a busy version.
@@ -36,6 +42,7 @@ import time
 from collections.abc import Callable, Mapping
 from concurrent.futures import Future
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -59,6 +66,7 @@ from modelport.runtime.observer import NullObserver, RuntimeObserver, VersionObs
 from modelport.runtime.outputs import DeclaredOutputs
 from modelport.runtime.types import (
     BatchingConfig,
+    Execution,
     InferenceResult,
     LoadState,
     Phase,
@@ -70,6 +78,12 @@ from modelport.runtime.types import (
 log = logging.getLogger(__name__)
 
 ExecutorFactory = Callable[[LoadedModel, BatchingConfig, str], Executor]
+ProcessExecutorFactory = Callable[
+    [Manifest, Mapping[str, Path], BatchingConfig, str], tuple[Executor, LoadedModel]
+]
+"""Starts a ``process`` version's workers from its manifest and local files: the
+executor that serves it and the model the host warms up through (``unload`` stops the
+workers). ``runtime.process.executor.ProcessExecutors`` is the one."""
 LoadCheck = Callable[[VersionKey, Manifest], None]
 """Called in the loading thread before a version's files are fetched; what it raises
 fails the load (the platform checks the version's signatures so)."""
@@ -127,8 +141,10 @@ class ModelHost:
         executor_factory: ExecutorFactory = thread_executor,
         memory_probe: Callable[[], int] = process_rss,
         check_load: LoadCheck | None = None,
+        process_executors: ProcessExecutorFactory | None = None,
     ) -> None:
         self.cache = cache
+        self._process_executors = process_executors
         self._check_load = check_load
         self.formats = formats
         self.budget = budget
@@ -318,16 +334,24 @@ class ModelHost:
             before = self._memory_probe()
             started = time.perf_counter()
             runtime = manifest.for_runtime()
-            # What leaves the host is what the manifest declares (runtime.outputs).
-            model = DeclaredOutputs(fmt.load(cached.files, runtime), runtime.outputs)
+            executor: Executor | None = None
+            if execution_of(manifest) is Execution.PROCESS:
+                executor, model = self._start_workers(hosted, runtime, cached.files)
+            else:
+                # What leaves the host is what the manifest declares (runtime.outputs).
+                model = DeclaredOutputs(fmt.load(cached.files, runtime), runtime.outputs)
             phases[Phase.LOAD] = time.perf_counter() - started
-            measured = max(0, self._memory_probe() - before)
+            measured = (
+                model.memory_bytes()
+                if executor is not None
+                else max(0, self._memory_probe() - before)
+            )
             started = time.perf_counter()
             warm_up = _warm_up(model, runtime)
             phases[Phase.WARMUP] = time.perf_counter() - started
             with self._lock:
                 if hosted.generation == generation and hosted.state is LoadState.LOADING:
-                    self._ready(hosted, model, phases, measured, warm_up)
+                    self._ready(hosted, model, phases, measured, warm_up, executor)
                     kept = True
         except BaseException as exc:  # any failure fails this version only
             with self._lock:
@@ -355,6 +379,16 @@ class ModelHost:
             hosted.observer.memory(hosted.host_bytes, hosted.device_bytes)
             hosted.done.set_result(self._status(hosted))
 
+    def _start_workers(
+        self, hosted: _Hosted, runtime: Manifest, files: Mapping[str, Path]
+    ) -> tuple[Executor, LoadedModel]:
+        if self._process_executors is None:
+            raise Unavailable(
+                f"{hosted.key.ref} asks for process execution, which this host does not offer",
+                code="execution_mode_unavailable",
+            )
+        return self._process_executors(runtime, files, hosted.batching, hosted.key.ref)
+
     def _ready(
         self,
         hosted: _Hosted,
@@ -362,6 +396,7 @@ class ModelHost:
         phases: dict[Phase, float],
         measured: int,
         warm_up: tuple[str, float],
+        executor: Executor | None = None,
     ) -> None:
         manifest = hosted.manifest
         declared = manifest.resources.host_memory_bytes or 0
@@ -372,7 +407,7 @@ class ModelHost:
             (measured, "measured"), (declared, "declared"), (file_bytes, "files")
         )
         hosted.model = model
-        hosted.executor = self._executor_factory(model, hosted.batching, hosted.key.ref)
+        hosted.executor = executor or self._executor_factory(model, hosted.batching, hosted.key.ref)
         hosted.phases = {str(p): s for p, s in phases.items()}
         hosted.reload_seconds = sum(phases.values())
         hosted.warm_up, hosted.execute_estimate = warm_up
@@ -582,6 +617,11 @@ class ModelHost:
             code=f"model_{hosted.state.value}",
             retry_after=1,
         )
+
+
+def execution_of(manifest: Manifest) -> Execution:
+    """How ``manifest``'s version executes (``runtime.execution``, ``thread`` by default)."""
+    return Execution(manifest.runtime.get("execution", Execution.THREAD))
 
 
 def _warm_up(model: LoadedModel, manifest: Manifest) -> tuple[str, float]:

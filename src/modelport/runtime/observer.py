@@ -14,8 +14,8 @@ from typing import Protocol
 class VersionObserver(Protocol):
     """Events of one hosted version. Called from the event loop and from worker threads.
 
-    The per-request events (``request_done``, ``queued``, ``batch_executed``,
-    ``queue_depth``) sit on the hot path: an implementation must keep them to a few
+    The per-request events (``request_done``, ``enqueued``, ``queued``,
+    ``batch_executed``, ``queue_depth``) sit on the hot path: an implementation must keep them to a few
     plain operations and must not block (``RuntimeMetrics`` tallies them and hands them
     to Prometheus later, see ``modelport.observability.metrics``).
     """
@@ -23,6 +23,11 @@ class VersionObserver(Protocol):
     def request_done(self, outcome: str, seconds: float) -> None:
         """A request left the runtime: ``success``, ``deadline_exceeded``, ``queue_full``,
         ``cancelled``, ``error`` (or ``invalid`` from a surface); ``seconds`` in the runtime."""
+        ...
+
+    def enqueued(self, priority: str) -> None:
+        """A request of class ``priority`` (``interactive``, ``batch``, ``offline``) was
+        queued."""
         ...
 
     def queued(self, seconds: float) -> None:
@@ -54,6 +59,9 @@ class RuntimeObserver(Protocol):
 
 class _NullVersionObserver:
     def request_done(self, outcome: str, seconds: float) -> None:
+        pass
+
+    def enqueued(self, priority: str) -> None:
         pass
 
     def queued(self, seconds: float) -> None:

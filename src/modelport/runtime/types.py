@@ -18,10 +18,26 @@ class LoadState(StrEnum):
 
 
 class Priority(StrEnum):
-    """Scheduling class: ``interactive`` requests never wait behind ``batch`` ones."""
+    """Scheduling class, most urgent first: ``interactive`` requests never wait behind
+    ``batch`` ones, and ``offline`` ones (jobs and batches) run only when neither waits."""
 
     INTERACTIVE = "interactive"
     BATCH = "batch"
+    OFFLINE = "offline"
+
+
+PRIORITIES = (Priority.INTERACTIVE, Priority.BATCH, Priority.OFFLINE)
+"""Every class, most urgent first: the order queues are served in."""
+
+
+class Execution(StrEnum):
+    """Where a tensor version's model executes (the manifest's ``runtime.execution``)."""
+
+    THREAD = "thread"
+    """On threads of the serving process: fastest; a hung execution cannot be stopped."""
+    PROCESS = "process"
+    """In worker processes: tensors cross shared memory; a call past its deadline kills
+    its worker, and a crash ends only that worker."""
 
 
 class Phase(StrEnum):
@@ -61,12 +77,20 @@ class BatchingConfig:
     """Row counts dispatched at once when reached, without waiting for the delay."""
     max_queue_size: int = 1024
     """Requests held queued at most; more are refused (``queue_full``)."""
+    offline_queue_share: float = 0.5
+    """Share of ``max_queue_size`` that ``offline`` requests may hold at most, so a flood
+    of them leaves the rest of the queue to interactive and batch traffic."""
     instances: int = 1
     """Batches that may execute at the same time."""
 
     @property
     def batching(self) -> bool:
         return self.max_batch_size > 1
+
+    @property
+    def max_offline_queued(self) -> int:
+        """Offline requests held queued at most (at least one)."""
+        return max(1, int(self.max_queue_size * self.offline_queue_share))
 
 
 @dataclass(frozen=True)
@@ -151,7 +175,8 @@ class GenerationRequest:
     n: int = 1
     """Choices to generate; each chunk says which (``GenerationChunk.choice``)."""
     priority: Priority = Priority.INTERACTIVE
-    """``interactive`` is scheduled before ``batch`` (which may be preempted for it)."""
+    """``interactive`` is scheduled before ``batch``, and both before ``offline``; a
+    waiting sequence may preempt running ones of a lower class (``offline`` first)."""
 
 
 @dataclass(frozen=True)

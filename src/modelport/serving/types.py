@@ -175,6 +175,8 @@ class Provenance:
     attempts: tuple[Attempt, ...] = ()
     age_seconds: float | None = None
     """With a cached answer: how old it is."""
+    cached: bool = False
+    """Answered from the response cache (``inference.cache``): the model did not run."""
 
 
 @dataclass(slots=True)  # not frozen: made per call (see HOT_PATH_RECORDS)

@@ -19,6 +19,8 @@ secrets were sealed: ``open`` returns it as it is, and rotation seals it.
 from __future__ import annotations
 
 import contextlib
+import hashlib
+import hmac
 import os
 from collections.abc import Sequence
 from pathlib import Path
@@ -43,6 +45,7 @@ class SecretBox:
         (``missing_key_reason`` says why, in the ``secret_key_required`` error)."""
         fernets = [_fernet(key, index) for index, key in enumerate(keys)]
         self._newest = fernets[0] if fernets else None
+        self._newest_key = _key_bytes(keys[0]) if keys else None
         self._all = MultiFernet(fernets) if fernets else None
         self._missing = missing_key_reason or "no secret key is configured"
 
@@ -84,6 +87,14 @@ class SecretBox:
             return False
         return True
 
+    def derive(self, purpose: str) -> bytes | None:
+        """A key for ``purpose`` (HMAC-SHA256 of it under the newest key), so that one
+        secret serves several uses without any of them learning it; None without keys.
+        It changes when the newest key does."""
+        if self._newest_key is None:
+            return None
+        return hmac.new(self._newest_key, purpose.encode(), hashlib.sha256).digest()
+
     def _box(self) -> MultiFernet:
         if self._all is None:
             raise Unavailable(
@@ -105,6 +116,10 @@ def _token(stored: str) -> bytes:
             code=UNREADABLE,
         )
     return stored[len(SCHEME) :].encode("ascii")
+
+
+def _key_bytes(key: str | bytes) -> bytes:
+    return key.strip() if isinstance(key, bytes) else key.strip().encode()
 
 
 def _fernet(key: str | bytes, index: int) -> Fernet:

@@ -16,6 +16,7 @@ from sqlalchemy import (
     String,
     Text,
     UniqueConstraint,
+    false,
 )
 from sqlalchemy.orm import Mapped, mapped_column
 
@@ -232,6 +233,10 @@ class TenantRow(Base):
     require_separation: Mapped[bool] = mapped_column(default=False)
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
     created_by: Mapped[str] = mapped_column(String(128), default="")
+    no_cache: Mapped[bool] = mapped_column(default=False, server_default=false())
+    """Its calls are never answered from, nor stored in, the response cache."""
+    shared_cache: Mapped[bool] = mapped_column(default=False, server_default=false())
+    """It answers from, and adds to, the cache shared with other tenants that opted in."""
 
 
 class MemberRow(Base):
@@ -321,6 +326,10 @@ class LimitRow(Base):
     rpm: Mapped[int | None] = mapped_column(Integer)
     concurrency: Mapped[int | None] = mapped_column(Integer)
     tpm: Mapped[int | None] = mapped_column(BigInteger)
+    jobs: Mapped[int | None] = mapped_column(Integer)
+    """A tenant's job quota: jobs queued and running at once (tenant scope only)."""
+    job_concurrency: Mapped[int | None] = mapped_column(Integer)
+    """A tenant's jobs running at once (tenant scope only)."""
     updated_at: Mapped[datetime] = mapped_column(default=utcnow)
     updated_by: Mapped[str] = mapped_column(String(128), default="")
 
@@ -856,6 +865,7 @@ class JobRow(Base):
         UniqueConstraint("tenant", "idempotency_key"),
         Index("ix_jobs_state_lease_expires_at", "state", "lease_expires_at"),
         Index("ix_jobs_tenant_seq", "tenant", "seq"),
+        Index("ix_jobs_tenant_state", "tenant", "state"),
     )
 
     seq: Mapped[int] = mapped_column(_SEQ, primary_key=True, autoincrement=True)

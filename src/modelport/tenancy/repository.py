@@ -38,6 +38,8 @@ def _tenant(row: TenantRow) -> Tenant:
         require_separation=row.require_separation,
         created_at=row.created_at,
         created_by=row.created_by,
+        no_cache=row.no_cache,
+        shared_cache=row.shared_cache,
     )
 
 
@@ -72,13 +74,23 @@ def list_tenants(session: Session, only: str | None = None) -> list[Tenant]:
 
 
 def update_tenant(
-    session: Session, slug: str, *, name: str | None, require_separation: bool | None
+    session: Session,
+    slug: str,
+    *,
+    name: str | None,
+    require_separation: bool | None,
+    no_cache: bool | None = None,
+    shared_cache: bool | None = None,
 ) -> Tenant:
     row = _tenant_row(session, slug, lock=True)
     if name is not None:
         row.name = name
     if require_separation is not None:
         row.require_separation = require_separation
+    if no_cache is not None:
+        row.no_cache = no_cache
+    if shared_cache is not None:
+        row.shared_cache = shared_cache
     session.flush()
     return _tenant(row)
 

@@ -18,7 +18,7 @@ from datetime import datetime
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
-from modelport.changes import ChangeBus, GrantChanged, LocalChangeBus
+from modelport.changes import ChangeBus, GrantChanged, LocalChangeBus, TenantCacheChanged
 from modelport.errors import Conflict, Forbidden, InvalidInput
 from modelport.logs import log_event
 from modelport.store import Database
@@ -132,14 +132,31 @@ class TenancyService:
             return repo.list_tenants(session, only)
 
     def update_tenant(
-        self, slug: str, *, name: str | None = None, require_separation: bool | None = None
+        self,
+        slug: str,
+        *,
+        name: str | None = None,
+        require_separation: bool | None = None,
+        no_cache: bool | None = None,
+        shared_cache: bool | None = None,
     ) -> Tenant:
+        """Change a tenant's settings (None: unchanged). A change of its cache flags is
+        published (``TenantCacheChanged``): every process's response cache reads them
+        afresh."""
         if name is not None:
             _check_label(name, "name")
         with self.database.transaction() as session:
-            return repo.update_tenant(
-                session, slug, name=name, require_separation=require_separation
+            tenant = repo.update_tenant(
+                session,
+                slug,
+                name=name,
+                require_separation=require_separation,
+                no_cache=no_cache,
+                shared_cache=shared_cache,
             )
+        if no_cache is not None or shared_cache is not None:
+            self.changes.publish(TenantCacheChanged(slug))
+        return tenant
 
     # ---- members and service accounts
 

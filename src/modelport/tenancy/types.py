@@ -49,6 +49,10 @@ class Tenant:
     """Approvers may not approve or reject versions they published themselves."""
     created_at: datetime
     created_by: str
+    no_cache: bool = False
+    """Its calls are never answered from, nor stored in, the response cache."""
+    shared_cache: bool = False
+    """It may be answered from another opted-in tenant's cached answers (and add to them)."""
 
 
 @dataclass(frozen=True)

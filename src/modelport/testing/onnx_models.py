@@ -59,3 +59,45 @@ def add_one() -> onnx.ModelProto:
 
 def save(model: onnx.ModelProto, path: str | os.PathLike[str]) -> None:
     onnx.save_model(model, os.fspath(path))
+
+
+def looping_add_one() -> onnx.ModelProto:
+    """x [-1, 4] FP32, steps [-1] INT64 -> y = x + 1, after a loop of max(steps) empty
+    iterations: a real model whose execution takes as long as a caller asks (a huge
+    ``steps`` never ends in practice)."""
+    body = helper.make_graph(
+        [
+            helper.make_node("Identity", ["cond_in"], ["cond_out"]),
+            helper.make_node("Identity", ["v_in"], ["v_out"]),
+        ],
+        "spin",
+        [
+            helper.make_tensor_value_info("i", TensorProto.INT64, []),
+            helper.make_tensor_value_info("cond_in", TensorProto.BOOL, []),
+            helper.make_tensor_value_info("v_in", TensorProto.FLOAT, [None, 4]),
+        ],
+        [
+            helper.make_tensor_value_info("cond_out", TensorProto.BOOL, []),
+            helper.make_tensor_value_info("v_out", TensorProto.FLOAT, [None, 4]),
+        ],
+    )
+    one = numpy_helper.from_array(np.ones(4, dtype=np.float32), "one")
+    always = numpy_helper.from_array(np.array(True), "always")
+    graph = helper.make_graph(
+        [
+            helper.make_node("ReduceMax", ["steps"], ["trips"], keepdims=0),
+            helper.make_node("Loop", ["trips", "always", "x"], ["looped"], body=body),
+            helper.make_node("Add", ["looped", "one"], ["y"]),
+        ],
+        "looping_add_one",
+        [
+            helper.make_tensor_value_info("x", TensorProto.FLOAT, [None, 4]),
+            helper.make_tensor_value_info("steps", TensorProto.INT64, [None]),
+        ],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [None, 4])],
+        initializer=[one, always],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    onnx.checker.check_model(model)
+    return model

@@ -14,7 +14,7 @@ from modelport.runtime.generative.scheduler import (
 )
 from modelport.runtime.types import Priority
 
-BATCH, INTERACTIVE = Priority.BATCH, Priority.INTERACTIVE
+BATCH, INTERACTIVE, OFFLINE = Priority.BATCH, Priority.INTERACTIVE, Priority.OFFLINE
 
 
 class Clock:
@@ -136,7 +136,7 @@ def test_interactive_preempts_newest_batch_only_when_that_makes_room() -> None:
     assert out.preempted == [new] and out.admitted == [urgent]
     assert new.preemptions == 1 and s.preemptions == 1
     assert s.running == [old, urgent] and s.waiting() == [new]
-    # A batch request never preempts, and nothing is preempted in vain.
+    # A batch request never preempts another batch one, and nothing is preempted in vain.
     s.add([seq(10, 60, BATCH)])
     assert s.schedule().preempted == []
     huge = seq(10, 70)  # 80 tokens: even preempting old leaves urgent's 50 in use
@@ -164,3 +164,66 @@ def test_interactive_never_preempts_interactive() -> None:
     s.schedule()
     s.add([seq(10, 20)])
     assert s.schedule().preempted == []
+
+
+def test_offline_is_admitted_last() -> None:
+    s, _ = scheduler(capacity=100, max_running=2)
+    o, b, i = seq(5, 5, OFFLINE), seq(5, 5, BATCH), seq(5, 5, INTERACTIVE)
+    s.add([o, b, i])
+    assert s.schedule().admitted == [i, b]
+    assert s.waiting() == [o]
+    s.finish(i)
+    assert s.schedule().admitted == [o]
+
+
+def test_offline_is_preempted_first_then_batch() -> None:
+    s, _ = scheduler(capacity=100)
+    bulk, old, new = seq(10, 20, BATCH), seq(10, 20, OFFLINE), seq(10, 20, OFFLINE)
+    s.add([bulk, old, new])
+    assert s.schedule().admitted == [bulk, old, new]
+    urgent = seq(10, 40)  # 50 > 10 free: both offline (30 each) go, the batch one stays
+    s.add([urgent])
+    out = s.schedule()
+    assert out.preempted == [new, old] and out.admitted == [urgent]
+    assert s.running == [bulk, urgent]
+    # Back at the front of the offline queue, oldest first, behind no other class.
+    assert s.waiting() == [old, new]
+    # With no offline sequence left running, an interactive one takes the batch one's room.
+    more = seq(10, 30)
+    s.add([more])
+    out = s.schedule()
+    assert out.preempted == [bulk] and out.admitted == [more]
+    assert s.waiting() == [bulk, old, new]
+
+
+def test_a_batch_sequence_preempts_offline_ones_but_not_interactive_ones() -> None:
+    s, _ = scheduler(capacity=100)
+    offline, interactive = seq(10, 30, OFFLINE), seq(10, 30, INTERACTIVE)
+    s.add([interactive, offline])
+    s.schedule()
+    bulk = seq(10, 40, BATCH)  # 50 > 20 free: the offline sequence makes room
+    s.add([bulk])
+    out = s.schedule()
+    assert out.preempted == [offline] and out.admitted == [bulk]
+    # An offline sequence never preempts, and the batch one does not take interactive room.
+    s.add([seq(10, 50, BATCH)])
+    assert s.schedule().preempted == []
+    assert s.running == [interactive, bulk]
+
+
+def test_offline_sequences_hold_at_most_their_share_of_the_waiting_queue() -> None:
+    s, _ = scheduler(capacity=20, max_waiting=4, context_length=20, max_running=1)
+    s.add([seq(5, 5)])
+    s.schedule()  # one running: everything below waits
+    s.check(5, 5, n=2, priority=OFFLINE)
+    s.add([seq(5, 5, OFFLINE), seq(5, 5, OFFLINE)])
+    with pytest.raises(Overloaded) as exc:
+        s.check(5, 5, priority=OFFLINE)
+    assert exc.value.code == "queue_full" and "offline" in exc.value.message
+    assert exc.value.extra["retry_after"] > 0
+    # The other half is still there for interactive and batch requests.
+    s.check(5, 5, priority=BATCH)
+    s.check(5, 5, n=2, priority=INTERACTIVE)
+    s.add([seq(5, 5, BATCH), seq(5, 5)])
+    with pytest.raises(Overloaded):
+        s.check(5, 5)

@@ -1,6 +1,6 @@
 """One line of an OpenAI batch, called and encoded (``jobs.batch.LineRunner``): the body
 parsed as its route's (``/v1/chat/completions``, ``/v1/completions``,
-``/v1/embeddings``), called through ``InferenceService`` at batch priority under the
+``/v1/embeddings``), called through ``InferenceService`` at offline priority under the
 line's metered call id, and answered as OpenAI's batch output line ``{"id",
 "custom_id", "response": {"status_code", "request_id", "body"}, "error"}``. A request
 the platform refuses (unknown model, bad parameter, no budget, engine failure) is an
@@ -100,6 +100,21 @@ class OpenAILineRunner:
         }
         return LineOutcome(True, orjson.dumps(doc))
 
+    def expired_line(self, custom_id: str, *, call_id: str, request_id: str) -> LineOutcome:
+        """OpenAI's line for a request its batch never ran: no response, the error
+        ``batch_expired``."""
+        doc = {
+            "id": _line_id(call_id),
+            "custom_id": custom_id,
+            "response": None,
+            "error": {
+                "code": "batch_expired",
+                "message": "This request could not be executed before the completion "
+                "window expired.",
+            },
+        }
+        return LineOutcome(False, orjson.dumps(doc))
+
     async def _answer(
         self,
         principal: Principal,
@@ -114,7 +129,7 @@ class OpenAILineRunner:
 
             async def decode(*specs: Any) -> Any:
                 request = await decoder(*specs)
-                return dataclasses.replace(request, priority=Priority.BATCH)
+                return dataclasses.replace(request, priority=Priority.OFFLINE)
 
             caller = Caller(principal, request_id=request_id, call_id=call_id)
             result = await self.inference.infer(caller, target_of(parsed.model), decode)
@@ -152,7 +167,7 @@ class OpenAILineRunner:
                     request_id=request_id,
                     messages=messages,
                     n=sampling.n,
-                    priority=Priority.BATCH,
+                    priority=Priority.OFFLINE,
                     subject=sampling.user,
                 )
                 one = call_id if len(prompts) == 1 else f"{call_id}:{index}"

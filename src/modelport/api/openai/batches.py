@@ -8,14 +8,16 @@
 
 The batch object's ``status`` follows its job: ``validating`` (queued),
 ``in_progress`` (running its shards), ``finalizing`` (publishing), ``completed``,
-``failed``, ``cancelling`` (a cancel asked of a running batch), ``cancelled``. Its
+``failed``, ``cancelling`` (a cancel asked of a running batch), ``cancelled``, and
+``expired``: its ``completion_window`` closed first (``jobs.batch``); the requests it
+never ran are ``batch_expired`` lines of its error file, the answered ones in its
+output file. Its
 ``output_file_id`` and ``error_file_id`` appear once published, together. Another
 tenant's batch is 404 ``batch_not_found``, as a missing one is.
 """
 
 from __future__ import annotations
 
-from datetime import timedelta
 from typing import Any
 
 import anyio.to_thread
@@ -28,11 +30,10 @@ from modelport.api.openai.files import tenant_principal
 from modelport.api.openai.requests import load_json
 from modelport.api.openai.routes import json_response
 from modelport.errors import InvalidInput, PayloadTooLarge
-from modelport.jobs.batch import SHARD_ROWS, BatchService, NewBatch
+from modelport.jobs.batch import COMPLETION_WINDOWS, SHARD_ROWS, BatchService, NewBatch
 from modelport.jobs.types import BatchRecord, JobState
 
 MAX_BODY = 64 * 1024
-WINDOW = timedelta(hours=24)
 
 
 def _stamp(value: Any) -> int | None:
@@ -47,6 +48,8 @@ def _status(record: BatchRecord) -> str:
         if job.cancel_requested:
             return "cancelling"
         return "in_progress" if job.stage == 0 else "finalizing"
+    if record.expired and job.state is JobState.SUCCEEDED:
+        return "expired"
     return {
         JobState.SUCCEEDED: "completed",
         JobState.FAILED: "failed",
@@ -85,11 +88,11 @@ def batch_object(record: BatchRecord) -> dict[str, Any]:
         "error_file_id": record.error_file_id,
         "created_at": _stamp(record.created_at),
         "in_progress_at": _stamp(job.started_at),
-        "expires_at": _stamp(record.created_at + WINDOW),
+        "expires_at": _stamp(record.created_at + COMPLETION_WINDOWS[record.completion_window]),
         "finalizing_at": _stamp(publish.started_at) if publish is not None else None,
         "completed_at": ended if status == "completed" else None,
         "failed_at": ended if status == "failed" else None,
-        "expired_at": None,
+        "expired_at": ended if status == "expired" else None,
         "cancelling_at": None,
         "cancelled_at": ended if status == "cancelled" else None,
         "request_counts": {

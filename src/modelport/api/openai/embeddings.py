@@ -69,7 +69,12 @@ class EmbeddingDecoder:
         asked = [vectors.name]
         if any(s.name == TOKENS_OUTPUT for s in outputs):
             asked.append(TOKENS_OUTPUT)
-        return InferenceRequest({text.name: array}, outputs=tuple(asked), subject=self.request.user)
+        return InferenceRequest(
+            {text.name: array},
+            outputs=tuple(asked),
+            subject=self.request.user,
+            priority=self.request.priority,
+        )
 
 
 def embedding_answer(

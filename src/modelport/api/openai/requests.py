@@ -72,6 +72,9 @@ class EmbeddingRequest:
     encoding_format: str = "float"
     dimensions: int | None = None
     user: str | None = None
+    priority: Priority | None = None
+    """The ``priority`` extension; None: the target's own (an endpoint's, else
+    interactive)."""
 
 
 def load_json(body: bytes) -> dict[str, Any]:
@@ -134,7 +137,8 @@ def parse_embedding(doc: Mapping[str, Any]) -> EmbeddingRequest:
     if encoding not in ("float", "base64"):
         raise _invalid("encoding_format must be 'float' or 'base64'", "encoding_format")
     dimensions = _int(doc, "dimensions", 1, 1 << 20)
-    return EmbeddingRequest(model, texts, encoding, dimensions, _user(doc))
+    priority = _priority(doc) if doc.get("priority") is not None else None
+    return EmbeddingRequest(model, texts, encoding, dimensions, _user(doc), priority)
 
 
 # ---- shared fields
@@ -211,14 +215,15 @@ def _user(doc: Mapping[str, Any]) -> str | None:
 
 
 def _priority(doc: Mapping[str, Any]) -> Priority:
-    """The ``priority`` extension: ``interactive`` (the default) or ``batch``."""
+    """The ``priority`` extension: ``interactive`` (the default), ``batch`` or
+    ``offline``."""
     value = doc.get("priority")
     if value is None:
         return Priority.INTERACTIVE
     try:
         return Priority(value)
     except ValueError:
-        raise _invalid("priority must be 'interactive' or 'batch'", "priority") from None
+        raise _invalid("priority must be 'interactive', 'batch' or 'offline'", "priority") from None
 
 
 def _messages(raw: Any) -> tuple[ChatMessage, ...]:

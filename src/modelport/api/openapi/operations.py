@@ -108,6 +108,9 @@ OPERATIONS: dict[tuple[str, str], Operation] = {
     ("get", "/api/jobs"): Operation("listJobs", "List your tenant's jobs"),
     ("get", "/api/jobs/{job_id}"): Operation("getJob", "Get a job, its stages and outputs"),
     ("post", "/api/jobs/{job_id}:cancel"): Operation("cancelJob", "Cancel a job"),
+    ("get", "/api/jobs/{job_id}/outputs/{digest}"): Operation(
+        "getJobOutput", "Download one of a job's outputs (signed URL or key)"
+    ),
     # endpoints, deployments, backends
     ("post", "/api/endpoints"): Operation("createEndpoint", "Create an endpoint"),
     ("get", "/api/endpoints"): Operation("listEndpoints", "List endpoints"),

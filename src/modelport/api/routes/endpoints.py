@@ -51,7 +51,7 @@ class CreateEndpoint(_Body):
     name: str = Field(description="1-63 lowercase letters, digits and '-'; unique")
     tenant: str | None = Field(default=None, description="Default: the caller's tenant")
     deadline_ms: int = Field(default=30_000, description="Longest a prediction may take")
-    priority: Literal["interactive", "batch"] = "interactive"
+    priority: Literal["interactive", "batch", "offline"] = "interactive"
     description: str = Field(default="", max_length=10_000)
     fallback: FallbackChain | None = None
     log: LogPolicy | None = Field(

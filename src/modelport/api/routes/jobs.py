@@ -1,25 +1,32 @@
-"""/api/jobs: submit a job, follow it, list, cancel.
+"""/api/jobs: submit a job, follow it, list, cancel, download its outputs.
 
 A job belongs to the submitting key's tenant; another tenant gets 404 ``job_not_found``
 for it, exactly as for one that does not exist. Every route needs ``model.call`` in
 the tenant (the platform operator sees every job, but submits none: a job runs as a
-tenant's principal).
+tenant's principal), but ``GET /api/jobs/{id}/outputs/{digest}`` with a signed URL's
+``expires`` and ``signature``: the signature is the credential.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Annotated, Any, Literal
+from urllib.parse import quote, urlencode
 
 import anyio.to_thread
 from fastapi import APIRouter, Header, Request, Response
 from pydantic import BaseModel, ConfigDict, Field
+from starlette.responses import StreamingResponse
 
 from modelport.api.access import require_tenant
-from modelport.api.auth import CurrentPrincipal
+from modelport.api.auth import CurrentPrincipal, require_principal
 from modelport.api.deps import get_services
 from modelport.api.openapi.problem import problems
+from modelport.api.routes.blobs import blob_headers
 from modelport.errors import InvalidInput
+from modelport.jobs.outputs import JobOutput
 from modelport.jobs.service import JobService, Submission
+from modelport.jobs.signing import SignedOutput
 from modelport.jobs.types import Job, JobState, Progress, StageSpec
 from modelport.tenancy.policy import Permission
 from modelport.tenancy.types import Principal
@@ -84,7 +91,7 @@ def _scope(request: Request, principal: Principal) -> str | None:
     return tenant
 
 
-@router.post("/jobs", status_code=202, responses=problems(402))
+@router.post("/jobs", status_code=202, responses=problems(402, 429))
 async def submit_job(
     body: SubmitJob,
     request: Request,
@@ -94,7 +101,8 @@ async def submit_job(
 ) -> dict[str, Any]:
     """Queue a job; it runs in the background. Poll the ``Location`` (or give a
     ``webhook``). With an ``Idempotency-Key``, the same request again answers the same job
-    (409 ``idempotency_key_reused`` for another request)."""
+    (409 ``idempotency_key_reused`` for another request). 429 ``job_quota_exceeded``: the
+    tenant has as many jobs queued and running as its ``jobs`` limit."""
     if principal.tenant is not None:
         require_tenant(request, principal, principal.tenant, Permission.MODEL_CALL)
     target = body.target
@@ -149,9 +157,45 @@ def list_jobs(
 def get_job(job_id: str, request: Request, principal: CurrentPrincipal) -> dict[str, Any]:
     """The job: its state, each stage's attempts, times and errors, and (once it
     succeeded) its outputs."""
-    service = jobs(request)
-    job = service.get(_scope(request, principal), job_id)
-    return job_json(job, service.output(job), service.progress(job))
+    services = get_services(request)
+    job = services.jobs.get(_scope(request, principal), job_id)
+    output = services.job_outputs.output(job)
+    return job_json(job, output, services.jobs.progress(job), output_url(request, job.id))
+
+
+@router.get(
+    JOB_PATH + "/outputs/{digest}",
+    response_class=StreamingResponse,
+    responses={
+        200: {
+            "description": "The output's bytes",
+            "content": {"application/octet-stream": {"schema": {"type": "string"}}},
+        },
+        **problems(403, 404),
+    },
+)
+def get_job_output(
+    job_id: str,
+    digest: str,
+    request: Request,
+    expires: str | None = None,
+    signature: str | None = None,
+) -> Response:
+    """Stream one of the job's outputs: with a signed URL's ``expires`` and
+    ``signature`` (no key needed; 403 ``invalid_signature``, 403 ``url_expired``), or
+    with a key of the job's tenant. 404 ``output_not_found`` for a digest that is not
+    one of the job's outputs."""
+    outputs = get_services(request).job_outputs
+    if expires is not None or signature is not None:
+        blob, body = outputs.open_signed(job_id, digest, expires or "", signature or "")
+    else:
+        scope = _scope(request, require_principal(request))
+        blob, body = outputs.open(scope, job_id, digest)
+    headers = blob_headers(blob) | {
+        "Content-Length": str(blob.size),
+        "Cache-Control": "private, no-store",  # the URL expires; the copy should too
+    }
+    return StreamingResponse(body, 200, headers, media_type="application/octet-stream")
 
 
 @router.post(JOB_PATH + ":cancel", status_code=202)
@@ -163,8 +207,49 @@ async def cancel_job(job_id: str, request: Request, principal: CurrentPrincipal)
     return job_json(job)
 
 
+URLFor = Callable[[str, SignedOutput | None], str | None]
+"""A signed output URL of one job: (digest, signature) → URL (None: no signature)."""
+
+
+def output_url(request: Request, job_id: str) -> URLFor:
+    base = str(request.base_url).rstrip("/")
+
+    def url(digest: str, signed: SignedOutput | None) -> str | None:
+        if signed is None:
+            return None
+        query = urlencode({"expires": signed.expires, "signature": signed.signature})
+        return f"{base}/api/jobs/{quote(job_id, safe='')}/outputs/{digest}?{query}"
+
+    return url
+
+
+def _output_json(output: JobOutput, url: URLFor) -> dict[str, Any]:
+    return {
+        "digest": output.digest,
+        "size": output.size,
+        "inline": output.document is not None,
+        "url": url(output.digest, output.signed),
+    }
+
+
+def _signed_manifest(manifest: dict[str, Any], output: JobOutput, url: URLFor) -> dict[str, Any]:
+    """A batch manifest with a ``url`` beside each shard blob it names."""
+    shards = []
+    for shard in manifest.get("shards", []):
+        shard = dict(shard)
+        for key, name in (("digest", "url"), ("output", "output_url"), ("errors", "errors_url")):
+            digest = shard.get(key)
+            if isinstance(digest, str) and digest in output.shards:
+                shard[name] = url(digest, output.shards[digest])
+        shards.append(shard)
+    return {**manifest, "shards": shards}
+
+
 def job_json(
-    job: Job, output: dict[str, Any] | None = None, progress: Progress | None = None
+    job: Job,
+    output: JobOutput | None = None,
+    progress: Progress | None = None,
+    url: URLFor | None = None,
 ) -> dict[str, Any]:
     kind = job.target_kind if job.target_kind in ("model", "batch") else "endpoint"
     body: dict[str, Any] = {
@@ -206,10 +291,15 @@ def job_json(
             "rows_failed": progress.rows_failed,
             "estimated_completion": None if estimate is None else estimate.isoformat(),
         }
-    if output is not None and "shards" in output:
-        body["manifest"] = output  # a batch's output manifest
-    elif output is not None:
-        body["outputs"] = output.get("outputs", [])
-        body["model"] = output.get("model")
-        body["version"] = output.get("version")
+    if output is None:
+        return body
+    url = url or (lambda digest, signed: None)
+    body["output"] = _output_json(output, url)
+    document = output.document
+    if document is not None and "shards" in document:
+        body["manifest"] = _signed_manifest(document, output, url)  # a batch's manifest
+    elif document is not None:
+        body["outputs"] = document.get("outputs", [])
+        body["model"] = document.get("model")
+        body["version"] = document.get("version")
     return body

@@ -53,6 +53,18 @@ class PutLimits(BaseModel):
         default=None, ge=1, le=1_000_000, description="requests in flight at once"
     )
     tpm: int | None = Field(default=None, ge=1, le=MAX_RATE, description="tokens per minute")
+    jobs: int | None = Field(
+        default=None,
+        ge=1,
+        le=1_000_000,
+        description="a tenant's jobs queued and running at once (tenant scope only)",
+    )
+    job_concurrency: int | None = Field(
+        default=None,
+        ge=1,
+        le=1_000_000,
+        description="a tenant's jobs running at once (tenant scope only)",
+    )
 
 
 class PutBudget(BaseModel):
@@ -80,6 +92,8 @@ def limits_json(limits: Limits) -> dict[str, Any]:
         "rpm": limits.rpm,
         "concurrency": limits.concurrency,
         "tpm": limits.tpm,
+        "jobs": limits.jobs,
+        "job_concurrency": limits.job_concurrency,
         "updated_at": limits.updated_at.isoformat(),
         "updated_by": limits.updated_by,
     }
@@ -203,6 +217,8 @@ def put_limits(
         rpm=body.rpm,
         concurrency=body.concurrency,
         tpm=body.tpm,
+        jobs=body.jobs,
+        job_concurrency=body.job_concurrency,
         actor=principal.id,
     )
     return limits_json(limits)

@@ -17,6 +17,8 @@ def tenant_json(tenant: Tenant) -> dict[str, Any]:
         "slug": tenant.slug,
         "name": tenant.name,
         "require_separation": tenant.require_separation,
+        "no_cache": tenant.no_cache,
+        "shared_cache": tenant.shared_cache,
         "created_at": _time(tenant.created_at),
         "created_by": tenant.created_by,
     }

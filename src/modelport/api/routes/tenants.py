@@ -36,6 +36,17 @@ class UpdateTenant(BaseModel):
 
     name: str | None = None
     require_separation: bool | None = None
+    no_cache: bool | None = Field(
+        default=None,
+        description="Never answer the tenant's calls from the response cache, nor store them",
+    )
+    shared_cache: bool | None = Field(
+        default=None,
+        description=(
+            "Answer from, and add to, the response cache shared with other tenants that "
+            "opted in (never with a no-cache tenant)"
+        ),
+    )
 
 
 class AddMember(BaseModel):
@@ -94,7 +105,11 @@ def update_tenant(
 ) -> dict[str, Any]:
     require_tenant(request, principal, tenant, Permission.TENANT_MANAGE)
     updated = get_services(request).tenancy.update_tenant(
-        tenant, name=body.name, require_separation=body.require_separation
+        tenant,
+        name=body.name,
+        require_separation=body.require_separation,
+        no_cache=body.no_cache,
+        shared_cache=body.shared_cache,
     )
     return tenant_json(updated)
 

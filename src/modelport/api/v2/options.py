@@ -7,9 +7,9 @@ Timeout: the shortest of those given wins, since each is a limit somebody set:
   convention, and what ``tritonclient``'s ``infer(..., timeout=...)`` sends.
 - neither: the server's ``runtime_infer_timeout_seconds``.
 
-Priority, request parameter ``priority``: ``"interactive"`` or ``"batch"``, or
-Triton's integer levels, where 0 means the default and lower is more urgent:
-0 and 1 are interactive, 2 and above batch. Default interactive.
+Priority, request parameter ``priority``: ``"interactive"``, ``"batch"`` or
+``"offline"``, or Triton's integer levels, where 0 means the default and lower is more
+urgent: 0 and 1 are interactive, 2 batch, 3 and above offline. Default interactive.
 """
 
 from __future__ import annotations
@@ -65,9 +65,11 @@ def priority_of(parameters: Mapping[str, Any]) -> Priority:
         except ValueError:
             pass
     elif isinstance(value, int) and not isinstance(value, bool) and value >= 0:
-        return Priority.INTERACTIVE if value <= 1 else Priority.BATCH
+        if value <= 1:
+            return Priority.INTERACTIVE
+        return Priority.BATCH if value == 2 else Priority.OFFLINE
     raise InvalidInput(
-        "parameter 'priority' must be 'interactive', 'batch' or a non-negative integer",
+        "parameter 'priority' must be 'interactive', 'batch', 'offline' or a non-negative integer",
         code="invalid_priority",
     )
 

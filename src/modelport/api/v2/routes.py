@@ -14,7 +14,8 @@ Status codes: bad input 400 (naming the input and what was expected), missing
 key 401, unknown model or version 404, body too large 413, queue full 429 with
 ``Retry-After``, version failed to load or not loadable now 503, deadline passed
 504. Each inference response carries ``Server-Timing`` with the time queued and
-the batch's execution time in milliseconds, and the batch's size in rows.
+the batch's execution time in milliseconds, and the batch's size in rows; a call of a
+version declared deterministic carries ``modelport-cache: hit`` or ``miss``.
 """
 
 from __future__ import annotations
@@ -65,6 +66,8 @@ from modelport.tenancy import Permission, Principal
 
 _log = logging.getLogger(__name__)
 EXTENSIONS = ("binary_tensor_data", "model_repository")
+CACHE_HEADER = "modelport-cache"
+"""``hit`` or ``miss`` where the response cache was consulted (``inference.cache``)."""
 
 
 def _json(doc: Any, status: int = 200) -> Response:
@@ -219,6 +222,8 @@ async def infer(request: Request) -> Response:
         declared=decoder.declared,
     )
     encoded.headers["Server-Timing"] = _server_timing(result)
+    if result.cache is not None:
+        encoded.headers[CACHE_HEADER] = result.cache
     return Response(encoded.body, headers=encoded.headers)
 
 

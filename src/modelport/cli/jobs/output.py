@@ -25,6 +25,11 @@ def print_job(app: Application, job: Job) -> None:
     )
     for output in job.outputs or []:
         app.terminal.info(f"  {output['name']} {output['shape']}: {output['data']}")
+    reference = job.output
+    if reference is not None and not reference.get("inline"):
+        app.terminal.info(f"  output {reference.get('digest')} ({reference.get('size')} bytes)")
+    if reference is not None and reference.get("url"):
+        app.terminal.info(f"  url: {reference['url']}")
     progress = job.progress
     if progress is not None:
         app.terminal.info(
@@ -38,3 +43,6 @@ def print_job(app: Application, job: Job) -> None:
                 f"  shard {shard.get('index')}: {shard.get('rows')} rows "
                 f"{shard.get('digest') or shard.get('output')}"
             )
+            url = shard.get("url") or shard.get("output_url")
+            if url:
+                app.terminal.info(f"    url: {url}")

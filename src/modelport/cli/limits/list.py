@@ -18,6 +18,9 @@ def list_limits(app: Application, tenant: str | None, scope_type: str | None) ->
         app.terminal.json({"items": [r.raw for r in rows]})
         return
     app.terminal.table(
-        ["scope", "id", "rpm", "tpm", "concurrency"],
-        [[r.scope_type, r.scope_id, r.rpm, r.tpm, r.concurrency] for r in rows],
+        ["scope", "id", "rpm", "tpm", "concurrency", "jobs", "job concurrency"],
+        [
+            [r.scope_type, r.scope_id, r.rpm, r.tpm, r.concurrency, r.jobs, r.job_concurrency]
+            for r in rows
+        ],
     )

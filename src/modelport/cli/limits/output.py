@@ -16,5 +16,6 @@ def print_limits(app: Application, limits: Limits) -> None:
 
     app.terminal.info(
         f"{limits.scope_type} {limits.scope_id}: rpm {shown(limits.rpm)}, "
-        f"tpm {shown(limits.tpm)}, concurrency {shown(limits.concurrency)}"
+        f"tpm {shown(limits.tpm)}, concurrency {shown(limits.concurrency)}, "
+        f"jobs {shown(limits.jobs)}, job concurrency {shown(limits.job_concurrency)}"
     )

@@ -8,7 +8,15 @@ from modelport.cli.application import Application
 from modelport.cli.billing.output import money, parse_money
 from modelport.cli.models.refs import model_path
 
-UNITS = ("prediction", "input_token", "output_token", "image", "second", "compute_ms")
+UNITS = (
+    "prediction",
+    "input_token",
+    "output_token",
+    "image",
+    "second",
+    "compute_ms",
+    "cache_hit",
+)
 
 
 @click.command("set")

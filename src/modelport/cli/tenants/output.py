@@ -11,6 +11,8 @@ def print_tenant(app: Application, tenant: dict[str, Any]) -> None:
     t = app.terminal
     t.info(f"[bold]{tenant['slug']}[/bold]  {tenant['name']}")
     t.info(f"require_separation: {str(tenant['require_separation']).lower()}")
+    t.info(f"no_cache: {str(tenant.get('no_cache', False)).lower()}")
+    t.info(f"shared_cache: {str(tenant.get('shared_cache', False)).lower()}")
     t.info(f"created_at: {tenant['created_at']} by {tenant['created_by']}")
 
 

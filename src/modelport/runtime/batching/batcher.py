@@ -1,7 +1,8 @@
 """The dynamic batcher of one version: a thin asyncio layer around ``RequestQueue``.
 
-``submit`` refuses at once what cannot be served in time (queue full, or the
-predicted wait already past the deadline), queues the rest and awaits the answer.
+``submit`` refuses at once what cannot be served in time (queue full, offline requests
+past their share of the queue, or the predicted wait already past the deadline),
+queues the rest and awaits the answer.
 The batcher is driven by events on its event loop, with no task of its own:
 whenever a request arrives, a batch finishes or a wait expires, ``_pump`` asks
 the queue for decisions while an executor instance is free, and hands each
@@ -10,7 +11,10 @@ on the event loop. When a batch fails, every request in it receives the error.
 
 A request's deadline is armed as a timer: when it fires, a request still queued
 is taken out (never executed) and its caller gets ``deadline_exceeded``; one
-already executing is answered with the same error and its output dropped.
+already executing is answered with the same error and its output dropped, or, when
+the executor stops overdue batches (``Executor.kills_overdue``: worker processes),
+with ``execution_timeout``: the executor kills the batch at its latest request's
+deadline.
 """
 
 from __future__ import annotations
@@ -97,6 +101,7 @@ class Batcher:
             payload=_Payload(inputs, future),
         )
         self._queue.push(request)
+        self.observer.enqueued(priority)
         self.observer.queue_depth(len(self._queue))
         timer = self.loop.call_later(deadline - now, self._expire, request)
         self._pump()
@@ -118,26 +123,32 @@ class Batcher:
             self.observer.request_done(outcome, time.monotonic() - now)
 
     def _admit(self, now: float, deadline: float, priority: Priority) -> None:
-        # Interactive requests only queue behind interactive ones.
-        ahead = (
-            self._queue.depth(Priority.INTERACTIVE)
-            if priority is Priority.INTERACTIVE
-            else len(self._queue)
-        )
+        # A request waits only behind requests of its class and the more urgent ones.
+        queue = self._queue
+        if priority is Priority.INTERACTIVE:
+            ahead = queue.depth(Priority.INTERACTIVE)
+        elif priority is Priority.BATCH:
+            ahead = queue.depth(Priority.INTERACTIVE) + queue.depth(Priority.BATCH)
+        else:
+            ahead = len(queue)
         predicted = ahead * self._ewma_execute / max(1.0, self._ewma_rows)
-        full = len(self._queue) >= self.config.max_queue_size
-        if full or (ahead and now + predicted > deadline):
+        reason = None
+        if len(queue) >= self.config.max_queue_size:
+            reason = f"{len(queue)} requests queued, the limit"
+        elif (
+            priority is Priority.OFFLINE
+            and queue.depth(Priority.OFFLINE) >= self.config.max_offline_queued
+        ):
+            reason = f"{queue.depth(Priority.OFFLINE)} offline requests queued, their share"
+        elif ahead and now + predicted > deadline:
+            reason = f"the predicted wait of {predicted * 1000:.1f} ms exceeds the deadline"
+        if reason is not None:
             self.observer.request_done("queue_full", 0.0)
-            reason = (
-                f"{len(self._queue)} requests queued, the limit"
-                if full
-                else f"the predicted wait of {predicted * 1000:.1f} ms exceeds the deadline"
-            )
             raise Overloaded(
                 f"{self.name} is overloaded: {reason}",
                 code="queue_full",
                 retry_after=max(predicted, 0.001),
-                queued=len(self._queue),
+                queued=len(queue),
             )
 
     def _expire(self, request: PendingRequest) -> None:
@@ -145,11 +156,20 @@ class Batcher:
         if self._queue.discard(request, RequestState.EXPIRED):
             self.observer.queue_depth(len(self._queue))
             self._pump()
-        if not payload.future.done():
-            where = "executing" if request.state is RequestState.EXECUTING else "queued"
+        if payload.future.done():
+            return
+        if request.state is RequestState.EXECUTING and self.executor.kills_overdue:
             payload.future.set_exception(
-                DeadlineExceeded(f"{self.name}: the deadline passed while the request was {where}")
+                DeadlineExceeded(
+                    f"{self.name}: the execution passed the deadline and is being stopped",
+                    code="execution_timeout",
+                )
             )
+            return
+        where = "executing" if request.state is RequestState.EXECUTING else "queued"
+        payload.future.set_exception(
+            DeadlineExceeded(f"{self.name}: the deadline passed while the request was {where}")
+        )
 
     # ---- dispatching
     def _pump(self) -> None:
@@ -206,7 +226,9 @@ class Batcher:
                 loop.call_soon_threadsafe(self._finish, batch, outcome)
 
         try:
-            self.executor.submit([r.payload.inputs for r in batch], done)
+            # The batch is worth finishing until its last request's deadline.
+            deadline = batch[0].deadline if len(batch) == 1 else max(r.deadline for r in batch)
+            self.executor.submit([r.payload.inputs for r in batch], done, deadline)
         except Exception as exc:  # e.g. the executor was closed under us
             self._finish(batch, exc)
 

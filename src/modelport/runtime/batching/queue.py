@@ -5,12 +5,15 @@ decision: a batch to dispatch now, or the time to look again. Policy:
 
 - Requests whose deadline has passed are removed first and returned as expired;
   they are never executed.
-- Two priority classes, each kept earliest-deadline-first. The batch's head is the
+- Three priority classes, each kept earliest-deadline-first. The batch's head is the
   most urgent ``interactive`` request if there is one, else the most urgent
-  ``batch`` one: an interactive request never waits behind batch work.
-- The batch takes, in that order (interactive by deadline, then batch by
-  deadline), every queued request of the head's batch group that still fits in
-  ``max_batch_size`` rows. A request larger than the limit runs alone.
+  ``batch`` one, else the most urgent ``offline`` one: an interactive request never
+  waits behind batch work, and offline work is served only when neither waits.
+- The batch takes, in that order (interactive by deadline, then batch, then offline),
+  every queued request of the head's batch group that still fits in
+  ``max_batch_size`` rows. A request larger than the limit runs alone. Offline
+  requests fill the rows left only when every waiting interactive and batch request
+  is in the batch already.
 - It is dispatched at once when it is full, when it reaches a preferred size (the
   largest reachable one), when batching is off, when its oldest request has
   waited ``max_delay``, or when waiting longer would make its most urgent request miss
@@ -26,7 +29,7 @@ from dataclasses import dataclass, field
 from enum import IntEnum
 from typing import Any
 
-from modelport.runtime.types import Priority
+from modelport.runtime.types import PRIORITIES, Priority
 
 
 class RequestState(IntEnum):
@@ -71,10 +74,9 @@ class RequestQueue:
 
     def __init__(self) -> None:
         self._heaps: dict[Priority, list[tuple[float, int, PendingRequest]]] = {
-            Priority.INTERACTIVE: [],
-            Priority.BATCH: [],
+            priority: [] for priority in PRIORITIES
         }
-        self._count = {Priority.INTERACTIVE: 0, Priority.BATCH: 0}
+        self._count = dict.fromkeys(PRIORITIES, 0)
         self._total = 0  # asked for on every request: kept rather than summed
 
     def __len__(self) -> int:
@@ -137,7 +139,7 @@ class RequestQueue:
         return expired
 
     def _head(self) -> PendingRequest | None:
-        for priority in (Priority.INTERACTIVE, Priority.BATCH):
+        for priority in PRIORITIES:
             heap = self._heaps[priority]
             while heap and heap[0][2].state is not RequestState.QUEUED:
                 heapq.heappop(heap)
@@ -149,7 +151,11 @@ class RequestQueue:
         batch, rows = [head], head.rows
         if max_rows <= 1 or rows >= max_rows:
             return batch, rows
-        for priority in (Priority.INTERACTIVE, Priority.BATCH):
+        for priority in PRIORITIES:
+            if priority is Priority.OFFLINE and head.priority is not Priority.OFFLINE:
+                urgent = self._count[Priority.INTERACTIVE] + self._count[Priority.BATCH]
+                if sum(r.priority is not Priority.OFFLINE for r in batch) < urgent:
+                    return batch, rows  # a waiting request of a higher class goes first
             # Heap order is close to deadline order; sort the few candidates properly.
             candidates = sorted(
                 entry

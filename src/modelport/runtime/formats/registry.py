@@ -144,6 +144,13 @@ class FormatRegistry:
             self._instances[name] = get_format(name, self._options.get(name), plugins=self._plugins)
         return self._instances[name]
 
+    def spec(self, name: str) -> tuple[str, Mapping[str, object]]:
+        """Where ``name``'s plugin lives (``module:Class``) and its options: what a worker
+        process needs to construct the same plugin. Raises as ``__call__`` does."""
+        self(name)
+        plugins = installed_formats() if self._plugins is None else self._plugins
+        return plugins[name].value, dict(self._options.get(name) or {})
+
 
 GENERATIVE = {
     "transformers": (

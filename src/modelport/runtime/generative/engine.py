@@ -61,6 +61,8 @@ class EngineConfig:
     """Sequences decoded together at most."""
     max_waiting: int = 256
     """Bounded waiting queue (sequences); beyond it 429 ``queue_full``."""
+    offline_waiting_share: float = 0.5
+    """Share of ``max_waiting`` that ``offline`` sequences may hold."""
     device: str = "cpu"
     max_prefill_tokens: int = 4096
     """Prompt tokens prefilled in one step at most (one sequence always is), so joining
@@ -167,6 +169,7 @@ class TorchGenerativeEngine:
             context_length=config.context_length,
             max_running=config.max_running,
             max_waiting=config.max_waiting,
+            offline_waiting_share=config.offline_waiting_share,
             max_prefill_tokens=config.max_prefill_tokens,
         )
         self.runner = BatchRunner(model, capacity, config.device)
@@ -210,7 +213,9 @@ class TorchGenerativeEngine:
             for i in range(request.n)
         ]
         with self._cond:
-            self.scheduler.check(len(prompt_ids), request.max_tokens, request.n)
+            self.scheduler.check(
+                len(prompt_ids), request.max_tokens, request.n, priority=request.priority
+            )
             self.scheduler.add(generation.sequences)
             self.metrics.waiting.set(self.scheduler.waiting_count)
             self._cond.notify()

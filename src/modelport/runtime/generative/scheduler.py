@@ -1,22 +1,25 @@
 """The continuous-batching scheduler: which sequences run in the next step.
 
 Pure Python (no torch), in the shape of vLLM v1's scheduler. Sequences are in one of
-three places: a waiting queue per priority (``interactive`` before ``batch``, FIFO
-within each, preempted sequences at the front of theirs), the running set, or gone.
+three places: a waiting queue per priority (``interactive``, then ``batch``, then
+``offline``, FIFO within each, preempted sequences at the front of theirs), the running
+set, or gone.
 Each engine step asks ``schedule()``:
 
 1. the heads of the waiting queues are admitted while the running set has room
    (``max_running``), the KV ledger has their whole reservation (prompt +
    ``max_tokens``) and the step's prefill budget lasts (at least one is admitted);
-2. an interactive head that does not fit may take the place of running ``batch``
-   sequences, newest first: they are preempted (their KV released, recomputed from
-   their tokens when readmitted) only when that makes it fit;
+2. a head that does not fit may take the place of running sequences of lower classes,
+   ``offline`` ones first, then ``batch`` ones (for an interactive head), newest first
+   within a class: they are preempted (their KV released, recomputed from their tokens
+   when readmitted) only when that makes it fit;
 3. a head that still does not fit blocks its queue (no overtaking within a class)
-   and, when interactive, the batch queue too.
+   and the queues of the lower classes too: offline sequences are admitted last.
 
 ``check`` refuses a request before anything is queued or allocated: one that can
 never fit (``context_length_exceeded``) or that would overflow the bounded waiting
-queue (``queue_full``, with a Retry-After predicted from recent admissions).
+queue, or for an offline request its share of it (``queue_full``, with a Retry-After
+predicted from recent admissions).
 
 Not thread-safe: the engine serialises calls under its lock.
 """
@@ -31,7 +34,7 @@ from dataclasses import dataclass, field
 
 from modelport.errors import InvalidInput, Overloaded
 from modelport.runtime.generative.kv import KvLedger
-from modelport.runtime.types import Priority
+from modelport.runtime.types import PRIORITIES, Priority
 
 DEFAULT_RETRY_AFTER = 1.0
 """Seconds suggested to a refused client before any admission was observed."""
@@ -80,6 +83,7 @@ class Scheduler:
         context_length: int,
         max_running: int = 32,
         max_waiting: int = 256,
+        offline_waiting_share: float = 0.5,
         max_prefill_tokens: int = 4096,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
@@ -87,11 +91,12 @@ class Scheduler:
         self.context_length = context_length
         self.max_running = max_running
         self.max_waiting = max_waiting
+        # An offline flood leaves the rest of the waiting queue to the other classes.
+        self.max_offline_waiting = max(1, int(max_waiting * offline_waiting_share))
         self.max_prefill_tokens = max_prefill_tokens
         self._clock = clock
         self._waiting: dict[Priority, deque[ScheduledSequence]] = {
-            Priority.INTERACTIVE: deque(),
-            Priority.BATCH: deque(),
+            priority: deque() for priority in PRIORITIES
         }
         self.running: list[ScheduledSequence] = []
         self._admissions: deque[float] = deque(maxlen=64)
@@ -99,7 +104,14 @@ class Scheduler:
 
     # -- what a submission may do -------------------------------------------------
 
-    def check(self, prompt_tokens: int, max_tokens: int, n: int = 1) -> None:
+    def check(
+        self,
+        prompt_tokens: int,
+        max_tokens: int,
+        n: int = 1,
+        *,
+        priority: Priority = Priority.INTERACTIVE,
+    ) -> None:
         """Raise if a request of ``n`` sequences cannot be queued; allocates nothing."""
         total = prompt_tokens + max_tokens
         if total > self.context_length:
@@ -127,6 +139,15 @@ class Scheduler:
                 retry_after=retry_after,
                 queued=waiting,
             )
+        offline = len(self._waiting[Priority.OFFLINE])
+        if priority is Priority.OFFLINE and offline + n > self.max_offline_waiting:
+            raise Overloaded(
+                f"{offline} offline sequences are waiting, their share is "
+                f"{self.max_offline_waiting}",
+                code="queue_full",
+                retry_after=self.predicted_wait(offline + n - self.max_offline_waiting),
+                queued=waiting,
+            )
 
     def predicted_wait(self, sequences: int) -> float:
         """Seconds until ``sequences`` more leave the waiting queue, at the rate of the
@@ -150,7 +171,7 @@ class Scheduler:
         return sum(len(q) for q in self._waiting.values())
 
     def waiting(self) -> list[ScheduledSequence]:
-        return [*self._waiting[Priority.INTERACTIVE], *self._waiting[Priority.BATCH]]
+        return [seq for priority in PRIORITIES for seq in self._waiting[priority]]
 
     def finish(self, seq: ScheduledSequence) -> bool:
         """Forget ``seq`` (finished or cancelled), releasing its KV if it ran; False when
@@ -170,15 +191,13 @@ class Scheduler:
     def schedule(self) -> SchedulerOutput:
         out = SchedulerOutput()
         prefill_budget = self.max_prefill_tokens
-        for priority in (Priority.INTERACTIVE, Priority.BATCH):
+        for priority in PRIORITIES:
             queue = self._waiting[priority]
             while queue:
                 seq = queue[0]
                 if out.admitted and seq.prefill_tokens > prefill_budget:
                     return out
-                fits = self._room_for(seq) or (
-                    priority is Priority.INTERACTIVE and self._preempt_for(seq, out)
-                )
+                fits = self._room_for(seq) or self._preempt_for(seq, out)
                 if not fits:
                     return out
                 queue.popleft()
@@ -193,11 +212,17 @@ class Scheduler:
         return len(self.running) < self.max_running and self.ledger.fits(seq.reserve_tokens)
 
     def _preempt_for(self, seq: ScheduledSequence, out: SchedulerOutput) -> bool:
-        """Preempt running batch sequences, newest first, so that ``seq`` fits; none
-        when even all of them would not make room."""
+        """Preempt running sequences of lower classes than ``seq``'s, the least urgent
+        class first (``offline``, then ``batch``) and newest first within it, so that
+        ``seq`` fits; none when even all of them would not make room."""
+        rank = PRIORITIES.index(seq.priority)
         victims = sorted(
-            (s for s in self.running if s.priority is Priority.BATCH and s not in out.admitted),
-            key=lambda s: s.arrival,
+            (
+                s
+                for s in self.running
+                if PRIORITIES.index(s.priority) > rank and s not in out.admitted
+            ),
+            key=lambda s: (PRIORITIES.index(s.priority), s.arrival),
             reverse=True,
         )
         free, slots, chosen = self.ledger.free_tokens, self.max_running - len(self.running), 0
@@ -209,12 +234,12 @@ class Scheduler:
             chosen += 1
         if free < seq.reserve_tokens or slots < 1:
             return False
-        # Back to the front of the batch queue; newest pushed first, so the oldest leads.
+        # Back to the front of their queues; newest pushed first, so the oldest leads.
         for victim in victims[:chosen]:
             self.running.remove(victim)
             self.ledger.release(victim.reserve_tokens)
             victim.preemptions += 1
-            self._waiting[Priority.BATCH].appendleft(victim)
+            self._waiting[victim.priority].appendleft(victim)
             out.preempted.append(victim)
             self.preemptions += 1
         return True

@@ -59,11 +59,25 @@ VERSION_SCOPED = frozenset(
         "warmup_mismatch",
         "blob_corrupted",
         "version_digest_mismatch",
+        # Process execution (runtime.process): the version's workers, not the host.
+        "worker_start_timeout",
+        "worker_start_failed",
+        "execution_mode_unavailable",
+        "version_quarantined",
     }
 )
-MODEL_FAILURES = frozenset({"execution_failed", "output_datatype_mismatch", "missing_output"})
-"""The model itself failed: still a 500 to the caller, but it says nothing about the host
-serving other versions, so it is not counted against this backend's breaker."""
+MODEL_FAILURES = frozenset(
+    {
+        "execution_failed",
+        "output_datatype_mismatch",
+        "missing_output",
+        "execution_crashed",
+        "execution_timeout",
+    }
+)
+"""The model itself failed (raised, crashed its worker, or hung until its worker was
+killed): still a 500 (504) to the caller, but it says nothing about the host serving
+other versions, so it is not counted against this backend's breaker."""
 
 
 class LocalBackend:

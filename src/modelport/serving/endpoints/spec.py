@@ -51,7 +51,9 @@ def check_endpoint_settings(deadline_ms: int, priority: str) -> Priority:
         return Priority(priority)
     except ValueError:
         raise InvalidInput(
-            "priority must be 'interactive' or 'batch'", code="invalid_priority", field="priority"
+            "priority must be 'interactive', 'batch' or 'offline'",
+            code="invalid_priority",
+            field="priority",
         ) from None
 
 

@@ -24,6 +24,8 @@ def _record(row: LimitRow) -> Limits:
         rpm=row.rpm,
         concurrency=row.concurrency,
         tpm=row.tpm,
+        jobs=row.jobs,
+        job_concurrency=row.job_concurrency,
         updated_at=row.updated_at,
         updated_by=row.updated_by,
     )
@@ -71,6 +73,8 @@ class LimitRepository:
         concurrency: int | None,
         tpm: int | None,
         actor: str,
+        jobs: int | None = None,
+        job_concurrency: int | None = None,
     ) -> Limits:
         """Create or replace the scope's row."""
         for attempt in range(2):
@@ -82,6 +86,7 @@ class LimitRepository:
                         session.add(row)
                     row.tenant = tenant
                     row.rpm, row.concurrency, row.tpm = rpm, concurrency, tpm
+                    row.jobs, row.job_concurrency = jobs, job_concurrency
                     row.updated_at, row.updated_by = utcnow(), actor
                     session.flush()
                     return _record(row)

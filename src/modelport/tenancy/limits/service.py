@@ -270,10 +270,26 @@ class LimitService:
         concurrency: int | None,
         tpm: int | None,
         actor: str,
+        jobs: int | None = None,
+        job_concurrency: int | None = None,
     ) -> Limits:
-        for name, value in (("rpm", rpm), ("concurrency", concurrency), ("tpm", tpm)):
+        """Replace the scope's row. ``jobs`` and ``job_concurrency`` limit a tenant's
+        jobs (``jobs.service``, ``jobs.repository.claim``): a tenant scope's only."""
+        values = (
+            ("rpm", rpm),
+            ("concurrency", concurrency),
+            ("tpm", tpm),
+            ("jobs", jobs),
+            ("job_concurrency", job_concurrency),
+        )
+        for name, value in values:
             if value is not None and value < 1:
                 raise InvalidInput(f"{name} must be at least 1 (or null: not limited)")
+        if scope_type is not ScopeType.TENANT and (jobs, job_concurrency) != (None, None):
+            raise InvalidInput(
+                "jobs and job_concurrency limit a tenant's jobs: set them on its tenant scope",
+                code="job_limits_tenant_only",
+            )
         limits = self.repository.put(
             scope_type,
             scope_id,
@@ -281,6 +297,8 @@ class LimitService:
             rpm=rpm,
             concurrency=concurrency,
             tpm=tpm,
+            jobs=jobs,
+            job_concurrency=job_concurrency,
             actor=actor,
         )
         self.policy.invalidate((scope_type, scope_id))

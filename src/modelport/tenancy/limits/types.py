@@ -40,6 +40,14 @@ class Limits:
     """Tokens per minute (generative models)."""
     updated_at: datetime
     updated_by: str
+    jobs: int | None = None
+    """A tenant's job quota: its jobs queued and running at once (tenant scope only)."""
+    job_concurrency: int | None = None
+    """A tenant's jobs running at once; the others wait queued (tenant scope only)."""
+
+
+JOB_LIMITS = ("jobs", "job_concurrency")
+"""The limits that apply to a tenant's jobs, not to calls: tenant scope only."""
 
 
 @dataclass(frozen=True)

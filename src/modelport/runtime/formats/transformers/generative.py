@@ -58,6 +58,7 @@ class TransformersGenerativeFormat:
         kv_cache_bytes: int = 256 << 20,
         max_running: int = 32,
         max_waiting: int = 256,
+        offline_waiting_share: float = 0.5,
         metrics: GenerationMetrics | None = None,
     ) -> None:
         require_llm()
@@ -68,6 +69,7 @@ class TransformersGenerativeFormat:
         self.kv_cache_bytes = kv_cache_bytes
         self.max_running = max_running
         self.max_waiting = max_waiting
+        self.offline_waiting_share = offline_waiting_share
 
     def kv_budget(self, manifest: Manifest) -> int:
         """KV cache bytes the version may use."""
@@ -116,6 +118,7 @@ class TransformersGenerativeFormat:
             context_length=context,
             max_running=self.max_running,
             max_waiting=self.max_waiting,
+            offline_waiting_share=self.offline_waiting_share,
             device=loaded.device,
         )
         engine: GenerativeEngine = TorchGenerativeEngine(

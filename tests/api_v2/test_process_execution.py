@@ -1,0 +1,107 @@
+"""/v2 against versions that execute in worker processes (``runtime.execution``)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import tritonclient.http as triton
+from tritonclient.utils import InferenceServerException
+
+from modelport.testing.onnx_models import looping_add_one
+from tests.api_v2.conftest import AUTH, V2Factory, infer_body
+from tests.api_v2.test_infer_routes import metric
+
+pytestmark = pytest.mark.slow
+
+PROCESS = {"runtime": {"execution": "process"}}
+
+
+def test_process_and_thread_versions_answer_alike_through_tritonclient(live_v2) -> None:
+    url, publisher = live_v2
+    publisher.mlp("acme/scorer", version="1")
+    publisher.mlp("acme/scorer", version="2", **PROCESS)
+    client = triton.InferenceServerClient(url=url.removeprefix("http://"))
+    features = np.random.default_rng(3).standard_normal((5, 8)).astype(np.float32)
+    answers = []
+    try:
+        for version in ("1", "2"):
+            tensor = triton.InferInput("features", [5, 8], "FP32")
+            tensor.set_data_from_numpy(features, binary_data=True)
+            result = client.infer(
+                "acme/scorer", [tensor], model_version=version, headers=dict(AUTH)
+            )
+            answers.append(result.as_numpy("probabilities"))
+    finally:
+        client.close()
+    assert answers[1].shape == (5, 3)
+    np.testing.assert_array_equal(answers[0], answers[1])
+
+
+def test_a_hung_call_is_a_504_and_the_next_call_succeeds(make_v2: V2Factory) -> None:
+    client, services, publisher = make_v2()
+    publisher.publish(
+        "acme/spinner",
+        "1",
+        looping_add_one(),
+        inputs=[
+            {"name": "x", "datatype": "FP32", "shape": [-1, 4]},
+            {"name": "steps", "datatype": "INT64", "shape": [-1]},
+        ],
+        outputs=[{"name": "y", "datatype": "FP32", "shape": [-1, 4]}],
+        **PROCESS,
+    )
+    x = np.ones((1, 4), np.float32)
+
+    def call(steps: int, **headers: str):  # type: ignore[no-untyped-def]
+        body = infer_body("x", x)
+        body["inputs"].append({"name": "steps", "datatype": "INT64", "shape": [1], "data": [steps]})
+        return client.post("/v2/models/acme/spinner/versions/1/infer", json=body, headers=headers)
+
+    assert call(0).status_code == 200  # loads it
+    hung = call(10**15, **{"inference-timeout": "1"})
+    assert hung.status_code == 504, hung.text
+    assert hung.json()["code"] == "execution_timeout"
+    answered = call(2)
+    assert answered.status_code == 200, answered.text
+    assert answered.json()["outputs"][0]["data"] == [2.0, 2.0, 2.0, 2.0]
+    labels = {"model": "acme/spinner", "version": "1"}
+    assert metric(client, "modelport_model_worker_crashes_total", reason="timeout", **labels) == 1
+    assert metric(client, "modelport_model_worker_starts_total", **labels) == 2
+    assert services.host is not None
+
+
+def test_a_manifest_with_an_unknown_execution_mode_is_refused(make_v2: V2Factory) -> None:
+    client, _, publisher = make_v2()
+    with pytest.raises(AssertionError) as raised:
+        publisher.adder("acme/odd", runtime={"execution": "fork"})
+    assert "execution must be one of thread, process" in str(raised.value)
+    assert client.get("/v2/models/acme/odd/versions/1").status_code == 404
+
+
+def test_tritonclient_sees_the_timeout_as_an_error(live_v2) -> None:
+    url, publisher = live_v2
+    publisher.publish(
+        "acme/spinner",
+        "1",
+        looping_add_one(),
+        inputs=[
+            {"name": "x", "datatype": "FP32", "shape": [-1, 4]},
+            {"name": "steps", "datatype": "INT64", "shape": [-1]},
+        ],
+        outputs=[{"name": "y", "datatype": "FP32", "shape": [-1, 4]}],
+        **PROCESS,
+    )
+    client = triton.InferenceServerClient(url=url.removeprefix("http://"))
+    try:
+        x = triton.InferInput("x", [1, 4], "FP32")
+        x.set_data_from_numpy(np.ones((1, 4), np.float32))
+        steps = triton.InferInput("steps", [1], "INT64")
+        steps.set_data_from_numpy(np.array([10**15], np.int64))
+        with pytest.raises(InferenceServerException) as raised:
+            client.infer("acme/spinner", [x, steps], headers=dict(AUTH), timeout=1_000_000)
+        assert "stopped" in str(raised.value)
+        steps.set_data_from_numpy(np.array([1], np.int64))
+        result = client.infer("acme/spinner", [x, steps], headers=dict(AUTH))
+        np.testing.assert_array_equal(result.as_numpy("y"), np.full((1, 4), 2, np.float32))
+    finally:
+        client.close()
