@@ -322,3 +322,18 @@ def test_an_unreachable_provider_is_unavailable_not_an_error(
         assert refused.value.code == "oidc_unavailable"
     finally:
         services.close()
+
+
+def test_refusals_are_logged_without_the_token(
+    world: World, provider: LocalProvider, caplog: pytest.LogCaptureFixture
+) -> None:
+    stale = provider.token("alice", lifetime=-120)
+    unmapped = provider.token("dave")
+    with caplog.at_level("WARNING", logger="modelport.tenancy.authn"):
+        world.client.get("/api/models", headers=bearer(stale))
+        world.client.get("/api/models", headers=bearer(unmapped))
+    refused = [r for r in caplog.records if getattr(r, "event", None) == "login.refused"]
+    fields = [r.fields for r in refused]  # type: ignore[attr-defined]
+    assert [f["code"] for f in fields] == ["token_expired", "oidc_unmapped"]
+    assert all(f["via"] == "jwt" for f in fields)
+    assert not any(stale in r.getMessage() or unmapped in r.getMessage() for r in caplog.records)

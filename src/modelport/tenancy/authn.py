@@ -67,16 +67,14 @@ class Authenticator:
         except (Unauthenticated, Forbidden) as exc:
             # Never the token: only the key id it names (public: in every listing).
             parsed = parse_key(token) if token else None
-            jwt = (
-                {"credential": "jwt"} if token and parsed is None and _looks_like_jwt(token) else {}
-            )
+            via = "jwt" if token and parsed is None and _looks_like_jwt(token) else "key"
             log_event(
                 log,
                 "login.refused",
                 level=logging.WARNING,
                 code=exc.code,
                 key_id=parsed.key_id if parsed else None,
-                **jwt,
+                via=via,
             )
             raise
 
