@@ -8,6 +8,7 @@ import base64
 import hashlib
 import hmac
 import json
+import time
 from collections.abc import Iterator
 from urllib.parse import parse_qs, urlparse
 
@@ -79,6 +80,7 @@ def test_a_jwt_is_a_member_of_the_mapped_tenant_with_its_roles(
     me = world.client.get("/api/tenants/acme", headers=alice)
     assert me.status_code == 200, me.text
     assert infer(world, alice).status_code == 200  # a consumer may call on /v2
+    assert world.client.get("/v1/models", headers=alice).status_code == 200
     assert publish(world, alice).status_code == 403  # ... and not publish
     assert world.client.get("/api/tenants/globex", headers=alice).status_code in (403, 404)
     bob = bearer(provider.token("bob"))  # billing: reads usage, may not call
@@ -150,9 +152,15 @@ def test_wrong_audience_or_issuer_is_refused(world: World, provider: LocalProvid
         assert refusal(world.client.get("/api/models", headers=bearer(token))) == (401, code)
 
 
-def test_missing_subject_is_refused(world: World, provider: LocalProvider) -> None:
-    token = provider.token("alice", sub=None)  # type: ignore[arg-type]
-    assert refusal(world.client.get("/api/models", headers=bearer(token)))[0] == 401
+def test_missing_subject_and_future_tokens_are_refused(
+    world: World, provider: LocalProvider
+) -> None:
+    no_subject = provider.token("alice", sub=None)
+    not_yet = provider.token("alice", nbf=int(time.time()) + 600)
+    issued_later = provider.token("alice", iat=int(time.time()) + 600)
+    for token in (no_subject, not_yet, issued_later):
+        response = world.client.get("/api/models", headers=bearer(token))
+        assert refusal(response) == (401, "token_invalid"), response.text
 
 
 def test_subjects_without_one_mapped_tenant_are_refused(
