@@ -391,10 +391,14 @@ def build_tenancy(
     )
 
 
-def build_oidc(settings: Settings, database: Database, clock: Clock) -> OidcClient | None:
+def build_oidc(
+    settings: Settings, database: Database, clock: Clock, box: SecretBox
+) -> OidcClient | None:
     """The OpenID Connect relying party and bearer verifier, or None when no issuer is
     set. Settings are checked here, at start (an unknown role in the group mapping
-    refuses to start); the provider is first reached by the first token or sign-in."""
+    refuses to start); the provider is first reached by the first token or sign-in.
+    Sign-ins under way are sealed under a key derived from ``box``'s (none without one:
+    then the sign-in routes answer 503)."""
     if not settings.oidc_issuer:
         return None
     import httpx
@@ -405,6 +409,7 @@ def build_oidc(settings: Settings, database: Database, clock: Clock) -> OidcClie
         KeyStore,
         OidcBearer,
         OidcClient,
+        PendingSignIns,
         Provider,
         TokenVerifier,
     )
@@ -436,12 +441,14 @@ def build_oidc(settings: Settings, database: Database, clock: Clock) -> OidcClie
 
     bearer = OidcBearer(verifier(audience), group_roles, settings.oidc_groups_claim, tenant_exists)
     secret = settings.oidc_client_secret
+    sealing_key = box.derive("modelport oidc sign-in")
     return OidcClient(
         provider,
         verifier(settings.oidc_client_id or audience),
         bearer,
         client_id=settings.oidc_client_id or audience,
         client_secret=secret.get_secret_value() if secret is not None else None,
+        pending=PendingSignIns(sealing_key, ttl_seconds=600) if sealing_key else None,
     )
 
 
@@ -1063,12 +1070,12 @@ def build_services(
     blob_store = build_blob_store(settings)
     metrics = build_metrics()
     changes = build_change_bus(settings, keys)
-    oidc = build_oidc(settings, database, clock)
+    secret_box = build_secret_box(settings)
+    oidc = build_oidc(settings, database, clock, secret_box)
     tenancy, authenticator = build_tenancy(
         settings, database, changes, clock, oidc=oidc.bearer if oidc is not None else None
     )
     registry = build_registry(settings, database, blob_store, changes, metrics)
-    secret_box = build_secret_box(settings)
     check = signature_check(registry)
     host = build_host(settings, metrics, check, clock) if settings.role is Role.ALL else None
     processing = build_processing(settings, blob_store, metrics) if host is not None else None

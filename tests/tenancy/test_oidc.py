@@ -345,3 +345,61 @@ def test_refusals_are_logged_without_the_token(
     assert [f["code"] for f in fields] == ["token_expired", "oidc_unmapped"]
     assert all(f["via"] == "jwt" for f in fields)
     assert not any(stale in r.getMessage() or unmapped in r.getMessage() for r in caplog.records)
+
+
+# ---- the sign-in routes
+
+
+def browse_to_provider(world: World) -> tuple[str, str]:
+    """``/auth/oidc/login`` → the provider → the callback path it redirects back to;
+    also the login response's Set-Cookie header."""
+    login = world.client.get("/auth/oidc/login", follow_redirects=False)
+    assert login.status_code == 302, login.text
+    back = httpx.get(login.headers["location"], follow_redirects=False)
+    assert back.status_code == 302, back.text
+    location = urlparse(back.headers["location"])
+    assert f"{location.scheme}://{location.netloc}{location.path}" == (
+        "http://testserver/auth/oidc/callback"
+    )
+    return f"{location.path}?{location.query}", login.headers["set-cookie"]
+
+
+def test_the_sign_in_routes(world: World, provider: LocalProvider) -> None:
+    provider.signed_in = "carol"
+    callback, cookie = browse_to_provider(world)
+    attributes = {part.strip().lower() for part in cookie.split(";")}
+    assert {"httponly", "samesite=lax", "path=/auth/oidc"} <= attributes
+    assert "code_verifier" not in cookie and "mp_live_" not in cookie
+    response = world.client.get(callback)
+    assert response.status_code == 200, response.text
+    assert response.json() == {
+        "principal": "acme/oidc:carol",
+        "tenant": "acme",
+        "roles": ["consumer", "publisher"],
+        "subject": "carol",
+        "groups": USERS["carol"],
+    }
+    # The cookie is cleared: the same callback again has no sign-in under way.
+    assert refusal(world.client.get(callback)) == (401, "oidc_state_mismatch")
+    paths = world.client.get("/api/openapi.json").json()["paths"]
+    assert not any(path.startswith("/auth/") for path in paths)
+
+
+def test_the_callback_refuses_another_browser_a_forged_cookie_and_a_denial(
+    world: World, provider: LocalProvider
+) -> None:
+    callback, _ = browse_to_provider(world)
+    sealed = world.client.cookies.get("modelport_oidc")
+    assert sealed
+    world.client.cookies.clear()  # another browser: it never began this sign-in
+    assert refusal(world.client.get(callback)) == (401, "oidc_state_mismatch")
+    tampered = sealed[:-4] + ("AAAA" if not sealed.endswith("AAAA") else "BBBB")
+    world.client.cookies.set("modelport_oidc", tampered, path="/auth/oidc")
+    assert refusal(world.client.get(callback)) == (401, "oidc_state_mismatch")
+    world.client.cookies.set("modelport_oidc", sealed, path="/auth/oidc")
+    wrong_state = callback.replace("state=", "state=x")
+    assert refusal(world.client.get(wrong_state)) == (401, "oidc_state_mismatch")
+    denied = world.client.get("/auth/oidc/callback?error=access_denied&state=s")
+    assert refusal(denied) == (401, "oidc_denied")
+    assert refusal(world.client.get("/auth/oidc/callback")) == (400, "oidc_callback_invalid")
+    assert world.client.get(callback).status_code == 200  # this browser, at last

@@ -29,3 +29,8 @@ def test_jwts_are_refused_as_bad_keys_when_oidc_is_off(world: World) -> None:
             assert response.status_code == 401, response.text
         response = world.client.get("/api/models", headers=bearer(forged))
         assert response.json()["code"] == "invalid_credentials"
+
+
+def test_no_sign_in_routes_when_oidc_is_off(world: World) -> None:
+    for path in ("/auth/oidc/login", "/auth/oidc/callback?code=c&state=s"):
+        assert world.client.get(path, follow_redirects=False).status_code == 404

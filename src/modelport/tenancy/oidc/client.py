@@ -13,7 +13,7 @@ from __future__ import annotations
 import hmac
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import httpx
 from authlib.common.security import generate_token
@@ -26,6 +26,9 @@ from modelport.tenancy.oidc.mapping import groups_of
 from modelport.tenancy.oidc.provider import Provider, provider_unavailable
 from modelport.tenancy.oidc.tokens import TokenVerifier
 from modelport.tenancy.types import Principal
+
+if TYPE_CHECKING:
+    from modelport.tenancy.oidc.pending import PendingSignIns
 
 SCOPES = "openid profile email"
 
@@ -63,9 +66,12 @@ class OidcClient:
         bearer: OidcBearer,
         client_id: str,
         client_secret: str | None = None,
+        pending: PendingSignIns | None = None,
     ) -> None:
         """``id_tokens`` verifies with this client's id as the audience; ``bearer`` maps
-        the subject's groups to a tenant member."""
+        the subject's groups to a tenant member; ``pending`` seals sign-ins under way
+        for the browser (None where the platform has no secret key)."""
+        self.pending = pending
         self.provider = provider
         self.id_tokens = id_tokens
         self.bearer = bearer
