@@ -9,6 +9,7 @@ counts how often its keys were read.
 
 from __future__ import annotations
 
+import base64
 import secrets
 import threading
 import time
@@ -51,6 +52,8 @@ class LocalProvider:
     """subject → groups."""
     signed_in: str = "alice"
     """Who the authorization endpoint approves."""
+    client_secret: str | None = None
+    """Set: the client is confidential and must authenticate with HTTP Basic."""
     key: RSAKey = field(default_factory=lambda: rsa_key("k1"))
     jwks_reads: int = 0
     codes: dict[str, PendingCode] = field(default_factory=dict)
@@ -146,6 +149,10 @@ class LocalProvider:
             # Single use: a replayed code is unknown by then (RFC 6749 4.1.2).
             pending = self.codes.pop(str(form.get("code", "")), None)
         verifier = str(form.get("code_verifier", ""))
+        if self.client_secret is not None:
+            expected = base64.b64encode(f"{CLIENT_ID}:{self.client_secret}".encode()).decode()
+            if request.headers.get("authorization") != f"Basic {expected}":
+                return JSONResponse({"error": "invalid_client"}, status_code=401)
         if (
             form.get("grant_type") != "authorization_code"
             or pending is None

@@ -14,6 +14,7 @@ from urllib.parse import parse_qs, urlparse
 
 import httpx
 import pytest
+from pydantic import SecretStr
 
 from modelport.app import build_services
 from modelport.clock import ManualClock
@@ -403,3 +404,29 @@ def test_the_callback_refuses_another_browser_a_forged_cookie_and_a_denial(
     assert refusal(denied) == (401, "oidc_denied")
     assert refusal(world.client.get("/auth/oidc/callback")) == (400, "oidc_callback_invalid")
     assert world.client.get(callback).status_code == 200  # this browser, at last
+
+
+def test_a_confidential_client_sends_its_secret(
+    world: World, settings: Settings, provider: LocalProvider
+) -> None:
+    provider.client_secret = "s3cret-of-the-client"
+    for secret, works in (("s3cret-of-the-client", True), ("a-wrong-one", False), (None, False)):
+        configured = settings.model_copy(
+            update={"oidc_client_secret": SecretStr(secret) if secret else None}
+        )
+        assert "s3cret" not in repr(configured)
+        services = build_services(configured)
+        try:
+            client = services.oidc
+            assert client is not None
+            pending = client.begin(REDIRECT)
+            back = authorize(pending)
+            if works:
+                signed_in = client.complete(pending, code=back["code"], state=back["state"])
+                assert signed_in.principal.id == "acme/oidc:alice"
+            else:
+                with pytest.raises(Unauthenticated) as refused:
+                    client.complete(pending, code=back["code"], state=back["state"])
+                assert refused.value.code == "oidc_code_rejected"
+        finally:
+            services.close()
