@@ -22,7 +22,7 @@ from modelport.config import Settings
 from modelport.errors import Forbidden, InvalidInput, Unauthenticated, Unavailable
 from modelport.tenancy.oidc import AuthorizationRequest, OidcClient
 from tests.conftest import free_port
-from tests.tenancy.conftest import World, bearer
+from tests.tenancy.conftest import ADMIN, World, bearer
 from tests.tenancy.oidc_provider import AUDIENCE, CLIENT_ID, LocalProvider, rsa_key
 from tests.tenancy.test_roles import infer, publish
 
@@ -90,6 +90,14 @@ def test_a_jwt_is_a_member_of_the_mapped_tenant_with_its_roles(
     carol = bearer(provider.token("carol"))  # the union of her mapped groups' roles
     assert publish(world, carol).status_code == 201
     assert infer(world, carol).status_code == 200
+    # Audited under the subject's principal id, as a key's member would be.
+    audit = world.client.get("/api/audit", params={"actor": "acme/oidc:carol"}, headers=ADMIN)
+    assert audit.status_code == 200, audit.text
+    events = audit.json()["items"]
+    assert events and all(e["key_id"] is None for e in events)
+    assert any(e["method"] == "POST" and e["status"] == 201 for e in events)
+    denied = world.client.get("/api/audit", params={"actor": "acme/oidc:alice"}, headers=ADMIN)
+    assert any(e["status"] == 403 for e in denied.json()["items"])  # her refused publish
 
 
 def test_the_principal_is_the_subject_in_its_tenant(world: World, provider: LocalProvider) -> None:
