@@ -403,16 +403,25 @@ def build_oidc(
         return None
     import httpx
 
+    from modelport.errors import InvalidInput
     from modelport.tenancy import repository as tenancy_repo
-    from modelport.tenancy.oidc import (
-        GroupRoles,
-        KeyStore,
-        OidcBearer,
-        OidcClient,
-        PendingSignIns,
-        Provider,
-        TokenVerifier,
-    )
+
+    try:
+        from modelport.tenancy.oidc import (
+            GroupRoles,
+            KeyStore,
+            OidcBearer,
+            OidcClient,
+            PendingSignIns,
+            Provider,
+            TokenVerifier,
+        )
+    except ImportError as exc:
+        raise InvalidInput(
+            f"MODELPORT_OIDC_ISSUER is set, but OpenID Connect needs the oidc extra "
+            f"(pip install 'modelport[oidc]'): {exc}",
+            code="oidc_extra_missing",
+        ) from exc
 
     group_roles = GroupRoles.parse(settings.oidc_group_roles)
     audience = settings.resolved_oidc_audience

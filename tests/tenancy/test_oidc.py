@@ -8,6 +8,7 @@ import base64
 import hashlib
 import hmac
 import json
+import sys
 import time
 from collections.abc import Iterator
 from urllib.parse import parse_qs, urlparse
@@ -311,6 +312,18 @@ def test_an_unknown_role_in_the_mapping_refuses_to_start(settings: Settings) -> 
     with pytest.raises(InvalidInput) as refused:
         build_services(bad)
     assert refused.value.code == "invalid_oidc_group_roles"
+
+
+def test_oidc_without_its_extra_refuses_to_start(
+    settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for name in [m for m in sys.modules if m.startswith("modelport.tenancy.oidc")]:
+        monkeypatch.delitem(sys.modules, name)
+    monkeypatch.setitem(sys.modules, "joserfc", None)  # as if not installed
+    with pytest.raises(InvalidInput) as refused:
+        build_services(settings)
+    assert refused.value.code == "oidc_extra_missing"
+    assert "modelport[oidc]" in str(refused.value)
 
 
 def test_malformed_settings_are_refused(monkeypatch: pytest.MonkeyPatch) -> None:

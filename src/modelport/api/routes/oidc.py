@@ -10,12 +10,16 @@ sessions are the console's to make from it.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, RedirectResponse
 
 from modelport.api.deps import get_services
 from modelport.errors import InvalidInput, NotFound, Unauthenticated, Unavailable
-from modelport.tenancy.oidc import OidcClient, PendingSignIns
+
+if TYPE_CHECKING:  # the ``oidc`` extra: imported only where OIDC is configured
+    from modelport.tenancy.oidc import OidcClient, PendingSignIns
 
 router = APIRouter(include_in_schema=False)
 COOKIE = "modelport_oidc"

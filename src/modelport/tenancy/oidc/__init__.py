@@ -4,7 +4,8 @@
 ``mapping`` (groups → tenant and roles) → ``bearer`` (a JWT → ``Principal``, for the
 ``Authenticator``) and ``client`` (authorization code with PKCE, for sign-in pages;
 ``pending`` seals a sign-in under way into the browser's cookie).
-Built by ``modelport.app.build_oidc`` when ``MODELPORT_OIDC_ISSUER`` is set.
+Built by ``modelport.app.build_oidc`` when ``MODELPORT_OIDC_ISSUER`` is set; it needs the
+``oidc`` extra (authlib, joserfc), so nothing else imports this package at run time.
 """
 
 from modelport.tenancy.oidc.bearer import OidcBearer
@@ -12,7 +13,7 @@ from modelport.tenancy.oidc.client import AuthorizationRequest, OidcClient, Sign
 from modelport.tenancy.oidc.mapping import GroupRoles
 from modelport.tenancy.oidc.pending import PendingSignIns
 from modelport.tenancy.oidc.provider import KeyStore, Provider, ProviderMetadata
-from modelport.tenancy.oidc.tokens import TokenVerifier, VerifiedToken, looks_like_jwt
+from modelport.tenancy.oidc.tokens import TokenVerifier, VerifiedToken
 
 __all__ = [
     "AuthorizationRequest",
@@ -26,5 +27,4 @@ __all__ = [
     "SignIn",
     "TokenVerifier",
     "VerifiedToken",
-    "looks_like_jwt",
 ]

@@ -40,11 +40,6 @@ class VerifiedToken:
     claims: Mapping[str, Any]
 
 
-def looks_like_jwt(token: str) -> bool:
-    """Three dot-separated parts (a JWS in compact form); whether it verifies is another matter."""
-    return token.count(".") == 2
-
-
 def unverified_header(token: str) -> dict[str, Any]:
     """The JOSE header, read without verifying anything (to pick the key and refuse bad
     algorithms early)."""
