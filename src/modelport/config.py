@@ -529,10 +529,6 @@ class Settings(BaseSettings):
         return self
 
     @property
-    def oidc_enabled(self) -> bool:
-        return bool(self.oidc_issuer)
-
-    @property
     def resolved_oidc_audience(self) -> str | None:
         return self.oidc_audience or self.oidc_client_id
 
