@@ -19,7 +19,7 @@ from urllib.parse import urlencode
 
 from authlib.oauth2.rfc7636 import create_s256_code_challenge
 from joserfc import jwt
-from joserfc.jwk import KeySet, RSAKey
+from joserfc.jwk import ECKey, KeySet, RSAKey
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, RedirectResponse, Response
@@ -33,6 +33,10 @@ AUDIENCE = "modelport-api"
 
 def rsa_key(kid: str) -> RSAKey:
     return RSAKey.generate_key(2048, parameters={"kid": kid, "use": "sig", "alg": "RS256"})
+
+
+def ec_key(kid: str) -> ECKey:
+    return ECKey.generate_key("P-256", parameters={"kid": kid, "use": "sig", "alg": "ES256"})
 
 
 @dataclass
@@ -54,7 +58,7 @@ class LocalProvider:
     """Who the authorization endpoint approves."""
     client_secret: str | None = None
     """Set: the client is confidential and must authenticate with HTTP Basic."""
-    key: RSAKey = field(default_factory=lambda: rsa_key("k1"))
+    key: RSAKey | ECKey = field(default_factory=lambda: rsa_key("k1"))
     jwks_reads: int = 0
     codes: dict[str, PendingCode] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
@@ -67,9 +71,10 @@ class LocalProvider:
     def stop(self) -> None:
         self.server.stop()
 
-    def rotate(self, kid: str) -> RSAKey:
-        """Sign with a new key from now on; the old one leaves the JWKS."""
-        self.key = rsa_key(kid)
+    def rotate(self, kid: str, *, curve: bool = False) -> RSAKey | ECKey:
+        """Sign with a new key (RSA, or P-256 with ``curve``) from now on; the old one
+        leaves the JWKS."""
+        self.key = ec_key(kid) if curve else rsa_key(kid)
         return self.key
 
     def token(
@@ -79,7 +84,7 @@ class LocalProvider:
         audience: str = AUDIENCE,
         issuer: str | None = None,
         lifetime: float = 300,
-        key: RSAKey | None = None,
+        key: RSAKey | ECKey | None = None,
         **claims: Any,
     ) -> str:
         """A token as the provider issues it (or, with other arguments, as a forger would)."""
@@ -94,7 +99,8 @@ class LocalProvider:
             **claims,
         }
         signer = key or self.key
-        return jwt.encode({"alg": "RS256", "kid": signer.kid}, payload, signer)
+        alg = "ES256" if isinstance(signer, ECKey) else "RS256"
+        return jwt.encode({"alg": alg, "kid": signer.kid}, payload, signer)
 
     def _app(self) -> Starlette:
         return Starlette(

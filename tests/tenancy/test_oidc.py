@@ -24,7 +24,7 @@ from modelport.errors import Forbidden, InvalidInput, Unauthenticated, Unavailab
 from modelport.tenancy.oidc import AuthorizationRequest, OidcClient
 from tests.conftest import free_port
 from tests.tenancy.conftest import ADMIN, World, bearer
-from tests.tenancy.oidc_provider import AUDIENCE, CLIENT_ID, LocalProvider, rsa_key
+from tests.tenancy.oidc_provider import AUDIENCE, CLIENT_ID, LocalProvider, ec_key, rsa_key
 from tests.tenancy.test_roles import infer, publish
 
 GROUP_ROLES = {
@@ -213,6 +213,18 @@ def test_an_unknown_key_id_fetches_the_keys_once(
             "token_invalid",
         )
     assert provider.jwks_reads == 2
+
+
+def test_es256_tokens_verify(world: World, provider: LocalProvider) -> None:
+    provider.rotate("e1", curve=True)
+    token = provider.token("alice")
+    assert json.loads(base64.urlsafe_b64decode(token.split(".")[0] + "=="))["alg"] == "ES256"
+    assert infer(world, bearer(token)).status_code == 200
+    forged = provider.token("alice", key=ec_key("e1"))
+    assert refusal(world.client.get("/api/models", headers=bearer(forged))) == (
+        401,
+        "token_invalid",
+    )
 
 
 def test_api_keys_still_work_beside_jwts(world: World, provider: LocalProvider) -> None:
