@@ -72,6 +72,7 @@ if TYPE_CHECKING:
     from modelport.serving.repository_sync import RepositorySync
     from modelport.serving.routing.shadow import ShadowResult
     from modelport.tenancy.limits import LimitService
+    from modelport.tenancy.oidc import OidcBearer, OidcClient
     from modelport.webhooks.service import WebhookService
 
 
@@ -131,8 +132,13 @@ class Services:
     engines: GenerativeHost | None = None
     """This process's generative engines; None in the ``gateway`` role, or when no
     generative format is installed (the ``modelport[llm]`` extra)."""
+    oidc: OidcClient | None = None
+    """Signing people in with the OpenID provider; None unless ``MODELPORT_OIDC_ISSUER``
+    is set (then the authenticator accepts the provider's JWTs too)."""
 
     def close(self) -> None:
+        if self.oidc is not None:
+            self.oidc.provider.http.close()
         self.webhooks.close()
         self.repository_sync.close()
         self.metering.close()
@@ -364,9 +370,15 @@ def subscribe_caches(
 
 
 def build_tenancy(
-    settings: Settings, database: Database, changes: ChangeBus, clock: Clock | None = None
+    settings: Settings,
+    database: Database,
+    changes: ChangeBus,
+    clock: Clock | None = None,
+    *,
+    oidc: OidcBearer | None = None,
 ) -> tuple[TenancyService, Authenticator]:
-    """Tenancy and the authenticator, sharing one key cache and its invalidation."""
+    """Tenancy and the authenticator, sharing one key cache and its invalidation;
+    ``oidc``: the authenticator accepts the identity provider's JWTs too."""
     from modelport.tenancy.invalidation import KeyInvalidation
     from modelport.tenancy.keycache import KeyCache
 
@@ -375,7 +387,77 @@ def build_tenancy(
     invalidation = KeyInvalidation(cache, changes)
     admin = AdminKeyAuthenticator(settings.admin_key)
     return TenancyService(database, invalidation, changes=changes, clock=clock.now), (
-        Authenticator(admin, database, cache, invalidation, clock=clock.now)
+        Authenticator(admin, database, cache, invalidation, clock=clock.now, oidc=oidc)
+    )
+
+
+def build_oidc(
+    settings: Settings, database: Database, clock: Clock, box: SecretBox
+) -> OidcClient | None:
+    """The OpenID Connect relying party and bearer verifier, or None when no issuer is
+    set. Settings are checked here, at start (an unknown role in the group mapping
+    refuses to start); the provider is first reached by the first token or sign-in.
+    Sign-ins under way are sealed under a key derived from ``box``'s (none without one:
+    then the sign-in routes answer 503)."""
+    if not settings.oidc_issuer:
+        return None
+    import httpx
+
+    from modelport.errors import InvalidInput
+    from modelport.tenancy import repository as tenancy_repo
+
+    try:
+        from modelport.tenancy.oidc import (
+            GroupRoles,
+            KeyStore,
+            OidcBearer,
+            OidcClient,
+            PendingSignIns,
+            Provider,
+            TokenVerifier,
+        )
+    except ImportError as exc:
+        raise InvalidInput(
+            f"MODELPORT_OIDC_ISSUER is set, but OpenID Connect needs the oidc extra "
+            f"(pip install 'modelport[oidc]'): {exc}",
+            code="oidc_extra_missing",
+        ) from exc
+
+    group_roles = GroupRoles.parse(settings.oidc_group_roles)
+    audience = settings.resolved_oidc_audience
+    assert audience is not None  # Settings require the audience or the client id with an issuer
+    provider = Provider(
+        settings.oidc_issuer, httpx.Client(timeout=settings.oidc_http_timeout_seconds)
+    )
+    keys = KeyStore(
+        lambda: provider.get_json(provider.metadata().jwks_uri, "JWKS"),
+        min_refresh_seconds=settings.oidc_jwks_min_refresh_seconds,
+        clock=clock.monotonic,
+    )
+
+    def verifier(audience: str) -> TokenVerifier:
+        return TokenVerifier(
+            provider.issuer,
+            audience,
+            keys,
+            leeway_seconds=settings.oidc_leeway_seconds,
+            now=lambda: clock.now().timestamp(),
+        )
+
+    def tenant_exists(slug: str) -> bool:
+        with database.transaction() as session:
+            return bool(tenancy_repo.list_tenants(session, only=slug))
+
+    bearer = OidcBearer(verifier(audience), group_roles, settings.oidc_groups_claim, tenant_exists)
+    secret = settings.oidc_client_secret
+    sealing_key = box.derive("modelport oidc sign-in")
+    return OidcClient(
+        provider,
+        verifier(settings.oidc_client_id or audience),
+        bearer,
+        client_id=settings.oidc_client_id or audience,
+        client_secret=secret.get_secret_value() if secret is not None else None,
+        pending=PendingSignIns(sealing_key, ttl_seconds=600) if sealing_key else None,
     )
 
 
@@ -997,9 +1079,12 @@ def build_services(
     blob_store = build_blob_store(settings)
     metrics = build_metrics()
     changes = build_change_bus(settings, keys)
-    tenancy, authenticator = build_tenancy(settings, database, changes, clock)
-    registry = build_registry(settings, database, blob_store, changes, metrics)
     secret_box = build_secret_box(settings)
+    oidc = build_oidc(settings, database, clock, secret_box)
+    tenancy, authenticator = build_tenancy(
+        settings, database, changes, clock, oidc=oidc.bearer if oidc is not None else None
+    )
+    registry = build_registry(settings, database, blob_store, changes, metrics)
     check = signature_check(registry)
     host = build_host(settings, metrics, check, clock) if settings.role is Role.ALL else None
     processing = build_processing(settings, blob_store, metrics) if host is not None else None
@@ -1102,6 +1187,7 @@ def build_services(
         job_runner=job_runner,
         batches=BatchService(database, jobs, files, now=clock.now),
         job_outputs=build_job_outputs(settings, jobs, blobs, secret_box, clock),
+        oidc=oidc,
     )
 
 

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Annotated, Literal
 
 import platformdirs
-from pydantic import Field, SecretStr, field_validator
+from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 MIN_ADMIN_KEY_LENGTH = 24
@@ -427,6 +427,40 @@ class Settings(BaseSettings):
     prediction_log_flush_interval_seconds: float = Field(default=1.0, gt=0)
     """Longest a record waits before it is written."""
 
+    # ---- OpenID Connect (off while ``oidc_issuer`` is unset)
+    oidc_issuer: str | None = None
+    """Issuer URL of the OpenID provider (its ``/.well-known/openid-configuration`` is
+    read from there). Set: the provider's JWTs are accepted as bearer tokens, and people
+    may sign in with it (authorization code with PKCE)."""
+
+    oidc_audience: str | None = None
+    """The ``aud`` a bearer JWT must carry; default ``oidc_client_id``."""
+
+    oidc_client_id: str | None = None
+    """This platform's client id at the provider (sign-in, and the id token's ``aud``)."""
+
+    oidc_client_secret: SecretStr | None = None
+    """The client's secret at the provider, for a confidential client; unset for a
+    public one (PKCE alone). Never logged."""
+
+    oidc_groups_claim: str = "groups"
+    """The token claim that lists the subject's groups at the provider."""
+
+    oidc_group_roles: dict[str, str] = Field(default_factory=dict)
+    """Provider groups to tenant roles, JSON: ``{"ml-team": "acme:publisher"}``. A
+    subject's groups must map into exactly one tenant; its roles there are the union of
+    its groups' roles. A subject with no mapped group is refused."""
+
+    oidc_leeway_seconds: int = Field(default=30, ge=0, le=300)
+    """Clock skew allowed on a token's ``exp``, ``nbf`` and ``iat``."""
+
+    oidc_jwks_min_refresh_seconds: float = Field(default=30.0, ge=0)
+    """A token with an unknown key id fetches the provider's JWKS again (key rotation),
+    at most once in this many seconds."""
+
+    oidc_http_timeout_seconds: float = Field(default=5.0, gt=0)
+    """Longest a request to the provider (discovery, JWKS, token endpoint) may take."""
+
     # ---- webhooks
     webhook_allow_hosts: Annotated[tuple[str, ...], NoDecode] = ()
     """Hosts (``host`` or ``host:port``, comma-separated) webhooks may reach over plain
@@ -473,6 +507,30 @@ class Settings(BaseSettings):
         if v and len(v) < MIN_ADMIN_KEY_LENGTH:
             raise ValueError(f"must be empty or at least {MIN_ADMIN_KEY_LENGTH} characters")
         return v
+
+    @field_validator("oidc_group_roles")
+    @classmethod
+    def _tenant_roles(cls, v: dict[str, str]) -> dict[str, str]:
+        for group, target in v.items():
+            tenant, sep, role = target.partition(":")
+            if not group or not sep or not tenant or not role:
+                raise ValueError(
+                    f"group {group!r} maps to {target!r}: each value must be 'tenant:role'"
+                )
+        return v
+
+    @model_validator(mode="after")
+    def _oidc_complete(self) -> Settings:
+        if self.oidc_issuer and not (self.oidc_audience or self.oidc_client_id):
+            raise ValueError(
+                "MODELPORT_OIDC_ISSUER is set: set MODELPORT_OIDC_AUDIENCE or "
+                "MODELPORT_OIDC_CLIENT_ID too (the audience tokens must carry)"
+            )
+        return self
+
+    @property
+    def resolved_oidc_audience(self) -> str | None:
+        return self.oidc_audience or self.oidc_client_id
 
     @field_validator("home")
     @classmethod

@@ -34,6 +34,7 @@ from modelport.api.routes import (
     metrics,
     models,
     moderation,
+    oidc,
     predict,
     predictions,
     prices,
@@ -157,6 +158,8 @@ def create_app(services: Services) -> FastAPI:
     app.include_router(moderation.router, prefix="/api")
     app.include_router(jobs.router, prefix="/api")
     app.include_router(metrics.router)
+    if services.oidc is not None:  # sign-in with the OpenID provider (docs/oidc.md)
+        app.include_router(oidc.router)
     install_tenancy(app)
     install_billing(app)
     # First: the hot inference path should not be matched against every /api route.

@@ -1,12 +1,14 @@
-"""Bearer token → principal: the operator's admin key, or a tenant's API key."""
+"""Bearer token → principal: the operator's admin key, a tenant's API key, or (when
+OpenID Connect is configured) a JWT of the identity provider (``tenancy.oidc``)."""
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Callable
 from datetime import datetime
+from typing import TYPE_CHECKING
 
-from modelport.errors import Unauthenticated
+from modelport.errors import Forbidden, Unauthenticated
 from modelport.logs import log_event
 from modelport.store import Database
 from modelport.store.base import utcnow
@@ -16,6 +18,9 @@ from modelport.tenancy.invalidation import Invalidation
 from modelport.tenancy.keycache import KeyCache
 from modelport.tenancy.keys import parse_key, secret_matches
 from modelport.tenancy.types import Principal, principal_id
+
+if TYPE_CHECKING:
+    from modelport.tenancy.oidc import OidcBearer
 
 log = logging.getLogger(__name__)
 
@@ -35,8 +40,12 @@ class Authenticator:
         invalidation: Invalidation,
         *,
         clock: Callable[[], datetime] = utcnow,
+        oidc: OidcBearer | None = None,
     ) -> None:
+        """``oidc``: accepts the identity provider's JWTs too; None refuses them as
+        invalid keys."""
         self.admin = admin
+        self.oidc = oidc
         self.database = database
         self.cache = cache
         self.invalidation = invalidation
@@ -55,15 +64,17 @@ class Authenticator:
     def _authenticate(self, token: str | None, *, cached_only: bool) -> Principal | None:
         try:
             return self._check(token, cached_only=cached_only)
-        except Unauthenticated as exc:
+        except (Unauthenticated, Forbidden) as exc:
             # Never the token: only the key id it names (public: in every listing).
             parsed = parse_key(token) if token else None
+            via = "jwt" if token and parsed is None and _looks_like_jwt(token) else "key"
             log_event(
                 log,
                 "login.refused",
                 level=logging.WARNING,
                 code=exc.code,
                 key_id=parsed.key_id if parsed else None,
+                via=via,
             )
             raise
 
@@ -74,6 +85,10 @@ class Authenticator:
             return self.admin.principal
         parsed = parse_key(token)
         if parsed is None:
+            if self.oidc is not None and _looks_like_jwt(token):
+                if cached_only:
+                    return self.oidc.authenticate_cached(token)
+                return self.oidc.authenticate(token)
             raise invalid_credentials()
         if cached_only:
             credential = self.cache.get(parsed.key_id)
@@ -109,3 +124,8 @@ class Authenticator:
         if found is not None and self.invalidation.can_cache():
             self.cache.put(found, generation)
         return found
+
+
+def _looks_like_jwt(token: str) -> bool:
+    """A JWS in compact form: three dot-separated parts."""
+    return token.count(".") == 2
