@@ -47,6 +47,7 @@ from modelport.api.tenancy import install_tenancy
 from modelport.api.v2 import routes as v2
 from modelport.api.v2.lane import InferenceLane
 from modelport.blobs.sweeper import periodic_upload_sweep
+from modelport.console import install_console
 
 if TYPE_CHECKING:
     from modelport.app import Services
@@ -159,6 +160,7 @@ def create_app(services: Services) -> FastAPI:
     app.include_router(metrics.router)
     install_tenancy(app)
     install_billing(app)
+    install_console(app, services.console_sessions)
     # First: the hot inference path should not be matched against every /api route.
     app.router.routes[:0] = [
         *v2.routes,
