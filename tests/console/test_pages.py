@@ -131,6 +131,7 @@ def test_model_page_shows_card_safely_versions_schema_price_and_calls(console: C
     assert "<code>x</code>" in html and "FP32" in html
     assert "$0.002500" in html  # the price rule
     assert f"/v2/models/{MODEL}/infer" in html  # curl, filled in
+    assert "This is a tensor model" in html  # no openai SDK call for it
     assert f"client.infer(&#34;{MODEL}&#34;" in html  # tritonclient
     assert "Content-Security-Policy" in page.headers and page.headers["X-Frame-Options"] == "DENY"
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 from typing import Any
 from urllib.parse import quote, urlencode
@@ -33,6 +34,19 @@ def card_html(text: str) -> Markup:
     """A model card (markdown) as safe HTML."""
     # html off: the renderer escaped everything a publisher wrote
     return Markup(_markdown.render(text))
+
+
+GENERATIVE_TASKS = frozenset(
+    {"text-generation", "text2text-generation", "chat", "conversational", "completion"}
+)
+GENERATIVE_FORMATS = frozenset({"transformers", "toy-generative"})
+
+
+def is_generative(task: str | None, fmt: str | None) -> bool:
+    """Whether the OpenAI-compatible API (``/v1``) serves this model: a generative task
+    or format. (``/v1/models`` lists every callable model, tensor ones too, and reads
+    the whole catalog: too slow for a page.)"""
+    return (task or "") in GENERATIVE_TASKS or (fmt or "") in GENERATIVE_FORMATS
 
 
 @router.get("/")
@@ -85,9 +99,11 @@ async def _model_context(
             message=model.error,
             session=session,
         )
-    versions = await api.get(f"/api/models/{ref}/versions")
-    aliases = await api.get(f"/api/models/{ref}/aliases")
-    prices = await api.get("/api/prices", model=f"{owner}/{name}")
+    versions, aliases, prices = await asyncio.gather(
+        api.get(f"/api/models/{ref}/versions"),
+        api.get(f"/api/models/{ref}/aliases"),
+        api.get("/api/prices", model=f"{owner}/{name}"),
+    )
     version_items = versions.body.get("items", []) if versions.ok else []
     alias_items = aliases.body.get("items", []) if aliases.ok else []
     chosen = request.query_params.get("version") or (
@@ -100,8 +116,6 @@ async def _model_context(
     manifest = detail.get("manifest") or {}
     examples = manifest.get("examples") or []
     example = examples[0] if examples else None
-    generative = await api.get("/v1/models")
-    ids = {m.get("id") for m in generative.body.get("data", [])} if generative.ok else set()
     price_rules = prices.body.get("items", []) if prices.ok else []
     base = str(request.base_url).rstrip("/")
     return {
@@ -122,7 +136,7 @@ async def _model_context(
         "prices": price_rules,
         "per_call": price_per_call_micros(price_rules, chosen or ""),
         "snippets": snippets(base, f"{owner}/{name}", manifest.get("inputs", []), example),
-        "generative": f"{owner}/{name}" in ids,
+        "generative": is_generative(model.body.get("task"), detail.get("format")),
         "fields": form_fields(manifest.get("inputs", []), example),
         "example": example,
         "dollars": dollars,
