@@ -28,6 +28,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import httpx
+from cryptography.fernet import Fernet
 import orjson
 import psycopg
 from sqlalchemy import insert, text
@@ -234,7 +235,13 @@ async def measure(app: object, key: str, models: int, repeat: int) -> None:
 def run(args: argparse.Namespace) -> None:
     with tempfile.TemporaryDirectory() as tmp, fresh_database(args.database_url, Path(tmp)) as url:
         upgrade(url)
-        settings = Settings(home=Path(tmp) / "home", database_url=url, admin_key="b" * 32)
+        # Sessions seal the signed-in key: a distributed installation needs a secret key.
+        settings = Settings(
+            home=Path(tmp) / "home",
+            database_url=url,
+            admin_key="b" * 32,
+            secret_key=Fernet.generate_key().decode(),
+        )
         services = build_services(settings)
         try:
             fill(services.database, args.models, args.versions_per_model, args.seed)
