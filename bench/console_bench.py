@@ -28,9 +28,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import httpx
-from cryptography.fernet import Fernet
 import orjson
 import psycopg
+from cryptography.fernet import Fernet
 from sqlalchemy import insert, text
 from sqlalchemy.engine import make_url
 
