@@ -8,7 +8,8 @@ Rows are seeded directly (bulk Core inserts, as ``catalog_bench.py`` does). A te
 signs in to the console with an API key; every request then goes through the whole
 application in process (an ASGI client, no sockets): a console page is its own
 routing, session lookup, in-process API calls with the signed-in key, and rendering.
-Printed: p50 and p95 of each page, of the API call it shows (same key), and the ratio.
+Printed: p50 and p95 of each page, p95 of the API calls it shows made one after another
+by the same key (for the model page: the model alone, then all five), and the ratio.
 """
 
 from __future__ import annotations
@@ -212,20 +213,36 @@ async def measure(app: object, key: str, models: int, repeat: int) -> None:
         middle = models // 2
         owners = owner_names(models)
         ref = f"{owners[middle % len(owners)]}/model-{middle:06d}"
-        cases: list[tuple[str, str, str]] = [
-            ("catalog, first page", "/console/models", "/api/models?limit=24"),
-            ("catalog, q=fraud", "/console/models?q=fraud", "/api/models?q=fraud&limit=24"),
+        model_calls = [
+            f"/api/models/{ref}",
+            f"/api/models/{ref}/versions",
+            f"/api/models/{ref}/aliases",
+            f"/api/prices?model={ref}",
+            f"/api/models/{ref}/versions/5",
+        ]
+        cases: list[tuple[str, str, list[str]]] = [
+            ("catalog, first page", "/console/models", ["/api/models?limit=24"]),
+            ("catalog, q=fraud", "/console/models?q=fraud", ["/api/models?q=fraud&limit=24"]),
             (
                 "catalog, task+format+tag",
                 "/console/models?task=embedding&format=onnx&tag=tag3",
-                "/api/models?task=embedding&format=onnx&tag=tag3&limit=24",
+                ["/api/models?task=embedding&format=onnx&tag=tag3&limit=24"],
             ),
-            ("model page", f"/console/models/{ref}", f"/api/models/{ref}"),
+            ("model page", f"/console/models/{ref}", model_calls[:1]),
+            ("model page (its 5 calls)", f"/console/models/{ref}", model_calls),
         ]
+
+        async def calls(paths: list[str]) -> httpx.Response:
+            for path in paths:
+                response = await api.get(path)
+                if response.status_code != 200:
+                    break
+            return response
+
         print(f"{'page':28} {'p50 ms':>8} {'p95 ms':>8} {'API p95':>8} {'x API':>6}")
-        for label, page, call in cases:
+        for label, page, paths in cases:
             page_ms = percentiles(await timed(lambda p=page: browser.get(p), repeat))
-            api_ms = percentiles(await timed(lambda c=call: api.get(c), repeat))
+            api_ms = percentiles(await timed(lambda c=paths: calls(c), repeat))
             print(
                 f"{label:28} {page_ms[0] * 1000:8.2f} {page_ms[1] * 1000:8.2f} "
                 f"{api_ms[1] * 1000:8.2f} {page_ms[1] / api_ms[1]:6.1f}"
