@@ -14,6 +14,7 @@ from starlette.testclient import TestClient
 
 from modelport.api import create_app
 from modelport.metering.types import BalanceScope
+from tests.api_openai.conftest import World, build_world
 from tests.metering.conftest import Platform, approve, make_platform
 
 MODEL = "acme/summer"
@@ -64,6 +65,18 @@ def seed(platform: Platform) -> Console:
     )
     platform.publisher.adder("acme/secret")  # private: acme's members only
     return Console(platform, beta_key, beta_key_id, gamma_key)
+
+
+@pytest.fixture
+def chat_world(
+    tmp_path: Path, database_url: str, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[World]:
+    """tests/api_openai's platform (a live server hosting the toy chat model
+    acme/writer, beta's consumer key) on each database."""
+    built = build_world(tmp_path / "home", database_url, monkeypatch)
+    yield built
+    built.server.stop()
+    built.services.close()
 
 
 @pytest.fixture

@@ -37,7 +37,7 @@ def card_html(text: str) -> Markup:
 
 
 GENERATIVE_TASKS = frozenset(
-    {"text-generation", "text2text-generation", "chat", "conversational", "completion"}
+    {"text-generation", "text2text-generation", "chat", "conversational", "completion", "completions"}
 )
 GENERATIVE_FORMATS = frozenset({"transformers", "toy-generative"})
 

@@ -147,3 +147,21 @@ def price_per_call_micros(rules: list[dict[str, Any]], version: str) -> int | No
     own = [r for r in matching if r.get("version") == version]
     chosen = max(own or matching, key=lambda r: str(r.get("effective_from")))
     return int(chosen["unit_price_micros"]) // max(int(chosen.get("per_units") or 1), 1)
+
+
+def price_of_tokens_micros(rules: list[dict[str, Any]], usage: dict[str, int]) -> int | None:
+    """What a chat's tokens cost by the model's token price rules (the model-wide rule
+    of each unit), in micros; None when the model has no token prices."""
+    quantities = {
+        "input_token": int(usage.get("prompt_tokens", 0)),
+        "output_token": int(usage.get("completion_tokens", 0)),
+    }
+    total = None
+    for unit, quantity in quantities.items():
+        matching = [r for r in rules if r.get("unit") == unit and r.get("version") is None]
+        if not matching:
+            continue
+        rule = max(matching, key=lambda r: str(r.get("effective_from")))
+        per = max(int(rule.get("per_units") or 1), 1)
+        total = (total or 0) + int(rule["unit_price_micros"]) * quantity // per
+    return total
