@@ -1,5 +1,5 @@
 """The console in a real browser (headless Chromium driven by Playwright) against a live
-server: sign in, find a model by search, run the playground, create and revoke a key,
+server: sign in, find a model by search, run the playground and the streamed chat, create and revoke a key,
 see the call in usage and spend, another tenant refused by URL, a forged form refused,
 sign out. Each main page is captured as a screenshot (into docs/console/ when
 MODELPORT_TEST_CONSOLE_SCREENSHOTS names that folder)."""
@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from modelport.metering.types import BalanceScope
+from tests.api_openai.conftest import World
 from tests.conftest import LiveServer, skip_or_fail
 from tests.console.conftest import MODEL, Console, make_platform, seed
 from tests.polling import eventually
@@ -184,3 +185,29 @@ def test_chromium_is_where_the_tests_expect_it() -> None:
     if shutil.which("chromium") is None and not Path(CHROMIUM).exists():
         skip_or_fail("chromium is not installed")
     assert Path(CHROMIUM).exists()
+
+
+def test_a_chat_model_answers_in_the_chat_box(
+    chat_world: World, browser: object, tmp_path: Path
+) -> None:
+    chat_world.price("acme/writer", "output_token", 5)
+    chat_world.credit(1_000_000)
+    page = browser.new_context(viewport={"width": 1280, "height": 900}).new_page()  # type: ignore[attr-defined]
+    sign_in(page, chat_world.url, chat_world.key)
+    page.goto(f"{chat_world.url}/console/models/acme/writer")
+    page.get_by_label("Message").fill("hello from the browser")
+    page.get_by_role("button", name="Send").click()
+    page.locator("#chat-facts").wait_for(state="visible")
+    answer = page.locator(".turn-assistant .turn-text").inner_text()
+    assert answer.split() == ["hello", "from", "the", "browser"]
+    assert page.locator("#chat-tokens").inner_text().endswith("4 out")
+    assert page.locator("#chat-price").inner_text() == "$0.000020"
+    # A second turn carries the conversation.
+    page.get_by_label("Message").fill("again")
+    page.get_by_role("button", name="Send").click()
+    page.locator(".turn-assistant").nth(1).wait_for()
+    page.wait_for_function(
+        "document.querySelectorAll('.turn-assistant .turn-text')[1].textContent.length > 0"
+    )
+    shot(page, tmp_path, "chat")
+    assert len(chat_world.engine.records) == 2

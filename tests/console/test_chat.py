@@ -42,6 +42,7 @@ def test_a_chat_is_streamed_with_its_usage_and_price(chat_world: World) -> None:
     page = client.get(f"/console/models/{WRITER}")
     assert page.status_code == 200 and 'id="chat-form"' in page.text
     assert "Run version" not in page.text  # no tensor playground for a chat model
+    assert "/v1/chat/completions" in page.text and "tritonclient" not in page.text
     assert f'model="{WRITER}"' in page.text.replace("&#34;", '"')  # the openai SDK example
     csrf = csrf_of(page.text)
     with client.stream(

@@ -37,7 +37,14 @@ def card_html(text: str) -> Markup:
 
 
 GENERATIVE_TASKS = frozenset(
-    {"text-generation", "text2text-generation", "chat", "conversational", "completion", "completions"}
+    {
+        "text-generation",
+        "text2text-generation",
+        "chat",
+        "conversational",
+        "completion",
+        "completions",
+    }
 )
 GENERATIVE_FORMATS = frozenset({"transformers", "toy-generative"})
 
@@ -117,6 +124,7 @@ async def _model_context(
     examples = manifest.get("examples") or []
     example = examples[0] if examples else None
     price_rules = prices.body.get("items", []) if prices.ok else []
+    generative = is_generative(model.body.get("task"), detail.get("format"))
     base = str(request.base_url).rstrip("/")
     return {
         "model": model.body,
@@ -135,8 +143,10 @@ async def _model_context(
         "outputs": manifest.get("outputs", []),
         "prices": price_rules,
         "per_call": price_per_call_micros(price_rules, chosen or ""),
-        "snippets": snippets(base, f"{owner}/{name}", manifest.get("inputs", []), example),
-        "generative": is_generative(model.body.get("task"), detail.get("format")),
+        "snippets": snippets(
+            base, f"{owner}/{name}", manifest.get("inputs", []), example, generative=generative
+        ),
+        "generative": generative,
         "fields": form_fields(manifest.get("inputs", []), example),
         "example": example,
         "dollars": dollars,

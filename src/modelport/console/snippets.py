@@ -54,16 +54,26 @@ def _example_inputs(inputs: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def snippets(
-    base_url: str, model: str, inputs: list[dict[str, Any]], example: dict[str, Any] | None
+    base_url: str,
+    model: str,
+    inputs: list[dict[str, Any]],
+    example: dict[str, Any] | None,
+    *,
+    generative: bool = False,
 ) -> Snippets:
-    """``example``: the manifest's first example request, when it has one."""
+    """``example``: the manifest's first example request, when it has one. A generative
+    model's curl example calls ``/v1/chat/completions``."""
     tensors = example["inputs"] if example else _example_inputs(inputs)
     body = json.dumps({"inputs": tensors})
+    path = f"/v2/models/{model}/infer"
+    if generative:
+        path = "/v1/chat/completions"
+        body = json.dumps({"model": model, "messages": [{"role": "user", "content": "Hello"}]})
     curl = (
-        f"curl -X POST {base_url}/v2/models/{model}/infer \\\n"
+        f"curl -X POST {base_url}{path} \\\n"
         '  -H "Authorization: Bearer $MODELPORT_API_KEY" \\\n'
         '  -H "Content-Type: application/json" \\\n'
-        f"  -d '{body}'"
+        f"  -d '{body.replace(chr(39), chr(39) + chr(92) + chr(39) + chr(39))}'"
     )
     host = base_url.split("://", 1)[-1]
     lines = [
