@@ -9,6 +9,7 @@ import re
 from sqlalchemy import select
 
 from modelport.store.tables import ConsoleSessionRow
+from tests.conftest import ADMIN_KEY
 from tests.console.conftest import (
     MODEL,
     Console,
@@ -272,3 +273,17 @@ def test_a_revoked_key_ends_its_session(console: Console) -> None:
 def test_console_routes_are_not_in_the_api_schema(console: Console) -> None:
     paths = console.platform.client.get("/api/openapi.json").json()["paths"]
     assert not [p for p in paths if p.startswith("/console")]
+
+
+def test_the_platform_admin_signs_in_with_a_platform_wide_session(console: Console) -> None:
+    client = browser_client(console)
+    sign_in(client, ADMIN_KEY)
+    with console.services.database.transaction() as db:
+        [row] = db.scalars(select(ConsoleSessionRow)).all()
+        assert row.tenant is None
+    catalog = client.get("/console/models").text
+    assert "acme/secret" in catalog and '<span class="who">platform</span>' in catalog
+    csrf = csrf_of(catalog)
+    # The admin is no tenant's member: the API asks whom a key would be for.
+    created = client.post("/console/keys", data={"csrf_token": csrf, "name": "x"})
+    assert created.status_code == 400 and "invalid_request" in created.text
