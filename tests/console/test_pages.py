@@ -5,6 +5,7 @@ tenant's private model, keys and usage stay out of reach), and sign-out."""
 from __future__ import annotations
 
 import re
+from datetime import UTC, datetime
 
 from sqlalchemy import select
 
@@ -287,3 +288,28 @@ def test_the_platform_admin_signs_in_with_a_platform_wide_session(console: Conso
     # The admin is no tenant's member: the API asks whom a key would be for.
     created = client.post("/console/keys", data={"csrf_token": csrf, "name": "x"})
     assert created.status_code == 400 and "invalid_request" in created.text
+
+
+def test_a_publisher_sees_its_models_and_earnings_and_no_one_elses(console: Console) -> None:
+    for _ in range(2):
+        assert console.platform.infer(console.beta_key, model=MODEL).status_code == 200
+    console.platform.entries()
+    period = datetime.now(UTC).strftime("%Y-%m")
+    generated = console.platform.client.post("/api/billing/generate", json={"period": period})
+    assert generated.status_code == 200, generated.text
+    tenancy = console.services.tenancy
+    tenancy.add_member("acme", "olga", roles=["owner"], actor="admin")
+    owner_key = tenancy.create_key("acme", "olga", name="k", actor="admin").secret
+    client = browser_client(console)
+    sign_in(client, owner_key)
+    page = client.get("/console/publisher")
+    assert page.status_code == 200, page.text
+    assert MODEL in page.text and "acme/secret" in page.text
+    statements = re.search(r'<table id="statements">(.*?)</table>', page.text, re.S)
+    assert statements and period in statements[1] and "$0.005000" in statements[1]
+    lines = re.search(r'<table id="statement-lines">(.*?)</table>', page.text, re.S)
+    assert lines and f"<td>{MODEL}</td><td>1</td><td>prediction</td><td>2</td>" in lines[1]
+    gamma = browser_client(console)
+    sign_in(gamma, console.gamma_key)
+    theirs = gamma.get("/console/publisher").text
+    assert "No statements yet" in theirs and MODEL not in theirs

@@ -10,7 +10,13 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.staticfiles import StaticFiles
 
-from modelport.console import account_pages, auth_pages, catalog_pages, chat_pages
+from modelport.console import (
+    account_pages,
+    auth_pages,
+    catalog_pages,
+    chat_pages,
+    publisher_pages,
+)
 from modelport.console.calls import SignedOut
 from modelport.console.sessions import ConsoleSessions
 from modelport.console.web import (
@@ -32,6 +38,7 @@ def install_console(app: FastAPI, sessions: ConsoleSessions) -> None:
     router.include_router(catalog_pages.router)
     router.include_router(chat_pages.router)
     router.include_router(account_pages.router)
+    router.include_router(publisher_pages.router)
     app.include_router(router)
     app.mount("/console/static", StaticFiles(directory=PACKAGE / "static"), name="console-static")
     app.state.console_sessions = sessions
