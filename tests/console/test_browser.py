@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import shutil
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -210,3 +211,23 @@ def test_a_chat_model_answers_in_the_chat_box(
     playwright_api.expect(second).to_contain_text("again")
     shot(page, tmp_path, "chat")
     assert len(chat_world.engine.records) == 2
+
+
+def test_a_publisher_reads_its_earnings(
+    live: tuple[Console, LiveServer], browser: object, tmp_path: Path
+) -> None:
+    console, server = live
+    assert console.platform.infer(console.beta_key, model=MODEL).status_code == 200
+    console.platform.entries()
+    period = datetime.now(UTC).strftime("%Y-%m")
+    console.services.billing.generate(period)
+    tenancy = console.services.tenancy
+    tenancy.add_member("acme", "olga", roles=["owner"], actor="admin")
+    owner_key = tenancy.create_key("acme", "olga", name="k", actor="admin").secret
+    page = browser.new_context(viewport={"width": 1280, "height": 900}).new_page()  # type: ignore[attr-defined]
+    sign_in(page, server.url, owner_key)
+    page.get_by_role("link", name="Publisher").click()
+    page.wait_for_url("**/console/publisher")
+    assert "$0.002500" in page.locator("#statements").inner_text()
+    assert MODEL in page.locator("#statement-lines").inner_text()
+    shot(page, tmp_path, "publisher")
