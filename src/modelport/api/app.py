@@ -47,7 +47,7 @@ from modelport.api.tenancy import install_tenancy
 from modelport.api.v2 import routes as v2
 from modelport.api.v2.lane import InferenceLane
 from modelport.blobs.sweeper import periodic_upload_sweep
-from modelport.console import install_console
+from modelport.console.mount import install_console
 
 if TYPE_CHECKING:
     from modelport.app import Services
