@@ -220,6 +220,8 @@ def test_usage_and_spend_show_the_tenants_calls(console: Console) -> None:
     assert 'id="total">$0.005000<' in page.text
     assert re.search(rf"<td>{MODEL}</td><td>2</td><td>\$0.005000</td>", page.text)
     assert "<svg" in page.text and "Spend by day" in page.text
+    by_key = re.search(r'<table id="by-key">(.*?)</table>', page.text, re.S)
+    assert by_key and f"<code>{console.beta_key_id}</code></td><td>2</td>" in by_key[1]
     assert "$0.995000</span> available" in page.text
     gamma = browser_client(console)
     sign_in(gamma, console.gamma_key)

@@ -44,24 +44,29 @@ class Spend:
     """(model, calls, micros), most spent first."""
     by_day: list[tuple[str, int, int]]
     """(YYYY-MM-DD, calls, micros), oldest first."""
+    by_key: list[tuple[str, int, int]]
+    """(key id, calls, micros), most spent first ("—": calls without a key)."""
     total_micros: int
 
 
 def spend(events: list[dict[str, Any]]) -> Spend:
-    """Sum usage events (``GET /api/usage`` items) by model and by day."""
+    """Sum usage events (``GET /api/usage`` items) by model, by day and by key."""
     models: dict[str, list[int]] = defaultdict(lambda: [0, 0])
+    keys: dict[str, list[int]] = defaultdict(lambda: [0, 0])
     days: dict[str, list[int]] = defaultdict(lambda: [0, 0])
     total = 0
     for event in events:
         amount = int(event.get("amount_micros") or 0)
         day = str(event.get("finished_at") or event.get("recorded_at") or "")[:10]
-        for bucket in (models[str(event.get("model"))], days[day]):
+        key = str(event.get("key_id") or "—")
+        for bucket in (models[str(event.get("model"))], days[day], keys[key]):
             bucket[0] += 1
             bucket[1] += amount
         total += amount
     by_model = sorted(((m, c, a) for m, (c, a) in models.items()), key=lambda r: (-r[2], r[0]))
     by_day = sorted((d, c, a) for d, (c, a) in days.items())
-    return Spend(by_model=by_model, by_day=by_day, total_micros=total)
+    by_key = sorted(((k, c, a) for k, (c, a) in keys.items()), key=lambda r: (-r[2], r[0]))
+    return Spend(by_model=by_model, by_day=by_day, by_key=by_key, total_micros=total)
 
 
 def bar_chart(rows: list[tuple[str, int, int]]) -> BarChart:
