@@ -9,6 +9,8 @@ from datetime import UTC, datetime
 
 from sqlalchemy import select
 
+from modelport.console.sessions import ConsoleSessions
+from modelport.store.secrets import SecretBox
 from modelport.store.tables import ConsoleSessionRow
 from tests.conftest import ADMIN_KEY
 from tests.console.conftest import (
@@ -315,3 +317,20 @@ def test_a_publisher_sees_its_models_and_earnings_and_no_one_elses(console: Cons
     sign_in(gamma, console.gamma_key)
     theirs = gamma.get("/console/publisher").text
     assert "No statements yet" in theirs and MODEL not in theirs
+
+
+def test_without_a_secret_key_sign_in_says_why(console: Console) -> None:
+    """A distributed installation without MODELPORT_SECRET_KEY cannot seal a session."""
+    services = console.services
+    services.console_sessions = ConsoleSessions(
+        services.database, SecretBox([]), ttl_seconds=60, now=services.clock.now
+    )
+    client = browser_client(console)
+    form = client.get("/console/sign-in")
+    refused = client.post(
+        "/console/sign-in",
+        data={"csrf_token": csrf_of(form.text), "api_key": console.beta_key},
+        follow_redirects=False,
+    )
+    assert refused.status_code == 503 and "secret_key_required" in refused.text
+    assert "modelport_console=" not in refused.headers.get("set-cookie", "")

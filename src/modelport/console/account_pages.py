@@ -12,6 +12,7 @@ from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 
 from modelport.console.charts import bar_chart, dollars, spend
+from modelport.console.sessions import ConsoleSession
 from modelport.console.web import checked_form, current_session, platform, render
 
 router = APIRouter()
@@ -28,7 +29,7 @@ async def keys(request: Request) -> Response:
 
 async def _keys_page(
     request: Request,
-    session: Any,
+    session: ConsoleSession,
     *,
     created: dict[str, Any] | None = None,
     error: str | None = None,

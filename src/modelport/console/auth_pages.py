@@ -20,6 +20,7 @@ from modelport.console.web import (
     sessions_of,
     set_cookie,
 )
+from modelport.errors import Unavailable
 from modelport.tenancy.keys import parse_key
 
 router = APIRouter()
@@ -81,7 +82,10 @@ async def sign_in(request: Request) -> Response:
     accepted, tenant = await _tenant_of(PlatformAPI(request.app, key), key)
     if not accepted:
         return _form(request, error="That API key was not accepted.", status_code=401)
-    started = await run_in_threadpool(sessions_of(request).start, key, tenant)
+    try:
+        started = await run_in_threadpool(sessions_of(request).start, key, tenant)
+    except Unavailable as refused:  # no secret key to seal the session's credential
+        return _form(request, error=f"{refused.message} ({refused.code})", status_code=503)
     target = form.get("next")
     response = RedirectResponse(
         _safe_next(target if isinstance(target, str) else None), status_code=303
