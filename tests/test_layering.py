@@ -51,6 +51,9 @@ FORBIDDEN: dict[str, set[str]] = {
     "inference": SURFACES | {"app"},
     "webhooks": SURFACES | {"app"},
     "moderation": SURFACES | {"app", "inference"},
+    # the web console calls the platform's own HTTP API, in process: no service directly
+    # (tenancy only for the API key format, to name the key it signs in with)
+    "console": (SERVICES - {"tenancy"}) | {"runtime", "blobs", "app", "api"},
     # the Python client talks HTTP: it builds nothing of the server's
     "client": SURFACES | SERVICES | {"store", "blobs", "app", "observability"},
 }

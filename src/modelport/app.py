@@ -27,6 +27,7 @@ from modelport.changes import (
 )
 from modelport.clock import Clock, SystemClock
 from modelport.config import Role, Settings
+from modelport.console.sessions import ConsoleSessions
 from modelport.files import FileService
 from modelport.keyspace import Keyspace
 from modelport.manifest import Manifest
@@ -129,6 +130,8 @@ class Services:
     """Batches over files of requests (``/v1/batches``): jobs of the batch pipeline."""
     job_outputs: JobOutputs
     """A job's outputs inline or by signed, expiring URL, and the blobs behind them."""
+    console_sessions: ConsoleSessions
+    """The web console's signed-in sessions (``/console``), their credentials sealed."""
     engines: GenerativeHost | None = None
     """This process's generative engines; None in the ``gateway`` role, or when no
     generative format is installed (the ``modelport[llm]`` extra)."""
@@ -1188,6 +1191,12 @@ def build_services(
         batches=BatchService(database, jobs, files, now=clock.now),
         job_outputs=build_job_outputs(settings, jobs, blobs, secret_box, clock),
         oidc=oidc,
+        console_sessions=ConsoleSessions(
+            database,
+            secret_box,
+            ttl_seconds=settings.console_session_ttl_seconds,
+            now=clock.now,
+        ),
     )
 
 

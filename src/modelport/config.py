@@ -269,6 +269,9 @@ class Settings(BaseSettings):
     key_cache_ttl_seconds: float = Field(default=60.0, gt=0)
     """Longest a process reuses a cached API key credential before reading it again."""
 
+    console_session_ttl_seconds: float = Field(default=8 * 3600, gt=0)
+    """How long a web console sign-in lasts (``/console``); the person signs in again after."""
+
     # ---- limits and request hygiene
     limits_cache_ttl_seconds: float = Field(default=5.0, ge=0)
     """Longest a process reuses cached limits and budgets rows; a changed limit reaches every

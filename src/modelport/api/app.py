@@ -48,6 +48,7 @@ from modelport.api.tenancy import install_tenancy
 from modelport.api.v2 import routes as v2
 from modelport.api.v2.lane import InferenceLane
 from modelport.blobs.sweeper import periodic_upload_sweep
+from modelport.console.mount import install_console
 
 if TYPE_CHECKING:
     from modelport.app import Services
@@ -162,6 +163,7 @@ def create_app(services: Services) -> FastAPI:
         app.include_router(oidc.router)
     install_tenancy(app)
     install_billing(app)
+    install_console(app, services.console_sessions)
     # First: the hot inference path should not be matched against every /api route.
     app.router.routes[:0] = [
         *v2.routes,

@@ -13,11 +13,12 @@ from sqlalchemy.orm import InstrumentedAttribute
 
 from modelport.store.database import Database
 from modelport.store.secrets import SecretBox, is_sealed
-from modelport.store.tables import RemoteBackendRow, WebhookSecretRow
+from modelport.store.tables import ConsoleSessionRow, RemoteBackendRow, WebhookSecretRow
 
 SEALED_COLUMNS: tuple[InstrumentedAttribute[str | None], ...] = (
     RemoteBackendRow.api_key,
     WebhookSecretRow.value,
+    ConsoleSessionRow.credential,
 )
 """Columns of sealed secrets (text; NULL: none stored)."""
 

@@ -955,3 +955,19 @@ class BatchShardRow(Base):
     output_digest: Mapped[str] = mapped_column(String(71))
     error_digest: Mapped[str] = mapped_column(String(71))
     created_at: Mapped[datetime]
+
+
+class ConsoleSessionRow(Base):
+    """One signed-in web console session. The browser holds only a random session id;
+    the row is keyed by that id's SHA-256 (a copy of the table names no live cookie),
+    and ``credential`` (the API key the person signed in with) is sealed
+    (``store.secrets``: ``fernet:v1:...``)."""
+
+    __tablename__ = "console_sessions"
+
+    id_hash: Mapped[str] = mapped_column(String(64), primary_key=True)
+    credential: Mapped[str] = mapped_column(Text)
+    tenant: Mapped[str | None] = mapped_column(String(64))
+    csrf_token: Mapped[str] = mapped_column(String(64))
+    created_at: Mapped[datetime]
+    expires_at: Mapped[datetime] = mapped_column(index=True)

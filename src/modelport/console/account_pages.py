@@ -1,0 +1,112 @@
+"""A consumer's own pages: API keys (create, shown once; revoke), usage and spend by
+model and by day, and the prepaid balance."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+from urllib.parse import quote
+
+from fastapi import APIRouter
+from starlette.requests import Request
+from starlette.responses import RedirectResponse, Response
+
+from modelport.console.charts import bar_chart, dollars, spend
+from modelport.console.sessions import ConsoleSession
+from modelport.console.web import checked_form, current_session, platform, render
+
+router = APIRouter()
+
+USAGE_PAGES = 20
+"""Pages of usage (500 events each) a usage page sums at most: the month's events."""
+
+
+@router.get("/keys")
+async def keys(request: Request) -> Response:
+    session = await current_session(request)
+    return await _keys_page(request, session)
+
+
+async def _keys_page(
+    request: Request,
+    session: ConsoleSession,
+    *,
+    created: dict[str, Any] | None = None,
+    error: str | None = None,
+    status_code: int = 200,
+) -> Response:
+    answer = await platform(request, session).get("/api/keys")
+    items = answer.body.get("items", []) if answer.ok else []
+    return render(
+        request,
+        "keys.html",
+        status_code=status_code if answer.ok else answer.status,
+        session=session,
+        keys=items,
+        created=created,
+        error=error if answer.ok else answer.error,
+    )
+
+
+@router.post("/keys")
+async def create_key(request: Request) -> Response:
+    """A new key of the signed-in member: its secret is on this one response only."""
+    session = await current_session(request)
+    form = await checked_form(request, session)
+    name = form.get("name", "").strip() or "console"
+    answer = await platform(request, session).call("POST", "/api/keys", json={"name": name})
+    if not answer.ok:
+        return await _keys_page(request, session, error=answer.error, status_code=answer.status)
+    return await _keys_page(request, session, created=answer.body, status_code=201)
+
+
+@router.post("/keys/{key_id}/revoke")
+async def revoke_key(key_id: str, request: Request) -> Response:
+    session = await current_session(request)
+    await checked_form(request, session)
+    answer = await platform(request, session).call("DELETE", f"/api/keys/{quote(key_id, safe='')}")
+    if not answer.ok:
+        return await _keys_page(request, session, error=answer.error, status_code=answer.status)
+    return RedirectResponse("/console/keys", status_code=303)
+
+
+@router.get("/usage")
+async def usage(request: Request) -> Response:
+    """This month's usage of the signed-in tenant, summed by model and day, with its
+    balance."""
+    session = await current_session(request)
+    api = platform(request, session)
+    period = request.query_params.get("period") or datetime.now(UTC).strftime("%Y-%m")
+    events: list[dict[str, Any]] = []
+    cursor: str | None = None
+    error = None
+    status = 200
+    for _ in range(USAGE_PAGES):
+        answer = await api.get("/api/usage", period=period, limit="500", cursor=cursor)
+        if not answer.ok:
+            error, status = answer.error, answer.status
+            break
+        events.extend(answer.body.get("items", []))
+        cursor = answer.body.get("next_cursor")
+        if not cursor:
+            break
+    totals = spend(events)
+    balances: list[dict[str, Any]] = []
+    if session.tenant:
+        found = await api.get(f"/api/balances/{quote(session.tenant, safe='')}")
+        balances = found.body.get("items", []) if found.ok else []
+    return render(
+        request,
+        "usage.html",
+        status_code=status,
+        session=session,
+        period=period,
+        spend=totals,
+        by_day=bar_chart(totals.by_day),
+        by_model=bar_chart(totals.by_model),
+        recent=events[-20:][::-1],
+        balances=balances,
+        truncated=cursor is not None and error is None,
+        error=error,
+        dollars=dollars,
+    )

@@ -1,0 +1,208 @@
+"""The catalog, a model's page, and its playground."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any
+from urllib.parse import quote, urlencode
+
+from fastapi import APIRouter
+from markdown_it import MarkdownIt
+from markupsafe import Markup
+from starlette.requests import Request
+from starlette.responses import Response
+
+from modelport.console.charts import dollars
+from modelport.console.playground import form_fields, price_per_call_micros, request_body
+from modelport.console.sessions import ConsoleSession
+from modelport.console.snippets import snippets
+from modelport.console.web import checked_form, current_session, platform, render
+from modelport.errors import InvalidInput
+
+router = APIRouter()
+
+FILTERS = ("q", "task", "format", "license", "owner", "tag")
+PAGE_SIZE = 24
+
+# Raw HTML off ("js-default"): a card's HTML is shown as text, and links are limited to
+# safe schemes (no javascript:), so a publisher's description cannot run in a visitor's page.
+_markdown = MarkdownIt("js-default")
+
+
+def card_html(text: str) -> Markup:
+    """A model card (markdown) as safe HTML."""
+    # html off: the renderer escaped everything a publisher wrote
+    return Markup(_markdown.render(text))
+
+
+GENERATIVE_TASKS = frozenset(
+    {
+        "text-generation",
+        "text2text-generation",
+        "chat",
+        "conversational",
+        "completion",
+        "completions",
+    }
+)
+GENERATIVE_FORMATS = frozenset({"transformers", "toy-generative"})
+
+
+def is_generative(task: str | None, fmt: str | None) -> bool:
+    """Whether the OpenAI-compatible API (``/v1``) serves this model: a generative task
+    or format. (``/v1/models`` lists every callable model, tensor ones too, and reads
+    the whole catalog: too slow for a page.)"""
+    return (task or "") in GENERATIVE_TASKS or (fmt or "") in GENERATIVE_FORMATS
+
+
+@router.get("/")
+async def home(request: Request) -> Response:
+    await current_session(request)
+    return Response(status_code=303, headers={"Location": "/console/models"})
+
+
+@router.get("/models")
+async def catalog(request: Request) -> Response:
+    session = await current_session(request)
+    filters = {name: request.query_params.get(name, "").strip() for name in FILTERS}
+    cursor = request.query_params.get("cursor")
+    answer = await platform(request, session).get(
+        "/api/models", **filters, cursor=cursor, limit=str(PAGE_SIZE)
+    )
+    items = answer.body.get("items", []) if answer.ok else []
+    next_cursor = answer.body.get("next_cursor") if answer.ok else None
+    kept = {k: v for k, v in filters.items() if v}
+    next_url = (
+        "/console/models?" + urlencode({**kept, "cursor": next_cursor}) if next_cursor else None
+    )
+    return render(
+        request,
+        "catalog.html",
+        status_code=200 if answer.ok else answer.status,
+        session=session,
+        filters=filters,
+        items=items,
+        next_url=next_url,
+        first_url="/console/models?" + urlencode(kept) if cursor else None,
+        error=None if answer.ok else answer.error,
+    )
+
+
+async def _model_context(
+    request: Request, session: ConsoleSession, owner: str, name: str
+) -> dict[str, Any] | Response:
+    """Everything the model page shows, from the API; a not-found or forbidden model is
+    the API's answer, shown as such."""
+    api = platform(request, session)
+    ref = f"{quote(owner, safe='')}/{quote(name, safe='')}"
+    model = await api.get(f"/api/models/{ref}")
+    if not model.ok:
+        return render(
+            request,
+            "refused.html",
+            status_code=model.status,
+            code=(model.body or {}).get("code", "") if isinstance(model.body, dict) else "",
+            message=model.error,
+            session=session,
+        )
+    versions, aliases, prices = await asyncio.gather(
+        api.get(f"/api/models/{ref}/versions"),
+        api.get(f"/api/models/{ref}/aliases"),
+        api.get("/api/prices", model=f"{owner}/{name}"),
+    )
+    version_items = versions.body.get("items", []) if versions.ok else []
+    alias_items = aliases.body.get("items", []) if aliases.ok else []
+    chosen = request.query_params.get("version") or (
+        version_items[-1]["version"] if version_items else None
+    )
+    detail: dict[str, Any] = {}
+    if chosen:
+        found = await api.get(f"/api/models/{ref}/versions/{quote(chosen, safe='')}")
+        detail = found.body if found.ok else {}
+    manifest = detail.get("manifest") or {}
+    examples = manifest.get("examples") or []
+    example = examples[0] if examples else None
+    price_rules = prices.body.get("items", []) if prices.ok else []
+    generative = is_generative(model.body.get("task"), detail.get("format"))
+    base = str(request.base_url).rstrip("/")
+    return {
+        "model": model.body,
+        "ref": f"{owner}/{name}",
+        "url": f"/console/models/{ref}",
+        "card": card_html(
+            "\n\n".join(
+                t for t in (model.body.get("description"), manifest.get("description")) if t
+            )
+        ),
+        "versions": version_items,
+        "aliases": _aliases_by_version(alias_items),
+        "chosen": chosen,
+        "manifest": manifest,
+        "inputs": manifest.get("inputs", []),
+        "outputs": manifest.get("outputs", []),
+        "prices": price_rules,
+        "per_call": price_per_call_micros(price_rules, chosen or ""),
+        "snippets": snippets(
+            base, f"{owner}/{name}", manifest.get("inputs", []), example, generative=generative
+        ),
+        "generative": generative,
+        "fields": form_fields(manifest.get("inputs", []), example),
+        "example": example,
+        "dollars": dollars,
+    }
+
+
+def _aliases_by_version(items: list[dict[str, Any]]) -> dict[str, list[str]]:
+    found: dict[str, list[str]] = {}
+    for item in items:
+        found.setdefault(item["version"], []).append(item["alias"])
+    return found
+
+
+@router.get("/models/{owner}/{name}")
+async def model_page(owner: str, name: str, request: Request) -> Response:
+    session = await current_session(request)
+    context = await _model_context(request, session, owner, name)
+    if isinstance(context, Response):
+        return context
+    return render(request, "model.html", session=session, result=None, **context)
+
+
+@router.post("/models/{owner}/{name}/playground")
+async def playground(owner: str, name: str, request: Request) -> Response:
+    """Call the chosen version on ``/v2`` with what the form holds, as the signed-in key."""
+    session = await current_session(request)
+    form = await checked_form(request, session)
+    api = platform(request, session)
+    context = await _model_context(request, session, owner, name)
+    if isinstance(context, Response):
+        return context
+    fields = form_fields(context["inputs"], context["example"], form)
+    context["fields"] = fields
+    result: dict[str, Any] = {}
+    status = 200
+    try:
+        body = request_body(fields)
+    except InvalidInput as error:
+        result = {"error": error.message, "code": error.code}
+        status = 400
+    else:
+        version = context["chosen"]
+        path = f"/v2/models/{quote(owner, safe='')}/{quote(name, safe='')}"
+        if version:
+            path += f"/versions/{quote(version, safe='')}"
+        answer = await api.call("POST", path + "/infer", json=body)
+        result = {
+            "status": answer.status,
+            "latency_ms": round(answer.seconds * 1000, 1),
+            "price": context["per_call"],
+        }
+        if answer.ok:
+            result["outputs"] = json.dumps(answer.body.get("outputs", []), indent=2)
+        else:
+            result["error"] = answer.error
+            status = answer.status if answer.status >= 400 else 502
+    return render(
+        request, "model.html", status_code=status, session=session, result=result, **context
+    )

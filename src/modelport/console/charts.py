@@ -1,0 +1,100 @@
+"""Spend plots drawn on the server as SVG: no script, no charting library to ship,
+readable by a screen reader (each bar has a title, and the page shows the same
+numbers in a table)."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass
+from typing import Any
+
+WIDTH = 640
+HEIGHT = 220
+MARGIN_LEFT = 84
+MARGIN_BOTTOM = 40
+MARGIN_TOP = 12
+
+
+@dataclass(frozen=True)
+class Bar:
+    label: str
+    value_micros: int
+    x: float
+    y: float
+    width: float
+    height: float
+
+
+@dataclass(frozen=True)
+class BarChart:
+    bars: list[Bar]
+    max_micros: int
+    width: int = WIDTH
+    height: int = HEIGHT
+    left: int = MARGIN_LEFT
+    bottom: int = HEIGHT - MARGIN_BOTTOM
+    top: int = MARGIN_TOP
+
+
+@dataclass(frozen=True)
+class Spend:
+    """A tenant's usage summed by model and by day (micros), and the call counts."""
+
+    by_model: list[tuple[str, int, int]]
+    """(model, calls, micros), most spent first."""
+    by_day: list[tuple[str, int, int]]
+    """(YYYY-MM-DD, calls, micros), oldest first."""
+    by_key: list[tuple[str, int, int]]
+    """(key id, calls, micros), most spent first ("—": calls without a key)."""
+    total_micros: int
+
+
+def spend(events: list[dict[str, Any]]) -> Spend:
+    """Sum usage events (``GET /api/usage`` items) by model, by day and by key."""
+    models: dict[str, list[int]] = defaultdict(lambda: [0, 0])
+    keys: dict[str, list[int]] = defaultdict(lambda: [0, 0])
+    days: dict[str, list[int]] = defaultdict(lambda: [0, 0])
+    total = 0
+    for event in events:
+        amount = int(event.get("amount_micros") or 0)
+        day = str(event.get("finished_at") or event.get("recorded_at") or "")[:10]
+        key = str(event.get("key_id") or "—")
+        for bucket in (models[str(event.get("model"))], days[day], keys[key]):
+            bucket[0] += 1
+            bucket[1] += amount
+        total += amount
+    by_model = sorted(((m, c, a) for m, (c, a) in models.items()), key=lambda r: (-r[2], r[0]))
+    by_day = sorted((d, c, a) for d, (c, a) in days.items())
+    by_key = sorted(((k, c, a) for k, (c, a) in keys.items()), key=lambda r: (-r[2], r[0]))
+    return Spend(by_model=by_model, by_day=by_day, by_key=by_key, total_micros=total)
+
+
+def bar_chart(rows: list[tuple[str, int, int]]) -> BarChart:
+    """Bars of ``rows`` (label, calls, micros) by micros, scaled to the plot's height."""
+    plot_width = WIDTH - MARGIN_LEFT - 8
+    plot_height = HEIGHT - MARGIN_BOTTOM - MARGIN_TOP
+    top = max((micros for _, _, micros in rows), default=0)
+    slot = plot_width / max(len(rows), 1)
+    bars = []
+    for index, (label, _, micros) in enumerate(rows):
+        height = plot_height * micros / top if top else 0.0
+        bars.append(
+            Bar(
+                label=label,
+                value_micros=micros,
+                x=round(MARGIN_LEFT + index * slot + slot * 0.15, 1),
+                y=round(HEIGHT - MARGIN_BOTTOM - height, 1),
+                width=round(slot * 0.7, 1),
+                height=round(height, 1),
+            )
+        )
+    return BarChart(bars=bars, max_micros=top)
+
+
+def dollars(micros: int | None) -> str:
+    """Micro-dollars as dollars, to the micro."""
+    if micros is None:
+        return "—"
+    sign = "-" if micros < 0 else ""
+    whole, rest = divmod(abs(micros), 1_000_000)
+    return f"{sign}${whole:,}.{rest:06d}"

@@ -1,0 +1,65 @@
+"""The console mounted on the application: its routers (out of the API's schema), its
+static files, and the redirects to sign in."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, FastAPI
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.staticfiles import StaticFiles
+
+from modelport.console import (
+    account_pages,
+    auth_pages,
+    catalog_pages,
+    chat_pages,
+    publisher_pages,
+)
+from modelport.console.calls import SignedOut
+from modelport.console.sessions import ConsoleSessions
+from modelport.console.web import (
+    PACKAGE,
+    SESSION_COOKIE,
+    CsrfRefused,
+    NeedsSignIn,
+    render,
+    sign_in_redirect,
+)
+
+
+def install_console(app: FastAPI, sessions: ConsoleSessions) -> None:
+    """Mount the console's pages and static files on ``app``, out of the API's schema."""
+    router = APIRouter(prefix="/console", include_in_schema=False)
+    router.include_router(auth_pages.router)
+    router.include_router(catalog_pages.router)
+    router.include_router(chat_pages.router)
+    router.include_router(account_pages.router)
+    router.include_router(publisher_pages.router)
+    app.include_router(router)
+    app.mount("/console/static", StaticFiles(directory=PACKAGE / "static"), name="console-static")
+    app.state.console_sessions = sessions
+
+    async def needs_sign_in(request: Request, _: Exception) -> Response:
+        return sign_in_redirect(request)
+
+    async def signed_out(request: Request, _: Exception) -> Response:
+        # The key was revoked or expired under the session: end it, then sign in again.
+        await run_in_threadpool(sessions.end, request.cookies.get(SESSION_COOKIE))
+        response = sign_in_redirect(request)
+        response.delete_cookie(SESSION_COOKIE, path="/console")
+        return response
+
+    async def csrf_refused(request: Request, _: Exception) -> Response:
+        return render(
+            request,
+            "refused.html",
+            status_code=403,
+            code="csrf_refused",
+            message="The form was refused: reload the page and try again.",
+            session=None,
+        )
+
+    app.add_exception_handler(NeedsSignIn, needs_sign_in)
+    app.add_exception_handler(SignedOut, signed_out)
+    app.add_exception_handler(CsrfRefused, csrf_refused)

@@ -1,0 +1,95 @@
+// modelport console: small progressive enhancements; every page works without them.
+"use strict";
+document.addEventListener("click", (event) => {
+  const button = event.target.closest("button.copy");
+  if (!button) return;
+  const source = document.getElementById(button.dataset.copy);
+  if (!source || !navigator.clipboard) return;
+  navigator.clipboard.writeText(source.textContent).then(() => {
+    button.textContent = "Copied";
+  });
+});
+document.addEventListener("submit", (event) => {
+  const form = event.target.closest("form.confirm");
+  if (form && !window.confirm(form.dataset.confirm)) event.preventDefault();
+});
+
+// The chat box: the conversation kept in the page, each answer streamed as JSON lines.
+function money(micros) {
+  if (micros === null || micros === undefined) return "free";
+  return "$" + (micros / 1e6).toFixed(6);
+}
+const chatForm = document.querySelector("form[data-chat]");
+if (chatForm) {
+  const turns = [];
+  const log = document.getElementById("chat-log");
+  const input = document.getElementById("chat-input");
+  const error = document.getElementById("chat-error");
+  const facts = document.getElementById("chat-facts");
+  const send = chatForm.querySelector("button[type=submit]");
+  const addTurn = (role, text) => {
+    const item = document.createElement("li");
+    item.className = "turn turn-" + role;
+    const who = document.createElement("strong");
+    who.textContent = role === "user" ? "You: " : "Model: ";
+    const body = document.createElement("span");
+    body.className = "turn-text";
+    body.textContent = text;
+    item.append(who, body);
+    log.append(item);
+    return body;
+  };
+  chatForm.addEventListener("submit", async (event) => {
+    event.preventDefault();
+    const text = input.value.trim();
+    if (!text) return;
+    error.hidden = true;
+    turns.push({ role: "user", content: text });
+    addTurn("user", text);
+    input.value = "";
+    send.disabled = true;
+    const answer = addTurn("assistant", "");
+    const body = new FormData();
+    body.append("csrf_token", chatForm.elements.csrf_token.value);
+    body.append("messages", JSON.stringify(turns));
+    try {
+      const response = await fetch(chatForm.action, { method: "POST", body, credentials: "same-origin" });
+      if (!response.ok) {
+        const problem = await response.json().catch(() => ({}));
+        throw new Error((problem.error || "HTTP " + response.status) + (problem.code ? " (" + problem.code + ")" : ""));
+      }
+      const reader = response.body.getReader();
+      const decoder = new TextDecoder();
+      let pending = "";
+      for (;;) {
+        const { value, done } = await reader.read();
+        if (done) break;
+        pending += decoder.decode(value, { stream: true });
+        let end;
+        while ((end = pending.indexOf("\n")) >= 0) {
+          const line = JSON.parse(pending.slice(0, end));
+          pending = pending.slice(end + 1);
+          if (line.delta) answer.textContent += line.delta;
+          if (line.error) throw new Error(line.error);
+          if (line.done) {
+            document.getElementById("chat-latency").textContent = line.latency_ms;
+            const usage = line.usage || {};
+            document.getElementById("chat-tokens").textContent =
+              (usage.prompt_tokens || 0) + " in, " + (usage.completion_tokens || 0) + " out";
+            document.getElementById("chat-price").textContent = money(line.price_micros);
+            facts.hidden = false;
+          }
+        }
+      }
+      turns.push({ role: "assistant", content: answer.textContent });
+    } catch (failure) {
+      turns.pop();
+      answer.parentElement.remove();
+      error.textContent = failure.message;
+      error.hidden = false;
+    } finally {
+      send.disabled = false;
+      input.focus();
+    }
+  });
+}
