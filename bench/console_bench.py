@@ -4,7 +4,7 @@ next to the API call it is built on, in the same run.
     .venv/bin/python bench/console_bench.py                      # SQLite, 20,000 x 5
     .venv/bin/python bench/console_bench.py --database-url postgresql+psycopg://u@host/db
 
-Rows are seeded directly (bulk Core inserts, as ``catalog_bench.py`` does). A tenant's member
+Rows are seeded directly, by ``catalog_bench.py``'s bulk Core inserts. A tenant's member
 signs in to the console with an API key; every request then goes through the whole
 application in process (an ASGI client, no sockets): a console page is its own
 routing, session lookup, in-process API calls with the signed-in key, and rendering.
@@ -16,162 +16,22 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import random
 import re
-import secrets
 import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Awaitable, Callable, Iterator
-from contextlib import contextmanager
-from datetime import UTC, datetime
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import httpx
-import orjson
-import psycopg
+from catalog_bench import fill, fresh_database, owner_names
 from cryptography.fernet import Fernet
-from sqlalchemy import insert, text
-from sqlalchemy.engine import make_url
 
 from modelport.api import create_app
 from modelport.app import build_services
 from modelport.config import Settings
-from modelport.store import Database, upgrade
-from modelport.store.tables import (
-    LifecycleEventRow,
-    ModelRow,
-    ModelTagRow,
-    ModelVersionRow,
-    VersionFileRow,
-)
-
-TASKS = ["classification", "regression", "embedding", "detection"]
-FORMATS = ["onnx"] * 8 + ["safetensors", "gguf"]
-TAGS = [f"tag{i}" for i in range(30)]
-WORDS = ["fast", "small", "robust", "tiny", "vision", "text", "audio", "retail", "legal"]
-BATCH = 5000
-
-
-def owner_names(models: int) -> list[str]:
-    return [f"owner{i:03d}" for i in range(max(1, models // 100))]
-
-
-def _manifest(fmt: str, digest: str) -> str:
-    return orjson.dumps(
-        {
-            "schema_version": 1,
-            "format": fmt,
-            "files": [{"path": f"model.{fmt}", "digest": digest, "size": 1000}],
-            "inputs": [{"name": "x", "datatype": "FP32", "shape": [-1, 16]}],
-            "outputs": [{"name": "y", "datatype": "FP32", "shape": [-1, 4]}],
-            "license": "MIT",
-            "description": "A **bench** model.",
-        }
-    ).decode()
-
-
-def fill(database: Database, models: int, per_model: int, seed: int) -> None:
-    """``models`` public models of ``per_model`` versions each, a 1% with "fraud" in
-    their description, two tags each."""
-    rng = random.Random(seed)
-    now = datetime.now(UTC)
-    owners = owner_names(models)
-    with database.transaction() as session:
-        rows = [
-            {
-                "id": m + 1,
-                "owner": owners[m % len(owners)],
-                "name": f"model-{m:06d}",
-                "task": rng.choice(TASKS),
-                "description": " ".join(rng.choices(WORDS, k=8))
-                + (" fraud detection" if m % 100 == 7 else ""),
-                "license": "MIT",
-                "visibility": "public",
-                "created_at": now,
-                "created_by": "bench",
-            }
-            for m in range(models)
-        ]
-        for start in range(0, len(rows), BATCH):
-            session.execute(insert(ModelRow), rows[start : start + BATCH])
-        tags = [{"model_id": m + 1, "tag": t} for m in range(models) for t in rng.sample(TAGS, 2)]
-        for start in range(0, len(tags), BATCH):
-            session.execute(insert(ModelTagRow), tags[start : start + BATCH])
-        versions = []
-        for m in range(models):
-            fmt = rng.choice(FORMATS)
-            for v in range(per_model):
-                digest = "sha256:" + secrets.token_hex(32)
-                versions.append(
-                    {
-                        "id": m * per_model + v + 1,
-                        "model_id": m + 1,
-                        "version": str(v + 1),
-                        "manifest_digest": "sha256:" + secrets.token_hex(32),
-                        "manifest": _manifest(fmt, digest),
-                        "format": fmt,
-                        "created_at": now,
-                        "created_by": "bench",
-                        "digest": digest,
-                    }
-                )
-        for start in range(0, len(versions), BATCH):
-            batch = versions[start : start + BATCH]
-            session.execute(
-                insert(ModelVersionRow),
-                [{k: v for k, v in r.items() if k != "digest"} for r in batch],
-            )
-            session.execute(
-                insert(VersionFileRow),
-                [
-                    {"version_id": r["id"], "path": "model", "digest": r["digest"], "size": 1}
-                    for r in batch
-                ],
-            )
-            session.execute(
-                insert(LifecycleEventRow),
-                [
-                    {
-                        "version_id": r["id"],
-                        "from_state": None,
-                        "to_state": "candidate",
-                        "actor": "bench",
-                        "reason": "",
-                        "created_at": now,
-                    }
-                    for r in batch
-                ],
-            )
-    with database.transaction() as session:
-        session.execute(text("ANALYZE"))
-        if database.dialect == "postgresql":
-            for table in ("models", "model_versions", "lifecycle_events"):
-                session.execute(
-                    text(
-                        f"SELECT setval(pg_get_serial_sequence('{table}', 'id'), "
-                        f"(SELECT max(id) FROM {table}))"
-                    )
-                )
-
-
-@contextmanager
-def fresh_database(url: str | None, tmp: Path) -> Iterator[str]:
-    """A temporary database: a SQLite file, or one created next to ``url`` and dropped."""
-    if url is None or url.startswith("sqlite"):
-        yield url or f"sqlite:///{tmp / 'bench.db'}"
-        return
-    parsed = make_url(url)
-    name = f"mp_bench_{secrets.token_hex(4)}"
-    admin = parsed.set(drivername="postgresql").render_as_string(hide_password=False)
-    with psycopg.connect(admin, autocommit=True) as conn:
-        conn.execute(f'CREATE DATABASE "{name}"')
-    try:
-        yield parsed.set(database=name).render_as_string(hide_password=False)
-    finally:
-        with psycopg.connect(admin, autocommit=True) as conn:
-            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+from modelport.store import upgrade
 
 
 def percentiles(samples: list[float]) -> tuple[float, float]:
@@ -193,7 +53,7 @@ async def timed(call: Callable[[], Awaitable[httpx.Response]], repeat: int) -> l
     return samples
 
 
-async def measure(app: object, key: str, models: int, repeat: int) -> None:
+async def measure(app: object, key: str, models: int, per_model: int, repeat: int) -> None:
     transport = httpx.ASGITransport(app=app)  # type: ignore[arg-type]
     async with (
         httpx.AsyncClient(transport=transport, base_url="http://bench") as browser,
@@ -218,7 +78,7 @@ async def measure(app: object, key: str, models: int, repeat: int) -> None:
             f"/api/models/{ref}/versions",
             f"/api/models/{ref}/aliases",
             f"/api/prices?model={ref}",
-            f"/api/models/{ref}/versions/5",
+            f"/api/models/{ref}/versions/{per_model}",
         ]
         cases: list[tuple[str, str, list[str]]] = [
             ("catalog, first page", "/console/models", ["/api/models?limit=24"]),
@@ -267,7 +127,15 @@ def run(args: argparse.Namespace) -> None:
             services.tenancy.create_tenant("reader", actor="bench")
             services.tenancy.add_member("reader", "ann", roles=["consumer"], actor="bench")
             key = services.tenancy.create_key("reader", "ann", name="bench", actor="bench")
-            asyncio.run(measure(create_app(services), key.secret, args.models, args.repeat))
+            asyncio.run(
+                measure(
+                    create_app(services),
+                    key.secret,
+                    args.models,
+                    args.versions_per_model,
+                    args.repeat,
+                )
+            )
         finally:
             services.close()
 
