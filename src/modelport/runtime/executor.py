@@ -18,7 +18,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -64,6 +64,16 @@ class Executor(Protocol):
         ...
 
 
+def stop_threads(jobs: queue.SimpleQueue[Any], threads: list[threading.Thread]) -> None:
+    """Stop an executor's worker threads: one ``None`` each on their queue, after the work
+    already queued, then wait for them (but not for the calling thread, if it is one)."""
+    for _ in threads:
+        jobs.put(None)
+    for thread in threads:
+        if thread is not threading.current_thread():
+            thread.join()
+
+
 class ThreadExecutor:
     """Executes on ``instances`` dedicated threads in this process."""
 
@@ -107,8 +117,4 @@ class ThreadExecutor:
         if self._closed:
             return
         self._closed = True
-        for _ in self._threads:
-            self._jobs.put(None)
-        for thread in self._threads:
-            if thread is not threading.current_thread():
-                thread.join()
+        stop_threads(self._jobs, self._threads)

@@ -28,7 +28,7 @@ from modelport.errors import DeadlineExceeded, Internal
 from modelport.logs import log_event
 from modelport.manifest import Manifest
 from modelport.runtime.batching.requests import merge, split
-from modelport.runtime.executor import BatchOutcome, Done, Executor, Parts
+from modelport.runtime.executor import BatchOutcome, Done, Executor, Parts, stop_threads
 from modelport.runtime.process.client import Worker, WorkerGone, WorkerOverdue, WorkerSpec
 from modelport.runtime.process.crashes import CrashLedger
 from modelport.runtime.types import BatchingConfig
@@ -211,11 +211,7 @@ class ProcessExecutor:
         if self._closed:
             return
         self._closed = True
-        for _ in self._threads:
-            self._jobs.put(None)
-        for thread in self._threads:
-            if thread is not threading.current_thread():
-                thread.join()
+        stop_threads(self._jobs, self._threads)
         for worker in self._workers:
             if worker is not None:
                 worker.stop()
