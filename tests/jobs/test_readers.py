@@ -93,7 +93,7 @@ def test_a_npy_shard_is_read_by_range_without_the_rest_of_the_file(
     digest = blobs.put(data)
     counting.bytes_read, counting.ranges = 0, []
 
-    reader = NpyRows(blobs, digest)
+    reader = NpyRows.open(blobs, digest)
     assert (reader.rows, reader.shape, reader.dtype) == (20_000, (20_000, 8), np.float32)
     header = counting.bytes_read
     assert header < 256  # the magic, the length and the header: nothing of the rows
@@ -116,7 +116,7 @@ def test_a_small_npy_file_is_verified_once_not_per_shard(
     data = _npy(rows)
     digest = blobs.put(data)
     counting.bytes_read = 0
-    reader = NpyRows(blobs, digest)
+    reader = NpyRows.open(blobs, digest)
     hashed = counting.bytes_read
     assert hashed >= len(data)  # hashed once, when opened
     parts = [reader.read(start, start + 100) for start in range(0, 1000, 100)]
@@ -141,7 +141,7 @@ def test_files_that_are_not_npy_rows_are_refused(
     blobs, _ = _counted(database, store)
     digest = blobs.put(data)
     with pytest.raises(InvalidInput) as refused:
-        NpyRows(blobs, digest)
+        NpyRows.open(blobs, digest)
     assert refused.value.code == "invalid_batch_file" and problem in refused.value.message
 
 

@@ -11,7 +11,7 @@ is the input's datatype exactly (a ``double`` column feeds an ``FP64`` input, no
 ``invalid_batch_file``; without pyarrow, a 400 ``parquet_unavailable``.
 
 Memory stays bounded: ``ParquetRows.read`` decodes only the row groups a shard spans,
-and a file object over a large blob reads only the byte ranges pyarrow asks for (the
+and a file object over a blob reads only the byte ranges pyarrow asks for (the
 footer, then those row groups' column chunks).
 """
 
@@ -23,7 +23,7 @@ from typing import Any, BinaryIO
 
 import numpy as np
 
-from modelport.blobs.service import BlobService
+from modelport.blobs.service import BlobRanges, BlobService
 from modelport.errors import InvalidInput
 from modelport.manifest import TensorSpec
 from modelport.runtime.tensors import numpy_dtype
@@ -59,13 +59,12 @@ def _bad_file(message: str) -> InvalidInput:
 
 
 class BlobFile(io.RawIOBase):
-    """A read-only, seekable file over a stored blob that reads only the ranges asked for
-    (``BlobService.read``), so pyarrow never holds the whole file."""
+    """A read-only, seekable file over a stored blob's ranges (``BlobService.open_ranges``),
+    so pyarrow reads only what it asks for and never holds the whole file."""
 
-    def __init__(self, blobs: BlobService, digest: str) -> None:
+    def __init__(self, ranges: BlobRanges) -> None:
         super().__init__()
-        self._blobs = blobs
-        self._blob = blobs.stat(digest)
+        self._ranges = ranges
         self._at = 0
 
     def readable(self) -> bool:
@@ -78,28 +77,26 @@ class BlobFile(io.RawIOBase):
         return self._at
 
     def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
-        base = {io.SEEK_SET: 0, io.SEEK_CUR: self._at, io.SEEK_END: self._blob.size}[whence]
+        base = {io.SEEK_SET: 0, io.SEEK_CUR: self._at, io.SEEK_END: self._ranges.size}[whence]
         self._at = max(0, base + offset)
         return self._at
 
     def readinto(self, buffer: Any) -> int:
         view = memoryview(buffer).cast("B")
-        end = min(self._blob.size, self._at + len(view))
-        filled = 0
-        for chunk in self._blobs.read(self._blob, self._at, end):
-            view[filled : filled + len(chunk)] = chunk
-            filled += len(chunk)
-        self._at += filled
-        return filled
+        data = self._ranges.read(self._at, self._at + len(view))
+        view[: len(data)] = data
+        self._at += len(data)
+        return len(data)
 
 
-def open_blob(blobs: BlobService, digest: str) -> BinaryIO:
-    """A file object over a blob: a small one (whose every read is verified whole
-    anyway) read once into memory, a large one read by ranges."""
-    blob = blobs.stat(digest)
-    if blob.size <= blobs.verify_below_bytes:
-        return io.BytesIO(blobs.get(digest))
-    return io.BufferedReader(BlobFile(blobs, digest), buffer_size=1 << 20)
+def open_file(ranges: BlobRanges) -> BinaryIO:
+    """A buffered file object over a blob's ranges."""
+    return io.BufferedReader(BlobFile(ranges), buffer_size=1 << 20)
+
+
+def open_blob(blobs: BlobService, digest: str, *, verify: bool = True) -> BinaryIO:
+    """A file object over the blob ``digest`` (``verify``: as ``BlobService.open_ranges``)."""
+    return open_file(blobs.open_ranges(digest, verify=verify))
 
 
 def count_rows(source: BinaryIO) -> int | None:

@@ -78,8 +78,13 @@ class NpyRows:
     (a row is not contiguous), no rows, or fewer bytes than the header promises.
     """
 
-    def __init__(self, blobs: BlobService, digest: str) -> None:
-        self._ranges: BlobRanges = blobs.open_ranges(digest)
+    @classmethod
+    def open(cls, blobs: BlobService, digest: str, *, verify: bool = True) -> NpyRows:
+        """The rows of the blob ``digest`` (``verify``: as ``BlobService.open_ranges``)."""
+        return cls(blobs.open_ranges(digest, verify=verify))
+
+    def __init__(self, ranges: BlobRanges) -> None:
+        self._ranges = ranges
         head = self._ranges.read(0, 10)
         if len(head) < 10 or head[:6] != _MAGIC:
             raise _refuse("no .npy magic")

@@ -30,7 +30,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from functools import partial
-from typing import Any, BinaryIO, Protocol
+from typing import Any, Protocol
 
 import anyio.to_thread
 import numpy as np
@@ -145,10 +145,8 @@ def open_rows(
     params: Mapping[str, Any],
 ) -> Rows:
     """The batch file ``digest`` as rows for the target (blocking: call on a thread)."""
-    file: BinaryIO = parquet.open_blob(blobs, digest)
-    head = file.read(4)
-    file.seek(0)
-    if parquet.is_parquet(head):
+    ranges = blobs.open_ranges(digest)  # verified once, whichever format it is
+    if parquet.is_parquet(ranges.read(0, 4)):
         if params.get("input") is not None:
             raise InvalidInput(
                 "a Parquet file names its inputs by its columns: drop 'params.input'",
@@ -160,11 +158,10 @@ def open_rows(
             if asked is not None
             else tuple(spec.name for spec in outputs)
         )
-        return ParquetBatch(parquet.ParquetRows(file, inputs), names)
-    file.close()
+        return ParquetBatch(parquet.ParquetRows(parquet.open_file(ranges), inputs), names)
     # The header now, each shard's rows when it runs: never the whole file.
     return NpyRows(
-        readers.NpyRows(blobs, digest),
+        readers.NpyRows(ranges),
         _pick(inputs, params.get("input"), "input"),
         _pick(outputs, params.get("output"), "output"),
     )
