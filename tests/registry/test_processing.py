@@ -4,6 +4,7 @@ preprocess, the model and postprocess, in the sandbox)."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -11,6 +12,8 @@ import pytest
 
 from modelport.digests import sha256_digest
 from modelport.manifest import canonical_bytes, manifest_digest, parse_manifest
+from modelport.sandbox import isolation_available
+from tests.conftest import ADMIN_KEY, skip_or_fail
 from tests.registry.helpers import Registry, manifest_for
 from tests.serving.processing_package import (
     EXAMPLE,
@@ -128,6 +131,34 @@ def test_validation_fails_when_the_processing_answers_otherwise(model: Registry)
     assert [e["passed"] for e in report["examples"]] == [True, False, False]
     assert "values differ" in report["examples"][1]["problems"][0]
     assert "cannot tokenize raise it" in report["examples"][2]["problems"][0]
+
+
+@pytest.mark.slow
+def test_validation_of_code_that_looks_for_the_admin_key_finds_nothing(
+    model: Registry, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The issue's promise: a package that tries to read the admin key while it is
+    validated finds none (nor the database, a socket or another package)."""
+    if not isolation_available():
+        skip_or_fail("the isolation checks need bubblewrap")
+    monkeypatch.setenv("MODELPORT_ADMIN_KEY", ADMIN_KEY)
+    database = str(model.services.settings.home / "modelport.db")
+    probe = {
+        "inputs": [
+            {"name": "text", "datatype": "BYTES", "shape": [2], "data": ["probe", database]}
+        ],
+        "outputs": [],
+    }
+    model.publish(REF, "1", sentiment_manifest(model, examples=[EXAMPLE, probe]))
+    response = model.transition(REF, "1", "validated")
+    assert response.status_code == 422, response.text
+    assert ADMIN_KEY not in response.text
+    problem = response.json()["report"]["examples"][1]["problems"][0]
+    seen, _ = json.JSONDecoder().raw_decode(problem[problem.index("PROBE") + 5 :])
+    assert not any(ADMIN_KEY in value for value in seen["environ"].values())
+    assert "MODELPORT_ADMIN_KEY" not in seen["environ"]
+    assert seen["socket"].startswith("refused")
+    assert seen[database].startswith("refused")
 
 
 @pytest.mark.slow

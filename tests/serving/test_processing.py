@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from modelport.sandbox import isolation_available
-from tests.conftest import ADMIN_KEY
+from tests.conftest import ADMIN_KEY, skip_or_fail
 from tests.registry.helpers import put_blob
 from tests.serving.conftest import Serving, ServingFactory
 from tests.serving.processing_package import (
@@ -149,7 +149,7 @@ def test_the_code_sees_no_secret_no_network_no_server_file_and_no_other_package(
     make_serving: ServingFactory, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     if not isolation_available():
-        pytest.skip("the isolation checks need bubblewrap")
+        skip_or_fail("the isolation checks need bubblewrap")
     monkeypatch.setenv("MODELPORT_ADMIN_KEY", ADMIN_KEY)
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "aws-secret-" + "k" * 20)
     serving = make_serving()
