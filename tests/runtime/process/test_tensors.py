@@ -10,6 +10,9 @@ import pytest
 from modelport.errors import InvalidInput
 from modelport.runtime.process import tensors
 
+# A shared-memory segment starts Python's resource tracker, a process of its own.
+pytestmark = pytest.mark.slow
+
 
 def test_arrays_round_trip_aligned_through_a_segment() -> None:
     arrays = {
