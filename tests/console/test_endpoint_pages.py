@@ -112,7 +112,7 @@ def test_rolling_back_through_the_form_moves_the_traffic_back(deployed: Deployed
     text = text_of(after.text)
     assert f"Deployment {deployed.canary_id} was rolled back" in text
     assert f"{deployed.canary_id} rolled back canary, progressing" in text
-    assert f"{deployed.stable_id} active manual, manual acme/summer:1 100%" in text
+    assert f"{deployed.stable_id} active manual acme/summer:1 100%" in text
     assert "Roll back deployment" not in after.text  # nothing left to roll back to
     assert "Canary progress" not in after.text
     # Again: the API's refusal, with its code, on the page.

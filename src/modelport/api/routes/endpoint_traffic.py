@@ -62,7 +62,8 @@ async def endpoint_traffic(
     services = get_services(request)
     endpoint = await anyio.to_thread.run_sync(services.serving.endpoints.get_endpoint, name)
     require_endpoint(request, principal, endpoint, Permission.MODEL_READ)
-    end = _utc(until) if until is not None else services.clock.now()
+    # Wall time, not the services' clock: the log stamps predictions with wall time.
+    end = _utc(until) if until is not None else datetime.now(UTC)
     start = _utc(since) if since is not None else end - DEFAULT_WINDOW
     if start >= end or end - start > MAX_WINDOW:
         raise InvalidInput(
