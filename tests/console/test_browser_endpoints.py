@@ -12,9 +12,9 @@ import pytest
 
 from tests.conftest import ADMIN_KEY, LiveServer
 from tests.console.conftest import seed
-from tests.metering.conftest import make_platform
 from tests.console.endpoint_seed import ENDPOINT, Deployed, deploy_canary
 from tests.console.test_browser import browser, shot, sign_in
+from tests.metering.conftest import make_platform
 
 pytestmark = pytest.mark.slow
 
