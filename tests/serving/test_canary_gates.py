@@ -6,6 +6,8 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
+from modelport.serving.endpoints.rollout import Verdict, gates, judge
+from modelport.serving.endpoints.types import CanaryPolicy, Stats
 from tests.serving.conftest import Serving, add_constant, failing
 from tests.serving.test_canary import halted, start_canary, traffic, wait_sleeping
 
@@ -61,3 +63,25 @@ def test_a_manual_deployment_has_no_gates(serving: Serving) -> None:
     body = serving.deploy("fraud", [(v1, 100)])
     assert "gates" not in body["rollout"]
     assert body["rollout"]["since"] == body["activated_at"]
+
+
+def test_the_gates_agree_with_the_judges_verdict() -> None:
+    policy = CanaryPolicy(min_requests=10, max_error_rate_increase=0.05, max_p99_increase=0.5)
+    stables = [Stats(), Stats(40, 0, 0.01, 0.02), Stats(40, 4, 0.01, 0.02), Stats(40, 40)]
+    candidates = [
+        Stats(requests, errors, 0.01, p99)
+        for requests in (0, 9, 10, 50)
+        for errors in (0, 1, 5, requests)
+        for p99 in (0.001, 0.03, 0.05)
+        if errors <= requests
+    ]
+    for stable in stables:
+        for candidate in candidates:
+            verdict = judge(policy, stable, candidate).verdict
+            found = {g.name: g.passing for g in gates(policy, stable, candidate)}
+            if verdict is Verdict.WAIT:
+                assert found["requests"] is None, (stable, candidate)
+            elif verdict is Verdict.BAD:
+                assert False in found.values(), (stable, candidate, found)
+            else:
+                assert False not in found.values() and found["requests"], (stable, candidate)

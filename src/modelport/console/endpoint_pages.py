@@ -88,6 +88,7 @@ def canary_view(deployment: dict[str, Any], now: datetime) -> dict[str, Any] | N
         "steps": steps,
         "share": candidate["weight"] if candidate else None,
         "candidate": f"{candidate['model']}:{candidate['version']}" if candidate else None,
+        "since": since,
         "elapsed": duration(elapsed) if elapsed is not None else None,
         "interval": duration(interval),
         "remaining": duration(interval - elapsed) if elapsed is not None else None,
