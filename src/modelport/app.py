@@ -60,6 +60,7 @@ if TYPE_CHECKING:
     from modelport.observability.metrics import RuntimeMetrics
     from modelport.observability.predictions import PredictionLog
     from modelport.observability.serving_metrics import ServingMetrics
+    from modelport.observability.version_traffic import VersionTrafficService
     from modelport.runtime.engines import GenerativeHost
     from modelport.runtime.formats.base import GenerativeFormat
     from modelport.runtime.host import LoadCheck, ModelHost
@@ -100,6 +101,8 @@ class Services:
     health: HealthProber
     prediction_log: PredictionLog
     outcomes: OutcomeService
+    version_traffic: VersionTrafficService
+    """Error rate and latency per version of an endpoint, from the prediction log."""
     billing: BillingService
     repository_sync: RepositorySync
     changes: ChangeBus
@@ -1100,6 +1103,7 @@ def build_services(
             engines = build_generative_host(settings, host, metrics, check)
     from modelport.observability.http_metrics import HttpMetrics
     from modelport.observability.serving_metrics import ServingMetrics
+    from modelport.observability.version_traffic import VersionTrafficService
     from modelport.serving.routing.shadow_log import shadow_recorder
 
     serving_metrics = ServingMetrics(metrics.registry)
@@ -1174,6 +1178,7 @@ def build_services(
         health=health,
         prediction_log=prediction_log,
         outcomes=outcomes,
+        version_traffic=VersionTrafficService(database),
         billing=build_billing(database),
         repository_sync=repository_sync,
         changes=changes,

@@ -26,6 +26,7 @@ from modelport.api.routes import (
     aliases,
     backends,
     blobs,
+    endpoint_traffic,
     endpoints,
     formats,
     health,
@@ -155,6 +156,7 @@ def create_app(services: Services) -> FastAPI:
     app.include_router(endpoints.router, prefix="/api")
     app.include_router(backends.router, prefix="/api")
     app.include_router(predictions.router, prefix="/api")
+    app.include_router(endpoint_traffic.router, prefix="/api")
     app.include_router(webhooks.router, prefix="/api")
     app.include_router(moderation.router, prefix="/api")
     app.include_router(jobs.router, prefix="/api")

@@ -1,6 +1,6 @@
-"""Spend plots drawn on the server as SVG: no script, no charting library to ship,
-readable by a screen reader (each bar has a title, and the page shows the same
-numbers in a table)."""
+"""Plots drawn on the server as SVG (spend bars, traffic splits): no script, no
+charting library to ship, readable by a screen reader (each bar has a title, and the
+page shows the same numbers in a table)."""
 
 from __future__ import annotations
 
@@ -98,3 +98,37 @@ def dollars(micros: int | None) -> str:
     sign = "-" if micros < 0 else ""
     whole, rest = divmod(abs(micros), 1_000_000)
     return f"{sign}${whole:,}.{rest:06d}"
+
+
+@dataclass(frozen=True)
+class Segment:
+    label: str
+    share: int
+    """Percent of the whole (0-100)."""
+    x: float
+    width: float
+    shade: str
+
+
+@dataclass(frozen=True)
+class SplitBar:
+    """One horizontal bar split into shares (an endpoint's traffic by version)."""
+
+    segments: list[Segment]
+    width: int = WIDTH
+    height: int = 36
+
+
+SHADES = ("#1f5fa8", "#b35900", "#19652d", "#6a3d9a", "#a11d1d", "#4a4a4a")
+"""Segment colours, dark enough for white labels (WCAG AA)."""
+
+
+def split_bar(parts: list[tuple[str, int]]) -> SplitBar:
+    """A bar of ``parts`` (label, percent); parts at 0 % are listed but take no width."""
+    segments = []
+    x = 0.0
+    for index, (label, share) in enumerate(parts):
+        width = round(WIDTH * max(share, 0) / 100, 1)
+        segments.append(Segment(label, share, round(x, 1), width, SHADES[index % len(SHADES)]))
+        x += width
+    return SplitBar(segments=segments)

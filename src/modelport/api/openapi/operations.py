@@ -142,6 +142,9 @@ OPERATIONS: dict[tuple[str, str], Operation] = {
     ("get", "/api/endpoints/{name}/outcomes"): Operation(
         "getOutcomeReport", "Get an endpoint's accuracy report"
     ),
+    ("get", "/api/endpoints/{name}/traffic"): Operation(
+        "getTrafficReport", "Get an endpoint's errors and latency per version"
+    ),
     # webhooks
     ("get", "/api/webhooks/secret"): Operation(
         "getWebhookSecret", "Get the webhook signing secret's metadata"

@@ -8,6 +8,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from modelport.serving.endpoints.rollout import gates
 from modelport.serving.endpoints.types import (
     Deployment,
     Endpoint,
@@ -90,7 +91,8 @@ def deployment_json(
     shadow: Callable[[str], tuple[ShadowStats, list[dict[str, Any]]]] | None = None,
 ) -> dict[str, Any]:
     """``progress`` refreshes a recorded version progress from the host where it is live;
-    ``traffic`` and ``shadow`` give this process's stats of a version by ref."""
+    ``traffic`` and ``shadow`` give this process's stats of a version by ref (a canary's
+    ``rollout.gates`` are the judge's tests on them: this step's traffic in this process)."""
     spec = deployment.spec
     by_ref = {p.ref: progress(p) for p in deployment.progress}
     versions = []
@@ -126,9 +128,16 @@ def deployment_json(
         "status": deployment.rollout.status.value,
         "step": deployment.rollout.step,
         "reason": deployment.rollout.reason,
+        "since": _time(deployment.rollout.since),
     }
     if spec.rollout.canary is not None:
         canary = spec.rollout.canary
+        if traffic is not None and len(spec.versions) == 2:
+            stable, candidate = (traffic(v.ref) for v in spec.versions)
+            rollout["gates"] = [
+                {"name": g.name, "observed": g.observed, "limit": g.limit, "passing": g.passing}
+                for g in gates(canary, stable, candidate)
+            ]
         rollout.update(
             steps=list(canary.steps),
             interval_seconds=canary.interval_seconds,

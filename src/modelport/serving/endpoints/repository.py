@@ -248,6 +248,7 @@ def update_deployment(
             "status": rollout.status.value,
             "step": rollout.step,
             "reason": rollout.reason,
+            "since": None if rollout.since is None else rollout.since.isoformat(),
         }
     if progress is not None:
         row.progress = [_progress_json(p) for p in progress]
@@ -273,6 +274,7 @@ def _deployment(row: DeploymentRow, endpoint: str) -> Deployment:
             status=RolloutStatus(rollout.get("status", RolloutStatus.WAITING.value)),
             step=int(rollout.get("step", 0)),
             reason=str(rollout.get("reason", "")),
+            since=_moment(rollout.get("since")),
         ),
         progress=tuple(_progress(p) for p in row.progress or []),
         cause=row.cause,
@@ -281,6 +283,11 @@ def _deployment(row: DeploymentRow, endpoint: str) -> Deployment:
         activated_at=row.activated_at,
         ended_at=row.ended_at,
     )
+
+
+def _moment(value: Any) -> datetime | None:
+    """A stored ISO 8601 time (rollouts recorded before it was kept have none)."""
+    return datetime.fromisoformat(value) if isinstance(value, str) else None
 
 
 def _progress_json(progress: VersionProgress) -> dict[str, Any]:

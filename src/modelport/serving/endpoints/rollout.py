@@ -28,6 +28,49 @@ class Judgement:
     reason: str = ""
 
 
+@dataclass(frozen=True)
+class Gate:
+    """One test of the judge, with what it observed and the limit it holds it to."""
+
+    name: str
+    """``requests``, ``error_rate`` or ``p99_latency_ms``."""
+    observed: float
+    """The candidate's value in the current step."""
+    limit: float | None
+    """The least (``requests``) or most it may be; None when it is not judged yet."""
+    passing: bool | None
+    """None: not judged yet (too few requests, or no stable traffic to compare latency)."""
+
+
+def gates(policy: CanaryPolicy, stable: Stats, candidate: Stats) -> list[Gate]:
+    """The judge's tests on this step's traffic, for people to watch (``judge`` decides)."""
+    enough = candidate.requests >= policy.min_requests
+    error_limit = stable.error_rate + policy.max_error_rate_increase
+    found = [
+        # Too few requests is a wait, never a failure.
+        Gate("requests", candidate.requests, policy.min_requests, True if enough else None),
+        Gate(
+            "error_rate",
+            candidate.error_rate,
+            error_limit,
+            candidate.error_rate - stable.error_rate <= policy.max_error_rate_increase
+            if enough
+            else None,
+        ),
+    ]
+    compared = stable.requests - stable.errors > 0 and candidate.requests > candidate.errors
+    allowed = stable.p99 * (1 + policy.max_p99_increase) + policy.latency_slack_ms / 1000
+    found.append(
+        Gate(
+            "p99_latency_ms",
+            candidate.p99 * 1000,
+            allowed * 1000 if compared else None,
+            candidate.p99 <= allowed if enough and compared else None,
+        )
+    )
+    return found
+
+
 def judge(policy: CanaryPolicy, stable: Stats, candidate: Stats) -> Judgement:
     if candidate.requests < policy.min_requests:
         return Judgement(

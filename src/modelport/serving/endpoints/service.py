@@ -30,7 +30,7 @@ Every method opens its own transaction(s) and blocks: call it from a worker thre
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import timedelta
 
 from sqlalchemy import text
@@ -467,7 +467,9 @@ class EndpointService:
                 deployment,
                 state=DeploymentState.ACTIVE,
                 weights=initial_weights(current.spec),
-                rollout=Rollout(RolloutStatus.PROGRESSING if canary else RolloutStatus.MANUAL),
+                rollout=Rollout(
+                    RolloutStatus.PROGRESSING if canary else RolloutStatus.MANUAL, since=now
+                ),
                 progress=progress,
                 activated_at=now,
             )
@@ -507,7 +509,11 @@ class EndpointService:
             if from_step is not None and current.step != from_step:
                 return None
             updated = repo.update_deployment(
-                session, name, deployment, weights=weights, rollout=rollout
+                session,
+                name,
+                deployment,
+                weights=weights,
+                rollout=replace(rollout, since=rollout.since or self.clock.now()),
             )
             repo.touch(session, name)
         self._changed(name)

@@ -162,6 +162,8 @@ class Rollout:
     step: int = 0
     """Index into the canary's steps."""
     reason: str = ""
+    since: datetime | None = None
+    """When it reached this status and step (activation, a canary's move or halt)."""
 
 
 @dataclass(frozen=True)

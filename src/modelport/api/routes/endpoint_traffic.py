@@ -1,0 +1,83 @@
+"""``GET /api/endpoints/{name}/traffic``: error rate and latency per version of an
+endpoint over a time window of its prediction log (default: the last 24 hours).
+
+Read-only; needs ``model.read`` in the endpoint's tenant (another tenant gets the 404
+of an endpoint that does not exist). ``since`` after ``until``, or a window longer
+than ``MAX_WINDOW``: 400 ``invalid_window``.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import anyio.to_thread
+from fastapi import APIRouter, Request
+
+from modelport.api.auth import CurrentPrincipal
+from modelport.api.deps import get_services
+from modelport.api.routes.endpoints import require_endpoint
+from modelport.errors import InvalidInput
+from modelport.observability.version_traffic import VersionTraffic
+from modelport.serving.endpoints.errors import endpoint_not_found
+from modelport.serving.endpoints.spec import ENDPOINT_NAME_RE
+from modelport.tenancy.policy import Permission
+
+router = APIRouter(tags=["endpoints"])
+
+DEFAULT_WINDOW = timedelta(hours=24)
+MAX_WINDOW = timedelta(days=31)
+
+
+def _utc(moment: datetime) -> datetime:
+    """Query times without a zone are UTC."""
+    return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
+
+
+def traffic_json(row: VersionTraffic) -> dict[str, Any]:
+    return {
+        "model": row.model,
+        "version": row.version,
+        "shadow": row.shadow,
+        "predictions": row.predictions,
+        "errors": row.errors,
+        "error_rate": row.error_rate,
+        "fallbacks": row.fallbacks,
+        "latency_ms": {"p50": row.p50_ms, "p95": row.p95_ms, "p99": row.p99_ms},
+        "error_codes": row.error_codes,
+    }
+
+
+@router.get("/endpoints/{name}/traffic")
+async def endpoint_traffic(
+    name: str,
+    request: Request,
+    principal: CurrentPrincipal,
+    since: datetime | None = None,
+    until: datetime | None = None,
+) -> dict[str, Any]:
+    """Predictions, errors (by code), fallbacks and latency percentiles per version."""
+    if not ENDPOINT_NAME_RE.match(name):
+        raise endpoint_not_found(name[:63])  # cannot be a name: no lookup
+    services = get_services(request)
+    endpoint = await anyio.to_thread.run_sync(services.serving.endpoints.get_endpoint, name)
+    require_endpoint(request, principal, endpoint, Permission.MODEL_READ)
+    # Wall time, not the services' clock: the log stamps predictions with wall time.
+    end = _utc(until) if until is not None else datetime.now(UTC)
+    start = _utc(since) if since is not None else end - DEFAULT_WINDOW
+    if start >= end or end - start > MAX_WINDOW:
+        raise InvalidInput(
+            f"'since' must be before 'until', at most {MAX_WINDOW.days} days apart",
+            code="invalid_window",
+            field="since",
+        )
+    report = await anyio.to_thread.run_sync(
+        lambda: services.version_traffic.report(name, owner=endpoint.tenant, since=start, until=end)
+    )
+    return {
+        "endpoint": name,
+        "since": start.isoformat(),
+        "until": end.isoformat(),
+        "truncated": report.truncated,
+        "versions": [traffic_json(v) for v in report.versions],
+    }
