@@ -72,8 +72,8 @@ async def revoke_key(key_id: str, request: Request) -> Response:
 
 @router.get("/usage")
 async def usage(request: Request) -> Response:
-    """This month's usage of the signed-in tenant, summed by model and day, with its
-    balance."""
+    """This month's usage of the signed-in tenant, summed by model, day and key, with
+    its balance."""
     session = await current_session(request)
     api = platform(request, session)
     period = request.query_params.get("period") or datetime.now(UTC).strftime("%Y-%m")
@@ -104,6 +104,7 @@ async def usage(request: Request) -> Response:
         spend=totals,
         by_day=bar_chart(totals.by_day),
         by_model=bar_chart(totals.by_model),
+        by_key=bar_chart(totals.by_key),
         recent=events[-20:][::-1],
         balances=balances,
         truncated=cursor is not None and error is None,

@@ -12,8 +12,11 @@ from starlette.staticfiles import StaticFiles
 from modelport.console import (
     account_pages,
     auth_pages,
+    billing_pages,
     catalog_pages,
     chat_pages,
+    jobs_pages,
+    limits_pages,
     publisher_pages,
 )
 from modelport.console.calls import SignedOut
@@ -36,6 +39,9 @@ def install_console(app: FastAPI, sessions: ConsoleSessions) -> None:
     router.include_router(chat_pages.router)
     router.include_router(account_pages.router)
     router.include_router(publisher_pages.router)
+    router.include_router(billing_pages.router)
+    router.include_router(limits_pages.router)
+    router.include_router(jobs_pages.router)
     app.include_router(router)
     app.mount("/console/static", StaticFiles(directory=PACKAGE / "static"), name="console-static")
     app.state.console_sessions = sessions
