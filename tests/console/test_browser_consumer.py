@@ -1,6 +1,7 @@
 """A consumer's jobs and invoices in a real browser (headless Chromium) against a live
 server: a batch job's page shows its progress bar and follows the job by itself until
-it succeeds, with links to its outputs; the invoice page shows its lines."""
+it succeeds, with links to its outputs; the invoice page shows its lines; a member
+who may not set the budget is told so with the API's code."""
 
 from __future__ import annotations
 
@@ -109,4 +110,13 @@ def test_a_jobs_progress_and_an_invoices_lines(
     lines = page.locator("#invoice-lines").inner_text()
     assert MODEL in lines and "$0.005000" in lines and "prediction" in lines
     shot(page, tmp_path, "invoice")
+
+    # Budget and limits: beta's member may read the budget, not set it; the page says so.
+    page.get_by_role("link", name="Budget & limits").click()
+    page.wait_for_url("**/console/limits")
+    assert page.locator("#no-budget").is_visible()
+    page.get_by_label("Hard cap (dollars a month)").fill("20")
+    page.get_by_role("button", name="Save budget").click()
+    assert "(forbidden)" in page.locator("#form-error").inner_text()
+    shot(page, tmp_path, "limits")
     context.close()
