@@ -19,6 +19,7 @@ from starlette.testclient import TestClient
 from modelport.console import jobs_pages
 from modelport.errors import NotFound
 from modelport.metering.ledger import Ledger
+from tests.conftest import ADMIN_KEY
 from tests.console.conftest import (
     MODEL,
     PRICE_MICROS,
@@ -345,3 +346,20 @@ def test_another_tenants_job_is_not_found_by_url(quiet: Console) -> None:
     cancel = gamma.post(f"/console/jobs/{job_id}/cancel", data={"csrf_token": csrf})
     assert cancel.status_code == 404 and "job_not_found" in cancel.text
     assert quiet.services.jobs.get(None, job_id).state.value == "queued"
+
+
+def test_the_platform_admin_chooses_the_tenant_whose_budget_to_set(console: Console) -> None:
+    client = signed_in(console, ADMIN_KEY)
+    asked = client.get("/console/limits")
+    assert asked.status_code == 200 and 'id="budget"' not in asked.text
+    shown = client.get("/console/limits", params={"tenant": "beta"}).text
+    assert 'name="tenant" value="beta"' in shown and 'id="no-budget"' in shown
+    saved = client.post(
+        "/console/limits/budget",
+        data={"csrf_token": csrf_of(shown), "tenant": "beta", "hard_cap_micros": "3"},
+        follow_redirects=False,
+    )
+    assert saved.status_code == 303 and saved.headers["location"] == "/console/limits?tenant=beta"
+    assert caps(console) == (3_000_000, None)
+    unknown = client.get("/console/limits", params={"tenant": "nobody"})
+    assert "(tenant_not_found)" in unknown.text
