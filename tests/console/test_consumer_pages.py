@@ -77,8 +77,10 @@ def test_usage_plots_spend_by_key(console: Console) -> None:
     assert page.count('<svg class="chart"') == 3 and "Spend by key" in page
     key_chart = page[page.index('id="chart-key-t"') :]
     key_chart = key_chart[: key_chart.index("</svg>")]
-    assert f"<title>{console.beta_key_id}: $0.005000</title>" in key_chart
+    # ana's own key by its name; bob's, which ana may not list, by its id
+    assert f"<title>laptop ({console.beta_key_id}): $0.005000</title>" in key_chart
     assert f"<title>{other_id}: $0.002500</title>" in key_chart
+    assert f"<td>laptop</td><td><code>{console.beta_key_id}</code></td><td>2</td>" in page
 
 
 # ---- invoices
