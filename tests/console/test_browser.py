@@ -113,7 +113,7 @@ def test_a_consumer_finds_tries_pays_and_manages_keys(
     page.wait_for_url("**/console/usage")
     assert page.locator("#total").inner_text() == "$0.002500"
     assert MODEL in page.locator("#by-model").inner_text()
-    assert page.locator("svg.chart").count() == 2
+    assert page.locator("svg.chart").count() == 3  # by day, model and key
     balance = services.metering.balances.get(BalanceScope.TENANT, "beta").balance_micros
     assert balance == 997_500
     shot(page, tmp_path, "usage")

@@ -72,8 +72,8 @@ async def revoke_key(key_id: str, request: Request) -> Response:
 
 @router.get("/usage")
 async def usage(request: Request) -> Response:
-    """This month's usage of the signed-in tenant, summed by model and day, with its
-    balance."""
+    """This month's usage of the signed-in tenant, summed by model, day and key, with
+    its balance."""
     session = await current_session(request)
     api = platform(request, session)
     period = request.query_params.get("period") or datetime.now(UTC).strftime("%Y-%m")
@@ -91,6 +91,15 @@ async def usage(request: Request) -> Response:
         if not cursor:
             break
     totals = spend(events)
+    # Keys the session may list get their names beside their ids (others stay ids).
+    listed = await api.get("/api/keys")
+    key_names = (
+        {str(k["id"]): str(k["name"]) for k in listed.body.get("items", [])} if listed.ok else {}
+    )
+    by_key = [
+        (f"{key_names[key]} ({key})" if key in key_names else key, calls, micros)
+        for key, calls, micros in totals.by_key
+    ]
     balances: list[dict[str, Any]] = []
     if session.tenant:
         found = await api.get(f"/api/balances/{quote(session.tenant, safe='')}")
@@ -104,6 +113,8 @@ async def usage(request: Request) -> Response:
         spend=totals,
         by_day=bar_chart(totals.by_day),
         by_model=bar_chart(totals.by_model),
+        by_key=bar_chart(by_key),
+        key_names=key_names,
         recent=events[-20:][::-1],
         balances=balances,
         truncated=cursor is not None and error is None,

@@ -12,9 +12,12 @@ from starlette.staticfiles import StaticFiles
 from modelport.console import (
     account_pages,
     auth_pages,
+    billing_pages,
     catalog_pages,
     chat_pages,
     endpoint_pages,
+    jobs_pages,
+    limits_pages,
     publisher_pages,
 )
 from modelport.console.calls import SignedOut
@@ -38,6 +41,9 @@ def install_console(app: FastAPI, sessions: ConsoleSessions) -> None:
     router.include_router(account_pages.router)
     router.include_router(publisher_pages.router)
     router.include_router(endpoint_pages.router)
+    router.include_router(billing_pages.router)
+    router.include_router(limits_pages.router)
+    router.include_router(jobs_pages.router)
     app.include_router(router)
     app.mount("/console/static", StaticFiles(directory=PACKAGE / "static"), name="console-static")
     app.state.console_sessions = sessions

@@ -13,7 +13,7 @@ from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response
 
-from modelport.console.calls import PlatformAPI
+from modelport.console.calls import Answer, PlatformAPI
 from modelport.console.sessions import ConsoleSession, ConsoleSessions, tokens_match
 
 PACKAGE = Path(__file__).parent
@@ -49,6 +49,20 @@ def render(request: Request, name: str, status_code: int = 200, **context: Any) 
     )
     response.headers["Referrer-Policy"] = "same-origin"
     return response
+
+
+def refusal(request: Request, session: ConsoleSession | None, answer: Answer) -> HTMLResponse:
+    """The page for a call the API refused: its status, message and stable code (another
+    tenant's document is the API's 404, so the page learns nothing more than the API)."""
+    code = answer.body.get("code", "") if isinstance(answer.body, dict) else ""
+    return render(
+        request,
+        "refused.html",
+        status_code=answer.status,
+        code=code,
+        message=answer.error,
+        session=session,
+    )
 
 
 def is_https(request: Request) -> bool:

@@ -93,3 +93,31 @@ if (chatForm) {
     }
   });
 }
+
+// A live job's page: its details fetched again every few seconds and swapped in place
+// (not while focus is inside them), the new state announced; it stops once the job ends.
+const live = document.querySelector("[data-refresh]");
+if (live) {
+  const seconds = Math.max(1, Number(live.dataset.refresh) || 3);
+  const announce = document.getElementById("job-announce");
+  const poll = async () => {
+    if (live.contains(document.activeElement)) return true;
+    const response = await fetch(window.location.href, { credentials: "same-origin" });
+    if (!response.ok) return false;
+    const fresh = new DOMParser().parseFromString(await response.text(), "text/html");
+    const next = fresh.getElementById(live.id);
+    if (!next) return false;
+    const before = document.getElementById("job-state")?.textContent;
+    live.innerHTML = next.innerHTML;
+    const after = document.getElementById("job-state")?.textContent;
+    if (announce && after && after !== before) announce.textContent = "Job " + after;
+    return next.hasAttribute("data-refresh");
+  };
+  const tick = () => {
+    poll().then((again) => {
+      if (again) window.setTimeout(tick, seconds * 1000);
+      else live.removeAttribute("data-refresh");
+    }, () => window.setTimeout(tick, seconds * 1000 * 4));
+  };
+  window.setTimeout(tick, seconds * 1000);
+}
