@@ -10,6 +10,7 @@ from typing import Any
 
 from starlette.testclient import TestClient
 
+from modelport.console.earnings import Earned, by_day, by_version
 from modelport.registry import repository as registry_repo
 from tests.conftest import ADMIN_KEY
 from tests.console.conftest import MODEL, PRICE_MICROS, Console, browser_client, sign_in
@@ -200,3 +201,39 @@ def test_the_platform_admin_opens_any_publishers_workbench(console: Console) -> 
 
 def _period() -> str:
     return datetime.now(UTC).strftime("%Y-%m")
+
+
+def test_days_without_calls_are_zero_bars_between_the_first_and_last() -> None:
+    items = [
+        {
+            "day": "2026-10-30",
+            "model": "a/m",
+            "version": "2",
+            "events": 1,
+            "revenue_micros": 5,
+            "publisher_share_micros": 3,
+        },
+        {
+            "day": "2026-11-01",
+            "model": "a/m",
+            "version": "1",
+            "events": 2,
+            "revenue_micros": 7,
+            "publisher_share_micros": 4,
+        },
+        {
+            "day": "2026-11-01",
+            "model": "a/m",
+            "version": "2",
+            "events": 1,
+            "revenue_micros": 1,
+            "publisher_share_micros": 0,
+        },
+    ]
+    assert by_day(items) == [
+        Earned("2026-10-30", 1, 5, 3),
+        Earned("2026-10-31", 0, 0, 0),
+        Earned("2026-11-01", 3, 8, 4),
+    ]
+    assert by_version(items)["1"] == [Earned("2026-11-01", 2, 7, 4)]
+    assert by_day([]) == []

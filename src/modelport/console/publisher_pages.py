@@ -14,6 +14,7 @@ from starlette.responses import Response
 from modelport.console.calls import Answer, PlatformAPI
 from modelport.console.charts import dollars
 from modelport.console.earnings import by_day, by_model, revenue_chart, total
+from modelport.console.sessions import ConsoleSession
 from modelport.console.web import current_session, platform, render
 
 router = APIRouter()
@@ -21,7 +22,7 @@ router = APIRouter()
 MODELS_SHOWN = "100"
 
 
-def refused(request: Request, answer: Answer, session: Any) -> Response:
+def refused(request: Request, answer: Answer, session: ConsoleSession) -> Response:
     """The API's refusal (status, message and code) as a page."""
     code = answer.body.get("code", "") if isinstance(answer.body, dict) else ""
     return render(
