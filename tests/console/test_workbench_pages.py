@@ -58,7 +58,8 @@ def dollars(micros: int) -> str:
 def test_the_index_shows_models_their_newest_version_and_revenue_by_day(console: Console) -> None:
     beta_calls(console, 2)
     share = share_of_two_calls(console)
-    page = acme_member(console).get("/console/publisher")
+    client = acme_member(console)
+    page = client.get("/console/publisher")
     assert page.status_code == 200, page.text
     models = table(page.text, "models")
     summer = re.search(
@@ -74,6 +75,10 @@ def test_the_index_shows_models_their_newest_version_and_revenue_by_day(console:
     assert f'<th scope="row">{today}</th><td>2</td><td>{dollars(2 * PRICE_MICROS)}</td>' in by_day
     assert 'id="chart-day-t"' in page.text and 'id="chart-model-t"' in page.text
     assert "No statements yet" in page.text
+    bad = client.get("/console/publisher", params={"period": "2026-13"})
+    assert bad.status_code == 400 and "invalid_period" in bad.text
+    earlier = client.get("/console/publisher", params={"period": "2020-01"})
+    assert earlier.status_code == 200 and "No calls to your models in 2020-01" in earlier.text
 
 
 def test_the_model_workbench_shows_each_versions_state_aliases_validation_and_revenue(
