@@ -311,7 +311,9 @@ def test_a_publisher_sees_its_models_and_earnings_and_no_one_elses(console: Cons
     assert MODEL in page.text and "acme/secret" in page.text
     statements = re.search(r'<table id="statements">(.*?)</table>', page.text, re.S)
     assert statements and period in statements[1] and "$0.005000" in statements[1]
-    lines = re.search(r'<table id="statement-lines">(.*?)</table>', page.text, re.S)
+    link = re.search(r'<a href="(/console/publisher/statements/\d+)">', statements[1])
+    assert link, statements[1]
+    lines = re.search(r'<table id="statement-lines">(.*?)</table>', client.get(link[1]).text, re.S)
     assert lines and f"<td>{MODEL}</td><td>1</td><td>prediction</td><td>2</td>" in lines[1]
     gamma = browser_client(console)
     sign_in(gamma, console.gamma_key)

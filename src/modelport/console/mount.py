@@ -19,6 +19,7 @@ from modelport.console import (
     jobs_pages,
     limits_pages,
     publisher_pages,
+    workbench_pages,
 )
 from modelport.console.calls import SignedOut
 from modelport.console.sessions import ConsoleSessions
@@ -44,6 +45,7 @@ def install_console(app: FastAPI, sessions: ConsoleSessions) -> None:
     router.include_router(billing_pages.router)
     router.include_router(limits_pages.router)
     router.include_router(jobs_pages.router)
+    router.include_router(workbench_pages.router)
     app.include_router(router)
     app.mount("/console/static", StaticFiles(directory=PACKAGE / "static"), name="console-static")
     app.state.console_sessions = sessions

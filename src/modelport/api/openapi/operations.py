@@ -199,6 +199,9 @@ OPERATIONS: dict[tuple[str, str], Operation] = {
         "addCreditNote", "Credit part of an invoice"
     ),
     ("get", "/api/statements"): Operation("listStatements", "List publisher statements"),
+    ("get", "/api/revenue"): Operation(
+        "getPublisherRevenue", "A publisher's calls and revenue by day, model and version"
+    ),
     ("get", "/api/statements/{statement_id}"): Operation(
         "getStatement", "Get a publisher statement"
     ),

@@ -99,6 +99,13 @@ def stream_events(session: Session, query: Select[UsageEventRow]) -> Iterator[Us
         yield entry_of(row).event
 
 
+def stream_entries(session: Session, query: Select[UsageEventRow]) -> Iterator[LedgerEntry]:
+    """The ledger entries of ``query`` (events with when they were recorded), in batches."""
+    rows = session.scalars(query.execution_options(yield_per=STREAM_BATCH))
+    for row in rows:
+        yield entry_of(row)
+
+
 def usage_page(session: Session, query: Select[UsageEventRow], limit: int) -> list[LedgerEntry]:
     return [entry_of(row) for row in session.scalars(query.limit(limit))]
 

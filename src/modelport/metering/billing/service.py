@@ -40,6 +40,7 @@ from modelport.metering.billing.compare import (
 )
 from modelport.metering.billing.periods import Period
 from modelport.metering.billing.reconcile import reconcile
+from modelport.metering.billing.revenue import revenue_by_day
 from modelport.metering.billing.types import (
     CreditNote,
     CreditNoteLine,
@@ -49,6 +50,7 @@ from modelport.metering.billing.types import (
     Invoice,
     RecomputeReport,
     ReconciliationReport,
+    RevenueDay,
     Statement,
     UsageQuery,
 )
@@ -200,6 +202,22 @@ class BillingService:
             period = str(Period.parse(period))
         with self.database.transaction() as session:
             return repo.list_statements(session, publisher=publisher, period=period)
+
+    def revenue(
+        self,
+        publisher: str | None,
+        period: str,
+        *,
+        model: str | None = None,
+        version: str | None = None,
+    ) -> list[RevenueDay]:
+        """Calls and revenue of ``publisher``'s models (None: every publisher's) in
+        ``period``, by day, model and version: what the period's statement will say, as
+        the ledger holds it now."""
+        parsed = Period.parse(period)
+        query = repo.usage_query(period=parsed, publisher=publisher, model=model, version=version)
+        with self.database.transaction() as session:
+            return revenue_by_day(repo.stream_entries(session, query))
 
     # ---- credit notes
 

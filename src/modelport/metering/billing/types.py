@@ -330,3 +330,18 @@ class UsageQuery:
     """Usage the ledger recorded in this period (``YYYY-MM``)."""
     after_seq: int = 0
     """Only events that arrived after this ledger position (a page's cursor)."""
+
+
+@dataclass(frozen=True, order=True)
+class RevenueDay:
+    """A publisher's calls to one model version on one UTC day (by when the ledger
+    recorded them, as periods are): the revenue and the publisher's share, each event's
+    figures from its price snapshot as its statement line computes them."""
+
+    day: str
+    """``YYYY-MM-DD``"""
+    model: str
+    version: str
+    events: int
+    revenue_micros: int
+    publisher_share_micros: int
