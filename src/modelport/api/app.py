@@ -38,6 +38,7 @@ from modelport.api.routes import (
     predict,
     predictions,
     prices,
+    runtime,
     uploads,
     usage_authorizations,
     usage_events,
@@ -154,6 +155,7 @@ def create_app(services: Services) -> FastAPI:
     app.include_router(usage_authorizations.router, prefix="/api")
     app.include_router(endpoints.router, prefix="/api")
     app.include_router(backends.router, prefix="/api")
+    app.include_router(runtime.router, prefix="/api")
     app.include_router(predictions.router, prefix="/api")
     app.include_router(webhooks.router, prefix="/api")
     app.include_router(moderation.router, prefix="/api")
