@@ -14,6 +14,7 @@ from modelport.console import (
     auth_pages,
     catalog_pages,
     chat_pages,
+    operator_pages,
     publisher_pages,
 )
 from modelport.console.calls import SignedOut
@@ -36,6 +37,7 @@ def install_console(app: FastAPI, sessions: ConsoleSessions) -> None:
     router.include_router(chat_pages.router)
     router.include_router(account_pages.router)
     router.include_router(publisher_pages.router)
+    router.include_router(operator_pages.router)
     app.include_router(router)
     app.mount("/console/static", StaticFiles(directory=PACKAGE / "static"), name="console-static")
     app.state.console_sessions = sessions
