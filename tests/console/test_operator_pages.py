@@ -12,6 +12,7 @@ from httpx2 import Response
 from starlette.testclient import TestClient
 
 from modelport.console import operator_pages
+from modelport.tenancy.policy import ROLE_PERMISSIONS
 from tests.conftest import ADMIN_KEY
 from tests.console.conftest import MODEL, Console, browser_client, csrf_of, sign_in
 
@@ -246,3 +247,7 @@ def test_a_forged_form_is_refused_and_changes_nothing(console: Console) -> None:
     tenancy = console.services.tenancy
     assert "forged" not in [t.slug for t in tenancy.list_tenants()]
     assert sorted(m.name for m in tenancy.list_members("gamma")) == ["gil"]
+
+
+def test_the_forms_offer_every_role_tenancy_knows() -> None:
+    assert tuple(sorted(ROLE_PERMISSIONS)) == operator_pages.ROLES

@@ -14,12 +14,12 @@ from starlette.responses import RedirectResponse, Response
 from modelport.console.calls import Answer
 from modelport.console.sessions import ConsoleSession
 from modelport.console.web import checked_form, current_session, platform, render
-from modelport.tenancy.policy import ROLE_PERMISSIONS
 
 router = APIRouter(prefix="/operator")
 
-ROLES = sorted(ROLE_PERMISSIONS)
-"""The roles a member may be given (the API refuses ``admin`` to all but the admin)."""
+ROLES = ("admin", "approver", "billing", "consumer", "deployer", "owner", "publisher")
+"""The roles a form offers (tenancy's, which a test keeps in step); the API decides who
+may give which (``admin`` only the platform admin) and refuses unknown ones."""
 AUDIT_FILTERS = ("tenant", "actor", "action", "outcome", "since", "until")
 """The audit log's filters, as ``GET /api/audit`` names them."""
 OUTCOMES = ("success", "denied", "failed", "error")
