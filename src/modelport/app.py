@@ -276,6 +276,7 @@ def build_host(
             start_timeout=settings.runtime_process_start_timeout_seconds,
             observer=metrics,
         ),
+        crash_ledger=ledger,
     )
 
 

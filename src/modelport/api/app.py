@@ -39,6 +39,7 @@ from modelport.api.routes import (
     predict,
     predictions,
     prices,
+    runtime,
     uploads,
     usage_authorizations,
     usage_events,
@@ -155,6 +156,7 @@ def create_app(services: Services) -> FastAPI:
     app.include_router(usage_authorizations.router, prefix="/api")
     app.include_router(endpoints.router, prefix="/api")
     app.include_router(backends.router, prefix="/api")
+    app.include_router(runtime.router, prefix="/api")
     app.include_router(predictions.router, prefix="/api")
     app.include_router(endpoint_traffic.router, prefix="/api")
     app.include_router(webhooks.router, prefix="/api")

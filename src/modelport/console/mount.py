@@ -18,6 +18,7 @@ from modelport.console import (
     endpoint_pages,
     jobs_pages,
     limits_pages,
+    operator_pages,
     publisher_pages,
     workbench_pages,
 )
@@ -46,6 +47,7 @@ def install_console(app: FastAPI, sessions: ConsoleSessions) -> None:
     router.include_router(limits_pages.router)
     router.include_router(jobs_pages.router)
     router.include_router(workbench_pages.router)
+    router.include_router(operator_pages.router)
     app.include_router(router)
     app.mount("/console/static", StaticFiles(directory=PACKAGE / "static"), name="console-static")
     app.state.console_sessions = sessions

@@ -64,6 +64,7 @@ from modelport.runtime.executor import Executor, ThreadExecutor
 from modelport.runtime.formats.base import LoadedModel, ModelFormat
 from modelport.runtime.observer import NullObserver, RuntimeObserver, VersionObserver
 from modelport.runtime.outputs import DeclaredOutputs
+from modelport.runtime.process.crashes import CrashLedger
 from modelport.runtime.types import (
     BatchingConfig,
     Execution,
@@ -142,9 +143,13 @@ class ModelHost:
         memory_probe: Callable[[], int] = process_rss,
         check_load: LoadCheck | None = None,
         process_executors: ProcessExecutorFactory | None = None,
+        crash_ledger: CrashLedger | None = None,
     ) -> None:
         self.cache = cache
         self._process_executors = process_executors
+        # The ledger ``process_executors`` counts crashes in, by version ref: statuses
+        # report crashes and quarantine from it.
+        self._crash_ledger = crash_ledger
         self._check_load = check_load
         self.formats = formats
         self.budget = budget
@@ -587,6 +592,7 @@ class ModelHost:
         )
 
     def _status(self, hosted: _Hosted) -> VersionStatus:
+        ledger = self._crash_ledger
         return VersionStatus(
             key=hosted.key,
             state=hosted.state,
@@ -600,6 +606,9 @@ class ModelHost:
             warm_up=hosted.warm_up,
             in_flight=hosted.in_flight,
             batching=hosted.batching,
+            queued=sum(batcher.queued for batcher in list(hosted.batchers.values())),
+            crashes=ledger.crashes(hosted.key.ref) if ledger else 0,
+            quarantined_seconds=ledger.quarantined_for(hosted.key.ref) if ledger else 0.0,
         )
 
     def _unavailable(self, hosted: _Hosted | None, key: VersionKey | None = None) -> Unavailable:

@@ -113,6 +113,12 @@ class VersionStatus:
     """What warm-up did: ran an example, or none was declared."""
     in_flight: int = 0
     batching: BatchingConfig = field(default_factory=BatchingConfig)
+    queued: int = 0
+    """Requests waiting in the version's queues (every event loop's batcher)."""
+    crashes: int = 0
+    """Crashes of its worker processes within the crash window (``process`` execution)."""
+    quarantined_seconds: float = 0.0
+    """How long its calls stay refused after too many crashes (0.0: not quarantined)."""
 
 
 @dataclass(slots=True)

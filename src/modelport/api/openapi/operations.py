@@ -132,6 +132,9 @@ OPERATIONS: dict[tuple[str, str], Operation] = {
     ("get", "/api/backends"): Operation("listBackends", "List remote backends"),
     ("get", "/api/backends/{name}"): Operation("getBackend", "Get a remote backend"),
     ("delete", "/api/backends/{name}"): Operation("deleteBackend", "Remove a remote backend"),
+    ("get", "/api/runtime/models"): Operation(
+        "listRuntimeModels", "List the versions this process hosts, with their health"
+    ),
     # predictions
     ("get", "/api/predictions/{prediction_id}"): Operation(
         "getPrediction", "Get a logged prediction"
@@ -246,6 +249,7 @@ TAGS = [
     {"name": "usage", "description": "Usage reported by remote backends, and reservations."},
     {"name": "endpoints", "description": "Endpoints, deployments and `:predict`."},
     {"name": "backends", "description": "Remote backends (Open Inference Protocol, OpenAI)."},
+    {"name": "runtime", "description": "The versions this process hosts (platform admin)."},
     {"name": "predictions", "description": "The prediction log and true outcomes."},
     {"name": "webhooks", "description": "Signed webhooks: the signing secret, deliveries."},
     {"name": "jobs", "description": "Durable background jobs, run stage by stage."},
