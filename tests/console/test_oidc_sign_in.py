@@ -5,6 +5,8 @@ the sign-in page with its code and no session; and the model page's lineage grap
 from __future__ import annotations
 
 import functools
+import html
+import re
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -60,15 +62,18 @@ def session_count(console: Console) -> int:
 
 
 def through_provider(client: TestClient, target: str = "/console/models") -> str:
-    """The sign-in page's provider button → the provider (which approves at once) → the
+    """The sign-in page's provider link → the provider (which approves at once) → the
     callback URL it sends the browser back to."""
     form = client.get("/console/sign-in", params={"next": target})
     assert form.status_code == 200
-    start = client.post(
-        "/console/sign-in/oidc",
-        data={"csrf_token": csrf_of(form.text), "next": target},
-        follow_redirects=False,
-    )
+    link = re.search(r'<a class="button" href="(/console/sign-in/oidc\?next=[^"]*)"', form.text)
+    assert link, "the sign-in page offers no provider"
+    return from_start(client, html.unescape(link[1]))
+
+
+def from_start(client: TestClient, start_url: str) -> str:
+    """``start_url`` (the sign-in's start) → the provider → the callback URL."""
+    start = client.get(start_url, follow_redirects=False)
     assert start.status_code == 303, start.text
     at_provider = httpx.get(start.headers["location"], follow_redirects=False)
     assert at_provider.status_code == 302, at_provider.text
@@ -102,20 +107,17 @@ def test_without_oidc_the_sign_in_page_offers_no_provider(console: Console) -> N
     page = client.get("/console/sign-in")
     assert page.status_code == 200
     assert "/console/sign-in/oidc" not in page.text and 'class="oidc"' not in page.text
-    started = client.post("/console/sign-in/oidc", data={"csrf_token": csrf_of(page.text)})
-    assert started.status_code == 404
+    assert client.get("/console/sign-in/oidc").status_code == 404
     assert client.get(CALLBACK, params={"code": "c", "state": "s"}).status_code == 404
 
 
-def test_the_sign_in_button_needs_the_pages_token(
+def test_the_sign_in_page_names_the_provider(
     oidc_console: Console, provider: LocalProvider
 ) -> None:
-    client = browser_client(oidc_console)
-    page = client.get("/console/sign-in")
-    assert f"Sign in with {urlparse(provider.issuer).netloc}" in page.text
-    forged = client.post("/console/sign-in/oidc", data={"csrf_token": "guess"})
-    assert forged.status_code == 403 and "csrf_refused" in forged.text
-    assert "set-cookie" not in forged.headers
+    page = browser_client(oidc_console).get("/console/sign-in", params={"next": "/console/keys"})
+    assert f"Sign in with {urlparse(provider.issuer).netloc}</a>" in page.text
+    assert 'href="/console/sign-in/oidc?next=/console/keys"' in page.text
+    assert 'action="/console/sign-in"' in page.text  # API keys still work beside it
 
 
 # ---- a full sign-in
@@ -125,12 +127,8 @@ def test_sign_in_through_the_provider_to_pages_that_call_the_api(
     oidc_console: Console, provider: LocalProvider
 ) -> None:
     client = browser_client(oidc_console)
-    form = client.get("/console/sign-in", params={"next": "/console/models"})
-    start = client.post(
-        "/console/sign-in/oidc",
-        data={"csrf_token": csrf_of(form.text), "next": "/console/models"},
-        follow_redirects=False,
-    )
+    start = client.get("/console/sign-in/oidc?next=/console/models", follow_redirects=False)
+    assert start.status_code == 303
     # The sign-in under way is sealed in an HTTP-only cookie: no verifier in clear.
     query = parse_qs(urlparse(start.headers["location"]).query)
     assert query["code_challenge_method"] == ["S256"]
@@ -181,9 +179,16 @@ def test_next_stays_in_the_console(oidc_console: Console, provider: LocalProvide
     client = browser_client(oidc_console)
     done = client.get(through_provider(client, "/console/keys"), follow_redirects=False)
     assert done.headers["location"] == "/console/keys"
+    for target in ("//evil.example/x", "https://evil.example/console", "/api/keys"):
+        other = browser_client(oidc_console)
+        callback = from_start(other, f"/console/sign-in/oidc?next={quote(target, safe='')}")
+        done = other.get(callback, follow_redirects=False)
+        assert done.status_code == 303 and done.headers["location"] == "/console/", target
+    # A next cookie changed by hand is checked again when it is read.
     other = browser_client(oidc_console)
-    done = other.get(through_provider(other, "//evil.example/x"), follow_redirects=False)
-    assert done.status_code == 303 and done.headers["location"] == "/console/"
+    callback = from_start(other, "/console/sign-in/oidc")
+    other.cookies.set("modelport_console_oidc_next", "//evil.example/x", path="/console")
+    assert other.get(callback, follow_redirects=False).headers["location"] == "/console/"
 
 
 # ---- refusals: the sign-in page with a code, and no session

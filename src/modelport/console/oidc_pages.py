@@ -1,9 +1,11 @@
 """Signing in to the console with the OpenID provider (authorization code with PKCE).
 
-``POST /console/sign-in/oidc`` (the sign-in page's button, with its double-submit
-token) begins a sign-in: the request under way (state, nonce, code verifier) is sealed
-into a short-lived HTTP-only cookie (``PendingSignIns``) and the browser goes to the
-provider. ``GET /console/sign-in/oidc/callback`` completes it with the one
+``GET /console/sign-in/oidc`` (the sign-in page's link) begins a sign-in: the request
+under way (state, nonce, code verifier) is sealed into a short-lived HTTP-only cookie
+(``PendingSignIns``) and the browser goes to the provider. A link, not a form: the
+pages' Content-Security-Policy (``form-action 'self'``) refuses a form whose answer
+redirects to another site; and beginning a sign-in grants nothing (the callback's state
+must match this browser's cookie). ``GET /console/sign-in/oidc/callback`` completes it with the one
 implementation of the code exchange and token verification (``OidcClient.complete``),
 checks that the API accepts the sign-in's token, and starts a console session whose
 credential is that token: pages then call the API as the person, and when the token
@@ -21,12 +23,9 @@ from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 
-from modelport.api.problems import status_of
 from modelport.console.auth_pages import safe_next, sign_in_form_page
 from modelport.console.calls import PlatformAPI
-from modelport.console.sessions import tokens_match
 from modelport.console.web import (
-    CSRF_FIELD,
     SESSION_COOKIE,
     SIGN_IN_COOKIE,
     oidc_of,
@@ -34,7 +33,13 @@ from modelport.console.web import (
     sessions_of,
     set_cookie,
 )
-from modelport.errors import ModelportError, Unauthenticated
+from modelport.errors import (
+    Forbidden,
+    InvalidInput,
+    ModelportError,
+    Unauthenticated,
+    Unavailable,
+)
 
 if TYPE_CHECKING:
     from modelport.tenancy.oidc import OidcClient, SignIn
@@ -57,8 +62,13 @@ class SignInRefused(Exception):
         self.status = status
 
 
+STATUS_OF = ((InvalidInput, 400), (Unauthenticated, 401), (Forbidden, 403), (Unavailable, 503))
+"""The page's status for what sign-in may raise (as the API's problems would answer)."""
+
+
 def _refused(error: ModelportError) -> SignInRefused:
-    return SignInRefused(error.message, error.code, status_of(error))
+    status = next((code for kind, code in STATUS_OF if isinstance(error, kind)), 500)
+    return SignInRefused(error.message, error.code, status)
 
 
 def _not_configured(request: Request) -> Response:
@@ -84,18 +94,12 @@ def _refusal_page(request: Request, refused: SignInRefused, target: str | None) 
     return response
 
 
-@router.post("/sign-in/oidc")
+@router.get("/sign-in/oidc")
 async def begin(request: Request) -> Response:
     oidc = oidc_of(request)
     if oidc is None:
         return _not_configured(request)
-    form = await request.form()
-    given = form.get(CSRF_FIELD)
-    expected = request.cookies.get(SIGN_IN_COOKIE)
-    if expected is None or not tokens_match(expected, given if isinstance(given, str) else None):
-        return render(request, "refused.html", status_code=403, code="csrf_refused", session=None)
-    target = form.get("next")
-    target = safe_next(target if isinstance(target, str) else None)
+    target = safe_next(request.query_params.get("next"))
     if oidc.pending is None:
         refused = SignInRefused(
             "signing in needs MODELPORT_SECRET_KEY (it seals the sign-in under way)",
