@@ -4,8 +4,10 @@ the sign-in page with its code and no session; and the model page's lineage grap
 
 from __future__ import annotations
 
+import base64
 import functools
 import html
+import json
 import re
 import time
 from collections.abc import Iterator
@@ -241,6 +243,48 @@ def test_an_expired_token_signs_the_person_out(
     assert gone.status_code == 303
     assert gone.headers["location"] == f"/console/sign-in?next={quote('/console/models', '')}"
     assert session_count(oidc_console) == 0  # the session ended, not only the page
+
+
+@pytest.mark.parametrize(
+    ("audience", "credential"),
+    [(None, "id_token"), ("another-api", None)],
+    ids=["audience-is-the-client", "no-token-for-the-api"],
+)
+def test_the_session_holds_the_token_the_api_accepts(
+    tmp_path: Path,
+    database_url: str,
+    provider: LocalProvider,
+    audience: str | None,
+    credential: str | None,
+) -> None:
+    """With the client id as the API's audience, the id token is the credential (the
+    access token is for another audience); with an audience neither token carries, the
+    sign-in is refused before any session."""
+    platform = make_platform(
+        tmp_path / "home",
+        database_url,
+        oidc_issuer=provider.issuer,
+        oidc_audience=audience,
+        oidc_client_id=CLIENT_ID,
+        oidc_group_roles=GROUP_ROLES,
+    )
+    try:
+        console = seed(platform)
+        client = browser_client(console)
+        if credential is None:
+            assert_refused(client, through_provider(client), 401, "oidc_no_api_token")
+            assert session_count(console) == 0
+            return
+        done = client.get(through_provider(client), follow_redirects=False)
+        assert done.status_code == 303, done.text
+        session = console.services.console_sessions.find(client.cookies["modelport_console"])
+        assert session is not None
+        claims = json.loads(base64.urlsafe_b64decode(session.credential.split(".")[1] + "=="))
+        assert claims["aud"] == CLIENT_ID and "nonce" in claims  # the id token
+        assert client.get("/console/models").status_code == 200
+    finally:
+        platform.close_client()
+        platform.services.close()
 
 
 # ---- the lineage graph on the model page
