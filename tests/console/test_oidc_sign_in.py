@@ -351,11 +351,11 @@ def test_the_lineage_graph_shows_ancestors_with_their_licences(family: Console) 
     ):
         assert f"<title>{ref}: {licence}</title>" in svg
     # Edges: each version points at what it derives from; root is reached only through
-    # a version beta may not see, so its edge is dashed.
+    # a version beta may not see, so it is drawn dashed.
     assert "acme/tuned:1 distilled-from acme/base:1</title>" in svg
     assert "acme/base:1 fine-tuned-from acme/origin:1</title>" in svg
     assert "acme/tuned:1 derived-from acme/root:1 (through versions not shown)" in svg
-    assert svg.count("stroke-dasharray") == 1
+    assert svg.count("stroke-dasharray") == 2  # its arrow and its outline
     # The text alternative: the same ancestors, licences and edges in a table.
     table = section[section.index("<table") :]
     for ref, licence in (("acme/base:1", "MIT"), ("acme/origin:1", "Apache-2.0")):

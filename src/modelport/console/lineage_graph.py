@@ -1,9 +1,10 @@
 """A version's ancestors laid out as a graph for a server-drawn SVG: the version on
 top, its ancestors in rows by depth, an arrow from each version to what it was derived
 from. Built only from what the lineage API answered the viewer, so an ancestor the
-viewer may not see is neither drawn nor named; where one sat between two shown
-versions, the shown ancestor hangs from the version by a dashed line ("through
-versions not shown")."""
+viewer may not see is neither drawn nor named. An ancestor reached only through such
+versions is drawn with a dashed outline and a short dashed arrow coming into it from
+nowhere ("through versions not shown"), rather than a line from the version that would
+cross the rows between."""
 
 from __future__ import annotations
 
@@ -19,6 +20,8 @@ MARGIN = 12
 MAX_NODES = 40
 """Ancestors drawn at most (the text list names every one)."""
 LABEL_CHARS = 26
+PER_ROW = 4
+"""Nodes side by side at most; more of one depth wrap onto the next row."""
 
 
 @dataclass(frozen=True)
@@ -90,16 +93,21 @@ def lineage_graph(
     as the viewer sees them), by ref."""
     root = {"model": model, "version": version, "license": license, "relation": "", "depth": 0}
     shown = [root, *sorted(ancestors, key=lambda a: int(a.get("depth") or 0))[:MAX_NODES]]
-    rows: dict[int, list[Mapping[str, Any]]] = {}
+    by_depth: dict[int, list[Mapping[str, Any]]] = {}
     for item in shown:
-        rows.setdefault(int(item.get("depth") or 0), []).append(item)
-    widest = max(len(row) for row in rows.values())
+        by_depth.setdefault(int(item.get("depth") or 0), []).append(item)
+    # A depth with many ancestors wraps onto several rows, so the drawing stays readable
+    # when scaled to the page.
+    rows = [
+        (depth, row[start : start + PER_ROW])
+        for depth, row in sorted(by_depth.items())
+        for start in range(0, len(row), PER_ROW)
+    ]
+    widest = max(len(row) for _, row in rows)
     width = int(2 * MARGIN + widest * NODE_WIDTH + (widest - 1) * GAP_X)
-    depths = sorted(rows)
-    height = int(2 * MARGIN + len(depths) * NODE_HEIGHT + (len(depths) - 1) * GAP_Y)
+    height = int(2 * MARGIN + len(rows) * NODE_HEIGHT + (len(rows) - 1) * GAP_Y)
     nodes: dict[str, Node] = {}
-    for level, depth in enumerate(depths):
-        row = rows[depth]
+    for level, (depth, row) in enumerate(rows):
         span = len(row) * NODE_WIDTH + (len(row) - 1) * GAP_X
         left = (width - span) / 2
         for index, item in enumerate(row):
@@ -137,14 +145,15 @@ def lineage_graph(
 
 
 def _edge(child: Node, parent: Node, relation: str, hidden: bool) -> Edge:
+    x2 = round(parent.x + NODE_WIDTH / 2, 1)
     return Edge(
         child=child.ref,
         parent=parent.ref,
         relation=relation,
         hidden=hidden,
-        x1=round(child.x + NODE_WIDTH / 2, 1),
-        y1=child.y + NODE_HEIGHT,
-        x2=round(parent.x + NODE_WIDTH / 2, 1),
+        x1=x2 if hidden else round(child.x + NODE_WIDTH / 2, 1),
+        y1=parent.y - GAP_Y * 0.7 if hidden else child.y + NODE_HEIGHT,
+        x2=x2,
         y2=parent.y,
     )
 

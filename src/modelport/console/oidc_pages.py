@@ -71,6 +71,14 @@ def _refused(error: ModelportError) -> SignInRefused:
     return SignInRefused(error.message, error.code, status)
 
 
+def _no_secret_key() -> SignInRefused:
+    return SignInRefused(
+        "signing in needs MODELPORT_SECRET_KEY (it seals the sign-in under way)",
+        "secret_key_required",
+        503,
+    )
+
+
 def _not_configured(request: Request) -> Response:
     return render(
         request,
@@ -101,12 +109,7 @@ async def begin(request: Request) -> Response:
         return _not_configured(request)
     target = safe_next(request.query_params.get("next"))
     if oidc.pending is None:
-        refused = SignInRefused(
-            "signing in needs MODELPORT_SECRET_KEY (it seals the sign-in under way)",
-            "secret_key_required",
-            503,
-        )
-        return _refusal_page(request, refused, target)
+        return _refusal_page(request, _no_secret_key(), target)
     try:
         begun = await run_in_threadpool(
             oidc.begin, str(request.url_for("console_oidc_callback"))
@@ -163,7 +166,8 @@ async def _complete(
         raise SignInRefused(
             "the provider's answer lacks code or state", "oidc_callback_invalid", 400
         )
-    assert oidc.pending is not None  # begin refused to start without it
+    if oidc.pending is None:  # begin refused to start without it
+        raise _no_secret_key()
     try:
         pending = oidc.pending.open(request.cookies.get(PENDING_COOKIE))
         return await run_in_threadpool(oidc.complete, pending, code=code, state=state)
