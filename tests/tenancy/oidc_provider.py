@@ -59,6 +59,8 @@ class LocalProvider:
     client_secret: str | None = None
     """Set: the client is confidential and must authenticate with HTTP Basic."""
     key: RSAKey | ECKey = field(default_factory=lambda: rsa_key("k1"))
+    token_lifetime: float = 300
+    """How long the tokens its token endpoint issues live (seconds)."""
     jwks_reads: int = 0
     codes: dict[str, PendingCode] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
@@ -167,12 +169,17 @@ class LocalProvider:
             or create_s256_code_challenge(verifier) != pending.challenge
         ):
             return JSONResponse({"error": "invalid_grant"}, status_code=400)
-        extra = {"nonce": pending.nonce} if pending.nonce else {}
+        extra: dict[str, Any] = {"nonce": pending.nonce} if pending.nonce else {}
         return JSONResponse(
             {
                 "token_type": "Bearer",
-                "expires_in": 300,
-                "access_token": self.token(pending.subject),
-                "id_token": self.token(pending.subject, audience=pending.client_id, **extra),
+                "expires_in": int(self.token_lifetime),
+                "access_token": self.token(pending.subject, lifetime=self.token_lifetime),
+                "id_token": self.token(
+                    pending.subject,
+                    audience=pending.client_id,
+                    lifetime=self.token_lifetime,
+                    **extra,
+                ),
             }
         )

@@ -264,6 +264,11 @@ def test_sign_in_with_pkce(world: World, provider: LocalProvider) -> None:
     assert signed_in.principal.tenant == "acme"
     assert signed_in.principal.roles == {"publisher", "consumer"}
     assert signed_in.claims["nonce"] == pending.nonce
+    # The token for the API: the access token (audience: the API), not the id token.
+    assert signed_in.api_token is not None
+    claims = json.loads(base64.urlsafe_b64decode(signed_in.api_token.split(".")[1] + "=="))
+    assert claims["aud"] == AUDIENCE
+    assert world.services.authenticator.authenticate(signed_in.api_token).id == "acme/oidc:carol"
 
 
 def test_sign_in_refuses_a_wrong_state_and_a_replayed_code(

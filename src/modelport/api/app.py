@@ -167,7 +167,7 @@ def create_app(services: Services) -> FastAPI:
         app.include_router(oidc.router)
     install_tenancy(app)
     install_billing(app)
-    install_console(app, services.console_sessions)
+    install_console(app, services.console_sessions, oidc=services.oidc)
     # First: the hot inference path should not be matched against every /api route.
     app.router.routes[:0] = [
         *v2.routes,

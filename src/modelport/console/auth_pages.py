@@ -16,6 +16,8 @@ from modelport.console.web import (
     checked_form,
     current_session,
     new_sign_in_token,
+    oidc_of,
+    provider_name,
     render,
     sessions_of,
     set_cookie,
@@ -28,22 +30,28 @@ router = APIRouter()
 SIGN_IN_TOKEN_AGE = 3600
 
 
-def _safe_next(target: str | None) -> str:
+def safe_next(target: str | None) -> str:
     """Where to go after signing in: a console page only (never another site)."""
     if target and target.startswith("/console") and not target.startswith("//"):
         return target
     return "/console/"
 
 
-def _form(request: Request, *, error: str = "", status_code: int = 200) -> HTMLResponse:
+def sign_in_form_page(
+    request: Request, *, error: str = "", status_code: int = 200, target: str | None = None
+) -> HTMLResponse:
+    """The sign-in form (with ``error``), offering the OpenID provider where one is
+    configured; ``target``: where to go after (default: the ``next`` query parameter)."""
     token = new_sign_in_token()
+    oidc = oidc_of(request)
     response = render(
         request,
         "sign_in.html",
         status_code=status_code,
         error=error,
         csrf_token=token,
-        next=_safe_next(request.query_params.get("next")),
+        next=safe_next(target if target is not None else request.query_params.get("next")),
+        provider=provider_name(oidc) if oidc is not None else None,
         session=None,
     )
     set_cookie(response, request, SIGN_IN_COOKIE, token, SIGN_IN_TOKEN_AGE)
@@ -52,7 +60,7 @@ def _form(request: Request, *, error: str = "", status_code: int = 200) -> HTMLR
 
 @router.get("/sign-in")
 async def sign_in_form(request: Request) -> Response:
-    return _form(request)
+    return sign_in_form_page(request)
 
 
 async def _tenant_of(api: PlatformAPI, key: str) -> tuple[bool, str | None]:
@@ -78,17 +86,19 @@ async def sign_in(request: Request) -> Response:
     key = form.get("api_key")
     key = key.strip() if isinstance(key, str) else ""
     if not key or len(key) > 512:
-        return _form(request, error="Enter an API key.", status_code=400)
+        return sign_in_form_page(request, error="Enter an API key.", status_code=400)
     accepted, tenant = await _tenant_of(PlatformAPI(request.app, key), key)
     if not accepted:
-        return _form(request, error="That API key was not accepted.", status_code=401)
+        return sign_in_form_page(request, error="That API key was not accepted.", status_code=401)
     try:
         started = await run_in_threadpool(sessions_of(request).start, key, tenant)
     except Unavailable as refused:  # no secret key to seal the session's credential
-        return _form(request, error=f"{refused.message} ({refused.code})", status_code=503)
+        return sign_in_form_page(
+            request, error=f"{refused.message} ({refused.code})", status_code=503
+        )
     target = form.get("next")
     response = RedirectResponse(
-        _safe_next(target if isinstance(target, str) else None), status_code=303
+        safe_next(target if isinstance(target, str) else None), status_code=303
     )
     ttl = int(sessions_of(request).ttl_seconds)
     set_cookie(response, request, SESSION_COOKIE, started.session_id, ttl)

@@ -13,7 +13,9 @@ from markupsafe import Markup
 from starlette.requests import Request
 from starlette.responses import Response
 
+from modelport.console.calls import PlatformAPI
 from modelport.console.charts import dollars
+from modelport.console.lineage_graph import MAX_NODES, LineageGraph, lineage_graph
 from modelport.console.playground import form_fields, price_per_call_micros, request_body
 from modelport.console.sessions import ConsoleSession
 from modelport.console.snippets import snippets
@@ -121,6 +123,7 @@ async def _model_context(
         found = await api.get(f"/api/models/{ref}/versions/{quote(chosen, safe='')}")
         detail = found.body if found.ok else {}
     manifest = detail.get("manifest") or {}
+    lineage = await _lineage(api, ref, chosen, detail) if chosen else None
     examples = manifest.get("examples") or []
     example = examples[0] if examples else None
     price_rules = prices.body.get("items", []) if prices.ok else []
@@ -150,7 +153,39 @@ async def _model_context(
         "fields": form_fields(manifest.get("inputs", []), example),
         "example": example,
         "dollars": dollars,
+        "lineage": lineage,
     }
+
+
+def _lineage_path(model: str, version: str) -> str:
+    owner, _, name = model.partition("/")
+    ref = f"{quote(owner, safe='')}/{quote(name, safe='')}"
+    return f"/api/models/{ref}/versions/{quote(version, safe='')}/lineage"
+
+
+async def _lineage(
+    api: PlatformAPI, ref: str, version: str, detail: dict[str, Any]
+) -> LineageGraph | None:
+    """The version's ancestors as the lineage API answers the viewer, with each shown
+    ancestor's own direct parents (its lineage's depth 1, as the viewer sees it): the
+    API names depth, not edges. None when the API refused."""
+    answer = await api.get(_lineage_path(ref, version))
+    if not answer.ok or not isinstance(answer.body, dict):
+        return None
+    ancestors = [a for a in answer.body.get("ancestors", []) if isinstance(a, dict)]
+    drawn = sorted(ancestors, key=lambda a: int(a.get("depth") or 0))[:MAX_NODES]
+    theirs = await asyncio.gather(
+        *(api.get(_lineage_path(str(a["model"]), str(a["version"]))) for a in drawn)
+    )
+    parents = {f"{ref}:{version}": [a for a in ancestors if a.get("depth") == 1]}
+    for ancestor, their in zip(drawn, theirs, strict=True):
+        if their.ok and isinstance(their.body, dict):
+            parents[f"{ancestor['model']}:{ancestor['version']}"] = [
+                a for a in their.body.get("ancestors", []) if a.get("depth") == 1
+            ]
+    license = str((detail.get("manifest") or {}).get("license") or "")
+    licences = [str(x) for x in answer.body.get("ancestor_licenses", [])]
+    return lineage_graph(ref, version, license, ancestors, parents, licences)
 
 
 def _aliases_by_version(items: list[dict[str, Any]]) -> dict[str, list[str]]:

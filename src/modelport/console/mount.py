@@ -3,6 +3,8 @@ static files, and the redirects to sign in."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from fastapi import APIRouter, FastAPI
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
@@ -19,6 +21,7 @@ from modelport.console import (
     jobs_pages,
     limits_pages,
     operator_pages,
+    oidc_pages,
     publisher_pages,
     workbench_pages,
 )
@@ -33,11 +36,18 @@ from modelport.console.web import (
     sign_in_redirect,
 )
 
+if TYPE_CHECKING:  # the ``oidc`` extra: imported only where OIDC is configured
+    from modelport.tenancy.oidc import OidcClient
 
-def install_console(app: FastAPI, sessions: ConsoleSessions) -> None:
-    """Mount the console's pages and static files on ``app``, out of the API's schema."""
+
+def install_console(
+    app: FastAPI, sessions: ConsoleSessions, *, oidc: OidcClient | None = None
+) -> None:
+    """Mount the console's pages and static files on ``app``, out of the API's schema;
+    ``oidc``: people may sign in with the OpenID provider too."""
     router = APIRouter(prefix="/console", include_in_schema=False)
     router.include_router(auth_pages.router)
+    router.include_router(oidc_pages.router)
     router.include_router(catalog_pages.router)
     router.include_router(chat_pages.router)
     router.include_router(account_pages.router)
@@ -51,6 +61,7 @@ def install_console(app: FastAPI, sessions: ConsoleSessions) -> None:
     app.include_router(router)
     app.mount("/console/static", StaticFiles(directory=PACKAGE / "static"), name="console-static")
     app.state.console_sessions = sessions
+    app.state.console_oidc = oidc
 
     async def needs_sign_in(request: Request, _: Exception) -> Response:
         return sign_in_redirect(request)

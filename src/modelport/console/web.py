@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import secrets
 from pathlib import Path
-from typing import Any
-from urllib.parse import quote
+from typing import TYPE_CHECKING, Any
+from urllib.parse import quote, urlparse
 
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 from starlette.concurrency import run_in_threadpool
@@ -15,6 +15,9 @@ from starlette.responses import HTMLResponse, RedirectResponse, Response
 
 from modelport.console.calls import Answer, PlatformAPI
 from modelport.console.sessions import ConsoleSession, ConsoleSessions, tokens_match
+
+if TYPE_CHECKING:  # the ``oidc`` extra: imported only where OIDC is configured
+    from modelport.tenancy.oidc import OidcClient
 
 PACKAGE = Path(__file__).parent
 SESSION_COOKIE = "modelport_console"
@@ -89,6 +92,17 @@ def set_cookie(response: Response, request: Request, name: str, value: str, max_
 def sessions_of(request: Request) -> ConsoleSessions:
     sessions: ConsoleSessions = request.app.state.console_sessions
     return sessions
+
+
+def oidc_of(request: Request) -> OidcClient | None:
+    """The OpenID provider people may sign in with; None when OIDC is off."""
+    oidc: OidcClient | None = getattr(request.app.state, "console_oidc", None)
+    return oidc
+
+
+def provider_name(oidc: OidcClient) -> str:
+    """The provider as the sign-in button names it: its issuer's host."""
+    return urlparse(oidc.provider.issuer).netloc or oidc.provider.issuer
 
 
 async def current_session(request: Request) -> ConsoleSession:

@@ -4,8 +4,9 @@
 ``login`` redirects to the provider and leaves the sign-in under way (state, nonce, PKCE
 verifier) sealed in an HTTP-only, SameSite=Lax cookie scoped to ``/auth/oidc`` (Lax: the
 provider's redirect back is a top-level GET that must carry it). ``callback`` opens it,
-completes the sign-in, clears the cookie and answers the signed-in principal as JSON;
-sessions are the console's to make from it.
+completes the sign-in, clears the cookie and answers the signed-in principal as JSON.
+The console signs people in with routes of its own (``console/oidc_pages.py``) over the
+same ``OidcClient``, and makes its session there.
 """
 
 from __future__ import annotations

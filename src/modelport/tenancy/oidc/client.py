@@ -54,6 +54,10 @@ class SignIn:
     principal: Principal
     claims: Mapping[str, Any]
     """The id token's verified claims."""
+    api_token: str | None = None
+    """A token of this sign-in the API accepts as a bearer credential (its audience):
+    the access token where it is such a JWT for the same subject, else the id token
+    where the API's audience is this client's id; None when neither is."""
 
 
 class OidcClient:
@@ -111,7 +115,22 @@ class OidcClient:
             groups=groups_of(verified.claims, self.bearer.groups_claim),
             principal=self.bearer.principal(verified),
             claims=verified.claims,
+            api_token=self._api_token(tokens.get("access_token"), id_token, verified.subject),
         )
+
+    def _api_token(self, access_token: object, id_token: str, subject: str) -> str | None:
+        """The first of the access and id tokens the bearer verifier accepts for
+        ``subject`` (an opaque access token, or one for another audience, is skipped)."""
+        for candidate in (access_token, id_token):
+            if not isinstance(candidate, str) or candidate.count(".") != 2:
+                continue
+            try:
+                accepted = self.bearer.verifier.verify(candidate)
+            except Unauthenticated:
+                continue
+            if accepted.subject == subject:
+                return candidate
+        return None
 
     def _exchange(self, pending: AuthorizationRequest, code: str) -> dict[str, Any]:
         form = {
