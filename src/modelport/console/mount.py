@@ -20,8 +20,8 @@ from modelport.console import (
     endpoint_pages,
     jobs_pages,
     limits_pages,
-    operator_pages,
     oidc_pages,
+    operator_pages,
     publisher_pages,
     workbench_pages,
 )
