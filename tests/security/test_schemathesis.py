@@ -35,6 +35,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.postgres, pytest.mark.timeout(900)]
 SEED = 20261201
 EXAMPLES = int(os.environ.get("MODELPORT_TEST_FUZZ_EXAMPLES", "40"))
 """Examples per operation and key (about 60-120 s in all on two cores)."""
+REQUEST_TIMEOUT_SECONDS = 60
 
 
 @dataclass(frozen=True)
@@ -94,7 +95,9 @@ def _fuzz(
     )
     @given(case=strategy)
     def run(case: Any) -> None:
-        response = case.call(headers=headers)
+        # A generous timeout: a slow answer on a loaded machine is not a server error,
+        # and a hang still fails the run.
+        response = case.call(headers=headers, timeout=REQUEST_TIMEOUT_SECONDS)
         statuses[response.status_code] = statuses.get(response.status_code, 0) + 1
         try:
             case.validate_response(response, checks=[not_a_server_error], headers=headers)
