@@ -12,10 +12,10 @@ from fastapi import APIRouter
 from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 
-from modelport.console.calls import Answer, PlatformAPI
+from modelport.console.calls import PlatformAPI
 from modelport.console.charts import split_bar
 from modelport.console.sessions import ConsoleSession
-from modelport.console.web import checked_form, current_session, platform, render
+from modelport.console.web import checked_form, current_session, platform, refusal, render
 
 router = APIRouter()
 
@@ -31,18 +31,6 @@ GATE_NAMES = {
 
 def _path(name: str) -> str:
     return f"/api/endpoints/{quote(name, safe='')}"
-
-
-def _refused(request: Request, session: ConsoleSession, answer: Answer) -> Response:
-    code = answer.body.get("code") if isinstance(answer.body, dict) else None
-    return render(
-        request,
-        "refused.html",
-        status_code=answer.status,
-        code=code,
-        message=answer.error,
-        session=session,
-    )
 
 
 def traffic_parts(traffic: list[dict[str, Any]]) -> list[tuple[str, int]]:
@@ -104,7 +92,7 @@ async def endpoints(request: Request) -> Response:
     api = platform(request, session)
     found = await api.get("/api/endpoints")
     if not found.ok:
-        return _refused(request, session, found)
+        return refusal(request, session, found)
     rows = []
     for index, item in enumerate(found.body.get("items", [])):
         active = item.get("active_deployment")
@@ -136,7 +124,7 @@ async def _endpoint_page(
     api = platform(request, session)
     found = await api.get(_path(name))
     if not found.ok:
-        return _refused(request, session, found)
+        return refusal(request, session, found)
     body = found.body
     listed = await api.get(f"{_path(name)}/deployments")
     deployments = listed.body.get("items", []) if listed.ok else []

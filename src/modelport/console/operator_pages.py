@@ -13,7 +13,7 @@ from starlette.responses import RedirectResponse, Response
 
 from modelport.console.calls import Answer
 from modelport.console.sessions import ConsoleSession
-from modelport.console.web import checked_form, current_session, platform, render
+from modelport.console.web import checked_form, current_session, platform, refusal, render
 
 router = APIRouter(prefix="/operator")
 
@@ -30,19 +30,6 @@ SETTINGS = ("require_separation", "no_cache", "shared_cache")
 
 def _q(segment: str) -> str:
     return quote(segment, safe="")
-
-
-def _refused(request: Request, session: ConsoleSession, answer: Answer) -> Response:
-    """The API's refusal as a page: its status, message and stable code, and no data."""
-    body = answer.body if isinstance(answer.body, dict) else {}
-    return render(
-        request,
-        "refused.html",
-        status_code=answer.status,
-        session=session,
-        code=body.get("code"),
-        message=str(body.get("detail") or body.get("error") or "This request was refused."),
-    )
 
 
 async def _form_with_roles(
@@ -74,7 +61,7 @@ async def _tenants_page(
 ) -> Response:
     answer = await platform(request, session).get("/api/tenants")
     if not answer.ok:
-        return _refused(request, session, answer)
+        return refusal(request, session, answer)
     return render(
         request,
         "operator_tenants.html",
@@ -125,10 +112,10 @@ async def _tenant_page(
     api = platform(request, session)
     found = await api.get(f"/api/tenants/{_q(tenant)}")
     if not found.ok:
-        return _refused(request, session, found)
+        return refusal(request, session, found)
     members = await api.get(f"/api/tenants/{_q(tenant)}/members")
     if not members.ok:  # a member who may read the tenant but not its members
-        return _refused(request, session, members)
+        return refusal(request, session, members)
     return render(
         request,
         "operator_tenant.html",
@@ -214,7 +201,7 @@ async def audit(request: Request) -> Response:
         "/api/audit", **filters, cursor=cursor, limit=AUDIT_PAGE
     )
     if answer.status in (401, 403, 404):
-        return _refused(request, session, answer)
+        return refusal(request, session, answer)
     kept = {k: v for k, v in filters.items() if v}
     next_cursor = answer.body.get("next_cursor") if answer.ok else None
     return render(
@@ -244,7 +231,7 @@ async def health(request: Request) -> Response:
     api = platform(request, session)
     hosted = await api.get("/api/runtime/models")
     if not hosted.ok:
-        return _refused(request, session, hosted)
+        return refusal(request, session, hosted)
     ready = await api.call("GET", "/readyz")
     backends = await api.get("/api/backends")
     return render(

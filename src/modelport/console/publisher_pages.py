@@ -11,28 +11,14 @@ from fastapi import APIRouter
 from starlette.requests import Request
 from starlette.responses import Response
 
-from modelport.console.calls import Answer, PlatformAPI
+from modelport.console.calls import PlatformAPI
 from modelport.console.charts import dollars
 from modelport.console.earnings import by_day, by_model, revenue_chart, total
-from modelport.console.sessions import ConsoleSession
-from modelport.console.web import current_session, platform, render
+from modelport.console.web import current_session, platform, refusal, render
 
 router = APIRouter()
 
 MODELS_SHOWN = "100"
-
-
-def refused(request: Request, answer: Answer, session: ConsoleSession) -> Response:
-    """The API's refusal (status, message and code) as a page."""
-    code = answer.body.get("code", "") if isinstance(answer.body, dict) else ""
-    return render(
-        request,
-        "refused.html",
-        status_code=answer.status,
-        code=code,
-        message=answer.error,
-        session=session,
-    )
 
 
 async def _newest_versions(api: PlatformAPI, models: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -97,7 +83,7 @@ async def statement(statement_id: str, request: Request) -> Response:
         )
     answer = await platform(request, session).get(f"/api/statements/{int(statement_id)}")
     if not answer.ok:
-        return refused(request, answer, session)
+        return refusal(request, session, answer)
     return render(
         request,
         "publisher_statement.html",

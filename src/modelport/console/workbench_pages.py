@@ -20,9 +20,8 @@ from starlette.responses import Response
 from modelport.console.calls import Answer, PlatformAPI
 from modelport.console.charts import dollars
 from modelport.console.earnings import by_version, revenue_chart, total
-from modelport.console.publisher_pages import refused
 from modelport.console.sessions import ConsoleSession
-from modelport.console.web import current_session, platform, render
+from modelport.console.web import current_session, platform, refusal, render
 
 router = APIRouter()
 
@@ -41,10 +40,10 @@ async def _publisher_gate(
     api = platform(request, session)
     tenant = await api.get(f"/api/tenants/{quote(owner, safe='')}")
     if not tenant.ok:
-        return api, refused(request, tenant, session)
+        return api, refusal(request, session, tenant)
     model = await api.get(f"/api/models/{_ref(owner, name)}")
     if not model.ok:
-        return api, refused(request, model, session)
+        return api, refusal(request, session, model)
     return api, model
 
 
@@ -117,7 +116,7 @@ async def validation_report(owner: str, name: str, version: str, request: Reques
     )
     not_yet = isinstance(answer.body, dict) and answer.body.get("code") == NOT_VALIDATED
     if not answer.ok and not not_yet:
-        return refused(request, answer, session)
+        return refusal(request, session, answer)
     report: dict[str, Any] = answer.body.get("report", {}) if answer.ok else {}
     return render(
         request,
