@@ -229,5 +229,7 @@ def test_a_publisher_reads_its_earnings(
     page.get_by_role("link", name="Publisher").click()
     page.wait_for_url("**/console/publisher")
     assert "$0.002500" in page.locator("#statements").inner_text()
-    assert MODEL in page.locator("#statement-lines").inner_text()
     shot(page, tmp_path, "publisher")
+    page.locator("#statements").get_by_role("link", name=period).click()
+    page.wait_for_url("**/console/publisher/statements/*")
+    assert MODEL in page.locator("#statement-lines").inner_text()
