@@ -9,7 +9,7 @@ signs in to the console with an API key; every request then goes through the who
 application in process (an ASGI client, no sockets): a console page is its own
 routing, session lookup, in-process API calls with the signed-in key, and rendering.
 Printed: p50 and p95 of each page, p95 of the API calls it shows made one after another
-by the same key (for the model page: the model alone, then all five), and the ratio.
+by the same key (for the model page: the model alone, then all six), and the ratio.
 """
 
 from __future__ import annotations
@@ -79,6 +79,7 @@ async def measure(app: object, key: str, models: int, per_model: int, repeat: in
             f"/api/models/{ref}/aliases",
             f"/api/prices?model={ref}",
             f"/api/models/{ref}/versions/{per_model}",
+            f"/api/models/{ref}/versions/{per_model}/lineage",
         ]
         cases: list[tuple[str, str, list[str]]] = [
             ("catalog, first page", "/console/models", ["/api/models?limit=24"]),
@@ -89,7 +90,7 @@ async def measure(app: object, key: str, models: int, per_model: int, repeat: in
                 ["/api/models?task=embedding&format=onnx&tag=tag3&limit=24"],
             ),
             ("model page", f"/console/models/{ref}", model_calls[:1]),
-            ("model page (its 5 calls)", f"/console/models/{ref}", model_calls),
+            ("model page (its 6 calls)", f"/console/models/{ref}", model_calls),
         ]
 
         async def calls(paths: list[str]) -> httpx.Response:
