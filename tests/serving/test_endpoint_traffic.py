@@ -78,3 +78,19 @@ def test_another_tenant_and_a_bad_window_are_refused(serving: Serving) -> None:
         assert bad.status_code == 400 and bad.json()["code"] == "invalid_window", bad.text
     missing = serving.client.get("/api/endpoints/NOT%20A%20NAME/traffic")
     assert missing.status_code == 404 and missing.json()["code"] == "endpoint_not_found"
+
+
+def test_a_window_past_the_calendars_edge_is_refused_not_a_crash(serving: Serving) -> None:
+    v1 = serving.publish("acme/fraud", "1")
+    serving.endpoint("fraud")
+    serving.deploy("fraud", [(v1, 100)])
+    # The default window reaches back a day from 'until': before year 1 there is none;
+    # and a time whose UTC falls outside years 1-9999 is no window either.
+    for params in (
+        {"until": "0001-01-01T00:00:00"},
+        {"until": "0001-01-01T10:00:00+00:00"},
+        {"since": "0001-01-01T00:00:00+14:00", "until": "0001-01-01T05:00:00+14:00"},
+        {"since": "9999-12-31T20:00:00-14:00", "until": "9999-12-31T23:00:00-14:00"},
+    ):
+        bad = serving.client.get("/api/endpoints/fraud/traffic", params=params)
+        assert bad.status_code == 400 and bad.json()["code"] == "invalid_window", bad.text

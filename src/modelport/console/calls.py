@@ -17,6 +17,16 @@ INTERNAL_BASE = "http://console.internal"
 """The base URL of in-process calls (never resolved: the transport is the app itself)."""
 
 
+def literal_dots(path: str) -> str:
+    """``path`` with each ``.`` or ``..`` segment percent-encoded: a name taken from a
+    page's URL (``/console/invoices/%2E``) stays a name the API looks up, rather than a
+    step the URL resolves to another resource (``/api/invoices``, the list)."""
+    return "/".join(
+        segment.replace(".", "%2E") if segment in (".", "..") else segment
+        for segment in path.split("/")
+    )
+
+
 class SignedOut(Exception):
     """The API refused the session's credential (revoked, expired): sign in again."""
 
@@ -69,7 +79,7 @@ class PlatformAPI:
             transport=transport, base_url=INTERNAL_BASE, headers=headers, timeout=60.0
         ) as client:
             started = time.perf_counter()
-            response = await client.request(method, path, params=params, json=json)
+            response = await client.request(method, literal_dots(path), params=params, json=json)
             seconds = time.perf_counter() - started
         if response.status_code == 401 and signed_out_on_401:
             raise SignedOut

@@ -30,8 +30,8 @@ MAX_WINDOW = timedelta(days=31)
 
 
 def _utc(moment: datetime) -> datetime:
-    """Query times without a zone are UTC."""
-    return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
+    """A query time in UTC (one without a zone is UTC); OverflowError past the calendar."""
+    return moment.astimezone(UTC) if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
 
 
 def traffic_json(row: VersionTraffic) -> dict[str, Any]:
@@ -63,14 +63,18 @@ async def endpoint_traffic(
     endpoint = await anyio.to_thread.run_sync(services.serving.endpoints.get_endpoint, name)
     require_endpoint(request, principal, endpoint, Permission.MODEL_READ)
     # Wall time, not the services' clock: the log stamps predictions with wall time.
-    end = _utc(until) if until is not None else datetime.now(UTC)
-    start = _utc(since) if since is not None else end - DEFAULT_WINDOW
+    window_error = InvalidInput(
+        f"'since' must be before 'until', at most {MAX_WINDOW.days} days apart",
+        code="invalid_window",
+        field="since",
+    )
+    try:
+        end = _utc(until) if until is not None else datetime.now(UTC)
+        start = _utc(since) if since is not None else end - DEFAULT_WINDOW
+    except OverflowError:  # in UTC, or a day before 'until', falls outside years 1-9999
+        raise window_error from None
     if start >= end or end - start > MAX_WINDOW:
-        raise InvalidInput(
-            f"'since' must be before 'until', at most {MAX_WINDOW.days} days apart",
-            code="invalid_window",
-            field="since",
-        )
+        raise window_error
     report = await anyio.to_thread.run_sync(
         lambda: services.version_traffic.report(name, owner=endpoint.tenant, since=start, until=end)
     )
