@@ -12,34 +12,19 @@ import pytest
 from tests.conftest import LiveServer
 from tests.console.conftest import MODEL, Console, seed
 from tests.console.test_browser import browser, shot
-from tests.console.test_oidc_sign_in import GROUP_ROLES, USERS
-from tests.metering.conftest import make_platform
-from tests.tenancy.oidc_provider import AUDIENCE, CLIENT_ID, LocalProvider
+from tests.console.test_oidc_sign_in import oidc_platform, provider
+from tests.tenancy.oidc_provider import LocalProvider
 
 pytestmark = pytest.mark.slow
 
-__all__ = ["browser"]  # the fixture, reused
-
-
-@pytest.fixture
-def provider() -> Iterator[LocalProvider]:
-    started = LocalProvider(users={k: list(v) for k, v in USERS.items()}).start()
-    yield started
-    started.stop()
+__all__ = ["browser", "provider"]  # the fixtures, reused
 
 
 @pytest.fixture
 def live_oidc(
     tmp_path: Path, database_url: str, provider: LocalProvider
 ) -> Iterator[tuple[Console, LiveServer]]:
-    platform = make_platform(
-        tmp_path / "home",
-        database_url,
-        oidc_issuer=provider.issuer,
-        oidc_audience=AUDIENCE,
-        oidc_client_id=CLIENT_ID,
-        oidc_group_roles=GROUP_ROLES,
-    )
+    platform = oidc_platform(tmp_path / "home", database_url, provider)
     console = seed(platform)
     server = platform.live()
     try:

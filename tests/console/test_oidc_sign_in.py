@@ -22,7 +22,7 @@ from starlette.testclient import TestClient
 
 from modelport.store.tables import ConsoleSessionRow
 from tests.console.conftest import MODEL, Console, browser_client, csrf_of, seed, sign_in
-from tests.metering.conftest import approve, make_platform
+from tests.metering.conftest import Platform, approve, make_platform
 from tests.registry.helpers import manifest_for, put_blob
 from tests.tenancy.oidc_provider import AUDIENCE, CLIENT_ID, LocalProvider, rsa_key
 
@@ -38,12 +38,11 @@ def provider() -> Iterator[LocalProvider]:
     started.stop()
 
 
-@pytest.fixture
-def oidc_console(tmp_path: Path, database_url: str, provider: LocalProvider) -> Iterator[Console]:
+def oidc_platform(home: Path, database_url: str, provider: LocalProvider) -> Platform:
     """The console fixture's platform, with sign-in through ``provider`` (no leeway, so
     a short-lived token expires when it says)."""
-    platform = make_platform(
-        tmp_path / "home",
+    return make_platform(
+        home,
         database_url,
         oidc_issuer=provider.issuer,
         oidc_audience=AUDIENCE,
@@ -51,6 +50,11 @@ def oidc_console(tmp_path: Path, database_url: str, provider: LocalProvider) -> 
         oidc_group_roles=GROUP_ROLES,
         oidc_leeway_seconds=0,
     )
+
+
+@pytest.fixture
+def oidc_console(tmp_path: Path, database_url: str, provider: LocalProvider) -> Iterator[Console]:
+    platform = oidc_platform(tmp_path / "home", database_url, provider)
     try:
         yield seed(platform)
     finally:

@@ -16,12 +16,9 @@ from fastapi import APIRouter, Request
 
 from modelport.api.auth import CurrentPrincipal
 from modelport.api.deps import get_services
-from modelport.api.routes.endpoints import require_endpoint
+from modelport.api.routes.endpoints import readable_endpoint
 from modelport.errors import InvalidInput
 from modelport.observability.version_traffic import VersionTraffic
-from modelport.serving.endpoints.errors import endpoint_not_found
-from modelport.serving.endpoints.spec import ENDPOINT_NAME_RE
-from modelport.tenancy.policy import Permission
 
 router = APIRouter(tags=["endpoints"])
 
@@ -57,11 +54,8 @@ async def endpoint_traffic(
     until: datetime | None = None,
 ) -> dict[str, Any]:
     """Predictions, errors (by code), fallbacks and latency percentiles per version."""
-    if not ENDPOINT_NAME_RE.match(name):
-        raise endpoint_not_found(name[:63])  # cannot be a name: no lookup
+    endpoint = await anyio.to_thread.run_sync(readable_endpoint, request, principal, name)
     services = get_services(request)
-    endpoint = await anyio.to_thread.run_sync(services.serving.endpoints.get_endpoint, name)
-    require_endpoint(request, principal, endpoint, Permission.MODEL_READ)
     # Wall time, not the services' clock: the log stamps predictions with wall time.
     window_error = InvalidInput(
         f"'since' must be before 'until', at most {MAX_WINDOW.days} days apart",

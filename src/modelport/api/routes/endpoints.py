@@ -22,6 +22,7 @@ from modelport.errors import InvalidInput
 from modelport.observability.types import LogPolicy
 from modelport.runtime.types import LoadState
 from modelport.serving.endpoints.errors import endpoint_not_found
+from modelport.serving.endpoints.spec import ENDPOINT_NAME_RE
 from modelport.serving.endpoints.types import (
     CanaryPolicy,
     DeploymentSpec,
@@ -150,6 +151,14 @@ def _endpoint(
     endpoint = serving(request).endpoints.get_endpoint(name)
     require_endpoint(request, principal, endpoint, permission)
     return endpoint
+
+
+def readable_endpoint(request: Request, principal: Principal, name: str) -> Endpoint:
+    """The endpoint ``name`` for a caller who may read it (its reports: outcomes,
+    traffic); a string that cannot be a name is not found without a lookup."""
+    if not ENDPOINT_NAME_RE.match(name):
+        raise endpoint_not_found(name[:63])
+    return _endpoint(request, principal, name, Permission.MODEL_READ)
 
 
 @router.post("/endpoints", status_code=201)

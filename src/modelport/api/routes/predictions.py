@@ -27,11 +27,9 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from modelport.api.auth import CurrentPrincipal
 from modelport.api.deps import get_services
-from modelport.api.routes.endpoints import require_endpoint
+from modelport.api.routes.endpoints import readable_endpoint
 from modelport.errors import Forbidden
 from modelport.observability.types import StoredPrediction
-from modelport.serving.endpoints.errors import endpoint_not_found
-from modelport.serving.endpoints.spec import ENDPOINT_NAME_RE
 from modelport.serving.outcomes import Outcome, VersionAccuracy, prediction_not_found
 from modelport.tenancy.policy import Decision, Permission, TenantScoped, authorize
 from modelport.tenancy.types import Principal
@@ -188,11 +186,8 @@ def outcome_report(
     until: datetime | None = None,
 ) -> dict[str, Any]:
     """Accuracy-style metrics per version over predictions joined with their outcomes."""
-    if not ENDPOINT_NAME_RE.match(name):
-        raise endpoint_not_found(name[:63])  # cannot be a name: no lookup
+    endpoint = readable_endpoint(request, principal, name)
     services = get_services(request)
-    endpoint = services.serving.endpoints.get_endpoint(name)
-    require_endpoint(request, principal, endpoint, Permission.MODEL_READ)
     rows = services.outcomes.report(
         name, owner=endpoint.tenant, since=_utc(since), until=_utc(until)
     )
