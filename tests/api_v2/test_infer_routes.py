@@ -13,6 +13,7 @@ import orjson
 import pytest
 from starlette.testclient import TestClient
 
+from modelport.runtime.formats.onnx import OnnxModel
 from tests.api_v2.conftest import V2Factory, infer_body
 from tests.conftest import ADMIN_KEY, LiveServer
 from tests.models import mlp
@@ -278,36 +279,54 @@ def _wait_until(check, timeout: float = 10.0) -> None:
         time.sleep(0.005)
 
 
-def test_a_full_queue_is_429_with_retry_after(make_v2: V2Factory) -> None:
+def test_a_full_queue_is_429_with_retry_after(
+    make_v2: V2Factory, monkeypatch: pytest.MonkeyPatch
+) -> None:
     _, services, publisher = make_v2(
         lifespan=False, runtime_max_queue_size=1, runtime_max_batch_size=1
     )
-    # Slow enough (about half a second a call) that the queue is still full when the
-    # third request arrives, even on a loaded machine.
-    publisher.slow(n=1536)
+    publisher.slow(n=8)
+    # Executions wait for the gate once the model is loaded: the queue stays full for as
+    # long as the test needs, however loaded the machine is.
+    gate, executing = threading.Event(), threading.Event()
+    gated = threading.Event()
+    execute = OnnxModel.execute
+
+    def gated_execute(self: OnnxModel, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        if gated.is_set():
+            executing.set()
+            assert gate.wait(30), "the test never opened the gate"
+        return execute(self, inputs)
+
+    monkeypatch.setattr(OnnxModel, "execute", gated_execute)
     server = LiveServer(services).start()
+    statuses: list[int] = []
+    threads: list[threading.Thread] = []
     try:
         headers = {"Authorization": publisher.client.headers["Authorization"]}
         body = infer_body("x", np.zeros((1, 4), np.float32))
         with httpx.Client(base_url=server.url, headers=headers, timeout=30) as http:
             assert http.post("/v2/repository/models/acme/slow/load").status_code == 200
-        statuses: list[int] = []
+        gated.set()
 
         def call() -> None:
             with httpx.Client(base_url=server.url, headers=headers, timeout=30) as http:
                 statuses.append(http.post("/v2/models/acme/slow/infer", json=body).status_code)
 
-        # The first request executes; the second waits in the queue of one.
+        # The first request executes (held at the gate); the second waits in the queue
+        # of one.
         threads = [threading.Thread(target=call) for _ in range(2)]
         threads[0].start()
+        assert executing.wait(10), "the first request never reached the model"
         threads[1].start()
         depth = "modelport_inference_queue_depth"
         _wait_until(lambda: _gauge(server.url, depth, "acme/slow") == 1)
         with httpx.Client(base_url=server.url, headers=headers, timeout=30) as http:
             response = http.post("/v2/models/acme/slow/infer", json=body)
-        for thread in threads:
-            thread.join(10)
     finally:
+        gate.set()
+        for thread in threads:
+            thread.join(30)
         server.stop()
     assert response.status_code == 429, response.text
     assert int(response.headers["retry-after"]) >= 1
