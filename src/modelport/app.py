@@ -41,6 +41,7 @@ from modelport.store.secrets import SecretBox
 from modelport.tenancy.admin import AdminKeyAuthenticator
 from modelport.tenancy.authn import Authenticator
 from modelport.tenancy.service import TenancyService
+from modelport.tenancy.types import Tenant
 
 if TYPE_CHECKING:
     from modelport.inference.access_facts import AccessFacts
@@ -399,17 +400,19 @@ def build_tenancy(
 
 
 def build_oidc(
-    settings: Settings, database: Database, clock: Clock, box: SecretBox
+    settings: Settings, database: Database, clock: Clock, box: SecretBox, changes: ChangeBus
 ) -> OidcClient | None:
     """The OpenID Connect relying party and bearer verifier, or None when no issuer is
     set. Settings are checked here, at start (an unknown role in the group mapping
     refuses to start); the provider is first reached by the first token or sign-in.
     Sign-ins under way are sealed under a key derived from ``box``'s (none without one:
-    then the sign-in routes answer 503)."""
+    then the sign-in routes answer 503). A tenant's suspension (``changes``) reaches the
+    bearer's cache of active tenants."""
     if not settings.oidc_issuer:
         return None
     import httpx
 
+    from modelport.changes import TenantSuspensionChanged
     from modelport.errors import InvalidInput
     from modelport.tenancy import repository as tenancy_repo
 
@@ -451,11 +454,19 @@ def build_oidc(
             now=lambda: clock.now().timestamp(),
         )
 
-    def tenant_exists(slug: str) -> bool:
+    def find_tenant(slug: str) -> Tenant | None:
         with database.transaction() as session:
-            return bool(tenancy_repo.list_tenants(session, only=slug))
+            return next(iter(tenancy_repo.list_tenants(session, only=slug)), None)
 
-    bearer = OidcBearer(verifier(audience), group_roles, settings.oidc_groups_claim, tenant_exists)
+    bearer = OidcBearer(
+        verifier(audience),
+        group_roles,
+        settings.oidc_groups_claim,
+        find_tenant,
+        can_remember=changes.live,
+    )
+    changes.subscribe(TenantSuspensionChanged, lambda change: bearer.forget(change.tenant))
+    changes.on_reset(bearer.clear)
     secret = settings.oidc_client_secret
     sealing_key = box.derive("modelport oidc sign-in")
     return OidcClient(
@@ -1087,7 +1098,7 @@ def build_services(
     metrics = build_metrics()
     changes = build_change_bus(settings, keys)
     secret_box = build_secret_box(settings)
-    oidc = build_oidc(settings, database, clock, secret_box)
+    oidc = build_oidc(settings, database, clock, secret_box, changes)
     tenancy, authenticator = build_tenancy(
         settings, database, changes, clock, oidc=oidc.bearer if oidc is not None else None
     )

@@ -236,6 +236,40 @@ def test_an_owner_manages_their_tenant_only(console: Console) -> None:
     assert owner.get("/console/operator/audit").status_code == 200
 
 
+def test_the_admin_suspends_and_reactivates_a_tenant(console: Console) -> None:
+    gamma = signed_in(console, console.gamma_key)
+    assert gamma.get("/console/keys").status_code == 200
+    admin = signed_in(console, ADMIN_KEY)
+    page = "/console/operator/tenants/gamma"
+    assert 'action="/console/operator/tenants/gamma/suspend"' in admin.get(page).text
+    blank = post(admin, page, page + "/suspend", {"reason": ""})
+    assert blank.status_code == 400 and "reason_required" in blank.text
+
+    suspended = post(admin, page, page + "/suspend", {"reason": "unpaid invoice"})
+    assert suspended.status_code == 303
+    shown = admin.get(page).text
+    assert "Suspended since" in shown and "unpaid invoice" in shown
+    assert 'action="/console/operator/tenants/gamma/reactivate"' in shown
+    listed = admin.get("/console/operator/tenants").text
+    assert listed.count('<strong class="error">suspended</strong>') == 1
+    # The tenant's signed-in people get the API's refusal, and no data.
+    refused = gamma.get("/console/keys")
+    assert refused.status_code == 403 and "tenant_suspended" in refused.text
+
+    assert post(admin, page, page + "/reactivate", {}).status_code == 303
+    assert console.services.tenancy.get_tenant("gamma").suspended_at is None
+    assert gamma.get("/console/keys").status_code == 200
+
+
+def test_an_owner_cannot_suspend_their_tenant(console: Console) -> None:
+    owner = signed_in(console, owner_key(console, "gamma", "olga"))
+    page = "/console/operator/tenants/gamma"
+    assert "/suspend" not in owner.get(page).text
+    refused = post(owner, page, page + "/suspend", {"reason": "x"})
+    assert refused.status_code == 403
+    assert console.services.tenancy.get_tenant("gamma").suspended_at is None
+
+
 def test_a_forged_form_is_refused_and_changes_nothing(console: Console) -> None:
     admin = signed_in(console, ADMIN_KEY)
     for action, data in (

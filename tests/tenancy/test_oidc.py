@@ -187,6 +187,21 @@ def test_subjects_without_one_mapped_tenant_are_refused(
         assert infer(world, token).status_code == 403
 
 
+def test_a_suspended_tenants_people_are_refused_until_it_is_reactivated(
+    world: World, provider: LocalProvider
+) -> None:
+    alice = bearer(provider.token("alice"))
+    assert world.client.get("/api/tenants/acme", headers=alice).status_code == 200  # known
+    world.services.tenancy.suspend_tenant("acme", reason="unpaid")
+    refused = world.client.get("/api/tenants/acme", headers=alice)
+    assert refusal(refused) == (403, "tenant_suspended")
+    assert refusal(infer(world, alice)) == (403, "tenant_suspended")
+    fresh = bearer(provider.token("carol"))  # a token not seen before
+    assert refusal(world.client.get("/api/models", headers=fresh)) == (403, "tenant_suspended")
+    world.services.tenancy.reactivate_tenant("acme")
+    assert world.client.get("/api/tenants/acme", headers=alice).status_code == 200
+
+
 def test_an_unknown_key_id_fetches_the_keys_once(
     world: World, provider: LocalProvider, clock: ManualClock
 ) -> None:

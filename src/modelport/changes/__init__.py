@@ -16,6 +16,7 @@ from modelport.changes.types import (
     KeysRevoked,
     ModerationPolicyChanged,
     TenantCacheChanged,
+    TenantSuspensionChanged,
     VersionPublished,
     VersionTransitioned,
 )
@@ -30,6 +31,7 @@ __all__ = [
     "LocalChangeBus",
     "ModerationPolicyChanged",
     "TenantCacheChanged",
+    "TenantSuspensionChanged",
     "VersionPublished",
     "VersionTransitioned",
 ]

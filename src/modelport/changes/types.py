@@ -92,6 +92,14 @@ class TenantCacheChanged:
     tenant: str
 
 
+@dataclass(frozen=True)
+class TenantSuspensionChanged:
+    """The operator suspended tenant ``tenant``, or lifted its suspension."""
+
+    topic: ClassVar[str] = "tenancy.suspension_changed"
+    tenant: str
+
+
 Change = (
     VersionPublished
     | VersionTransitioned
@@ -101,6 +109,7 @@ Change = (
     | EndpointChanged
     | ModerationPolicyChanged
     | TenantCacheChanged
+    | TenantSuspensionChanged
 )
 
 TOPICS: dict[str, type[Change]] = {
@@ -114,6 +123,7 @@ TOPICS: dict[str, type[Change]] = {
         EndpointChanged,
         ModerationPolicyChanged,
         TenantCacheChanged,
+        TenantSuspensionChanged,
     )
 }
 

@@ -1,6 +1,7 @@
-"""The operator's pages: tenants (list, create, settings), a tenant's members and their
-roles, the audit log with filters, and worker and model health. The platform admin
-sees every tenant; a tenant's owner, their own; anyone else gets the API's refusal."""
+"""The operator's pages: tenants (list, create, settings, suspension), a tenant's
+members and their roles, the audit log with filters, and worker and model health. The
+platform admin sees every tenant; a tenant's owner, their own; anyone else gets the
+API's refusal."""
 
 from __future__ import annotations
 
@@ -148,6 +149,25 @@ async def update_tenant(tenant: str, request: Request) -> Response:
     body: dict[str, Any] = {name: form.get(name) == "on" for name in SETTINGS}
     body["name"] = form.get("name", "").strip()
     answer = await platform(request, session).call("PATCH", f"/api/tenants/{_q(tenant)}", json=body)
+    return await _then_tenant(request, session, tenant, answer)
+
+
+@router.post("/tenants/{tenant}/suspend")
+async def suspend_tenant(tenant: str, request: Request) -> Response:
+    """Suspend the tenant with the reason given (the API allows the platform admin only)."""
+    session = await current_session(request)
+    form = await checked_form(request, session)
+    answer = await platform(request, session).call(
+        "POST", f"/api/tenants/{_q(tenant)}/suspend", json={"reason": form.get("reason", "")}
+    )
+    return await _then_tenant(request, session, tenant, answer)
+
+
+@router.post("/tenants/{tenant}/reactivate")
+async def reactivate_tenant(tenant: str, request: Request) -> Response:
+    session = await current_session(request)
+    await checked_form(request, session)
+    answer = await platform(request, session).call("POST", f"/api/tenants/{_q(tenant)}/reactivate")
     return await _then_tenant(request, session, tenant, answer)
 
 

@@ -36,7 +36,7 @@ from modelport.jobs.types import (
     StageState,
 )
 from modelport.store.database import affected_rows
-from modelport.store.tables import JobRow, JobStageRow, LimitRow
+from modelport.store.tables import JobRow, JobStageRow, LimitRow, TenantRow
 
 _ACTIVE = (JobState.QUEUED.value, JobState.RUNNING.value)
 
@@ -148,7 +148,10 @@ def claim(
     candidates = session.execute(
         select(JobRow.id, JobRow.tenant, JobRow.state, JobRow.lease_owner, JobRow.lease_expires_at)
         .where(
-            claimable, or_(JobRow.state == JobState.RUNNING.value, JobRow.tenant.not_in(_capped()))
+            claimable,
+            or_(JobRow.state == JobState.RUNNING.value, JobRow.tenant.not_in(_capped())),
+            # A suspended tenant's jobs wait, queued or between leases, until it is lifted.
+            JobRow.tenant.not_in(select(TenantRow.slug).where(TenantRow.suspended_at.is_not(None))),
         )
         .order_by(JobRow.seq)
         .limit(limit)

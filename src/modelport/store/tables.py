@@ -237,6 +237,9 @@ class TenantRow(Base):
     """Its calls are never answered from, nor stored in, the response cache."""
     shared_cache: Mapped[bool] = mapped_column(default=False, server_default=false())
     """It answers from, and adds to, the cache shared with other tenants that opted in."""
+    suspended_at: Mapped[datetime | None]
+    """Set while the operator has suspended it: its credentials are refused, its jobs held."""
+    suspension_reason: Mapped[str] = mapped_column(String(256), default="", server_default="")
 
 
 class MemberRow(Base):

@@ -29,6 +29,14 @@ def invalid_credentials() -> Unauthenticated:
     return Unauthenticated("invalid API key", code="invalid_credentials")
 
 
+def tenant_suspended(tenant: str) -> Forbidden:
+    return Forbidden(
+        f"tenant {tenant} is suspended: ask the platform's operator",
+        code="tenant_suspended",
+        tenant=tenant,
+    )
+
+
 class Authenticator:
     """Authenticates a bearer token; key credentials come from the cache when they can."""
 
@@ -105,6 +113,8 @@ class Authenticator:
             raise Unauthenticated("this API key has been revoked", code="key_revoked")
         if credential.expires_at is not None and credential.expires_at <= self._clock():
             raise Unauthenticated("this API key has expired", code="key_expired")
+        if credential.tenant_suspended:
+            raise tenant_suspended(credential.tenant)
         return Principal(
             id=principal_id(credential.tenant, credential.member),
             roles=credential.roles,

@@ -40,6 +40,8 @@ def _tenant(row: TenantRow) -> Tenant:
         created_by=row.created_by,
         no_cache=row.no_cache,
         shared_cache=row.shared_cache,
+        suspended_at=row.suspended_at,
+        suspension_reason=row.suspension_reason,
     )
 
 
@@ -93,6 +95,28 @@ def update_tenant(
         row.shared_cache = shared_cache
     session.flush()
     return _tenant(row)
+
+
+def set_suspension(session: Session, slug: str, *, at: datetime | None, reason: str) -> Tenant:
+    """Suspend the tenant (``at``), or lift its suspension (None)."""
+    row = _tenant_row(session, slug, lock=True)
+    # Suspending again changes the reason, not when it began.
+    row.suspended_at = None if at is None else (row.suspended_at or at)
+    row.suspension_reason = reason if at is not None else ""
+    session.flush()
+    return _tenant(row)
+
+
+def tenant_key_ids(session: Session, slug: str) -> list[str]:
+    """Every unrevoked key of the tenant's members (whatever the members' state)."""
+    return list(
+        session.scalars(
+            select(ApiKeyRow.id)
+            .join(MemberRow, MemberRow.id == ApiKeyRow.member_id)
+            .join(TenantRow, TenantRow.id == MemberRow.tenant_id)
+            .where(TenantRow.slug == slug, ApiKeyRow.revoked_at.is_(None))
+        )
+    )
 
 
 # ---- members -----------------------------------------------------------------
@@ -234,6 +258,8 @@ class KeyCredential:
     expires_at: datetime | None
     revoked: bool
     """The key was revoked, or its member removed."""
+    tenant_suspended: bool = False
+    """The operator has suspended the key's tenant."""
 
 
 _KEY_COLUMNS = (ApiKeyRow, MemberRow.name, TenantRow.slug)
@@ -324,14 +350,14 @@ def revoke_key(session: Session, key_id: str) -> ApiKey:
 
 def credential(session: Session, key_id: str) -> KeyCredential | None:
     found = session.execute(
-        select(ApiKeyRow, MemberRow, TenantRow.slug)
+        select(ApiKeyRow, MemberRow, TenantRow.slug, TenantRow.suspended_at)
         .join(MemberRow, MemberRow.id == ApiKeyRow.member_id)
         .join(TenantRow, TenantRow.id == MemberRow.tenant_id)
         .where(ApiKeyRow.id == key_id)
     ).first()
     if found is None:
         return None
-    key, member, tenant = found
+    key, member, tenant, suspended_at = found
     return KeyCredential(
         key_id=key.id,
         secret_hash=key.secret_hash,
@@ -342,6 +368,7 @@ def credential(session: Session, key_id: str) -> KeyCredential | None:
         scopes=None if key.scopes is None else frozenset(key.scopes),
         expires_at=key.expires_at,
         revoked=key.revoked_at is not None or member.removed_at is not None,
+        tenant_suspended=suspended_at is not None,
     )
 
 

@@ -18,7 +18,13 @@ from datetime import datetime
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
-from modelport.changes import ChangeBus, GrantChanged, LocalChangeBus, TenantCacheChanged
+from modelport.changes import (
+    ChangeBus,
+    GrantChanged,
+    LocalChangeBus,
+    TenantCacheChanged,
+    TenantSuspensionChanged,
+)
 from modelport.errors import Conflict, Forbidden, InvalidInput
 from modelport.logs import log_event
 from modelport.store import Database
@@ -156,6 +162,30 @@ class TenancyService:
             )
         if no_cache is not None or shared_cache is not None:
             self.changes.publish(TenantCacheChanged(slug))
+        return tenant
+
+    def suspend_tenant(self, slug: str, *, reason: str) -> Tenant:
+        """Suspend a tenant: from the next request in every process, its keys and its
+        people's tokens are refused (403 ``tenant_suspended``) and its queued jobs are not
+        started. Its data, its published models and the jobs already running stay as they
+        are; ``reactivate_tenant`` lifts it."""
+        reason = reason.strip()
+        if not reason:
+            raise InvalidInput("a suspension needs a reason", code="reason_required")
+        _check_label(reason, "reason")
+        return self._set_suspension(slug, at=self._clock(), reason=reason)
+
+    def reactivate_tenant(self, slug: str) -> Tenant:
+        """Lift a tenant's suspension (nothing changes for one that is not suspended)."""
+        return self._set_suspension(slug, at=None, reason="")
+
+    def _set_suspension(self, slug: str, *, at: datetime | None, reason: str) -> Tenant:
+        with self.database.transaction() as session:
+            tenant = repo.set_suspension(session, slug, at=at, reason=reason)
+            keys = repo.tenant_key_ids(session, slug)
+        # Cached credentials carry the tenant's state: every process reads them afresh.
+        self.invalidation.publish(keys)
+        self.changes.publish(TenantSuspensionChanged(slug))
         return tenant
 
     # ---- members and service accounts

@@ -53,6 +53,13 @@ class Tenant:
     """Its calls are never answered from, nor stored in, the response cache."""
     shared_cache: bool = False
     """It may be answered from another opted-in tenant's cached answers (and add to them)."""
+    suspended_at: datetime | None = None
+    """Set while the operator has suspended it (``TenancyService.suspend_tenant``)."""
+    suspension_reason: str = ""
+
+    @property
+    def suspended(self) -> bool:
+        return self.suspended_at is not None
 
 
 @dataclass(frozen=True)

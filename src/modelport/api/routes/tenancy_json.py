@@ -21,6 +21,8 @@ def tenant_json(tenant: Tenant) -> dict[str, Any]:
         "shared_cache": tenant.shared_cache,
         "created_at": _time(tenant.created_at),
         "created_by": tenant.created_by,
+        "suspended_at": _time(tenant.suspended_at),
+        "suspension_reason": tenant.suspension_reason,
     }
 
 

@@ -49,6 +49,12 @@ class UpdateTenant(BaseModel):
     )
 
 
+class Suspend(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    reason: str = Field(description="Why: shown to the operator and kept in the audit log")
+
+
 class AddMember(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -112,6 +118,25 @@ def update_tenant(
         shared_cache=body.shared_cache,
     )
     return tenant_json(updated)
+
+
+@router.post("/tenants/{tenant}/suspend")
+def suspend_tenant(
+    tenant: str, body: Suspend, request: Request, principal: CurrentPrincipal
+) -> dict[str, Any]:
+    """Suspend a tenant (the platform admin only): its keys and its people's tokens are
+    refused with 403 ``tenant_suspended``, and its queued jobs wait. Suspending again
+    changes the reason only."""
+    require_platform(request, principal, Permission.PLATFORM_MANAGE)
+    request.state.audit_reason = body.reason
+    return tenant_json(get_services(request).tenancy.suspend_tenant(tenant, reason=body.reason))
+
+
+@router.post("/tenants/{tenant}/reactivate")
+def reactivate_tenant(tenant: str, request: Request, principal: CurrentPrincipal) -> dict[str, Any]:
+    """Lift a tenant's suspension (the platform admin only)."""
+    require_platform(request, principal, Permission.PLATFORM_MANAGE)
+    return tenant_json(get_services(request).tenancy.reactivate_tenant(tenant))
 
 
 @router.get("/tenants/{tenant}/members")

@@ -8,6 +8,7 @@ from modelport.cli.tenants.create import create
 from modelport.cli.tenants.list import list_tenants
 from modelport.cli.tenants.members import members
 from modelport.cli.tenants.show import show
+from modelport.cli.tenants.suspend import reactivate, suspend
 from modelport.cli.tenants.update import update
 
 
@@ -21,3 +22,5 @@ tenants.add_command(list_tenants)
 tenants.add_command(show)
 tenants.add_command(update)
 tenants.add_command(members)
+tenants.add_command(suspend)
+tenants.add_command(reactivate)

@@ -14,6 +14,10 @@ def print_tenant(app: Application, tenant: dict[str, Any]) -> None:
     t.info(f"no_cache: {str(tenant.get('no_cache', False)).lower()}")
     t.info(f"shared_cache: {str(tenant.get('shared_cache', False)).lower()}")
     t.info(f"created_at: {tenant['created_at']} by {tenant['created_by']}")
+    if tenant.get("suspended_at"):
+        t.info(
+            f"[red]suspended[/red] since {tenant['suspended_at']}: {tenant['suspension_reason']}"
+        )
 
 
 def print_members(app: Application, members: list[dict[str, Any]]) -> None:

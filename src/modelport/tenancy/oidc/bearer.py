@@ -1,7 +1,8 @@
 """A provider's JWT as a bearer credential on ``/api``, ``/v2`` and ``/v1``.
 
 ``OidcBearer.authenticate`` verifies the token (``TokenVerifier``), maps its groups to a
-tenant and roles (``GroupRoles``), checks the tenant exists, and yields the same
+tenant and roles (``GroupRoles``), checks the tenant exists and is not suspended, and
+yields the same
 ``Principal`` an API key does: every authorization check applies unchanged.
 """
 
@@ -11,9 +12,10 @@ import threading
 from collections.abc import Callable
 
 from modelport.errors import Forbidden
+from modelport.tenancy.authn import tenant_suspended
 from modelport.tenancy.oidc.mapping import GroupRoles, groups_of, oidc_principal
 from modelport.tenancy.oidc.tokens import TokenVerifier, VerifiedToken
-from modelport.tenancy.types import Principal
+from modelport.tenancy.types import Principal, Tenant
 
 
 class OidcBearer:
@@ -24,15 +26,30 @@ class OidcBearer:
         verifier: TokenVerifier,
         group_roles: GroupRoles,
         groups_claim: str,
-        tenant_exists: Callable[[str], bool],
+        find_tenant: Callable[[str], Tenant | None],
+        *,
+        can_remember: Callable[[], bool] = lambda: True,
     ) -> None:
+        """``find_tenant``: the tenant of a slug, None where there is none.
+        ``can_remember``: whether ``forget`` would be called now for a tenant suspended
+        elsewhere (else every token's tenant is read afresh)."""
         self.verifier = verifier
         self.group_roles = group_roles
         self.groups_claim = groups_claim
-        self._tenant_exists = tenant_exists
-        # Tenants are never deleted: one seen to exist needs no second query.
+        self._find_tenant = find_tenant
+        self._can_remember = can_remember
+        # Active tenants seen: no second query until one is forgotten (a suspension).
         self._known: set[str] = set()
         self._lock = threading.Lock()
+
+    def forget(self, tenant: str) -> None:
+        """Read this tenant afresh on its next token (its state changed)."""
+        with self._lock:
+            self._known.discard(tenant)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._known.clear()
 
     def authenticate(self, token: str) -> Principal:
         return self.principal(self.verifier.verify(token))
@@ -59,10 +76,15 @@ class OidcBearer:
         with self._lock:
             if tenant in self._known:
                 return
-        if not self._tenant_exists(tenant):
+        remember = self._can_remember()
+        found = self._find_tenant(tenant)
+        if found is None:
             raise Forbidden(
                 f"your groups map to tenant {tenant!r}, which does not exist",
                 code="oidc_tenant_unknown",
             )
-        with self._lock:
-            self._known.add(tenant)
+        if found.suspended:
+            raise tenant_suspended(tenant)
+        if remember:
+            with self._lock:
+                self._known.add(tenant)

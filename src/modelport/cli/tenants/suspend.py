@@ -1,0 +1,38 @@
+"""``modelport tenants suspend SLUG --reason R`` and ``modelport tenants reactivate SLUG``."""
+
+from __future__ import annotations
+
+from urllib.parse import quote
+
+import click
+
+from modelport.cli.application import Application
+from modelport.cli.tenants.output import print_tenant
+
+
+@click.command()
+@click.argument("slug")
+@click.option("--reason", required=True, help="Why (kept with the tenant and in the audit log).")
+@click.pass_obj
+def suspend(app: Application, slug: str, reason: str) -> None:
+    """Suspend the tenant SLUG (platform admin): its keys and tokens stop working at once,
+    its queued jobs wait."""
+    body = app.check(
+        app.http.post(f"/api/tenants/{quote(slug, safe='')}/suspend", json={"reason": reason})
+    )
+    if app.terminal.as_json:
+        app.terminal.json(body)
+        return
+    print_tenant(app, body)
+
+
+@click.command()
+@click.argument("slug")
+@click.pass_obj
+def reactivate(app: Application, slug: str) -> None:
+    """Lift the suspension of the tenant SLUG (platform admin)."""
+    body = app.check(app.http.post(f"/api/tenants/{quote(slug, safe='')}/reactivate"))
+    if app.terminal.as_json:
+        app.terminal.json(body)
+        return
+    print_tenant(app, body)
