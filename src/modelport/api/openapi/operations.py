@@ -169,6 +169,12 @@ OPERATIONS: dict[tuple[str, str], Operation] = {
     ("post", "/api/tenants"): Operation("createTenant", "Create a tenant"),
     ("get", "/api/tenants/{tenant}"): Operation("getTenant", "Get a tenant"),
     ("patch", "/api/tenants/{tenant}"): Operation("updateTenant", "Update a tenant"),
+    ("post", "/api/tenants/{tenant}/suspend"): Operation(
+        "suspendTenant", "Suspend a tenant (operator)"
+    ),
+    ("post", "/api/tenants/{tenant}/reactivate"): Operation(
+        "reactivateTenant", "Reactivate a suspended tenant (operator)"
+    ),
     ("get", "/api/tenants/{tenant}/members"): Operation("listMembers", "List a tenant's members"),
     ("post", "/api/tenants/{tenant}/members"): Operation("addMember", "Add a member"),
     ("get", "/api/tenants/{tenant}/members/{member}"): Operation("getMember", "Get a member"),
