@@ -324,11 +324,13 @@ def test_the_deadline_cuts_the_stream_and_the_failure_rule_prices_what_was_deliv
 ) -> None:
     rig.price(rule, bps)
     rig.balances.credit(BalanceScope.TENANT, "beta", 1_000_000, tenant="beta")
-    rig.engine.mode, rig.engine.delay = "count", 0.1
+    # A token each 0.2 s against 2 s: at most 10 by the deadline, and nearly 2 s for a
+    # loaded machine to open the stream and send the first.
+    rig.engine.mode, rig.engine.delay = "count", 0.2
     received: list[str] = []
 
     async def scenario() -> CallStream:
-        stream = await open_stream(rig, max_tokens=1000, timeout=1.0, rid="late")
+        stream = await open_stream(rig, max_tokens=1000, timeout=2.0, rid="late")
         with pytest.raises(DeadlineExceeded):
             async with stream:
                 async for chunk in stream:
