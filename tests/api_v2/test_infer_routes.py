@@ -272,7 +272,7 @@ def _gauge(url: str, name: str, model: str) -> float:
     return float(next((x for x in lines if x.startswith(prefix)), prefix + "0").split()[-1])
 
 
-def _wait_until(check, timeout: float = 10.0) -> None:
+def _wait_until(check, timeout: float = 60.0) -> None:
     deadline = time.monotonic() + timeout
     while not check():
         assert time.monotonic() < deadline, "condition not reached in time"
@@ -317,7 +317,7 @@ def test_a_full_queue_is_429_with_retry_after(
         # of one.
         threads = [threading.Thread(target=call) for _ in range(2)]
         threads[0].start()
-        assert executing.wait(10), "the first request never reached the model"
+        assert executing.wait(30), "the first request never reached the model"
         threads[1].start()
         depth = "modelport_inference_queue_depth"
         _wait_until(lambda: _gauge(server.url, depth, "acme/slow") == 1)
@@ -371,7 +371,7 @@ def test_concurrent_http_requests_are_batched(live_v2, monkeypatch: pytest.Monke
         for thread in threads[1:]:
             thread.start()
         depth = "modelport_inference_queue_depth"
-        _wait_until(lambda: _gauge(url, depth, "acme/slow") == len(rows) - 1, timeout=60)
+        _wait_until(lambda: _gauge(url, depth, "acme/slow") == len(rows) - 1)
     finally:
         gate.set()
         for thread in threads:

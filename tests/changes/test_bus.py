@@ -176,7 +176,7 @@ def test_a_lost_subscription_drops_every_cache_and_comes_back(
     finally:
         admin.close()
     assert eventually(lambda: seen.resets > resets)
-    assert eventually(lambda: there.wait_live(0.1), seconds=10)
+    assert eventually(lambda: there.wait_live(0.1))
     here.publish(MOVED)  # delivered again once resubscribed
     assert eventually(lambda: MOVED in seen.changes)
 
