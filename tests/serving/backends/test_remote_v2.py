@@ -163,8 +163,12 @@ def test_breaker_opens_when_the_remote_dies_and_closes_after_it_restarts(
     once it runs again a probe closes the breaker and requests are answered."""
     adder = remote.versions["acme/adder:1"]
     transitions: list[str] = []
+    # The breakers' clock moves only when the test moves it: an open breaker stays open
+    # (and refuses) however slowly a loaded machine runs the next call.
+    now = [0.0]
     board = HealthBoard(
         BreakerConfig(min_calls=3, failure_rate=0.5, open_seconds=0.3),
+        clock=lambda: now[0],
         on_change=lambda name, before, after: transitions.append(after.value),
     )
     backend = backend_for(remote)
@@ -192,9 +196,12 @@ def test_breaker_opens_when_the_remote_dies_and_closes_after_it_restarts(
             await dispatcher.dispatch(request(adder), [backend])
         assert refused.value.code == "no_available_backend"
         async with prober.running():
-            # Down: a half-open trial probe fails and opens the breaker again.
+            # Down: after the cool-down, a half-open trial probe fails and opens the
+            # breaker again.
+            now[0] += 0.3
             await until(lambda: transitions.count("open") >= 2)
             await asyncio.to_thread(remote.start)
+            now[0] += 0.3
             await until(lambda: breaker.state is BreakerState.CLOSED)
         served = await dispatcher.dispatch(request(adder), [backend])
         np.testing.assert_array_equal(served.outputs["y"], X + 1)
