@@ -29,7 +29,7 @@ T = TypeVar("T")
 X = np.array([[1, 2, 3, 4], [5, 6, 7, 8]], dtype=np.float32)
 
 
-def request(version: VersionRef, timeout: float = 10.0, **inputs: np.ndarray) -> BackendRequest:
+def request(version: VersionRef, timeout: float = 30.0, **inputs: np.ndarray) -> BackendRequest:
     return BackendRequest(
         version=version, inputs=inputs or {"x": X}, deadline=time.monotonic() + timeout
     )
