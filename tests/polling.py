@@ -6,7 +6,7 @@ import time
 from collections.abc import Callable
 
 
-def eventually(check: Callable[[], bool], seconds: float = 15.0) -> bool:
+def eventually(check: Callable[[], bool], seconds: float = 60.0) -> bool:
     """Whether ``check`` came true within ``seconds`` (polled every 10 ms)."""
     deadline = time.monotonic() + seconds
     while not check():

@@ -48,7 +48,7 @@ def workers() -> Iterator[list[subprocess.Popen[str]]]:
     for proc in started:
         if proc.poll() is None:
             proc.kill()
-        proc.wait(timeout=10)
+        proc.wait(timeout=30)
         for stream in (proc.stdin, proc.stdout):
             if stream is not None:
                 stream.close()
@@ -74,7 +74,7 @@ def start_worker(
 def stop_worker(proc: subprocess.Popen[str]) -> None:
     assert proc.stdin is not None
     proc.stdin.close()
-    assert proc.wait(timeout=10) == 0  # reaped: its pid is gone
+    assert proc.wait(timeout=30) == 0  # reaped: its pid is gone
 
 
 def scrape(env: dict[str, str], *flags: str) -> tuple[list[int], Samples]:

@@ -111,7 +111,7 @@ def test_key_revocations_reach_only_their_own_installation(build: Build) -> None
     caches = {}
     for name, services in {"a": a, "a_too": a_too, "b": b, "b_too": b_too}.items():
         invalidation = services.tenancy.invalidation
-        assert invalidation.wait_subscribed(5)  # type: ignore[attr-defined]
+        assert invalidation.wait_subscribed(30)  # type: ignore[attr-defined]
         caches[name] = cache = invalidation.cache  # type: ignore[attr-defined]
         for key_id in ("k1", "k2"):
             cache.put(credential(key_id), cache.generation)
@@ -137,7 +137,7 @@ def test_repository_changes_reach_only_their_own_installation(build: Build) -> N
 
     for name, services in {"a_too": a_too, "b": b}.items():
         services.repository_sync.start(recorder(name))
-        assert services.repository_sync.wait_subscribed(5)  # type: ignore[attr-defined]
+        assert services.repository_sync.wait_subscribed(30)  # type: ignore[attr-defined]
     a.repository_sync.publish(
         RepositoryChange("load", "acme/adder", "1", origin=a.repository_sync.origin)
     )

@@ -14,7 +14,7 @@ import pytest
 from tests.api_v2.conftest import V2Factory
 from tests.conftest import ADMIN_KEY, LiveServer
 
-TIMEOUT = 0.5
+TIMEOUT = 1.0
 BODY = orjson.dumps(
     {"inputs": [{"name": "x", "datatype": "FP32", "shape": [1, 4], "data": [1, 2, 3, 4]}]}
 )
@@ -61,12 +61,12 @@ def split(raw: bytes) -> tuple[str, dict[str, str], bytes]:
 def test_a_body_shorter_than_its_length_is_answered_408_and_the_connection_closed(
     server: LiveServer, path: str, error_field: str
 ) -> None:
-    with socket.create_connection(("127.0.0.1", server.port), timeout=10) as sock:
+    with socket.create_connection(("127.0.0.1", server.port), timeout=30) as sock:
         started = time.monotonic()
         sock.sendall(head(path, len(BODY)) + BODY[:10])
         raw = read_to_close(sock)  # returns: the server closed the connection
         waited = time.monotonic() - started
-    assert TIMEOUT <= waited < TIMEOUT + 3
+    assert TIMEOUT <= waited < 20  # cut, with room for a loaded machine to answer
     status, headers, body = split(raw)
     assert status.startswith("HTTP/1.1 408")
     assert headers["connection"] == "close"
@@ -75,11 +75,15 @@ def test_a_body_shorter_than_its_length_is_answered_408_and_the_connection_close
 
 
 def test_a_body_that_keeps_arriving_is_not_cut(server: LiveServer) -> None:
-    parts = [BODY[:20], BODY[20:40], BODY[40:]]
-    with socket.create_connection(("127.0.0.1", server.port), timeout=10) as sock:
+    size = -(-len(BODY) // 8)
+    parts = [BODY[i : i + size] for i in range(0, len(BODY), size)]
+    assert len(parts) == 8
+    with socket.create_connection(("127.0.0.1", server.port), timeout=30) as sock:
         sock.sendall(head("/v2/models/acme/adder/infer", len(BODY)))
-        for part in parts:  # 1.2 s in all, never TIMEOUT without a byte
-            time.sleep(TIMEOUT * 0.8)
+        # 1.6 s in all, never more than a fifth of TIMEOUT without a byte: a loaded
+        # machine can delay a part by most of a second and the body still keeps arriving.
+        for part in parts:
+            time.sleep(TIMEOUT * 0.2)
             sock.sendall(part)
         answer = sock.recv(65536)
     assert answer.startswith(b"HTTP/1.1 200")

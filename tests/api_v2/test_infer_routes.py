@@ -272,7 +272,7 @@ def _gauge(url: str, name: str, model: str) -> float:
     return float(next((x for x in lines if x.startswith(prefix)), prefix + "0").split()[-1])
 
 
-def _wait_until(check, timeout: float = 10.0) -> None:
+def _wait_until(check, timeout: float = 60.0) -> None:
     deadline = time.monotonic() + timeout
     while not check():
         assert time.monotonic() < deadline, "condition not reached in time"
@@ -317,7 +317,7 @@ def test_a_full_queue_is_429_with_retry_after(
         # of one.
         threads = [threading.Thread(target=call) for _ in range(2)]
         threads[0].start()
-        assert executing.wait(10), "the first request never reached the model"
+        assert executing.wait(30), "the first request never reached the model"
         threads[1].start()
         depth = "modelport_inference_queue_depth"
         _wait_until(lambda: _gauge(server.url, depth, "acme/slow") == 1)
@@ -334,19 +334,30 @@ def test_a_full_queue_is_429_with_retry_after(
     assert statuses == [200, 200]
 
 
-def test_concurrent_http_requests_are_batched(live_v2) -> None:
+def test_concurrent_http_requests_are_batched(live_v2, monkeypatch: pytest.MonkeyPatch) -> None:
     url, publisher = live_v2
-    # Each execution of the slow adder takes ~150 ms whatever its rows: requests that
-    # arrive meanwhile must share the next one.
-    publisher.slow(resources={"max_batch_size": 64})
+    publisher.slow(n=8, resources={"max_batch_size": 64})
+    # The first execution waits at the gate until every other request is queued behind
+    # it: they must then share executions, however slowly a loaded machine sends them.
+    gate, executing, gated = threading.Event(), threading.Event(), threading.Event()
+    execute = OnnxModel.execute
+
+    def gated_execute(self: OnnxModel, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        if gated.is_set() and not executing.is_set():
+            executing.set()
+            assert gate.wait(30), "the test never opened the gate"
+        return execute(self, inputs)
+
+    monkeypatch.setattr(OnnxModel, "execute", gated_execute)
     rows = np.arange(24 * 4, dtype=np.float32).reshape(24, 4)
     headers = {"Authorization": publisher.client.headers["Authorization"]}
     with httpx.Client(base_url=url, headers=headers, timeout=30) as http:
         assert http.post("/v2/repository/models/acme/slow/load").status_code == 200
+    gated.set()
     results: dict[int, tuple[list[float], str]] = {}
 
     def call(i: int) -> None:
-        with httpx.Client(base_url=url, headers=headers, timeout=30) as http:
+        with httpx.Client(base_url=url, headers=headers, timeout=60) as http:
             response = http.post(
                 "/v2/models/acme/slow/infer", json=infer_body("x", rows[i : i + 1])
             )
@@ -354,10 +365,18 @@ def test_concurrent_http_requests_are_batched(live_v2) -> None:
             results[i] = (response.json()["outputs"][0]["data"], response.headers["server-timing"])
 
     threads = [threading.Thread(target=call, args=(i,)) for i in range(len(rows))]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(30)
+    try:
+        threads[0].start()
+        assert executing.wait(30), "the first request never reached the model"
+        for thread in threads[1:]:
+            thread.start()
+        depth = "modelport_inference_queue_depth"
+        _wait_until(lambda: _gauge(url, depth, "acme/slow") == len(rows) - 1)
+    finally:
+        gate.set()
+        for thread in threads:
+            if thread.ident is not None:  # started
+                thread.join(60)
     for i in range(len(rows)):
         assert results[i][0] == rows[i].tolist()  # each caller got its own row back
     assert any('batch;desc="1"' not in timing for _, timing in results.values())

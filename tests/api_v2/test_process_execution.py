@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import httpx
 import numpy as np
 import pytest
 import tritonclient.http as triton
@@ -91,6 +92,12 @@ def test_tritonclient_sees_the_timeout_as_an_error(live_v2) -> None:
         outputs=[{"name": "y", "datatype": "FP32", "shape": [-1, 4]}],
         **PROCESS,
     )
+    # Loaded (its worker started) before the call: the second of the call's timeout is
+    # spent executing, however long a loaded machine takes to start a process.
+    loaded = httpx.post(
+        f"{url}/v2/repository/models/acme/spinner/load", headers=dict(AUTH), timeout=60
+    )
+    assert loaded.status_code == 200, loaded.text
     client = triton.InferenceServerClient(url=url.removeprefix("http://"))
     try:
         x = triton.InferInput("x", [1, 4], "FP32")

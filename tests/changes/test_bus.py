@@ -132,7 +132,7 @@ def test_an_event_reaches_every_process_of_the_installation_once(
     keys = Keyspace(uuid.uuid4().hex)
     here, there = make_bus(keys), make_bus(keys)
     seen_here, seen_there = Seen(here), Seen(there)
-    assert here.wait_live(5) and there.wait_live(5)
+    assert here.wait_live(30) and there.wait_live(30)
     here.publish(MOVED)
     assert seen_here.changes == [MOVED]  # at once, here
     assert eventually(lambda: seen_there.changes == [MOVED])
@@ -148,7 +148,7 @@ def test_another_installation_on_the_same_redis_sees_nothing(
     a, a_too = make_bus(installation_a), make_bus(installation_a)
     b = make_bus(Keyspace(uuid.uuid4().hex))
     seen_a_too, seen_b = Seen(a_too), Seen(b)
-    assert a_too.wait_live(5) and b.wait_live(5)
+    assert a_too.wait_live(30) and b.wait_live(30)
     a.publish(MOVED)
     assert eventually(lambda: seen_a_too.changes == [MOVED])
     # b's own event, published after a's: once b has it, b would have had a's.
@@ -163,7 +163,7 @@ def test_a_lost_subscription_drops_every_cache_and_comes_back(
     keys = Keyspace(uuid.uuid4().hex)
     here, there = make_bus(keys), make_bus(keys)
     seen = Seen(there)
-    assert there.wait_live(5)
+    assert there.wait_live(30)
     resets = seen.resets  # one when the subscription started
     assert resets >= 1
     # Drop the subscriber's connection from the server side, as a network failure would:
@@ -176,7 +176,7 @@ def test_a_lost_subscription_drops_every_cache_and_comes_back(
     finally:
         admin.close()
     assert eventually(lambda: seen.resets > resets)
-    assert eventually(lambda: there.wait_live(0.1), seconds=10)
+    assert eventually(lambda: there.wait_live(0.1))
     here.publish(MOVED)  # delivered again once resubscribed
     assert eventually(lambda: MOVED in seen.changes)
 
@@ -186,7 +186,7 @@ def test_an_unreadable_message_drops_every_cache(
 ) -> None:
     bus = make_bus(Keyspace(uuid.uuid4().hex))
     seen = Seen(bus)
-    assert bus.wait_live(5)
+    assert bus.wait_live(30)
     resets = seen.resets
     publisher = redis.Redis.from_url(redis_url)
     try:

@@ -208,7 +208,7 @@ def test_a_chat_model_answers_in_the_chat_box(
     page.get_by_role("button", name="Send").click()
     # (Playwright's expect polls from outside the page: the console's CSP forbids eval.)
     second = page.locator(".turn-assistant .turn-text").nth(1)
-    playwright_api.expect(second).to_contain_text("again")
+    playwright_api.expect(second).to_contain_text("again", timeout=30_000)
     shot(page, tmp_path, "chat")
     assert len(chat_world.engine.records) == 2
 

@@ -85,7 +85,7 @@ def test_a_jobs_progress_and_an_invoices_lines(
     runner = threading.Thread(target=Jobs(console.platform).drain)
     runner.start()
     runner.join(timeout=60)
-    page.locator("#job-state", has_text="succeeded").wait_for(timeout=15_000)
+    page.locator("#job-state", has_text="succeeded").wait_for(timeout=60_000)
     assert page.get_by_label("Rows processed").get_attribute("value") == "25"
     assert "25 rows done, 0 failed, of 25 (100%)" in page.locator("#progress-text").inner_text()
     assert page.get_by_role("button", name="Cancel job").count() == 0

@@ -237,12 +237,13 @@ def test_groups_without_a_mapping_are_refused(
 def test_an_expired_token_signs_the_person_out(
     oidc_console: Console, provider: LocalProvider
 ) -> None:
-    provider.token_lifetime = 3
+    # Long enough that a loaded machine still uses the fresh token before it expires.
+    provider.token_lifetime = 8
     client = browser_client(oidc_console)
-    issued = time.time()
     assert client.get(through_provider(client), follow_redirects=False).status_code == 303
+    signed_in = time.time()  # the token was issued before: it expires by signed_in + 8
     assert client.get("/console/models").status_code == 200
-    time.sleep(max(0.0, issued + 4.5 - time.time()))
+    time.sleep(max(0.0, signed_in + 8 + 1.5 - time.time()))
     gone = client.get("/console/models", follow_redirects=False)
     assert gone.status_code == 303
     assert gone.headers["location"] == f"/console/sign-in?next={quote('/console/models', '')}"

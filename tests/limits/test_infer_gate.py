@@ -7,8 +7,10 @@ import threading
 import time
 
 import httpx
+import numpy as np
 import pytest
 
+from modelport.runtime.formats.onnx import OnnxModel
 from modelport.tenancy.limits import ScopeType
 from tests.conftest import ADMIN_KEY, LiveServer
 from tests.limits.conftest import ADDER_BODY, Platform, PlatformFactory, bearer
@@ -126,29 +128,48 @@ def slow_live(make_platform: PlatformFactory):
     server.stop()
 
 
-def test_concurrent_calls_over_the_limit_are_refused_while_one_runs(slow_live) -> None:
+def test_concurrent_calls_over_the_limit_are_refused_while_one_runs(
+    slow_live, monkeypatch: pytest.MonkeyPatch
+) -> None:
     platform, url, key = slow_live
-    results: list[tuple[int, float]] = []
-    barrier = threading.Barrier(4)
+    # The call that holds the slot waits at the gate: it runs for as long as the test
+    # needs, however loaded the machine is.
+    gate, executing = threading.Event(), threading.Event()
+    execute = OnnxModel.execute
 
-    def call() -> None:
-        barrier.wait()
-        started = time.monotonic()
+    def gated_execute(self: OnnxModel, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        executing.set()
+        assert gate.wait(30), "the test never opened the gate"
+        return execute(self, inputs)
+
+    monkeypatch.setattr(OnnxModel, "execute", gated_execute)
+    results: list[int] = []
+    refused: list[int] = []
+    barrier = threading.Barrier(3)
+
+    def call(into: list[int], together: bool) -> None:
+        if together:
+            barrier.wait()
         response = httpx.post(
             f"{url}/v2/models/acme/slow/infer", json=ADDER_BODY, headers=bearer(key), timeout=60
         )
-        results.append((response.status_code, time.monotonic() - started))
+        into.append(response.status_code)
 
-    threads = [threading.Thread(target=call) for _ in range(4)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    statuses = sorted(status for status, _ in results)
-    assert statuses[0] == 200 and 429 in statuses
-    slowest_refusal = max(took for status, took in results if status == 429)
-    fastest_success = min(took for status, took in results if status == 200)
-    assert slowest_refusal < fastest_success
+    running = threading.Thread(target=call, args=(results, False))
+    others = [threading.Thread(target=call, args=(refused, True)) for _ in range(3)]
+    running.start()
+    try:
+        assert executing.wait(30), "the first call never reached the model"
+        for t in others:
+            t.start()
+        for t in others:
+            t.join(60)
+        # Answered while the first call still held its slot: refused at once, not queued.
+        assert refused == [429, 429, 429]
+    finally:
+        gate.set()
+        running.join(60)
+    assert results == [200]
     assert platform.services.limits.slots.in_use(SLOTS) == 0
 
 
@@ -158,7 +179,7 @@ def test_slot_comes_back_when_the_client_goes_away(slow_live) -> None:
         httpx.post(
             f"{url}/v2/models/acme/slow/infer", json=ADDER_BODY, headers=bearer(key), timeout=0.005
         )
-    deadline = time.monotonic() + 10
+    deadline = time.monotonic() + 30
     while platform.services.limits.slots.in_use(SLOTS) and time.monotonic() < deadline:
         time.sleep(0.02)
     assert platform.services.limits.slots.in_use(SLOTS) == 0

@@ -12,12 +12,13 @@ import threading
 from collections.abc import Iterator
 from typing import Any
 
+import httpx
 import orjson
 import pytest
 
 from modelport.metering.types import BalanceScope, Unit, UsageEvent, UsageStatus
 from modelport.runtime.formats.onnx import OnnxModel
-from tests.conftest import LiveServer
+from tests.conftest import ADMIN_KEY, LiveServer
 from tests.metering.conftest import ADDER_BODY, Platform
 from tests.polling import eventually
 
@@ -83,6 +84,15 @@ def hang_up(sock: socket.socket) -> None:
     sock.close()
 
 
+def queue_depth(server: LiveServer) -> float:
+    """acme/adder:1's queue depth, as the server's metrics say."""
+    prefix = 'modelport_inference_queue_depth{model="acme/adder",version="1"} '
+    text = httpx.get(f"{server.url}/metrics", headers={"Authorization": f"Bearer {ADMIN_KEY}"}).text
+    return float(
+        next((x for x in text.splitlines() if x.startswith(prefix)), prefix + "0").split()[-1]
+    )
+
+
 def events_of(platform: Platform, request_id: str) -> dict[Unit, UsageEvent]:
     return {e.event.unit: e.event for e in platform.entries() if e.event.request_id == request_id}
 
@@ -92,7 +102,7 @@ def test_a_caller_that_hangs_up_while_its_call_executes_is_not_billed_a_predicti
 ) -> None:
     gate, server = gated
     sock = call(server, platform.key, "gone-1")
-    assert gate.entered.wait(15), "the call never reached the model"
+    assert gate.entered.wait(30), "the call never reached the model"
     hang_up(sock)
     # Settled at once, while the model still runs: the result will be discarded.
     assert eventually(lambda: len(events_of(platform, "gone-1")) == 2)
@@ -113,12 +123,13 @@ def test_a_caller_that_hangs_up_while_queued_never_runs(
 ) -> None:
     gate, server = gated
     running = call(server, platform.key, "stays")
-    assert gate.entered.wait(15)
+    assert gate.entered.wait(30)
     balances = platform.services.metering.balances
     one_hold = balances.get(TENANT, "beta").reserved_micros
     queued = call(server, platform.key, "gone-2")
     assert eventually(lambda: balances.get(TENANT, "beta").reserved_micros == 2 * one_hold)
-    threading.Event().wait(0.3)  # held, then queued behind the running call
+    # Held, then queued behind the running call: hung up only once it is in the queue.
+    assert eventually(lambda: queue_depth(server) == 1)
     hang_up(queued)
     assert eventually(lambda: len(events_of(platform, "gone-2")) == 2)
     gate.opened.set()

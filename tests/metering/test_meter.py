@@ -125,13 +125,18 @@ def test_a_cancelled_call_is_metered_for_what_was_done(funded: Metering) -> None
         task = asyncio.create_task(run(funded, None, CALL))
         await asyncio.sleep(0)
 
+        inside = asyncio.Event()
+
         async def hang() -> None:
             async with funded.meter.metered(CALL) as metered:
                 metered.record(compute_seconds=0.004)
-                await asyncio.sleep(10)
+                inside.set()
+                await asyncio.sleep(3600)
 
         hanging = asyncio.create_task(hang())
-        await asyncio.sleep(0.2)
+        # Cancelled once it recorded its work, however long a loaded machine took to
+        # reserve for it.
+        await asyncio.wait_for(inside.wait(), 60)
         hanging.cancel()
         with pytest.raises(asyncio.CancelledError):
             await hanging
@@ -140,7 +145,7 @@ def test_a_cancelled_call_is_metered_for_what_was_done(funded: Metering) -> None
     asyncio.run(cancelled())
     # let the settlement that runs on its own after the cancellation finish (generous: a
     # loaded CI machine can take seconds to schedule the committer thread)
-    deadline = time.monotonic() + 15
+    deadline = time.monotonic() + 60
     while len(delivered(funded)) < 4 and time.monotonic() < deadline:
         time.sleep(0.02)
     by_status = {}

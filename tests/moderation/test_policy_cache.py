@@ -87,7 +87,7 @@ def test_another_process_sees_a_change_through_redis(tmp_path: Path, redis_url: 
     first, second = build(), build()
     try:
         first.tenancy.create_tenant("beta", actor="admin")
-        assert second.changes.wait_live(10)
+        assert second.changes.wait_live(30)
         assert asyncio.run(second.moderation.policy_for("beta")) is None
         first.moderation.set_policy("beta", DRAFT, "test")
         assert eventually(lambda: second.moderation.cached("beta") == (False, None))

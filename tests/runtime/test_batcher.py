@@ -141,15 +141,17 @@ def test_batching_off_executes_each_request_alone() -> None:
 def test_max_queue_delay_waits_for_company() -> None:
     async def scenario(batcher: Batcher, model: CountingModel, obs: RecordingObserver):
         a = asyncio.ensure_future(batcher.submit(row(1), deadline=soon()))
-        await asyncio.sleep(0.01)
+        await asyncio.sleep(0)  # a is queued, waiting for company
         b = asyncio.ensure_future(batcher.submit(row(2), deadline=soon()))
         return await a, await b
 
     model = CountingModel()
-    a, b = run(scenario, model, max_batch_size=8, max_queue_delay_us=200_000)
+    # A second of waiting for company: b arrives within it even when a loaded machine
+    # stalls the loop.
+    a, b = run(scenario, model, max_batch_size=8, max_queue_delay_us=1_000_000)
     assert b.timings.batch_requests == 2
     assert model.executions == [2]
-    assert a.timings.queue_seconds >= 0.15
+    assert a.timings.queue_seconds >= 0.9
 
 
 def test_a_queue_delay_under_a_millisecond_merges_requests_arriving_together() -> None:
@@ -207,7 +209,9 @@ def test_a_deadline_passing_during_execution_answers_in_time() -> None:
         model.gate.set()
         return waited
 
-    assert run(scenario) < 1.0
+    # Not the 10 s the held execution would take: answered at the deadline, with room
+    # for a loaded machine.
+    assert run(scenario) < 5.0
 
 
 def test_a_full_queue_refuses_at_once_with_retry_after() -> None:

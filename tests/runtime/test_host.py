@@ -166,7 +166,8 @@ def test_a_hung_load_is_abandoned_after_its_timeout(
     started = time.monotonic()
     with pytest.raises(Unavailable) as info:
         host.load(key, manifest, source)
-    assert time.monotonic() - started < 5
+    # Abandoned: the hung load itself only returns after 30 s (when released, sooner).
+    assert time.monotonic() - started < 20
     assert info.value.code == "load_timeout"
     status = host.status(key)
     assert status is not None and status.state is LoadState.FAILED
@@ -180,12 +181,12 @@ def test_a_hung_load_is_abandoned_after_its_timeout(
     assert refused.value.code == "insufficient_memory"
     # When the hung load finally returns, its model is dropped, and the memory comes back.
     fake_format.release.set()
-    deadline = time.monotonic() + 5
+    deadline = time.monotonic() + 30
     while not (fake_format.models and fake_format.models[0].unloaded):
         assert time.monotonic() < deadline
         time.sleep(0.01)
     assert host.status(key).state is LoadState.FAILED
-    deadline = time.monotonic() + 5
+    deadline = time.monotonic() + 30
     while True:
         try:
             host.load(VersionKey("acme/other", "1", other_digest), other, source)
@@ -231,7 +232,7 @@ def test_a_version_with_requests_in_flight_is_never_evicted(
 
     async def scenario():
         call = asyncio.ensure_future(
-            host.infer(busy, {"x": np.zeros((1, 4), np.float32)}, deadline=time.monotonic() + 5)
+            host.infer(busy, {"x": np.zeros((1, 4), np.float32)}, deadline=time.monotonic() + 60)
         )
         while not fake_format.models[0].started.is_set():
             await asyncio.sleep(0.001)

@@ -72,7 +72,7 @@ def pool(folder: Path, bubblewrap: None) -> Iterator[WarmPool]:
     made.close()
 
 
-def call(pool: WarmPool, stage: str, deadline: float = 10.0) -> dict[str, np.ndarray]:
+def call(pool: WarmPool, stage: str, deadline: float = 60.0) -> dict[str, np.ndarray]:
     _, tensors = pool.call({"stage": stage}, {"x": np.arange(3)}, time.monotonic() + deadline)
     return tensors
 

@@ -22,6 +22,7 @@ from modelport.clock import ManualClock
 from modelport.config import Settings
 from modelport.registry import repository as registry_repo
 from modelport.registry.types import LifecycleState
+from modelport.runtime.formats.onnx import OnnxModel
 from tests.conftest import ADMIN_KEY
 from tests.models import add_one
 from tests.registry.helpers import put_blob
@@ -30,6 +31,21 @@ AUTH = {"Authorization": f"Bearer {ADMIN_KEY}"}
 X = [{"name": "x", "datatype": "FP32", "shape": [-1, 4]}]
 Y = [{"name": "y", "datatype": "FP32", "shape": [-1, 4]}]
 ROW = [[1.0, 2.0, 3.0, 4.0]]
+
+
+def before_executions_of(
+    monkeypatch: pytest.MonkeyPatch, graph: str, before: Callable[[], None]
+) -> None:
+    """Call ``before`` ahead of every execution of an ONNX model whose graph is named
+    ``graph`` (a gate, or a floor on its latency, that a loaded machine cannot undo)."""
+    execute = OnnxModel.execute
+
+    def hooked(self: OnnxModel, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        if self.session.get_modelmeta().graph_name == graph:
+            before()
+        return execute(self, inputs)
+
+    monkeypatch.setattr(OnnxModel, "execute", hooked)
 
 
 def add_constant(value: float, name: str = "add") -> onnx.ModelProto:

@@ -18,7 +18,7 @@ from tests.registry.helpers import find_blob_file
 from tests.serving.conftest import ROW, Serving, ServingFactory, add_constant, example
 
 
-def eventually(condition: Callable[[], bool], seconds: float = 10.0) -> None:
+def eventually(condition: Callable[[], bool], seconds: float = 60.0) -> None:
     deadline = time.monotonic() + seconds
     while not condition():
         assert time.monotonic() < deadline, "condition not reached in time"

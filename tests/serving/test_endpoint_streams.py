@@ -376,9 +376,11 @@ def test_the_shadow_gets_a_drained_copy_compared_and_never_billed(rig: Rig) -> N
 
 
 def test_the_endpoints_deadline_cuts_the_stream(rig: Rig) -> None:
-    slow = rig.toy("acme/writer:1", mode="count", delay=0.1)
+    # A token each 0.2 s against 2 s: about 10 of the 100 by the deadline, and nearly
+    # 2 s for a loaded machine to start the stream and send the first.
+    slow = rig.toy("acme/writer:1", mode="count", delay=0.2)
     rig.price("acme/writer", FailureRule.FRACTION, 5000)
-    deployment = rig.install("chat", [(slow, 100, ("local",))], deadline_ms=600)
+    deployment = rig.install("chat", [(slow, 100, ("local",))], deadline_ms=2000)
     received: list[str] = []
 
     async def scenario() -> CallStream:

@@ -65,8 +65,9 @@ def outputs(response: Any) -> dict[str, Any]:
 @pytest.fixture
 def sentiment(make_serving: ServingFactory, database_url: str) -> Serving:
     """The package published on a fresh installation (SQLite and PostgreSQL), with a
-    processing deadline short enough for the hang test."""
-    serving = make_serving(database_url, processing_timeout_seconds=3.0)
+    processing deadline short enough for the hang test (and long enough for a first call
+    to start its sandboxed worker on a loaded machine: it pays the start)."""
+    serving = make_serving(database_url, processing_timeout_seconds=10.0)
     publish(serving)
     return serving
 

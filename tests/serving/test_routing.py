@@ -7,6 +7,7 @@ import asyncio
 import threading
 import time
 from collections import Counter
+from collections.abc import Callable
 
 import numpy as np
 
@@ -79,6 +80,13 @@ def test_sticky_subjects_see_one_version(serving: Serving) -> None:
     assert set(versions_by_subject.values()) == {"1", "2"}
 
 
+def wait_until(check: Callable[[], bool], timeout: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not check():
+        assert time.monotonic() < deadline, "condition not reached in time"
+        time.sleep(0.01)
+
+
 def test_the_switch_is_atomic_and_fails_no_request_under_load(serving: Serving) -> None:
     v1 = serving.publish("acme/fraud", "1")
     v2 = serving.publish("acme/fraud", "2", model=add_constant(2.0))
@@ -100,9 +108,11 @@ def test_the_switch_is_atomic_and_fails_no_request_under_load(serving: Serving) 
     for thread in threads:
         thread.start()
     try:
-        time.sleep(0.2)
+        # Every caller is answered by the old version before the switch, and again by
+        # the new one after it, however slowly a loaded machine runs them.
+        wait_until(lambda: all(histories))
         serving.deploy("fraud", [(v2, 100)])
-        time.sleep(0.2)
+        wait_until(lambda: all(h[-1] == "2" for h in histories))
     finally:
         stop.set()
         for thread in threads:

@@ -8,7 +8,16 @@ import time
 from collections import Counter
 from typing import Any
 
-from tests.serving.conftest import Serving, ServingFactory, add_constant, failing, slow
+import pytest
+
+from tests.serving.conftest import (
+    Serving,
+    ServingFactory,
+    add_constant,
+    before_executions_of,
+    failing,
+    slow,
+)
 
 
 def shadowed(serving: Serving, shadow_model: Any) -> dict[str, Any]:
@@ -78,21 +87,42 @@ def test_a_failing_shadow_never_fails_the_caller(serving: Serving) -> None:
     assert seen["recent"][-1]["agreed"] is None
 
 
-def test_copies_beyond_the_bound_are_dropped_and_counted(make_serving: ServingFactory) -> None:
+def test_copies_beyond_the_bound_are_dropped_and_counted(
+    make_serving: ServingFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
     serving = make_serving(serving_shadow_max_in_flight=1)
-    deployment = shadowed(serving, slow(512))  # about 30 ms a copy
+    # The shadow's first copy waits at the gate: it is in flight for as long as the
+    # test needs, whatever the machine's load, so every later copy is beyond the bound.
+    gate, executing = threading.Event(), threading.Event()
+
+    def held() -> None:
+        executing.set()
+        assert gate.wait(30), "the test never opened the gate"
+
+    before_executions_of(monkeypatch, "slow", held)
+    deployment = shadowed(serving, slow(8))
     n = 24
     statuses: list[int] = []
 
     def call() -> None:
         statuses.append(serving.predict("fraud").status_code)
 
-    threads = [threading.Thread(target=call) for _ in range(n)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(30)
-    assert statuses == [200] * n
+    threads = [threading.Thread(target=call) for _ in range(n - 1)]
+    try:
+        call()
+        assert executing.wait(30), "the first copy never reached the shadow"
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(30)
+        assert statuses == [200] * n  # the callers never wait for the shadow
+        serving.wait(
+            "fraud",
+            deployment["id"],
+            lambda d: d["shadow"]["comparison"]["dropped"] >= n - 1,
+        )
+    finally:
+        gate.set()
     seen = comparison(serving, deployment["id"], n)
     assert seen["dropped"] > 0
     assert seen["requests"] + seen["dropped"] == n
@@ -103,7 +133,7 @@ def test_shadow_answers_go_to_the_prediction_log(make_serving: ServingFactory) -
     shadowed(serving, add_constant(5.0))
     ids = [serving.predict("fraud").json()["prediction_id"] for _ in range(3)]
     store = serving.services.outcomes.predictions
-    deadline = time.monotonic() + 10
+    deadline = time.monotonic() + 60
     while len(logged := store.list(endpoint="fraud")) < 6:
         assert time.monotonic() < deadline, logged
         time.sleep(0.02)

@@ -142,7 +142,7 @@ def test_service_calls_in_another_process_reach_the_next_v2_call(
     # Through Redis: delivered within milliseconds, but not before the publishing call
     # returns, so a call sent right after may still precede it. Seconds, not the hour.
     def soon(check: Callable[[], bool]) -> None:
-        assert eventually(check, seconds=5)
+        assert eventually(check, seconds=30)
 
     _scenario(world, soon)
     world.services.registry.create_model("acme", "fresh", actor="test", license="MIT")

@@ -144,9 +144,11 @@ def test_revocation_and_rotation_reach_every_gateway(
             gateway.warm(bob["key"])
         b.warm(alice["key"])
 
-        # Revoked on A: refused on B at once.
+        # Revoked on A: refused on B at once. Half a minute leaves a loaded machine
+        # time to pass the message on, yet is far inside the cache's ten minutes: only
+        # the invalidation can explain it.
         assert a.http.delete(f"/api/keys/{bob['id']}", headers=ADMIN).status_code == 200
-        assert stops_within(b, bob["key"], 2.0) < 2.0
+        stops_within(b, bob["key"], 30.0)
         assert a.status(bob["key"]) == 401
         # The process without Redis still trusts its cached copy: the reason for Redis.
         assert lone.status(bob["key"]) == 200
@@ -154,7 +156,7 @@ def test_revocation_and_rotation_reach_every_gateway(
         # Rotated on A: the old key stops on B, the new one works there.
         rotated = a.http.post(f"/api/keys/{alice['id']}/rotate", headers=bearer(alice["key"]))
         assert rotated.status_code == 201, rotated.text
-        stops_within(b, alice["key"], 2.0)
+        stops_within(b, alice["key"], 30.0)
         assert b.status(rotated.json()["key"]) == 200
 
         # Removing a member on B revokes its keys on A.
@@ -162,4 +164,4 @@ def test_revocation_and_rotation_reach_every_gateway(
         a.warm(carol["key"])
         removed = b.http.delete("/api/tenants/acme/members/carol", headers=ADMIN)
         assert removed.status_code == 204
-        stops_within(a, carol["key"], 2.0)
+        stops_within(a, carol["key"], 30.0)

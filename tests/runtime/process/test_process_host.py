@@ -131,7 +131,7 @@ def test_a_hung_execution_is_killed_at_its_deadline_and_the_next_call_succeeds(
     with pytest.raises(DeadlineExceeded) as raised:
         infer(host, key, timeout=1.0, x=x, steps=np.array([10**15], np.int64))
     assert raised.value.code == "execution_timeout"
-    deadline = time.monotonic() + 10
+    deadline = time.monotonic() + 30
     while not gone(hung) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert gone(hung), "the hung worker was not killed"
@@ -264,7 +264,7 @@ def test_a_worker_outlives_neither_its_host_nor_its_hung_call() -> None:
         assert not gone(worker)
         host.send_signal(signal.SIGKILL)  # no clean-up of any kind
         host.wait()
-        deadline = time.monotonic() + 15
+        deadline = time.monotonic() + 60
         while not gone(worker) and time.monotonic() < deadline:
             time.sleep(0.1)
         assert gone(worker), "the worker of a dead host kept running"

@@ -161,7 +161,7 @@ class OpenAIServer:
 
     def start(self) -> OpenAIServer:
         self.thread.start()
-        deadline = time.monotonic() + 10
+        deadline = time.monotonic() + 60
         while not self.server.started:
             assert time.monotonic() < deadline, "server did not start"
             time.sleep(0.01)

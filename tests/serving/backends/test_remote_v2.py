@@ -29,7 +29,7 @@ T = TypeVar("T")
 X = np.array([[1, 2, 3, 4], [5, 6, 7, 8]], dtype=np.float32)
 
 
-def request(version: VersionRef, timeout: float = 10.0, **inputs: np.ndarray) -> BackendRequest:
+def request(version: VersionRef, timeout: float = 30.0, **inputs: np.ndarray) -> BackendRequest:
     return BackendRequest(
         version=version, inputs=inputs or {"x": X}, deadline=time.monotonic() + timeout
     )
@@ -163,15 +163,19 @@ def test_breaker_opens_when_the_remote_dies_and_closes_after_it_restarts(
     once it runs again a probe closes the breaker and requests are answered."""
     adder = remote.versions["acme/adder:1"]
     transitions: list[str] = []
+    # The breakers' clock moves only when the test moves it: an open breaker stays open
+    # (and refuses) however slowly a loaded machine runs the next call.
+    now = [0.0]
     board = HealthBoard(
         BreakerConfig(min_calls=3, failure_rate=0.5, open_seconds=0.3),
+        clock=lambda: now[0],
         on_change=lambda name, before, after: transitions.append(after.value),
     )
     backend = backend_for(remote)
     board.register(backend)
     breaker = board.breaker("remote")
     dispatcher = Dispatcher(board)
-    prober = HealthProber(board, interval=0.05, timeout=0.5)
+    prober = HealthProber(board, interval=0.05, timeout=5.0)
 
     async def until(condition: Any, seconds: float = 30.0) -> None:
         deadline = time.monotonic() + seconds
@@ -192,10 +196,17 @@ def test_breaker_opens_when_the_remote_dies_and_closes_after_it_restarts(
             await dispatcher.dispatch(request(adder), [backend])
         assert refused.value.code == "no_available_backend"
         async with prober.running():
-            # Down: a half-open trial probe fails and opens the breaker again.
+            # Down: after the cool-down, a half-open trial probe fails and opens the
+            # breaker again.
+            now[0] += 0.3
             await until(lambda: transitions.count("open") >= 2)
             await asyncio.to_thread(remote.start)
-            await until(lambda: breaker.state is BreakerState.CLOSED)
+
+            def closed() -> bool:
+                now[0] += 0.3  # a cool-down each look: a trial that failed gets another
+                return breaker.state is BreakerState.CLOSED
+
+            await until(closed)
         served = await dispatcher.dispatch(request(adder), [backend])
         np.testing.assert_array_equal(served.outputs["y"], X + 1)
         await backend.close()
