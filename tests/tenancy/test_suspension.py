@@ -7,15 +7,10 @@ reactivating gives everything back."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
-from datetime import timedelta
 from pathlib import Path
 
 import pytest
-from alembic.autogenerate import compare_metadata
-from alembic.migration import MigrationContext
 from click.testing import CliRunner
-from sqlalchemy import create_engine, text
 from starlette.testclient import TestClient
 
 from modelport.api import create_app
@@ -23,13 +18,10 @@ from modelport.app import Services, build_services
 from modelport.cli import modelport
 from modelport.config import Settings
 from modelport.errors import Forbidden
-from modelport.jobs.queue import JobQueue
-from modelport.store import upgrade
-from modelport.store.base import Base, utcnow
 from tests.conftest import ADMIN_KEY, LiveServer
-from tests.jobs.conftest import AheadClock, Jobs
 from tests.polling import eventually
 from tests.tenancy.conftest import ADMIN, World, seed
+from tests.tenancy.migrations import old_tenant_after_upgrade
 
 BODY = {"inputs": [{"name": "x", "datatype": "FP32", "shape": [1, 4], "data": [1, 2, 3, 4]}]}
 
@@ -147,38 +139,6 @@ def test_the_cli_suspends_and_reactivates(world: World, services: Services) -> N
     assert world.client.get("/api/tenants/acme", headers=ADMIN).json()["suspended_at"] is None
 
 
-@pytest.fixture
-def jobs(tmp_path: Path, database_url: str) -> Iterator[Jobs]:
-    from tests.metering.conftest import make_platform
-
-    platform = make_platform(tmp_path / "home", database_url, job_runner_concurrency=0)
-    yield Jobs(platform)
-    platform.close_client()
-    platform.services.close()
-
-
-def test_a_suspended_tenants_jobs_wait_and_run_after_reactivation(jobs: Jobs) -> None:
-    orphaned = jobs.submit().json()["id"]
-    queued = jobs.submit().json()["id"]
-    now = utcnow()
-    queue = JobQueue(jobs.services.database, now=lambda: now, lease_seconds=10)
-    assert queue.claim("dead-runner", 1) == [orphaned]  # a runner took it, then died
-
-    jobs.services.tenancy.suspend_tenant("beta", reason="unpaid")
-    later = JobQueue(
-        jobs.services.database, now=lambda: now + timedelta(seconds=60), lease_seconds=10
-    )
-    assert later.claim("runner", 5) == []  # neither the queued job nor the orphaned one
-    refused = jobs.submit()
-    assert (refused.status_code, refused.json()["code"]) == (403, "tenant_suspended")
-    assert jobs.get(queued).status_code == 403
-
-    jobs.services.tenancy.reactivate_tenant("beta")
-    jobs.drain(jobs.runner(clock=AheadClock(60)))  # past the dead runner's lease
-    for job_id in (orphaned, queued):
-        assert jobs.get(job_id).json()["state"] == "succeeded"
-
-
 @pytest.mark.parametrize("database_url", ["postgresql"], indirect=True)
 def test_a_suspension_reaches_another_process_through_redis(
     tmp_path: Path, database_url: str, redis_url: str
@@ -219,24 +179,8 @@ def test_a_suspension_reaches_another_process_through_redis(
 def test_the_migration_adds_the_declared_columns_with_existing_tenants_active(
     tmp_path: Path,
 ) -> None:
-    url = f"sqlite:///{tmp_path / 'fresh.db'}"
-    upgrade(url, "0021_console_sessions")
-    engine = create_engine(url)
-    try:
-        with engine.begin() as connection:
-            connection.execute(
-                text(
-                    "INSERT INTO tenants (slug, name, require_separation, created_at, created_by)"
-                    " VALUES ('old', '', 0, '2026-01-01 00:00:00', 'seed')"
-                )
-            )
-        upgrade(url)
-        with engine.connect() as connection:
-            diff = compare_metadata(MigrationContext.configure(connection), Base.metadata)
-            row = connection.execute(
-                text("SELECT suspended_at, suspension_reason FROM tenants WHERE slug = 'old'")
-            ).one()
-    finally:
-        engine.dispose()
-    assert [d for d in diff if "tenants" in repr(d)] == []
-    assert tuple(row) == (None, "")
+    diff, row = old_tenant_after_upgrade(
+        tmp_path, "0021_console_sessions", "suspended_at, suspension_reason"
+    )
+    assert diff == []
+    assert row == (None, "")
