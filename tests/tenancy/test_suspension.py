@@ -1,8 +1,8 @@
 """Suspending a tenant: the platform admin suspends with a reason; from the next request
 the tenant's keys are refused with 403 ``tenant_suspended`` on every surface (cached
-credentials included, in this process and in another one sharing Redis), its queued jobs
-are not started, other tenants and the tenant's published models are untouched, and
-reactivating gives everything back."""
+credentials included, in this process and in another one sharing Redis), other tenants
+and the tenant's published models are untouched, and reactivating gives everything back.
+Its jobs: ``tests/jobs/test_suspended_tenant.py``."""
 
 from __future__ import annotations
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from urllib.parse import quote
 
 import click
+import httpx
 
 from modelport.cli.application import Application
 from modelport.cli.tenants.output import print_tenant
@@ -17,13 +18,7 @@ from modelport.cli.tenants.output import print_tenant
 def suspend(app: Application, slug: str, reason: str) -> None:
     """Suspend the tenant SLUG (platform admin): its keys and tokens stop working at once,
     its queued jobs wait."""
-    body = app.check(
-        app.http.post(f"/api/tenants/{quote(slug, safe='')}/suspend", json={"reason": reason})
-    )
-    if app.terminal.as_json:
-        app.terminal.json(body)
-        return
-    print_tenant(app, body)
+    _show(app, app.http.post(f"{_path(slug)}/suspend", json={"reason": reason}))
 
 
 @click.command()
@@ -31,7 +26,16 @@ def suspend(app: Application, slug: str, reason: str) -> None:
 @click.pass_obj
 def reactivate(app: Application, slug: str) -> None:
     """Lift the suspension of the tenant SLUG (platform admin)."""
-    body = app.check(app.http.post(f"/api/tenants/{quote(slug, safe='')}/reactivate"))
+    _show(app, app.http.post(f"{_path(slug)}/reactivate"))
+
+
+def _path(slug: str) -> str:
+    return f"/api/tenants/{quote(slug, safe='')}"
+
+
+def _show(app: Application, response: httpx.Response) -> None:
+    """The tenant as the API answered it (or the API's error, and a non-zero exit)."""
+    body = app.check(response)
     if app.terminal.as_json:
         app.terminal.json(body)
         return
