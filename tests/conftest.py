@@ -6,9 +6,9 @@ from __future__ import annotations
 import os
 import secrets
 import shutil
-import socket
 import threading
 import time
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Self
@@ -16,6 +16,7 @@ from typing import Any, Self
 import psycopg
 import pytest
 import uvicorn
+from filelock import FileLock
 from sqlalchemy import text
 from sqlalchemy.engine import make_url
 from starlette.testclient import TestClient
@@ -26,6 +27,7 @@ from modelport.config import Settings
 from modelport.sandbox import isolation_available
 from modelport.store import upgrade
 from modelport.store.base import Base
+from tests.isolation import free_port, isolate_redis, worker_id
 from tests.slow_tier import (  # noqa: F401  (hooks: unmarked tests may not start processes)
     pytest_configure,
     pytest_runtest_call,
@@ -62,6 +64,14 @@ def suite_environment() -> dict[str, str]:
 # Set at import too: module- and session-scoped fixtures build their installations
 # before any test's own environment is made.
 os.environ.update(suite_environment())
+isolate_redis()
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Modules marked ``heavy`` first (the rest keep their order): a parallel run hands
+    modules to workers in this order, and a long one started last would finish alone."""
+    items.sort(key=lambda item: item.get_closest_marker("heavy") is None)
 
 
 @pytest.fixture(autouse=True)
@@ -97,22 +107,64 @@ def _release_fastapi_callable_caches() -> Iterator[None]:
 
 
 @pytest.fixture(scope="session")
-def postgres_url() -> Iterator[str | None]:
-    """A fresh PostgreSQL database for this test session, migrated once."""
+def postgres_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str | None]:
+    """This worker's own PostgreSQL database, copied from the run's migrated template,
+    with an installation id of its own (so its Redis names and channels are its own)."""
     base = os.environ.get(PG_ENV)
     if not base:
         yield None
         return
     url = make_url(base)
-    name = f"mp_test_{os.getpid()}_{secrets.token_hex(3)}"
     admin_dsn = url.set(drivername="postgresql").render_as_string(hide_password=False)
+    template = postgres_template(url, admin_dsn, run_folder(tmp_path_factory))
+    name = f"mp_test_{os.getpid()}_{secrets.token_hex(3)}"
     with psycopg.connect(admin_dsn, autocommit=True) as conn:
-        conn.execute(f'CREATE DATABASE "{name}"')
+        conn.execute(f'CREATE DATABASE "{name}" TEMPLATE "{template}"')
     test_url = url.set(database=name).render_as_string(hide_password=False)
-    upgrade(test_url)
+    own_dsn = url.set(drivername="postgresql", database=name).render_as_string(hide_password=False)
+    with psycopg.connect(own_dsn, autocommit=True) as conn:
+        conn.execute("UPDATE installation SET id = %s", (uuid.uuid4().hex,))
     yield test_url
     with psycopg.connect(admin_dsn, autocommit=True) as conn:
         conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+def run_folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The folder every worker of this run shares (pytest's base temp of the run)."""
+    base = tmp_path_factory.getbasetemp()
+    return base.parent if worker_id() != "master" else base
+
+
+TEMPLATE_MARKER = "postgres-template"
+
+
+def postgres_template(url: Any, admin_dsn: str, shared: Path) -> str:
+    """The run's migrated template database: the first worker to need it makes it under a
+    file lock, the others copy it; the run's controller drops it at the end."""
+    marker = shared / TEMPLATE_MARKER
+    with FileLock(str(shared / f"{TEMPLATE_MARKER}.lock")):
+        if marker.exists():
+            return marker.read_text()
+        name = f"mp_template_{os.getpid()}_{secrets.token_hex(3)}"
+        with psycopg.connect(admin_dsn, autocommit=True) as conn:
+            conn.execute(f'CREATE DATABASE "{name}"')
+        marker.write_text(name)  # before the migration: the controller drops it whatever
+        upgrade(url.set(database=name).render_as_string(hide_password=False))
+        return name
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    """On the run's controller (or a run without workers): drop the template database."""
+    base = os.environ.get(PG_ENV)
+    factory = getattr(config, "_tmp_path_factory", None)
+    if not base or worker_id() != "master" or factory is None:
+        return
+    marker = factory.getbasetemp() / TEMPLATE_MARKER
+    if not marker.exists():
+        return
+    admin_dsn = make_url(base).set(drivername="postgresql").render_as_string(hide_password=False)
+    with psycopg.connect(admin_dsn, autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{marker.read_text()}" WITH (FORCE)')
 
 
 @pytest.fixture(scope="session")
@@ -190,12 +242,6 @@ def ensure_tenant(client: Any, slug: str) -> None:
     """Create the tenant ``slug`` unless it exists (models are published into a tenant)."""
     response = client.post("/api/tenants", json={"slug": slug})
     assert response.status_code in (201, 409), response.text
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 class ThreadedServer:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import gc
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -31,10 +32,19 @@ from modelport.console.sessions import ConsoleSessions
 from modelport.files import FileService
 from modelport.keyspace import Keyspace
 from modelport.manifest import Manifest
+from modelport.netpolicy import Resolver, UrlPolicy, system_resolver
 from modelport.registry.service import RegistryService
 from modelport.registry.signing import Signer
 from modelport.registry.validation import SubprocessValidator
-from modelport.sandbox import Sandbox, SandboxMode
+from modelport.sandbox import (
+    UNISOLATED_DOES_NOT_PROTECT,
+    UNISOLATED_PROTECTS,
+    Caps,
+    Enforcement,
+    Sandbox,
+    SandboxMode,
+)
+from modelport.sandbox.cgroups import Cgroups
 from modelport.store import Database, create_database, upgrade
 from modelport.store.installation import installation_id
 from modelport.store.secrets import SecretBox
@@ -54,6 +64,7 @@ if TYPE_CHECKING:
     from modelport.jobs.runner import JobNotifier, JobRunner
     from modelport.jobs.service import JobService
     from modelport.jobs.stages import StageRegistry
+    from modelport.jobs.validation import ValidationJobs
     from modelport.metering.billing.service import BillingService
     from modelport.metering.service import MeteringService
     from modelport.moderation.service import ModerationService
@@ -130,6 +141,8 @@ class Services:
     """Durable jobs: submit, get, list, cancel."""
     job_runner: JobRunner
     """This process's job runner (started by the API's lifespan)."""
+    validations: ValidationJobs
+    """Versions' validations as jobs, capped across the installation (``jobs.validation``)."""
     batches: BatchService
     """Batches over files of requests (``/v1/batches``): jobs of the batch pipeline."""
     job_outputs: JobOutputs
@@ -238,7 +251,8 @@ def build_host(
     from modelport.runtime.host import ModelHost
     from modelport.runtime.process.crashes import CrashLedger
     from modelport.runtime.process.executor import ProcessExecutors
-    from modelport.runtime.types import BatchingConfig
+    from modelport.runtime.process.launching import SandboxLauncher
+    from modelport.runtime.types import BatchingConfig, Execution
 
     host_budget = settings.runtime_memory_budget_bytes or int(psutil.virtual_memory().total * 0.7)
     device_budget = settings.runtime_device_memory_budget_bytes
@@ -276,8 +290,14 @@ def build_host(
             ledger=ledger,
             start_timeout=settings.runtime_process_start_timeout_seconds,
             observer=metrics,
+            # Model hosts run publishers' files: started as validation's children are,
+            # with nothing of this installation's (environment, home, network).
+            launcher=SandboxLauncher(
+                build_sandbox(settings), scratch_root=settings.home / "model-hosts"
+            ),
         ),
         crash_ledger=ledger,
+        execution=Execution.PROCESS if settings.runtime_execution == "process" else None,
     )
 
 
@@ -661,6 +681,18 @@ def build_metering(
     )
 
 
+def build_backend_policy(settings: Settings, resolver: Resolver | None = None) -> UrlPolicy:
+    """Where remote backends may be declared and reached: public addresses over
+    http(s), and the hosts of ``backend_allow_hosts``."""
+    return UrlPolicy(
+        settings.backend_allow_hosts,
+        resolver or system_resolver,
+        require_https=False,
+        subject="backend",
+        setting="backend_allow_hosts",
+    )
+
+
 def build_serving(
     settings: Settings,
     database: Database,
@@ -676,6 +708,7 @@ def build_serving(
     engines: GenerativeHost | None = None,
     box: SecretBox | None = None,
     processing: ProcessingPools | None = None,
+    resolver: Resolver | None = None,
 ) -> ServingPlane:
     """Endpoints, deployments and their router, over this process's model host (and
     its generative ``engines``), or (``host`` None: a gateway) over remote backends
@@ -712,7 +745,9 @@ def build_serving(
 
         placement = LocalPlacement(host, blob_store, engines)
     board.register(replica("local"))
-    remotes = BackendCatalog(database, board, box or build_secret_box(settings))
+    remotes = BackendCatalog(
+        database, board, box or build_secret_box(settings), build_backend_policy(settings, resolver)
+    )
     router = Router(
         Dispatcher(
             board,
@@ -816,8 +851,50 @@ def build_jobs(
         submitted=runner.kick,
         moderated=moderated,
         release_hold=billing.release,
+        cancelled=runner.cancel_requested,
     )
     return service, runner
+
+
+def build_validations(
+    settings: Settings,
+    database: Database,
+    blobs: BlobService,
+    registry: RegistryService,
+    jobs: JobService,
+    runner: JobRunner,
+    clock: Clock,
+) -> ValidationJobs:
+    """Validations as jobs: the ``validate_version`` stage registered with the runner's
+    stages, validations claimed apart (at most ``VALIDATION_CONCURRENCY`` running across
+    the installation, ``VALIDATION_PROCESS_CONCURRENCY`` in this process), and waiters
+    told of the ends this process's runner records."""
+    from modelport.jobs.validation import (
+        KIND,
+        MARGIN_SECONDS,
+        STAGE,
+        ValidationJobs,
+        ValidationStage,
+    )
+
+    jobs.stages.register(STAGE, ValidationStage(registry))
+    total = settings.validation_concurrency
+    here = settings.validation_process_concurrency
+    runner.kind_concurrency[KIND] = total if here is None else min(here, total)
+    runner.installation_concurrency[KIND] = total
+    validations = ValidationJobs(
+        database,
+        blobs,
+        registry,
+        jobs.queue,
+        now=clock.now,
+        queue_size=settings.validation_queue_size,
+        stage_timeout_seconds=settings.validation_timeout_seconds + MARGIN_SECONDS,
+        poll_seconds=settings.job_poll_seconds,
+        submitted=runner.kick,
+    )
+    runner.ended.append(validations.ended)
+    return validations
 
 
 def build_job_outputs(
@@ -952,6 +1029,9 @@ def build_sandbox(settings: Settings, metrics: RuntimeMetrics | None = None) -> 
     """The sandbox of other people's code; no child of it sees this installation's home
     (its database, blobs and keys), the signing key's or the secret key's folder. Its runs are counted on
     ``metrics`` when given."""
+    import logging
+
+    from modelport.logs import log_event
     from modelport.observability.sandbox_metrics import SandboxMetrics
 
     protect = [
@@ -962,19 +1042,64 @@ def build_sandbox(settings: Settings, metrics: RuntimeMetrics | None = None) -> 
     url = settings.resolved_database_url
     if url.startswith("sqlite:///"):
         protect.append(Path(url.removeprefix("sqlite:///")).parent)
+    cgroups = build_cgroups(settings.sandbox_cgroup, settings.sandbox_cgroup_root)
     observe = None
     if metrics is not None:
-        observe = SandboxMetrics(metrics.registry, settings.sandbox).observe
+        observe = SandboxMetrics(
+            metrics.registry, settings.sandbox, cgroups.enforcement.value
+        ).observe
+    if SandboxMode(settings.sandbox) is SandboxMode.UNISOLATED:
+        log_event(
+            logging.getLogger("modelport.sandbox"),
+            "sandbox.unisolated",
+            level=logging.WARNING,
+            protected=UNISOLATED_PROTECTS,
+            unprotected=UNISOLATED_DOES_NOT_PROTECT,
+        )
     return Sandbox(
         SandboxMode(settings.sandbox),
         protect=protect,
         bwrap=settings.sandbox_bwrap,
         observe=observe,
+        cgroups=cgroups,
+        caps=Caps(
+            tmp_bytes=settings.sandbox_tmp_bytes,
+            file_bytes=settings.sandbox_file_bytes,
+            cpu_cores=settings.sandbox_cpu_cores,
+            processes=settings.sandbox_processes,
+        ),
     )
 
 
+@functools.cache
+def build_cgroups(setting: str, root: Path | None) -> Cgroups:
+    """Where this process's sandboxed children get their cgroups: detected once per
+    process (every sandbox of it shares them), removed at exit; where there are none,
+    said once (``sandbox.cgroup_unavailable``)."""
+    import atexit
+    import logging
+
+    from modelport.logs import log_event
+    from modelport.sandbox.cgroups import detect
+
+    cgroups = detect(setting, root)
+    if cgroups.enforcement is Enforcement.RLIMITS:
+        log_event(
+            logging.getLogger("modelport.sandbox"),
+            "sandbox.cgroup_unavailable",
+            level=logging.INFO if setting == "off" else logging.WARNING,
+            reason=cgroups.reason,
+            fallback="resource limits only (address space, CPU time, file size, open "
+            "files, RLIMIT_NPROC): no cap on a child's resident memory, CPU share or "
+            "processes as a group",
+        )
+    else:
+        atexit.register(cgroups.close)
+    return cgroups
+
+
 def build_processing(
-    settings: Settings, blob_store: BlobStore, metrics: RuntimeMetrics
+    settings: Settings, blob_store: BlobStore, metrics: RuntimeMetrics, clock: Clock | None = None
 ) -> ProcessingPools:
     """Publishers' pre- and post-processing, in warm workers of the sandbox (the one
     validation uses), under ``HOME/processing``."""
@@ -990,6 +1115,10 @@ def build_processing(
         start_timeout_seconds=settings.processing_start_timeout_seconds,
         memory_bytes=settings.processing_memory_bytes,
         metrics=ProcessingMetrics(metrics.registry),
+        idle_seconds=settings.processing_idle_seconds,
+        idle_cpu_seconds=settings.processing_idle_cpu_seconds,
+        reap_interval_seconds=settings.processing_reap_interval_seconds,
+        clock=clock,
     )
 
 
@@ -1083,11 +1212,13 @@ def build_services(
     *,
     clock: Clock | None = None,
     generative_formats: Mapping[str, GenerativeFormat] | None = None,
+    resolver: Resolver | None = None,
 ) -> Services:
     """Every service of a process of role ``all`` or ``gateway`` (which gets no model
     host: no executor threads, no model cache); ``clock`` (the system's by default) is
     the one all of them wait on; ``generative_formats``: the generative format plugins
-    this process's engines load (by format name). The ``worker`` role builds
+    this process's engines load (by format name); ``resolver``: the name resolution the
+    outgoing-connection policy of remote backends checks (the system's by default). The ``worker`` role builds
     ``WorkerServices``."""
     if settings.role is Role.WORKER:
         raise ValueError("the worker role builds WorkerServices (build_worker_services)")
@@ -1105,7 +1236,9 @@ def build_services(
     registry = build_registry(settings, database, blob_store, changes, metrics)
     check = signature_check(registry)
     host = build_host(settings, metrics, check, clock) if settings.role is Role.ALL else None
-    processing = build_processing(settings, blob_store, metrics) if host is not None else None
+    processing = (
+        build_processing(settings, blob_store, metrics, clock) if host is not None else None
+    )
     engines = None
     if host is not None:
         # Formats given by the caller (tests' toy engines), else the installed ones.
@@ -1136,6 +1269,7 @@ def build_services(
         engines=engines,
         box=secret_box,
         processing=processing,
+        resolver=resolver,
     )
     limits = build_limits(settings, database, keys, clock)
     metering = build_metering(settings, database, registry, keys, clock)
@@ -1167,6 +1301,7 @@ def build_services(
     jobs, job_runner = build_jobs(
         settings, database, blobs, inference, clock, notifier, moderation, files
     )
+    validations = build_validations(settings, database, blobs, registry, jobs, job_runner, clock)
     return Services(
         settings=settings,
         database=database,
@@ -1205,6 +1340,7 @@ def build_services(
         secret_box=secret_box,
         jobs=jobs,
         job_runner=job_runner,
+        validations=validations,
         batches=BatchService(database, jobs, files, now=clock.now),
         job_outputs=build_job_outputs(settings, jobs, blobs, secret_box, clock),
         oidc=oidc,
@@ -1305,6 +1441,7 @@ def build_inference(
         load_on_demand=settings.load_on_demand,
         sync=repository_sync,
         role=settings.role.value,
+        statistics=metrics,
     )
     return service, repository
 
@@ -1375,7 +1512,7 @@ def build_worker_services(settings: Settings, *, clock: Clock | None = None) -> 
         metrics=metrics,
         host=build_host(settings, metrics, signature_check(registry), clock),
         clock=clock or SystemClock(),
-        processing=build_processing(settings, blob_store, metrics),
+        processing=build_processing(settings, blob_store, metrics, clock),
     )
 
 

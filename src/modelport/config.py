@@ -12,7 +12,12 @@ from typing import Annotated, Literal
 
 import platformdirs
 from pydantic import Field, SecretStr, field_validator, model_validator
-from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+from pydantic_settings import (
+    BaseSettings,
+    NoDecode,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+)
 
 MIN_ADMIN_KEY_LENGTH = 24
 
@@ -38,6 +43,19 @@ class Settings(BaseSettings):
     """Server-wide settings. Every field maps to ``MODELPORT_<FIELD>``."""
 
     model_config = SettingsConfigDict(env_prefix="MODELPORT_", frozen=True, extra="ignore")
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        """The arguments, then the environment: no ``.env`` file and no secrets folder
+        is configured, and reading none of them took as long as reading the environment."""
+        return init_settings, env_settings
 
     home: Path = Field(default_factory=default_home)
     """Folder of the embedded state: SQLite database, blobs, staging, keys."""
@@ -114,6 +132,25 @@ class Settings(BaseSettings):
 
     validation_timeout_seconds: float = Field(default=120.0, gt=0)
     validation_memory_bytes: int = Field(default=4 << 30, gt=0)
+    validation_concurrency: int = Field(default=2, ge=0)
+    """Validations running at once across the installation (every process on one
+    database together), apart from other jobs; the rest wait queued. Set it alike on
+    every process: one with a lower value claims only while fewer than its value run,
+    and 0 runs none there (another process's runner does)."""
+
+    validation_process_concurrency: int | None = Field(default=None, ge=0)
+    """Validations one serving process runs at once, within ``validation_concurrency``
+    (unset: up to that cap; 0: none here). Bounds one machine's sandboxes where several
+    processes share the installation's cap."""
+
+    validation_queue_size: int = Field(default=64, ge=1)
+    """Validations that may wait queued, across the installation; past it a request is
+    refused with 503 ``validation_queue_full`` and a ``Retry-After``."""
+
+    validation_wait_seconds: float = Field(default=150.0, ge=0)
+    """How long ``POST .../transitions`` to ``validated`` waits for the validation's end
+    before answering 202 with its job (a client sending ``Prefer: respond-async`` gets
+    that at once)."""
 
     sandbox: Literal["auto", "bubblewrap", "unisolated"] = "auto"
     """Isolation of other people's code (validation): ``auto`` and ``bubblewrap`` run it
@@ -123,6 +160,33 @@ class Settings(BaseSettings):
 
     sandbox_bwrap: str = "bwrap"
     """The bubblewrap program, by name (searched on ``PATH``) or path."""
+
+    sandbox_cgroup: Literal["auto", "off"] = "auto"
+    """``auto``: each sandboxed child gets a cgroup of its own, capped in resident
+    memory, CPU share and processes, where this host lets the server make them (cgroup
+    v2, else v1; detected at start-up); elsewhere, and with ``off``, the resource limits
+    alone (logged once at start-up, ``sandbox.cgroup_unavailable``)."""
+
+    sandbox_cgroup_root: Path | None = None
+    """Where the children's cgroups are made: a cgroup v2 folder delegated to the
+    server's user (in which the server itself does not run), or, on a host with v1
+    hierarchies only, a path inside each of them (``/modelport``: then
+    ``/sys/fs/cgroup/memory/modelport``...). Default: the server's own cgroup."""
+
+    sandbox_tmp_bytes: int = Field(default=64 << 20, gt=0)
+    """Size of a sandboxed child's private ``/tmp`` (memory-backed, under bubblewrap;
+    counted in its cgroup's memory): a write past it fails (ENOSPC)."""
+
+    sandbox_file_bytes: int = Field(default=1 << 30, gt=0)
+    """Largest file a sandboxed child may write (``RLIMIT_FSIZE``): a write past it
+    fails (EFBIG)."""
+
+    sandbox_cpu_cores: float = Field(default=2.0, gt=0)
+    """CPU share of each sandboxed child's whole group, in cores (cgroup ``cpu.max``)."""
+
+    sandbox_processes: int = Field(default=512, ge=16)
+    """Processes and threads of each sandboxed child's whole group (cgroup
+    ``pids.max``; else ``RLIMIT_NPROC``, which does not bind root)."""
 
     processing_concurrency: int = Field(default=2, ge=1, le=64)
     """Warm sandboxed workers of one version's pre- and post-processing code, and so the
@@ -137,7 +201,19 @@ class Settings(BaseSettings):
     """Longest a processing worker may take to start and import its code."""
 
     processing_memory_bytes: int = Field(default=1 << 30, gt=0)
-    """Address-space limit of each processing worker."""
+    """Address-space limit of each processing worker (and, under a cgroup, the resident
+    memory of its group)."""
+
+    processing_idle_seconds: float = Field(default=600.0, gt=0)
+    """A warm processing worker that served no call for this long is stopped (the next
+    call starts one)."""
+
+    processing_idle_cpu_seconds: float = Field(default=1.0, gt=0)
+    """CPU time a warm processing worker may use while it serves no call (code left
+    running after its call returned); past it the worker is killed and replaced."""
+
+    processing_reap_interval_seconds: float = Field(default=5.0, gt=0)
+    """How often idle processing workers are checked for both."""
 
     auto_migrate: bool | None = None
     """Apply migrations at start; default on for SQLite (embedded), off otherwise."""
@@ -200,6 +276,13 @@ class Settings(BaseSettings):
     runtime_instances: int = Field(default=1, ge=1)
     """Batches of one version that may execute at the same time (with process execution:
     worker processes per version)."""
+
+    runtime_execution: Literal["manifest", "process"] = "manifest"
+    """Where tensor versions execute: ``manifest``, as each version's
+    ``runtime.execution`` says (``thread`` by default); ``process``, every tensor version
+    in model-host processes (started under the sandbox, ``sandbox``), whatever its
+    manifest says, so no publisher's file is parsed in the server. ``process`` is the
+    recommended production setting."""
 
     runtime_process_crash_limit: int = Field(default=3, ge=1)
     """Worker crashes of one version within the crash window that quarantine it (503
@@ -387,6 +470,12 @@ class Settings(BaseSettings):
     serving_refresh_seconds: float = Field(default=2.0, gt=0)
     """How often a process checks the database for endpoint changes made by another one."""
 
+    backend_allow_hosts: Annotated[tuple[str, ...], NoDecode] = ()
+    """Hosts (``host`` or ``host:port``, comma-separated) remote backends may be declared
+    at, and reached, at private, loopback or link-local addresses (e.g. a gateway's
+    workers, ``worker-0.workers.svc:8000``). Every other backend URL must resolve only
+    to public addresses, checked when it is declared and again at every connection."""
+
     # ---- backends: health, circuit breaking, retries
     serving_health_interval_seconds: float = Field(default=5.0, gt=0)
     """How often every backend's health is probed (in the background)."""
@@ -497,7 +586,7 @@ class Settings(BaseSettings):
     """A claimed delivery whose attempt is not recorded this long after (its process
     died) is due again."""
 
-    @field_validator("webhook_allow_hosts", mode="before")
+    @field_validator("webhook_allow_hosts", "backend_allow_hosts", mode="before")
     @classmethod
     def _split_hosts(cls, v: object) -> object:
         if isinstance(v, str):

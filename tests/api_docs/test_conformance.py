@@ -35,7 +35,7 @@ from modelport.api import create_app
 from modelport.app import build_services
 from modelport.config import Settings
 from tests.conftest import ADMIN_KEY, ThreadedServer
-from tests.security.world import ADMIN, World
+from tests.security.world import ADMIN, BACKEND_HOSTS, World
 from tests.security.world import seed as seed_world
 
 SEED = 20261217
@@ -71,6 +71,7 @@ def live(tmp_path_factory: pytest.TempPathFactory, sqlite_template: Path) -> Ite
             admin_key=ADMIN_KEY,
             auto_migrate=False,
             runtime_intra_op_threads=1,
+            backend_allow_hosts=BACKEND_HOSTS,  # the world's backends: names never resolved
         )
     )
     app = create_app(services)

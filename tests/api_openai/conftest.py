@@ -9,7 +9,7 @@ import asyncio
 import os
 import platform
 from collections.abc import AsyncIterator, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from importlib.metadata import EntryPoint
 from pathlib import Path
 from typing import Any
@@ -22,6 +22,7 @@ from starlette.testclient import TestClient
 
 from modelport.api import create_app
 from modelport.app import Services, build_services
+from modelport.clock import Clock
 from modelport.config import Settings
 from modelport.errors import InvalidInput, Unavailable
 from modelport.manifest import Manifest
@@ -174,11 +175,21 @@ class World:
     """beta's consumer key."""
     key_id: str
     server: LiveServer
+    clients: list[openai.OpenAI] = field(default_factory=list)
+    """Every client made by ``client``: closed with the world, none left to a finaliser."""
 
     def client(self, key: str | None = None, **options: Any) -> openai.OpenAI:
-        return openai.OpenAI(
+        made = openai.OpenAI(
             base_url=self.url + "/v1", api_key=key or self.key, max_retries=0, **options
         )
+        self.clients.append(made)
+        return made
+
+    def close(self) -> None:
+        for made in self.clients:
+            made.close()
+        self.server.stop()
+        self.services.close()
 
     def async_client(self, key: str | None = None) -> openai.AsyncOpenAI:
         return openai.AsyncOpenAI(base_url=self.url + "/v1", api_key=key or self.key, max_retries=0)
@@ -278,7 +289,12 @@ EMBED_IO = {
 
 
 def build_world(
-    home: Path, database_url: str, monkeypatch: pytest.MonkeyPatch, **options: Any
+    home: Path,
+    database_url: str,
+    monkeypatch: pytest.MonkeyPatch,
+    *,
+    clock: Clock | None = None,
+    **options: Any,
 ) -> World:
     # The embedding format is installed as a plugin would be (an entry point).
     plugins = format_registry.discover([EMBED_ENTRY])
@@ -295,6 +311,7 @@ def build_world(
     )
     services = build_services(
         settings,
+        clock=clock,
         generative_formats={
             CHAT_FORMAT: ToyGenerativeFormat(engine),
             SLOW_FORMAT: ToyGenerativeFormat(slow),
@@ -319,8 +336,7 @@ def world(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[World]:
     """The platform on SQLite (see the module docstring)."""
     built = build_world(tmp_path / "home", f"sqlite:///{tmp_path / 'home.db'}", monkeypatch)
     yield built
-    built.server.stop()
-    built.services.close()
+    built.close()
 
 
 @pytest.fixture(scope="module")
@@ -330,8 +346,7 @@ def shared_world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
     with pytest.MonkeyPatch.context() as monkeypatch:
         built = build_world(home / "home", f"sqlite:///{home / 'home.db'}", monkeypatch)
         yield built
-        built.server.stop()
-        built.services.close()
+        built.close()
 
 
 @pytest.fixture
@@ -339,5 +354,4 @@ def world_on(tmp_path: Path, database_url: str, monkeypatch: pytest.MonkeyPatch)
     """The platform on each database (SQLite, and PostgreSQL where configured)."""
     built = build_world(tmp_path / "home", database_url, monkeypatch)
     yield built
-    built.server.stop()
-    built.services.close()
+    built.close()

@@ -212,3 +212,16 @@ def test_unknown_paths_and_methods_answer_in_openais_shape(world: World) -> None
     assert unknown.status_code == 404 and error_of(unknown)["type"] == "invalid_request_error"
     wrong = httpx.get(world.url + "/v1/chat/completions", headers=auth)
     assert wrong.status_code == 405 and error_of(wrong)["code"] == "method_not_allowed"
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_a_text_call_of_a_tensor_model_names_the_surface_that_serves_it(
+    shared_world: World, stream: bool
+) -> None:
+    with pytest.raises(openai.UnprocessableEntityError) as caught:
+        chat(shared_world, model="acme/embedder:1", stream=stream)
+    error = caught.value
+    assert error.status_code == 422 and error.code == "streaming_unsupported"
+    assert "'acme/embedder:1' is a tensor model" in error.message
+    assert "POST /v2/models/acme/embedder/versions/1/infer" in error.message
+    assert "cannot stream" not in error.message

@@ -5,7 +5,6 @@ back."""
 
 from __future__ import annotations
 
-import httpx
 import openai
 import pytest
 
@@ -84,7 +83,9 @@ def test_a_stream_cut_by_its_client_is_settled_for_what_was_delivered(world_on: 
 
 def test_a_client_that_hangs_up_on_a_whole_answer_ends_the_call(world_on: World) -> None:
     world = priced(world_on)
-    client = world.client(timeout=httpx.Timeout(0.4, connect=5.0))
+    # The engine takes 10 s for its 500 tokens; the client gives up after 2 s, long
+    # enough for the call to reach the engine on a loaded machine.
+    client = world.client(timeout=openai.Timeout(2.0, connect=5.0))
     with pytest.raises(openai.APITimeoutError):
         client.chat.completions.create(model="acme/counter", messages=COUNT, max_tokens=500)
     assert eventually(lambda: bool(world.slow.cancelled)), "the engine was never told"

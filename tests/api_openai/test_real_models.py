@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -34,7 +34,7 @@ from tests.runtime.formats.transformers.packages import smollm2_gguf  # noqa: E4
 
 # Loading a de-quantized GGUF and importing torch take seconds to minutes on a busy
 # machine: not for the fast tier.
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.heavy]
 
 GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
 CHAT = "acme/smollm2"
@@ -55,9 +55,13 @@ class RealWorld:
     services: Services
     key: str
     server: LiveServer
+    clients: list[openai.OpenAI] = field(default_factory=list)
+    """Every client made by ``client``: closed with the world, none left to a finaliser."""
 
     def client(self) -> openai.OpenAI:
-        return openai.OpenAI(base_url=self.url + "/v1", api_key=self.key, max_retries=0)
+        made = openai.OpenAI(base_url=self.url + "/v1", api_key=self.key, max_retries=0)
+        self.clients.append(made)
+        return made
 
     def async_client(self) -> openai.AsyncOpenAI:
         return openai.AsyncOpenAI(base_url=self.url + "/v1", api_key=self.key, max_retries=0)
@@ -117,7 +121,10 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RealWorld]:
         assert admin.post("/api/prices", json=body).status_code == 201
     services.metering.balances.credit(BalanceScope.TENANT, "beta", 10_000_000, tenant="beta")
     server = LiveServer(services).start()
-    yield RealWorld(server.url, services, key, server)
+    built = RealWorld(server.url, services, key, server)
+    yield built
+    for made in built.clients:
+        made.close()
     server.stop()
     services.close()
 

@@ -45,7 +45,12 @@ def test_health_is_open_and_everything_else_needs_the_key(v2) -> None:
         response = client.request(method, path, headers=anon)
         assert response.status_code == 401, path
         assert "error" in response.json()
-    assert client.get("/v2").json()["extensions"] == ["binary_tensor_data", "model_repository"]
+    assert client.get("/v2").json()["extensions"] == [
+        "binary_tensor_data",
+        "model_repository",
+        "model_configuration",
+        "statistics",
+    ]
 
 
 def test_json_inference_on_demand_with_and_without_a_version(v2) -> None:

@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+import os
+from typing import Any
+
 import httpx
 import numpy as np
 import pytest
 import tritonclient.http as triton
 from tritonclient.utils import InferenceServerException
 
-from modelport.testing.onnx_models import looping_add_one
+from modelport.testing.onnx_models import echo_text, looping_add_one
 from tests.api_v2.conftest import AUTH, V2Factory, infer_body
 from tests.api_v2.test_infer_routes import metric
+from tests.conftest import ADMIN_KEY
 
 pytestmark = pytest.mark.slow
 
@@ -112,3 +116,76 @@ def test_tritonclient_sees_the_timeout_as_an_error(live_v2) -> None:
         np.testing.assert_array_equal(result.as_numpy("y"), np.full((1, 4), 2, np.float32))
     finally:
         client.close()
+
+
+def _executor_of(services: Any, ref: str) -> Any:
+    assert services.host is not None
+    (hosted,) = [h for key, h in services.host._hosted.items() if key.model == ref]
+    return hosted.executor
+
+
+def test_the_operator_setting_runs_a_thread_manifest_in_a_model_host_without_credentials(
+    make_v2: V2Factory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from modelport.runtime.process.executor import ProcessExecutor
+
+    database_url = "postgresql+psycopg://ops:db-password-leak@db/modelport"
+    # Secrets in the server's environment (the settings given here take precedence).
+    monkeypatch.setenv("MODELPORT_DATABASE_URL", database_url)
+    monkeypatch.setenv("MODELPORT_BLOB_SECRET_ACCESS_KEY", "blob-secret-do-not-leak")
+    client, services, publisher = make_v2(runtime_execution="process")
+    publisher.adder("acme/adder", runtime={"execution": "thread"})
+    answer = client.post(
+        "/v2/models/acme/adder/versions/1/infer", json=infer_body("x", np.ones((1, 4), np.float32))
+    )
+    assert answer.status_code == 200, answer.text
+    assert answer.json()["outputs"][0]["data"] == [2.0, 2.0, 2.0, 2.0]
+    executor = _executor_of(services, "acme/adder")
+    assert isinstance(executor, ProcessExecutor)  # the manifest said thread
+    (pid,) = executor.pids
+    assert pid != os.getpid()
+    with open(f"/proc/{pid}/environ", "rb") as handle:
+        environ = handle.read().decode()
+    # The server's own secrets (the suite seals with MODELPORT_SECRET_KEY) stay behind.
+    assert "MODELPORT_" not in environ
+    assert ADMIN_KEY not in environ
+    assert "blob-secret-do-not-leak" not in environ and database_url not in environ
+
+
+def test_by_default_a_thread_manifest_executes_in_the_server(make_v2: V2Factory) -> None:
+    from modelport.runtime.executor import ThreadExecutor
+
+    client, services, publisher = make_v2()
+    publisher.adder("acme/adder")
+    answer = client.post(
+        "/v2/models/acme/adder/versions/1/infer", json=infer_body("x", np.ones((1, 4), np.float32))
+    )
+    assert answer.status_code == 200, answer.text
+    assert isinstance(_executor_of(services, "acme/adder"), ThreadExecutor)
+
+
+def test_strings_in_and_out_of_a_process_version_over_v2(make_v2: V2Factory) -> None:
+    client, _, publisher = make_v2()
+    publisher.publish(
+        "acme/echo",
+        "1",
+        echo_text(),
+        inputs=[
+            {"name": "text", "datatype": "BYTES", "shape": [-1]},
+            {"name": "x", "datatype": "FP32", "shape": [-1, 4]},
+        ],
+        outputs=[
+            {"name": "echo", "datatype": "BYTES", "shape": [-1]},
+            {"name": "y", "datatype": "FP32", "shape": [-1, 4]},
+        ],
+        **PROCESS,
+    )
+    body = infer_body("x", np.zeros((2, 4), np.float32))
+    body["inputs"].append(
+        {"name": "text", "datatype": "BYTES", "shape": [2], "data": ["héllo", ""]}
+    )
+    answered = client.post("/v2/models/acme/echo/versions/1/infer", json=body)
+    assert answered.status_code == 200, answered.text
+    outputs = {o["name"]: o for o in answered.json()["outputs"]}
+    assert outputs["echo"]["datatype"] == "BYTES" and outputs["echo"]["data"] == ["héllo", ""]
+    assert outputs["y"]["data"] == [1.0] * 8

@@ -109,3 +109,87 @@ def test_nan_and_infinities_round_trip_through_json_as_with_triton(triton_client
     assert y is not None and y.dtype == np.float32
     np.testing.assert_array_equal(y, x + 1)  # NaN compares equal to NaN here
     assert "parameters" not in result.get_output("y")  # it went as JSON, not binary
+
+
+def test_model_config_as_triton_answers_it(triton_client) -> None:
+    client, publisher = triton_client
+    publisher.adder("acme/fraud-risk", version="3", resources={"max_batch_size": 16})
+    config = client.get_model_config("acme/fraud-risk", "3", headers=key())
+    assert config == {
+        "name": "acme/fraud-risk",
+        "platform": "onnxruntime_onnx",
+        "backend": "onnxruntime",
+        "max_batch_size": 16,  # every first dimension is -1: the batch, left out of dims
+        "input": [{"name": "x", "data_type": "TYPE_FP32", "dims": [4]}],
+        "output": [{"name": "y", "data_type": "TYPE_FP32", "dims": [4]}],
+    }
+    assert client.get_model_config("acme/fraud-risk", headers=key()) == config
+    with pytest.raises(InferenceServerException) as missing:
+        client.get_model_config("acme/fraud-risk", "9", headers=key())
+    assert missing.value.status() == "404"
+
+
+def test_statistics_count_calls_and_failures_as_triton_does(triton_client) -> None:
+    client, publisher = triton_client
+    publisher.adder("acme/fraud-risk", version="3")
+
+    def stats() -> dict:
+        (found,) = client.get_inference_statistics("acme/fraud-risk", "3", headers=key())[
+            "model_stats"
+        ]
+        return found
+
+    before = stats()
+    assert before["name"] == "acme/fraud-risk" and before["version"] == "3"
+    assert before["inference_count"] == 0 and before["last_inference"] == 0
+    assert before["inference_stats"]["success"] == {"count": 0, "ns": 0}
+
+    for rows in (3, 1):
+        tensor = triton.InferInput("x", [rows, 4], "FP32")
+        tensor.set_data_from_numpy(np.ones((rows, 4), np.float32))
+        client.infer("acme/fraud-risk", [tensor], model_version="3", headers=key())
+    wrong = triton.InferInput("x", [1, 3], "FP32")
+    wrong.set_data_from_numpy(np.zeros((1, 3), np.float32))
+    with pytest.raises(InferenceServerException):
+        client.infer("acme/fraud-risk", [wrong], model_version="3", headers=key())
+
+    after = stats()
+    inference = after["inference_stats"]
+    assert after["inference_count"] == 4  # rows, as Triton counts a batch
+    assert 1 <= after["execution_count"] <= 2  # the two calls may share a batch
+    assert inference["success"]["count"] == 2 and inference["success"]["ns"] > 0
+    assert inference["fail"]["count"] == 1
+    assert inference["queue"]["count"] == 2
+    assert inference["compute_infer"]["count"] == after["execution_count"]
+    assert inference["compute_infer"]["ns"] > 0
+    assert after["last_inference"] > 0
+    # Without a version: every version observed; all models: this one among them.
+    model = client.get_inference_statistics("acme/fraud-risk", headers=key())["model_stats"]
+    assert model == [after]
+    everything = client.get_inference_statistics(headers=key())["model_stats"]
+    assert [(s["name"], s["version"]) for s in everything] == [("acme/fraud-risk", "3")]
+
+
+def test_config_and_statistics_are_hidden_as_the_metadata_is(triton_client) -> None:
+    client, publisher = triton_client
+    publisher.adder("acme/fraud-risk", version="3")
+    tensor = triton.InferInput("x", [1, 4], "FP32")
+    tensor.set_data_from_numpy(np.ones((1, 4), np.float32))
+    client.infer("acme/fraud-risk", [tensor], headers=key())
+    tenancy = publisher.services.tenancy
+    tenancy.create_tenant("globex", actor="admin")
+    tenancy.add_member("globex", "gail", roles=["consumer"], actor="admin")
+    issued = tenancy.create_key("globex", "gail", name="t", actor="admin")
+    other = {"Authorization": f"Bearer {issued.secret}"}
+    for call in (
+        lambda: client.get_model_metadata("acme/fraud-risk", headers=dict(other)),
+        lambda: client.get_model_config("acme/fraud-risk", headers=dict(other)),
+        lambda: client.get_inference_statistics("acme/fraud-risk", headers=dict(other)),
+    ):
+        with pytest.raises(InferenceServerException) as hidden:
+            call()
+        assert hidden.value.status() == "404"
+    assert client.get_inference_statistics(headers=dict(other)) == {"model_stats": []}
+    with pytest.raises(InferenceServerException) as anonymous:
+        client.get_model_config("acme/fraud-risk")
+    assert anonymous.value.status() == "401"

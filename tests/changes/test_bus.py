@@ -37,9 +37,11 @@ class Seen:
         self.changes: list[Change] = []
         self.resets = 0
         self._lock = threading.Lock()
+        # The reset handler goes first: the first registration starts the subscription,
+        # whose start is itself a reset that would otherwise go unseen.
+        bus.on_reset(self.reset)
         for kind in TOPICS.values():
             bus.subscribe(kind, self.add)
-        bus.on_reset(self.reset)
 
     def add(self, change: Change) -> None:
         with self._lock:

@@ -208,6 +208,10 @@ def test_prices(platform: Platform) -> None:
     assert (rule["unit_price_micros"], rule["version"]) == (2500, None)
     hit = ok(platform, "prices", "set", MODEL, "--unit", "cache_hit", "--price", "0.0001")
     assert "0.000100 per cache_hit" in hit
+    per_row = ok(platform, "prices", "set", MODEL, "--unit", "row", "--price", "0.00002")
+    assert "0.000020 per row" in per_row
+    listed = as_json(platform, "prices", "list", MODEL)["items"]
+    assert ("row", 20) in [(r["unit"], r["unit_price_micros"]) for r in listed]
     bad = cli(platform.server.url, "prices", "set", MODEL, "--price", "0.0000001")
     assert bad.exit_code == 2 and "six decimals" in bad.output
 

@@ -21,6 +21,8 @@ from modelport.cli import modelport
 from modelport.store.migrate import alembic_config, current_revision, upgrade
 from tests.conftest import PG_ENV, skip_or_fail
 
+pytestmark = pytest.mark.heavy  # minutes of work: started first in a parallel run
+
 
 def _migrate(url: str, tmp_path: Path) -> str:
     env = {"MODELPORT_DATABASE_URL": url, "MODELPORT_HOME": str(tmp_path)}

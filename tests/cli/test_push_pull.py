@@ -15,6 +15,7 @@ from click.testing import CliRunner, Result
 from modelport.app import Services
 from modelport.cli import modelport
 from modelport.client.transfer import UploadState
+from modelport.errors import NotFound
 from modelport.testing import mlp, save
 from tests.conftest import ADMIN_KEY, LiveServer
 
@@ -151,6 +152,41 @@ class TestPush:
         assert [f["path"] for f in manifest["files"]] == ["vocab.txt", "weights/w.bin"]
         assert manifest["tags"] == ["demo"]
         assert manifest["format"] == "custom"
+
+    def test_push_lists_its_files_and_leaves_out_what_modelportignore_names(
+        self, live_server: LiveServer, services: Services, onnx_package: Path, traffic: Traffic
+    ) -> None:
+        (onnx_package / "train.py").write_text("print('training')\n")
+        (onnx_package / "notebooks").mkdir()
+        (onnx_package / "notebooks" / "explore.ipynb").write_text("{}")
+        (onnx_package / "labels.txt").write_text("a\nb\nc\n")
+        (onnx_package / "scratch.txt").write_text("notes")
+        (onnx_package / ".modelportignore").write_text(
+            "# the training code is not part of the model\ntrain.py\nnotebooks/\n*.txt\n"
+            "!labels.txt\n"
+        )
+        example = onnx_package.parent / "example.json"
+        example.write_text(json.dumps({"features": [[0.5] * 8]}))
+        args = ["push", str(onnx_package), "--model", "acme/m", "--version", "1"]
+        args += ["--example-input", str(example)]
+        dry = cli(live_server, *args, "--license", "MIT", "--dry-run")
+        assert dry.exit_code == 0, dry.output
+        assert "2 files in the version" in dry.output
+        assert "labels.txt" in dry.output and "model.onnx" in dry.output
+        for left_out in ("train.py", "explore.ipynb", "scratch.txt", ".modelportignore"):
+            assert left_out not in dry.output
+        assert traffic.patches == 0 and "nothing was uploaded" in dry.output
+        as_json = cli_json(live_server, *args, "--license", "MIT", "--dry-run")
+        assert [f["path"] for f in as_json["files"]] == ["labels.txt", "model.onnx"]
+        assert traffic.patches == 0
+        with pytest.raises(NotFound):
+            services.registry.get_version("acme", "m", "1")
+
+        pushed = cli(live_server, *args, "--license", "MIT")
+        assert pushed.exit_code == 0, pushed.output
+        assert pushed.output.index("labels.txt") < pushed.output.index("published acme/m:1")
+        version = services.registry.get_version("acme", "m", "1")
+        assert [f.path for f in version.manifest.files] == ["labels.txt", "model.onnx"]
 
     def test_pushing_again_uploads_nothing_and_is_idempotent(
         self, live_server: LiveServer, onnx_package: Path, traffic: Traffic

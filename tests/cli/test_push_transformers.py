@@ -26,6 +26,7 @@ from tests.runtime.formats.transformers.packages import (
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 os.environ.setdefault("OMP_NUM_THREADS", "1")
+pytestmark = pytest.mark.heavy  # minutes of work: started first in a parallel run
 
 
 @pytest.fixture(autouse=True)

@@ -61,3 +61,27 @@ def test_the_readme_walk_works_as_written(
                 pytest.fail(f"the README runs {words!r}, which this test does not know")
     assert "infer fraud-risk" in ran and "endpoints deploy" in ran and "keys create" in ran
     assert (tmp_path / "copy" / "model.onnx").is_file()
+
+
+def test_the_quickstart_shows_the_console_and_three_ways_to_call_on_its_first_screen() -> None:
+    text = README.read_text()
+    section = text[text.index("## Quickstart") :]
+    block = re.search(r"```bash\n(.*?)```", section, re.S)
+    assert block is not None
+    commands = [line for line in block[1].splitlines() if line.strip()]
+    assert [c.split()[0] for c in commands] == ["./scripts/demo.sh", "./scripts/test.sh"]
+    first_screen = "\n".join(section.splitlines()[:40])
+    assert "http://127.0.0.1:8080/console" in first_screen
+    assert "modelport infer" in first_screen  # the CLI
+    assert "/v2" in first_screen and "tritonclient" in first_screen
+    assert "/v1" in first_screen and "`openai` SDK" in first_screen
+
+
+def test_the_console_docs_and_the_demo_script_name_serves_default_address() -> None:
+    from modelport.cli.serve import serve
+
+    [port] = [p.default for p in serve.params if p.name == "port"]
+    root = README.parents[0]
+    assert f"http://127.0.0.1:{port}/console" in (root / "docs" / "console.md").read_text()
+    script = (root / "scripts" / "demo.sh").read_text()
+    assert f"http://127.0.0.1:{port}" in script and "/console" in script

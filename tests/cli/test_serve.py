@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import re
+import socket
 import subprocess
 import sys
 import time
@@ -119,3 +120,49 @@ def test_serve_with_workers_refuses_a_setting_that_cannot_work(tmp_path: Path) -
     out, _ = proc.communicate(timeout=60)
     assert proc.returncode != 0
     assert "ftp" in out, out
+
+
+def _first_lines(proc: subprocess.Popen[str], wanted: str) -> list[str]:
+    """The lines printed up to and including the first one holding ``wanted``."""
+    assert proc.stdout is not None
+    lines: list[str] = []
+    for line in proc.stdout:
+        lines.append(line)
+        if wanted in line:
+            return lines
+    raise AssertionError(f"{wanted!r} never printed: {''.join(lines)}")
+
+
+def test_serve_announces_once_it_listens_and_warns_once_without_a_sandbox(
+    tmp_path: Path,
+) -> None:
+    port = free_port()
+    proc = _serve(tmp_path, port, "--dev", MODELPORT_SANDBOX_BWRAP="/nonexistent/bwrap")
+    try:
+        lines = _first_lines(proc, "modelport serving on")
+        # Printed once the server listens: the first request needs no retry.
+        assert httpx.get(f"http://127.0.0.1:{port}/healthz").status_code == 200
+    finally:
+        proc.terminate()
+        rest, _ = proc.communicate(timeout=30)
+    out = "".join(lines) + rest
+    assert out.count("the sandbox cannot run here") == 1, out
+    assert "'/nonexistent/bwrap'" in out and "apt install bubblewrap" in out
+    assert "MODELPORT_SANDBOX=unisolated" in out
+    assert out.index("the sandbox cannot run here") < out.index("modelport serving on")
+
+
+def test_serve_on_a_taken_port_is_one_line_naming_it(tmp_path: Path) -> None:
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", 0))
+        holder.listen()
+        port = holder.getsockname()[1]
+        proc = _serve(tmp_path, port, "--dev")
+        out, _ = proc.communicate(timeout=60)
+    assert proc.returncode == 1
+    errors = [line for line in out.splitlines() if line.startswith("error:")]
+    assert errors == [
+        f"error: cannot serve on 127.0.0.1:{port}: port {port} is already in use (stop "
+        "what holds it, or choose another with --port)"
+    ], out
+    assert "Traceback" not in out and "serving on" not in out

@@ -1,19 +1,15 @@
-"""The playground's request from the form, the price per call, and the example calls:
-pure functions, checked on the shapes and values a person types."""
+"""The playground's request from the form, the prices the console quotes, and the
+example calls: pure functions, checked on the shapes and values a person types."""
 
 from __future__ import annotations
 
 import shlex
+from typing import Any
 
 import pytest
 
-from modelport.console.playground import (
-    BAD_INPUT,
-    form_fields,
-    price_of_tokens_micros,
-    price_per_call_micros,
-    request_body,
-)
+from modelport.console.playground import BAD_INPUT, body_rows, form_fields, request_body
+from modelport.console.pricing import amount_micros, price_of_tokens_micros, price_per_call_micros
 from modelport.console.snippets import snippets
 from modelport.errors import InvalidInput
 
@@ -63,21 +59,109 @@ def test_the_form_is_prefilled_from_the_example_then_from_what_was_posted() -> N
     assert form_fields(SPEC, None)[0].shape_text == "[any, 4]"
 
 
-def test_the_price_per_call_prefers_the_versions_own_rule() -> None:
-    rules = [
-        {"unit": "prediction", "version": None, "unit_price_micros": 3000, "per_units": 1,
-         "effective_from": "2026-01-01"},
-        {"unit": "prediction", "version": "2", "unit_price_micros": 5000, "per_units": 1,
-         "effective_from": "2026-01-01"},
-        {"unit": "output_token", "version": None, "unit_price_micros": 7, "per_units": 1,
-         "effective_from": "2026-01-01"},
-    ]  # fmt: skip
-    assert price_per_call_micros(rules, "1") == 3000
-    assert price_per_call_micros(rules, "2") == 5000
-    assert price_per_call_micros([], "1") is None
-    usage = {"prompt_tokens": 4, "completion_tokens": 10}
-    assert price_of_tokens_micros(rules, usage) == 70
-    assert price_of_tokens_micros(rules[:2], usage) is None
+IRIS = [{"name": "features", "datatype": "FP32", "shape": [-1, 4]}]
+IRIS_EXAMPLE = {
+    "inputs": [
+        {
+            "name": "features",
+            "datatype": "FP32",
+            "shape": [2, 4],
+            "data": [[5.1, 3.5, 1.4, 0.2], [6.7, 3.0, 5.2, 2.3]],
+        }
+    ]
+}
+IRIS_ROWS = [5.1, 3.5, 1.4, 0.2, 6.7, 3.0, 5.2, 2.3]
+
+
+def test_what_the_form_prefills_from_a_nested_example_it_accepts() -> None:
+    [field] = form_fields(IRIS, IRIS_EXAMPLE)
+    assert field.value == "[5.1, 3.5, 1.4, 0.2],\n[6.7, 3.0, 5.2, 2.3]"
+    [tensor] = request_body([field])["inputs"]
+    assert tensor == {"name": "features", "datatype": "FP32", "shape": [2, 4], "data": IRIS_ROWS}
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        "[5.1, 3.5, 1.4, 0.2], [6.7, 3.0, 5.2, 2.3]",  # the text the page used to show
+        "[5.1, 3.5, 1.4, 0.2]\n[6.7, 3.0, 5.2, 2.3]",  # one row a line, no commas
+        "[[5.1, 3.5, 1.4, 0.2], [6.7, 3.0, 5.2, 2.3]]",  # one JSON array of rows
+        "5.1, 3.5, 1.4, 0.2, 6.7, 3.0, 5.2, 2.3",
+        "[5.1, 3.5, 1.4, 0.2, 6.7, 3.0, 5.2, 2.3]",  # one flat array: row-major
+    ],
+)
+def test_rows_are_accepted_as_json_arrays(value: str) -> None:
+    [tensor] = request_body(form_fields(IRIS, IRIS_EXAMPLE, {"input:features": value}))["inputs"]
+    assert tensor["shape"] == [2, 4] and tensor["data"] == IRIS_ROWS
+
+
+@pytest.mark.parametrize(
+    ("value", "says"),
+    [
+        ("[1, 2, 3, 4], [5, 6, 7]", "rows of different lengths"),
+        ("[1, 2], [3, 4]", "give [2, 2]"),  # 4 values, but rows of 2 for [any, 4]
+        ("[1, 2, 3, 4", "must be FP32 values"),
+        ('[1, 2, "x", 4]', "must be FP32 values"),
+        ("[1, 2, true, 4]", "must be FP32 values"),
+        ("1, 2, 3", "multiple of 4"),
+    ],
+)
+def test_a_refusal_names_an_accepted_example(value: str, says: str) -> None:
+    with pytest.raises(InvalidInput) as refused:
+        request_body(form_fields(IRIS, IRIS_EXAMPLE, {"input:features": value}))
+    assert refused.value.code == BAD_INPUT and says in refused.value.message
+    assert refused.value.message.endswith("e.g. [5.1, 3.5, 1.4, 0.2], [6.7, 3.0, 5.2, 2.3]")
+    # ... which the form takes.
+    example = refused.value.message.split("e.g. ")[1]
+    assert request_body(form_fields(IRIS, None, {"input:features": example}))
+
+
+def test_text_may_hold_brackets_or_be_written_as_a_json_array() -> None:
+    spec = [{"name": "t", "datatype": "BYTES", "shape": [-1]}]
+    [plain] = request_body(form_fields(spec, None, {"input:t": "[hi], there"}))["inputs"]
+    assert plain["data"] == ["[hi]", "there"]
+    [quoted] = request_body(form_fields(spec, None, {"input:t": '["a, b", "c"]'}))["inputs"]
+    assert quoted["data"] == ["a, b", "c"] and quoted["shape"] == [2]
+
+
+def test_without_an_example_the_refusal_shows_a_row_of_the_schemas_width() -> None:
+    with pytest.raises(InvalidInput) as refused:
+        request_body(form_fields(IRIS, None, {"input:features": "x"}))
+    assert refused.value.message.endswith("e.g. [1.0, 2.0, 3.0, 4.0]")
+    ints = [{"name": "x", "datatype": "INT64", "shape": [3]}]
+    with pytest.raises(InvalidInput) as refused:
+        request_body(form_fields(ints, None, {"input:x": "[1.5, 2, 3]"}))
+    assert refused.value.message.endswith("e.g. [1, 2, 3]")
+
+
+def rule(unit: str, micros: int, per_units: int = 1) -> dict[str, Any]:
+    """A rule in effect, as ``GET /api/prices?…&at=…`` lists it."""
+    return {"unit": unit, "unit_price_micros": micros, "per_units": per_units, "version": "1"}
+
+
+def test_the_price_per_call_is_the_prediction_rules() -> None:
+    assert price_per_call_micros([rule("output_token", 7), rule("prediction", 3000)]) == 3000
+    assert price_per_call_micros([rule("prediction", 9000, per_units=1000)]) == 9
+    assert price_per_call_micros([rule("output_token", 7)]) is None
+    assert price_per_call_micros([]) is None
+
+
+def test_the_price_per_call_adds_its_rows_at_the_row_rule() -> None:
+    both = [rule("prediction", 3000), rule("row", 10)]
+    assert price_per_call_micros(both, rows=3) == 3030  # a call and three rows
+    assert price_per_call_micros([rule("row", 10)], rows=2) == 20
+    fields = form_fields(SPEC, None, {"input:x": "1, 2, 3, 4, 5, 6, 7, 8"})
+    assert body_rows(fields, request_body(fields)) == 2
+
+
+def test_a_chats_price_is_its_tokens_at_their_rules() -> None:
+    usage = {"prompt_tokens": 10, "completion_tokens": 30}
+    both = [rule("input_token", 2), rule("output_token", 8), rule("prediction", 100)]
+    assert price_of_tokens_micros(both, usage) == 10 * 2 + 30 * 8
+    assert price_of_tokens_micros([rule("output_token", 7)], usage) == 7 * 30
+    assert price_of_tokens_micros([rule("output_token", 1, per_units=1000)], usage) == 0
+    assert price_of_tokens_micros([rule("prediction", 100)], usage) is None
+    assert amount_micros(rule("output_token", 3, per_units=2), 5) == 7  # rounded down
 
 
 def test_the_curl_example_survives_the_shell() -> None:

@@ -10,6 +10,7 @@ from datetime import UTC, datetime
 from sqlalchemy import select
 
 from modelport.console.sessions import ConsoleSessions
+from modelport.metering.types import Unit
 from modelport.store.secrets import SecretBox
 from modelport.store.tables import ConsoleSessionRow
 from tests.conftest import ADMIN_KEY
@@ -154,6 +155,24 @@ def test_playground_calls_v2_as_the_signed_in_key(console: Console) -> None:
     [entry] = console.platform.entries()
     assert entry.event.tenant == "beta" and entry.event.amount_micros == 2_500
     assert entry.event.key_id == console.beta_key_id  # the session's own key, not the console's
+
+
+def test_a_row_price_shows_on_the_model_page_and_prices_the_playground_call(
+    console: Console,
+) -> None:
+    console.platform.price(100, model=MODEL, unit="row")
+    client = browser_client(console)
+    sign_in(client, console.beta_key)
+    page = client.get(f"/console/models/{MODEL}").text
+    assert re.search(r"<td>row</td><td>\$0\.000100</td>", page)  # the price list
+    result = client.post(
+        f"/console/models/{MODEL}/playground",
+        data={"csrf_token": csrf_of(page), "input:x": "1, 2, 3, 4\n5, 6, 7, 8"},
+    )
+    assert result.status_code == 200, result.text
+    assert "$0.002700 per call" in result.text  # a call and its two rows
+    charged = {e.event.unit: e.event.amount_micros for e in console.platform.entries()}
+    assert charged == {Unit.PREDICTION: 2_500, Unit.ROW: 200}
 
 
 def test_playground_refuses_bad_input_before_calling(console: Console) -> None:

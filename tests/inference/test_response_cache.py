@@ -79,6 +79,12 @@ def _body(seed: float, **extra: Any) -> dict[str, Any]:
     return {"inputs": [{"name": "x", "datatype": "FP32", "shape": [1, 4], "data": data}], **extra}
 
 
+def _rows(seed: float, n: int) -> dict[str, Any]:
+    """A request of ``n`` rows."""
+    data = [seed + i for i in range(4 * n)]
+    return {"inputs": [{"name": "x", "datatype": "FP32", "shape": [n, 4], "data": data}]}
+
+
 def key_of(platform: Platform, tenant: str) -> str:
     return platform.services.tenancy.create_key(tenant, "app", name="t", actor="admin").secret
 
@@ -199,27 +205,32 @@ def test_a_hit_is_billed_by_the_cache_hit_rule_where_there_is_one(
         BalanceScope.TENANT, "beta", 1_000_000, tenant="beta"
     )
     platform.price(2_500)
+    platform.price(10, unit="row")
     platform.price(100, unit="cache_hit")
-    call(platform, platform.key, json=_body(70), headers={"X-Request-Id": "bill-miss"})
-    call(platform, platform.key, json=_body(70), headers={"X-Request-Id": "bill-hit"})
+    call(platform, platform.key, json=_rows(70, 3), headers={"X-Request-Id": "bill-miss"})
+    call(platform, platform.key, json=_rows(70, 3), headers={"X-Request-Id": "bill-hit"})
     miss, hit = events_of(platform, "bill-miss"), events_of(platform, "bill-hit")
-    assert set(miss) == {Unit.PREDICTION}  # the cache_hit rule never prices a call that ran
+    # the cache_hit rule never prices a call that ran
+    assert set(miss) == {Unit.PREDICTION, Unit.ROW}
     assert miss[Unit.PREDICTION].amount_micros == 2_500
-    assert set(hit) == {Unit.CACHE_HIT}  # the hit's rule alone
+    assert (miss[Unit.ROW].quantity, miss[Unit.ROW].amount_micros) == (3, 30)
+    assert set(hit) == {Unit.CACHE_HIT}  # the hit's rule alone: its rows are not charged
     assert (hit[Unit.CACHE_HIT].quantity, hit[Unit.CACHE_HIT].amount_micros) == (1, 100)
     balance = platform.services.metering.balances.get(BalanceScope.TENANT, "beta")
-    assert balance.balance_micros == 1_000_000 - 2_600
+    assert balance.balance_micros == 1_000_000 - 2_630
 
 
 def test_without_a_cache_hit_rule_a_hit_is_billed_as_any_call(
     platform: Platform, executions: Executions
 ) -> None:
     platform.price(2_500)
-    call(platform, platform.key, json=_body(80), headers={"X-Request-Id": "plain-miss"})
-    call(platform, platform.key, json=_body(80), headers={"X-Request-Id": "plain-hit"})
+    platform.price(10, unit="row")
+    call(platform, platform.key, json=_rows(80, 4), headers={"X-Request-Id": "plain-miss"})
+    call(platform, platform.key, json=_rows(80, 4), headers={"X-Request-Id": "plain-hit"})
     hit = events_of(platform, "plain-hit")
-    assert set(hit) == {Unit.PREDICTION}
+    assert set(hit) == {Unit.PREDICTION, Unit.ROW}
     assert hit[Unit.PREDICTION].amount_micros == 2_500
+    assert (hit[Unit.ROW].quantity, hit[Unit.ROW].amount_micros) == (4, 40)  # the rows answered
     assert hit[Unit.PREDICTION].compute_ms == 0.0  # nothing executed
 
 

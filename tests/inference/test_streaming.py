@@ -28,6 +28,7 @@ from modelport.inference.streaming import (
     StreamingCalls,
     StreamTarget,
 )
+from modelport.inference.types import Caller
 from modelport.manifest import Manifest, manifest_digest
 from modelport.metering.balances import BalanceRepository
 from modelport.metering.journal import UsageJournal
@@ -169,7 +170,7 @@ async def open_stream(
     rig: Rig, prompt: str = PROMPT, max_tokens: int = 32, timeout: float = 10.0, rid: str = "r1"
 ) -> CallStream:
     request = GenerateRequest(prompt=prompt, max_tokens=max_tokens, request_id=rid)
-    return await rig.calls.stream(CONSUMER, rig.target, request, time.monotonic() + timeout)
+    return await rig.calls.stream(Caller(CONSUMER), rig.target, request, time.monotonic() + timeout)
 
 
 def test_chunks_arrive_in_order_and_the_usage_reaches_the_ledger(rig: Rig) -> None:
@@ -395,7 +396,7 @@ def test_a_tensor_model_cannot_stream(rig: Rig) -> None:
     target = StreamTarget(VersionRef("acme/adder", "1", digest, manifest))
     request = GenerateRequest(prompt="hi", max_tokens=4)
     with pytest.raises(Unprocessable) as caught:
-        asyncio.run(rig.calls.stream(CONSUMER, target, request, time.monotonic() + 5))
+        asyncio.run(rig.calls.stream(Caller(CONSUMER), target, request, time.monotonic() + 5))
     assert caught.value.code == "streaming_unsupported"
 
 

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import asyncio
 import os
+import signal
 from pathlib import Path
+from types import FrameType
 
 from modelport.app import build_services
 from modelport.config import Settings
@@ -29,7 +31,18 @@ def main() -> None:
     stage = TensorShardStage(services.database, now=services.clock.now, on_shard_run=note)
     services.jobs.stages.register("tensor_shards", stage)
     services.metering.start()  # the usage journal's applier, as in a serving process
-    asyncio.run(services.job_runner.run())
+    # SIGTERM stops it as a serving process stops: what it metered is delivered first.
+    signal.signal(signal.SIGTERM, _interrupt)
+    try:
+        asyncio.run(services.job_runner.run())
+    except KeyboardInterrupt:
+        pass
+    finally:
+        services.close()
+
+
+def _interrupt(signum: int, frame: FrameType | None) -> None:
+    raise KeyboardInterrupt
 
 
 if __name__ == "__main__":

@@ -18,6 +18,7 @@ from modelport.errors import Unavailable
 from modelport.jobs.queue import JobQueue
 from modelport.jobs.runner import JobRunner
 from modelport.jobs.stages import Stage, StageContext, StageServices
+from modelport.jobs.types import StreamedOutput
 from tests.metering.conftest import ADDER_BODY, Platform, make_platform
 
 INPUTS = ADDER_BODY["inputs"]
@@ -44,7 +45,7 @@ class Counting:
     gate: threading.Event | None = None
     entered: threading.Event = field(default_factory=threading.Event)
 
-    async def run(self, context: StageContext) -> bytes:
+    async def run(self, context: StageContext) -> bytes | StreamedOutput:
         self.runs += 1
         self.entered.set()
         if self.gate is not None:

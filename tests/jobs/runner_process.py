@@ -17,6 +17,7 @@ from pathlib import Path
 from modelport.app import build_services
 from modelport.config import Settings
 from modelport.jobs.stages import InferStage, PostprocessStage, StageContext, ValidateStage
+from modelport.jobs.types import StreamedOutput
 
 
 class Effect:
@@ -34,8 +35,8 @@ class Effect:
             out.flush()
             os.fsync(out.fileno())
 
-    async def run(self, context: StageContext) -> bytes:
-        output: bytes = await self.inner.run(context)  # type: ignore[attr-defined]
+    async def run(self, context: StageContext) -> bytes | StreamedOutput:
+        output: bytes | StreamedOutput = await self.inner.run(context)  # type: ignore[attr-defined]
         self.note(self.name)
         if self.pause:
             self.note("paused")

@@ -61,11 +61,30 @@ def test_submit_watch_show_list_and_cancel(
     assert refused.exit_code == 1 and "job_finished" in refused.output
 
 
-def test_inline_inputs_that_are_not_tensors_are_refused_before_any_request(
+def test_inline_inputs_that_are_not_inputs_are_refused_before_any_request(
     served: tuple[Platform, LiveServer],
 ) -> None:
-    result = cli(served, "jobs", "submit", "acme/adder", '{"x": 1}')
-    assert result.exit_code == 2 and "list of tensors" in result.output
+    for text in ('"x"', "[1, 2]", "{not json"):
+        result = cli(served, "jobs", "submit", "acme/adder", text)
+        assert result.exit_code == 2, result.output
+        assert "INPUTS" in result.output
+    listed = as_json(served, "jobs", "list")
+    assert listed["items"] == []
+
+
+def test_submit_takes_the_inputs_infer_takes_and_json_after_the_verb(
+    served: tuple[Platform, LiveServer],
+) -> None:
+    """``infer``'s shorthand by input name (the datatype from the model's metadata), and
+    ``--json`` where the verb's own options are."""
+    job = cli(served, "jobs", "submit", "acme/adder", '{"x": [[1, 2, 3, 4]]}', "--json")
+    assert job.exit_code == 0, job.output
+    submitted = json.loads(job.output)
+    watched = cli(served, "jobs", "watch", submitted["id"], "--interval", "0.05", "--timeout", "60")
+    assert watched.exit_code == 0, watched.output
+    assert "[2.0, 3.0, 4.0, 5.0]" in watched.output
+    shown = cli(served, "jobs", "show", submitted["id"], "--json")
+    assert json.loads(shown.output)["state"] == "succeeded"
 
 
 def test_watch_a_batch_counts_its_rows(served: tuple[Platform, LiveServer], tmp_path: Path) -> None:

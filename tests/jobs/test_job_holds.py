@@ -19,6 +19,7 @@ from modelport.metering.meter import repeatable_id
 from modelport.metering.types import BalanceScope, ReservationState
 from modelport.store.tables import ReservationRow
 from tests.jobs.conftest import AheadClock, Counting, Jobs
+from tests.polling import eventually
 
 CREDIT = 10_000
 PRICE = 1_000
@@ -130,6 +131,9 @@ def test_a_cancelled_job_gives_its_hold_back(jobs: Jobs) -> None:
         assert cancel.status_code == 202
         gate.set()
         assert _ended(jobs, job_id)["state"] == "cancelled"
+        # The end is visible before the runner gives the hold back: a stop now would
+        # cancel that (the hold would then only expire).
+        assert eventually(lambda: not runner.busy())
     finally:
         runner.stop()
     assert _rows(jobs)[hold_id(job_id)][1] == ReservationState.RELEASED.value

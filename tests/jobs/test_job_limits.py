@@ -14,7 +14,7 @@ from modelport.errors import Overloaded
 from modelport.jobs.principals import principal_of
 from modelport.jobs.queue import JobQueue
 from modelport.jobs.service import Submission
-from modelport.jobs.types import JobState
+from modelport.jobs.types import JobState, Lease
 from modelport.store.base import utcnow
 from modelport.tenancy.types import Principal
 from tests.jobs.conftest import INPUTS, Jobs
@@ -96,18 +96,23 @@ def test_a_tenant_at_its_running_cap_keeps_its_jobs_queued(jobs: Jobs) -> None:
     _limit(jobs, "beta", job_concurrency=1)
     now = utcnow()
     queue = JobQueue(jobs.services.database, now=lambda: now, lease_seconds=30)
-    assert queue.claim("a", 10) == [first, theirs.id]  # beta's oldest, and acme's
+    leases = queue.claim("a", 10)
+    assert [lease.job_id for lease in leases] == [first, theirs.id]  # beta's oldest, and acme's
     assert queue.claim("b", 10) == []
     assert jobs.services.jobs.get(None, second.id).state is JobState.QUEUED
-    assert queue.finish(first, "a", JobState.SUCCEEDED)
-    assert queue.claim("b", 10) == [second.id]
+    assert queue.finish(first, leases[0], JobState.SUCCEEDED)
+    assert _ids(queue.claim("b", 10)) == [second.id]
     # A running job whose lease expired counts already: taken over at the cap.
     later = now + timedelta(seconds=31)
     late = JobQueue(jobs.services.database, now=lambda: later, lease_seconds=30)
-    assert late.claim("c", 10) == [second.id, theirs.id]
+    assert _ids(late.claim("c", 10)) == [second.id, theirs.id]
     assert jobs.services.jobs.get(None, third.id).state is JobState.QUEUED
     _limit(jobs, "beta", job_concurrency=2)
-    assert late.claim("c", 10) == [third.id]
+    assert _ids(late.claim("c", 10)) == [third.id]
+
+
+def _ids(leases: list[Lease]) -> list[str]:
+    return [lease.job_id for lease in leases]
 
 
 @pytest.mark.parametrize("cap", [1, 2])
@@ -124,7 +129,7 @@ def test_concurrent_claimers_keep_the_running_cap(jobs: Jobs, cap: int) -> None:
     def claim(owner: str) -> None:
         start.wait()
         for _ in range(5):
-            won.extend(queue.claim(owner, 2))
+            won.extend(_ids(queue.claim(owner, 2)))
 
     threads = [threading.Thread(target=claim, args=(f"runner-{i}",)) for i in range(4)]
     for thread in threads:

@@ -9,11 +9,16 @@ import time
 from pathlib import Path
 from typing import Any
 
-from modelport.jobs.stages import InferStage, ValidateStage
+import anyio.to_thread
+import pytest
+
+from modelport.clock import ManualClock
+from modelport.jobs.stages import InferStage, StageContext, ValidateStage
 from modelport.jobs.types import JobState
 from modelport.metering.types import BalanceScope
 from tests.jobs.conftest import AheadClock, Counting, Jobs
 from tests.metering.conftest import redis_url
+from tests.polling import eventually
 
 __all__ = ["redis_url"]  # the fixture
 
@@ -144,15 +149,68 @@ def test_cancel_stops_a_running_job_at_the_next_stage_boundary(jobs: Jobs) -> No
         assert cancel.status_code == 202 and cancel.json()["cancel_requested"] is True
         assert cancel.json()["state"] == "running"
         gate.set()
-        deadline = time.monotonic() + 30
-        while jobs.get(job["id"]).json()["state"] == "running":
-            assert time.monotonic() < deadline
-            time.sleep(0.02)
+        assert eventually(lambda: jobs.get(job["id"]).json()["state"] != "running")
     finally:
         runner.stop()
     ended = jobs.get(job["id"]).json()
     assert ended["state"] == "cancelled"
     assert [s["state"] for s in ended["stages"]] == ["done", "pending"]
+    assert after.runs == 0
+
+
+class Watching:
+    """A stage that runs until its job is cancelled, then stops as a stage that can stop
+    early does: ``Cancelled``, nothing recorded."""
+
+    def __init__(self) -> None:
+        self.entered = threading.Event()
+
+    async def run(self, context: StageContext) -> bytes:
+        stopped = threading.Event()
+
+        def wait() -> None:
+            with context.cancel.hooked(stopped.set):
+                self.entered.set()
+                assert stopped.wait(60), "the job's cancel never reached the stage"
+            context.cancel.check()
+
+        await anyio.to_thread.run_sync(wait)
+        return b"{}"
+
+
+@pytest.mark.parametrize("here", [True, False], ids=["this-process", "another-process"])
+def test_cancel_stops_a_stage_that_watches_for_it_at_once(jobs: Jobs, here: bool) -> None:
+    watching = Watching()
+    jobs.register("watching", watching)
+    after = Counting()
+    jobs.register("after", after)
+    pipeline = [
+        {"name": "w", "implementation": "watching"},
+        {"name": "after", "implementation": "after"},
+    ]
+    job = jobs.submit(pipeline=pipeline).json()
+    # The lease is renewed only when the test moves the clock: this process's runner is
+    # told of the cancel by the cancel itself, with no renewal; a runner of another
+    # process learns of it at its next renewal.
+    clock = ManualClock()
+    runner = jobs.runner(clock=clock, lease=30.0)
+    if here:
+        jobs.services.jobs.cancelled = runner.cancel_requested
+    runner.start()
+    try:
+        _wait(watching.entered)
+        cancel = jobs.platform.client.post(f"/api/jobs/{job['id']}:cancel", headers=jobs.headers)
+        assert cancel.status_code == 202, cancel.text
+        if not here:
+            assert eventually(lambda: clock.parked == 1)  # the heartbeat, waiting
+            clock.advance(10.0)
+        assert eventually(lambda: jobs.get(job["id"]).json()["state"] != "running")
+    finally:
+        runner.stop()
+    ended = jobs.get(job["id"]).json()
+    assert ended["state"] == "cancelled"
+    assert [s["state"] for s in ended["stages"]] == ["failed", "pending"]
+    assert ended["stages"][0]["error"]["code"] == "cancelled"
     assert after.runs == 0
 
 
@@ -363,7 +421,7 @@ def test_a_runner_that_lost_its_lease_records_nothing(jobs: Jobs) -> None:
             session.execute(
                 update(JobRow).where(JobRow.id == job["id"]).values(lease_owner="another")
             )
-        gate.set()  # the attempt ends on its own; its outcome is not this runner's to record
+        # Its next heartbeat is refused: the attempt is cancelled, its gate never opened.
         deadline = time.monotonic() + 30
         while runner.busy():
             assert time.monotonic() < deadline

@@ -1,5 +1,7 @@
 """A job's end posted to its webhook (signed, verified with the Standard Webhooks
-reference library), a webhook URL refused at submission, and a tenant's moderation policy
+reference library; recorded with the end in one transaction, so a crash right after it
+still delivers it once, and an end whose notice cannot be recorded does not commit),
+a webhook URL refused at submission, and a tenant's moderation policy
 applied to its jobs (inputs before the model, outputs after; a blocked text fails the job
 at once, costs nothing where the model did not run, and is audited with the job's id)."""
 
@@ -11,11 +13,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from sqlalchemy.orm import Session
 
+from modelport.clock import Clock
 from modelport.jobs.queue import JobQueue
-from modelport.jobs.runner import JobRunner
+from modelport.jobs.runner import JobHolds, JobNotifier, JobRunner
 from modelport.jobs.stages import StageServices
+from modelport.jobs.types import Job
 from modelport.moderation.types import DecisionQuery, Disposition, Stage
+from tests.jobs.conftest import AheadClock
 from tests.metering.conftest import make_platform
 from tests.moderation.conftest import World, build
 from tests.polling import eventually
@@ -169,3 +175,94 @@ def test_a_blocked_output_fails_the_job_after_the_model_ran(world: World) -> Non
     page = world.services.moderation.decisions(DecisionQuery(tenant="beta"))
     [blocked] = [d for d in page.items if d.job_id == job_id and d.stage is Stage.OUTPUT]
     assert blocked.disposition is Disposition.BLOCKED
+
+
+class Crash(BaseException):
+    """The process dying: no handler of the runner's catches it."""
+
+
+class CrashAfterCommit:
+    """``JobHolds`` whose ``close`` (the first thing a runner does once a job's end has
+    committed, where the end's webhook used to be queued after) crashes."""
+
+    async def open(self, job: object, principal: object) -> None:
+        return None
+
+    async def close(self, job_id: str) -> None:
+        raise Crash
+
+
+def runner_of(
+    world: World,
+    *,
+    clock: Clock | None = None,
+    notifier: JobNotifier | None = None,
+    holds: JobHolds | None = None,
+) -> JobRunner:
+    """A runner of the world's jobs, its queue on ``clock``, telling ``notifier`` (by
+    default the application's: the webhook's outbox row)."""
+    services = world.services
+    clock = clock or services.clock
+    queue = JobQueue(
+        services.database, now=clock.now, lease_seconds=services.settings.job_lease_seconds
+    )
+    return JobRunner(
+        queue,
+        services.jobs.stages,
+        StageServices(blobs=services.blobs, inference=services.inference),
+        concurrency=2,
+        poll_seconds=0.05,
+        clock=clock,
+        notifier=notifier or services.jobs.notifier,
+        holds=holds,
+    )
+
+
+def test_a_crash_right_after_the_end_commits_still_delivers_its_webhook_once(
+    world: World, receiver: Receiver
+) -> None:
+    secret = world.services.webhooks.rotate_secret("beta").secret
+    job_id = text_job(world, "hello", webhook=receiver.url).json()["id"]
+    crashing = runner_of(world, holds=CrashAfterCommit())
+    asyncio.run(crashing.drain())
+    assert job(world, job_id)["state"] == "succeeded"  # committed before the crash
+    [delivery] = world.services.webhooks.deliveries("beta", subject=job_id).items
+    assert delivery.event_type == "job.succeeded"  # committed with it
+    world.services.webhooks.drain()  # or the application's delivery loop did
+    assert eventually(lambda: len(receiver.requests) == 1)
+    assert verify(secret, receiver.requests[0])["data"]["id"] == job_id
+    world.services.webhooks.drain()
+    assert len(receiver.requests) == 1
+    assert len(world.services.webhooks.deliveries("beta", subject=job_id).items) == 1
+
+
+class FailingNotice:
+    """A ``JobNotifier`` that cannot record the notice (the database refused it)."""
+
+    def check_webhook(self, url: str) -> None:
+        return None
+
+    def job_finished(self, session: Session, job: Job) -> None:
+        raise RuntimeError("the notice could not be recorded")
+
+    def wake(self) -> None:
+        return None
+
+
+def test_a_job_whose_notice_cannot_be_recorded_does_not_end_without_it(
+    world: World, receiver: Receiver
+) -> None:
+    job_id = text_job(world, "hello", webhook=receiver.url).json()["id"]
+    asyncio.run(runner_of(world, notifier=FailingNotice()).drain())
+    stuck = job(world, job_id)
+    assert stuck["state"] == "running"  # the end rolled back with its notice
+    assert world.services.webhooks.deliveries("beta", subject=job_id).items == ()
+    # Once its lease expires, a runner that can record the notice ends the job with it,
+    # without running a finished stage again.
+    lease = world.services.settings.job_lease_seconds
+    asyncio.run(runner_of(world, clock=AheadClock(lease + 1)).drain())
+    ended = job(world, job_id)
+    assert ended["state"] == "succeeded"
+    assert [s["attempts"] for s in ended["stages"]] == [s["attempts"] for s in stuck["stages"]]
+    [delivery] = world.services.webhooks.deliveries("beta", subject=job_id).items
+    assert delivery.event_type == "job.succeeded"

@@ -4,6 +4,7 @@ file's first chunks, both counted by a store that tallies every byte it hands ou
 
 from __future__ import annotations
 
+import hashlib
 import io
 import json
 from collections.abc import Iterator
@@ -200,12 +201,48 @@ def test_a_bad_line_is_named_by_its_number_in_the_file(
     assert refused.value.message.startswith("line 22 of the batch file")  # a blank line 6
 
 
-@pytest.mark.parametrize("chunk", [1, 2, 7, 64, 1 << 20])
-def test_streamed_lines_are_the_lines_of_the_whole(chunk: int) -> None:
-    data = b"a\n\nbb\n  \nccc\r\nd"
+@pytest.mark.parametrize("chunk", [1, 2, 3, 7, 64, 1 << 20])
+@pytest.mark.parametrize(
+    "data", [b"a\n\nbb\n  \nccc\r\nd", b"one\ntwo\n", b"\n\n\nx", b"", b"abcdef"]
+)
+def test_streamed_lines_are_the_lines_of_the_whole(chunk: int, data: bytes) -> None:
     pieces: list[Any] = [data[i : i + chunk] for i in range(0, len(data), chunk)]
     assert list(iter_stream_lines(pieces)) == list(iter_lines(data))
     assert list(iter_stream_lines([])) == []
+
+
+@pytest.mark.parametrize("chunk", [1, 3, 5, 1 << 20])
+def test_a_line_past_the_bound_is_refused_by_its_number(chunk: int) -> None:
+    data = b"ok\n\n" + b"x" * 9 + b"\nrest\n"
+    pieces = [data[i : i + chunk] for i in range(0, len(data), chunk)]
+    lines = iter_stream_lines(pieces, max_line=8)
+    assert next(lines) == (1, b"ok")
+    with pytest.raises(InvalidInput) as refused:
+        next(lines)
+    assert refused.value.code == "invalid_batch_file"
+    assert refused.value.message.startswith("line 3 of the batch file: longer than 8 bytes")
+    with pytest.raises(InvalidInput) as whole:  # the upload's check refuses it alike
+        list(iter_lines(data, max_line=8))
+    assert whole.value.message == refused.value.message
+    assert list(iter_stream_lines(pieces, max_line=9)) == list(iter_lines(data, max_line=9))
+
+
+def test_a_line_that_never_ends_is_refused_before_it_is_held() -> None:
+    handed = 0
+
+    def endless() -> Iterator[bytes]:
+        nonlocal handed
+        yield b'{"custom_id": "a"}\n'
+        while True:
+            handed += 1
+            yield b"x" * 1000
+
+    lines = iter_stream_lines(endless(), max_line=10_000)
+    assert next(lines)[0] == 1
+    with pytest.raises(InvalidInput) as refused:
+        next(lines)
+    assert refused.value.message.startswith("line 2 of the batch file")
+    assert handed == 11  # the bound and one chunk past it, no more
 
 
 def test_a_blob_written_from_pieces_is_the_blob_of_their_bytes(
@@ -221,3 +258,41 @@ def test_a_blob_written_from_pieces_is_the_blob_of_their_bytes(
     assert again == blob and blobs.held_by("beta", blob.digest)
     empty = blobs.put_chunks(iter([]))
     assert empty.size == 0 and blobs.get(empty.digest) == b""
+
+
+def _pieces(count: int, size: int = 1 << 16) -> Iterator[bytes]:
+    rng = np.random.default_rng(5)
+    for _ in range(count):
+        yield rng.bytes(size)
+
+
+def test_a_streamed_write_bigger_than_a_multipart_part_is_stored_whole(
+    database: Database, store: BlobStore
+) -> None:
+    blobs, _ = _counted(database, store)
+    count = 176  # 11 MiB: three parts of the S3 store's multipart upload
+    blob = blobs.put_chunks(_pieces(count), tenant="acme")
+    hasher = hashlib.sha256()
+    for piece in _pieces(count):
+        hasher.update(piece)
+    assert blob.digest == "sha256:" + hasher.hexdigest() and blob.size == count << 16
+    read = hashlib.sha256()
+    for chunk in blobs.read(blobs.stat(blob.digest)):
+        read.update(chunk)
+    assert read.hexdigest() == hasher.hexdigest()
+
+
+def test_a_streamed_write_broken_off_stores_and_stages_nothing(
+    database: Database, store: BlobStore
+) -> None:
+    blobs, _ = _counted(database, store)
+
+    def broken() -> Iterator[bytes]:
+        yield from _pieces(96)  # 6 MiB, then the producer fails
+        raise RuntimeError("the encoder failed")
+
+    with pytest.raises(RuntimeError):
+        blobs.put_chunks(broken(), tenant="acme")
+    assert list(store.staged_uploads()) == []
+    prefix = hashlib.sha256(b"".join(_pieces(96))).hexdigest()
+    assert store.size("sha256:" + prefix) is None

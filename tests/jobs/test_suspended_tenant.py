@@ -15,7 +15,8 @@ def test_a_suspended_tenants_jobs_wait_and_run_after_reactivation(jobs: Jobs) ->
     queued = jobs.submit().json()["id"]
     now = utcnow()
     queue = JobQueue(jobs.services.database, now=lambda: now, lease_seconds=10)
-    assert queue.claim("dead-runner", 1) == [orphaned]  # a runner took it, then died
+    [lease] = queue.claim("dead-runner", 1)  # a runner took it, then died
+    assert lease.job_id == orphaned
 
     jobs.services.tenancy.suspend_tenant("beta", reason="unpaid")
     later = JobQueue(

@@ -19,10 +19,11 @@ import numpy as np
 import pytest
 
 from modelport.jobs.types import JobState
-from modelport.metering.types import BalanceScope
+from modelport.metering.types import BalanceScope, Unit
 from tests.conftest import ADMIN_KEY
 from tests.jobs.conftest import Jobs
 from tests.metering.conftest import Platform, make_platform
+from tests.polling import eventually
 from tests.serve_process import wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -151,6 +152,36 @@ def test_a_tensor_batch_scores_every_row_shard_by_shard(jobs: Jobs) -> None:
     assert refused.state is JobState.FAILED and refused.error_code == "invalid_job_input"
 
 
+def test_a_tensor_batch_priced_per_row_charges_each_shard_for_its_rows(jobs: Jobs) -> None:
+    platform = jobs.platform
+    services = platform.services
+    services.metering.balances.credit(BalanceScope.TENANT, "beta", 1_000, tenant="beta")
+    platform.price(PRICE, unit="row")
+    job_id = _submit(platform, _rows(25), 10)
+    jobs.drain()
+    assert services.jobs.get(None, job_id).state is JobState.SUCCEEDED
+    charged = {
+        e.event.prediction_id: (e.event.unit, e.event.quantity, e.event.amount_micros)
+        for e in platform.entries()
+        if e.event.prediction_id.startswith(f"batch:{job_id}:")
+    }
+    assert charged == {
+        f"batch:{job_id}:0": (Unit.ROW, 10, 10 * PRICE),
+        f"batch:{job_id}:1": (Unit.ROW, 10, 10 * PRICE),
+        f"batch:{job_id}:2": (Unit.ROW, 5, 5 * PRICE),
+    }
+    balance = services.metering.balances.get(BalanceScope.TENANT, "beta")
+    assert balance.balance_micros == 1_000 - 25 * PRICE and balance.reserved_micros == 0
+    # A shard whose rows the balance left cannot hold is refused before it runs.
+    short = _submit(platform, _rows(400), 400)
+    jobs.drain()
+    job = jobs.get(short).json()
+    assert (job["state"], job["error"]["code"]) == ("failed", "budget_exceeded"), job
+    assert not [e for e in platform.entries() if e.event.prediction_id.startswith(f"batch:{short}")]
+    balance = services.metering.balances.get(BalanceScope.TENANT, "beta")
+    assert balance.balance_micros == 1_000 - 25 * PRICE and balance.reserved_micros == 0
+
+
 # ---- a runner process killed in the middle of a batch of 100,000 rows
 ROWS, SHARD = 100_000, 1_000
 
@@ -253,8 +284,11 @@ def test_a_killed_batch_process_is_resumed_with_no_shard_redone(
     metering = services.metering
     if metering.journal is not None:
         assert metering.journal.flush()  # also applies the killed process's journal
-    charged = _charged(platform, job_id)
-    assert charged == Counter({f"batch:{job_id}:{i}": 1 for i in range(shards)})
+    expected = Counter({f"batch:{job_id}:{i}": 1 for i in range(shards)})
+    # The ledger is fed by the outbox and the journals: wait for it to hold every shard
+    # (a charge lost, or made twice, never gets there).
+    eventually(lambda: _charged(platform, job_id) == expected, 60)
+    assert _charged(platform, job_id) == expected
     entries = [e for e in platform.entries() if e.event.prediction_id.startswith("batch:")]
     total = sum(e.event.amount_micros for e in entries)
     balance = metering.balances.get(BalanceScope.TENANT, "beta")

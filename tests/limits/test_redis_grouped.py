@@ -179,7 +179,9 @@ def test_concurrent_admissions_share_pipelines_and_decide_as_one_by_one(
 ) -> None:
     admitter, slots = admitter_on(redis_client)
     try:
-        rate, slot = [RateItem("r", 50, label="tenant acme")], [SlotItem("s", 1000)]
+        # 50 an hour: no unit comes back (one each 72 s) while a loaded machine admits 200.
+        rate = [RateItem("r", 50, period=3600, label="tenant acme")]
+        slot = [SlotItem("s", 1000)]
         answers = asyncio.run(admit_at_once(admitter, 200, rate, slot))
         allowed = [d for d, _ in answers if d.allowed]
         assert len(allowed) == 50  # exactly the limit

@@ -19,9 +19,12 @@ from tests.limits.conftest import KEYS
 from tests.limits.test_inprocess import fire_at_once
 
 
-def test_200_threads_against_rpm_50_let_exactly_50_through(redis_client: redis.Redis) -> None:
+def test_200_threads_against_50_an_hour_let_exactly_50_through(
+    redis_client: redis.Redis,
+) -> None:
     limiter = RedisRateLimiter(redis_client, KEYS)
-    item = [RateItem("t", 50)]
+    # An hour's allowance: no unit comes back while a loaded machine fires them all.
+    item = [RateItem("t", 50, period=3600)]
     results = fire_at_once(200, lambda: limiter.hit(item).allowed)
     assert results.count(True) == 50
 
@@ -29,7 +32,8 @@ def test_200_threads_against_rpm_50_let_exactly_50_through(redis_client: redis.R
 def test_separate_clients_share_one_allowance(redis_url: str) -> None:
     clients = [redis.Redis.from_url(redis_url) for _ in range(4)]
     limiters = [RedisRateLimiter(c, KEYS) for c in clients]
-    item = [RateItem("shared", 30)]
+    # An hour's allowance: no unit comes back while a loaded machine fires them all.
+    item = [RateItem("shared", 30, period=3600)]
     try:
         counter = iter(range(10_000))
         results = fire_at_once(120, lambda: limiters[next(counter) % 4].hit(item).allowed)
@@ -64,7 +68,8 @@ def test_decisions_match_the_in_process_algorithm(redis_client: redis.Redis) -> 
 
 def test_all_or_nothing_and_cost(redis_client: redis.Redis) -> None:
     limiter = RedisRateLimiter(redis_client, KEYS)
-    tenant, key = RateItem("tenant", 10), RateItem("key", 2)
+    # Hourly: no unit comes back between the calls on a slow machine.
+    tenant, key = RateItem("tenant", 10, period=3600), RateItem("key", 2, period=3600)
     assert limiter.hit([tenant, key], cost=2).allowed
     refused = limiter.hit([tenant, key])
     assert not refused.allowed and refused.bucket == "key"
@@ -188,7 +193,8 @@ def test_gate_admits_exactly_the_rate_under_threads(redis_client: redis.Redis) -
     slots = RedisConcurrencyLimiter(redis_client, KEYS)
     gate = RedisGate(RedisRateLimiter(redis_client, KEYS), slots)
     try:
-        rate, slot = [RateItem("t", 50)], [SlotItem("s", 1000)]
+        # An hour's allowance: no unit comes back while a loaded machine fires them all.
+        rate, slot = [RateItem("t", 50, period=3600)], [SlotItem("s", 1000)]
         results = fire_at_once(200, lambda: gate.admit(rate, 1, slot))
         admitted = [s.lease for d, s in results if d.allowed and s and s.lease]
         assert len(admitted) == 50

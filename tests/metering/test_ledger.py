@@ -260,7 +260,7 @@ def test_on_postgresql_seq_rises_in_commit_order(metering: Metering) -> None:
     ) -> None:
         if threading.get_ident() in first_writer and str(clause).startswith("INSERT INTO usage"):
             inserted.set()
-            resume.wait(10)
+            resume.wait(60)
 
     def write(event_id: str, first: bool) -> None:
         if first:

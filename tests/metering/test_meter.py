@@ -4,6 +4,7 @@ one effective when the call started, of the version that actually ran."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import time
 from datetime import timedelta
 
@@ -19,6 +20,7 @@ from modelport.metering.types import (
     NewPriceRule,
     ReservationState,
     Unit,
+    Usage,
     UsageStatus,
 )
 from tests.metering.conftest import DIGEST, T0, Metering
@@ -253,3 +255,78 @@ def test_a_stream_is_bounded_by_its_prompt_bytes_and_max_tokens() -> None:
         metered.deliver(output_tokens=1)
     # what is billed never passes what was held
     assert metered.quantities == {Unit.INPUT_TOKEN: 2, Unit.OUTPUT_TOKEN: 5}
+
+
+ROWS = dataclasses.replace(CALL, rows=5)
+"""A call of 5 rows."""
+
+
+def test_rows_are_held_for_every_row_asked_and_charged_for_the_rows_answered(
+    funded: Metering,
+) -> None:
+    price(funded, 100, unit=Unit.ROW)
+    held = {}
+
+    async def call() -> None:
+        async with funded.meter.metered(ROWS) as metered:
+            held["amount"] = funded.reservations.get(metered.reservation.id).amount_micros  # type: ignore[union-attr]
+            metered.record_usage(Usage(rows=3))  # the backend answered 3 of the 5 rows
+
+    asyncio.run(call())
+    assert held["amount"] == 500
+    [entry] = delivered(funded)
+    assert (entry.event.unit, entry.event.quantity, entry.event.amount_micros) == (Unit.ROW, 3, 300)
+    after = funded.balances.get(BalanceScope.TENANT, "beta")
+    assert after.balance_micros == 100_000 - 300 and after.reserved_micros == 0
+
+
+@pytest.mark.parametrize(
+    ("failure", "outcome", "status", "charged"),
+    [
+        ({"failure_rule": FailureRule.NONE}, Internal("boom"), UsageStatus.FAILED, 0),
+        (
+            {"failure_rule": FailureRule.FRACTION, "failure_bps": 2500},
+            Internal("boom"),
+            UsageStatus.FAILED,
+            125,  # a quarter of the 5 rows asked
+        ),
+        ({"failure_rule": FailureRule.FULL}, DeadlineExceeded("late"), UsageStatus.TIMEOUT, 500),
+    ],
+)
+def test_a_failed_call_is_charged_its_rows_by_the_failure_rule(
+    funded: Metering, failure: dict, outcome: Exception, status: UsageStatus, charged: int
+) -> None:
+    price(funded, 100, unit=Unit.ROW, **failure)
+    with pytest.raises(type(outcome)):
+        asyncio.run(run(funded, outcome, ROWS))
+    [entry] = delivered(funded)
+    event = entry.event
+    assert (event.unit, event.quantity, event.status) == (Unit.ROW, 5, status)
+    assert event.amount_micros == charged
+    after = funded.balances.get(BalanceScope.TENANT, "beta")
+    assert after.balance_micros == 100_000 - charged and after.reserved_micros == 0
+
+
+def test_a_call_cancelled_before_its_answer_is_charged_no_rows() -> None:
+    metered = MeteredCall(ROWS, {}, None, T0, 0.0)
+    assert metered.quantity(Unit.ROW, UsageStatus.CANCELLED, 10.0) == 0
+    assert metered.quantity(Unit.ROW, UsageStatus.SUCCEEDED, 10.0) == 5  # none counted: all
+    metered.record_usage(Usage(rows=9))  # a backend answering more than asked
+    assert metered.quantity(Unit.ROW, UsageStatus.CANCELLED, 10.0) == 5  # never above the hold
+
+
+def test_402_before_any_work_when_the_rows_do_not_fit(metering: Metering) -> None:
+    metering.balances.credit(BalanceScope.TENANT, "beta", 499, tenant="beta")
+    price(metering, 100, unit=Unit.ROW)
+    ran = False
+
+    async def call() -> None:
+        nonlocal ran
+        async with metering.meter.metered(ROWS):
+            ran = True
+
+    with pytest.raises(PaymentRequired) as refused:
+        asyncio.run(call())
+    assert refused.value.code == "budget_exceeded" and not ran
+    assert delivered(metering) == []
+    assert metering.balances.get(BalanceScope.TENANT, "beta").reserved_micros == 0

@@ -21,7 +21,7 @@ from tests.conftest import ADMIN_KEY, free_port
 from tests.metering.conftest import ADDER_BODY, make_platform
 from tests.serve_process import serve, wait_for, wait_healthy
 
-pytestmark = pytest.mark.slow  # starts real processes
+pytestmark = [pytest.mark.slow, pytest.mark.heavy]  # starts real processes
 
 PRICE = 1_000
 CREDIT = 10_000_000

@@ -1,15 +1,19 @@
 """The /v2 inference path metered end to end on a real ONNX model: reserve before the
 work, settle after it, the usage event in the ledger with the manifest digest and the
-price rule; 402 before any work when the balance does not cover the call."""
+price rule; 402 before any work when the balance does not cover the call; a price per
+row held for every row asked and charged for the rows answered."""
 
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 import httpx
 
 from modelport.metering.types import BalanceScope, ReservationState, Unit, UsageStatus
-from tests.metering.conftest import ADDER_BODY, Platform
+from tests.api_v2.test_too_large import binary_body
+from tests.metering.conftest import ADDER_BODY, Platform, approve
+from tests.serving.conftest import failing
 
 TENANT = BalanceScope.TENANT
 
@@ -112,3 +116,78 @@ def test_200_concurrent_http_calls_against_a_balance_for_50(platform: Platform) 
     assert balance.balance_micros == 0 and balance.reserved_micros == 0
     events = [e.event for e in platform.entries()]
     assert len(events) == 51 and sum(e.amount_micros for e in events) == 51_000
+
+
+def _rows_body(n: int) -> dict[str, Any]:
+    data = [float(i) for i in range(4 * n)]
+    return {"inputs": [{"name": "x", "datatype": "FP32", "shape": [n, 4], "data": data}]}
+
+
+def _executions(platform: Platform, version: str = "1") -> float:
+    found = platform.services.metrics.registry.get_sample_value(
+        "modelport_inference_execution_duration_seconds_count",
+        {"model": "acme/adder", "version": version},
+    )
+    return found or 0.0
+
+
+def test_a_call_of_n_rows_is_held_and_charged_n_times_the_row_price(platform: Platform) -> None:
+    metering = platform.services.metering
+    metering.balances.credit(TENANT, "beta", 10_000, tenant="beta")
+    rule = platform.price(300, unit="row")
+    json_call = platform.infer(json=_rows_body(5), headers={"X-Request-Id": "json"})
+    assert json_call.status_code == 200, json_call.text
+    assert len(json_call.json()["outputs"][0]["data"]) == 20
+    body, headers = binary_body(3)  # the binary tensor extension
+    binary_call = platform.client.post(
+        "/v2/models/acme/adder/infer",
+        content=body,
+        headers={"Authorization": f"Bearer {platform.key}", "X-Request-Id": "binary", **headers},
+    )
+    assert binary_call.status_code == 200, binary_call.text
+    if metering.journal is not None:
+        assert metering.journal.flush()
+    events = {e.event.request_id: e.event for e in platform.entries()}
+    assert set(events) == {"json", "binary"}
+    for request_id, rows in (("json", 5), ("binary", 3)):
+        event = events[request_id]
+        assert (event.unit, event.quantity, event.status) == (Unit.ROW, rows, UsageStatus.SUCCEEDED)
+        assert (event.price.rule_id, event.amount_micros) == (rule["id"], rows * 300)
+        held = metering.reservations.get(event.reservation_id or "")
+        assert held is not None and held.amount_micros == rows * 300  # every row, up front
+    balance = metering.balances.get(TENANT, "beta")
+    assert balance.balance_micros == 10_000 - 8 * 300 and balance.reserved_micros == 0
+
+    # 7,600 left: 26 rows (7,800) are refused before any work; 25 rows fit.
+    ran = _executions(platform)
+    refused = platform.infer(json=_rows_body(26))
+    assert refused.status_code == 402, refused.text
+    assert refused.json()["code"] == "budget_exceeded"
+    assert _executions(platform) == ran  # the model never executed
+    assert len(platform.entries()) == 2
+    assert metering.balances.get(TENANT, "beta").reserved_micros == 0
+    assert platform.infer(json=_rows_body(25)).status_code == 200
+
+
+def test_a_failed_call_is_charged_its_rows_by_the_failure_rule(platform: Platform) -> None:
+    metering = platform.services.metering
+    metering.balances.credit(TENANT, "beta", 10_000, tenant="beta")
+    platform.publisher.publish(
+        "acme/adder",
+        "2",
+        failing(),
+        inputs=[{"name": "x", "datatype": "FP32", "shape": [-1, 4]}],
+        outputs=[{"name": "y", "datatype": "FP32", "shape": [-1, 4]}],
+    )
+    approve(platform.services, "acme", "adder", "2")
+    platform.price(300, unit="row", version="2", failure_rule="fraction", failure_bps=5_000)
+    failed = platform.infer(model="acme/adder/versions/2", json=_rows_body(4))
+    assert failed.status_code == 500, failed.text
+    if metering.journal is not None:
+        assert metering.journal.flush()
+    [entry] = platform.entries()
+    event = entry.event
+    assert (event.unit, event.quantity, event.status) == (Unit.ROW, 4, UsageStatus.FAILED)
+    assert event.amount_micros == 600  # half of the 4 rows asked
+    balance = metering.balances.get(TENANT, "beta")
+    assert balance.balance_micros == 10_000 - 600 and balance.reserved_micros == 0

@@ -259,7 +259,7 @@ def test_a_version_and_an_alias_of_one_name_never_both_land(model: Registry) -> 
         # The alias change has checked that no version is named "prod", not committed.
         if threading.get_ident() in aliasing and "FROM model_versions" in str(clause):
             checked.set()
-            resume.wait(10)
+            resume.wait(60)
 
     def set_alias() -> None:
         aliasing.append(threading.get_ident())
@@ -278,7 +278,7 @@ def test_a_version_and_an_alias_of_one_name_never_both_land(model: Registry) -> 
     try:
         alias = threading.Thread(target=set_alias)
         alias.start()
-        assert checked.wait(10)
+        assert checked.wait(60)
         version = threading.Thread(target=publish)
         version.start()
         version.join(0.5)  # it waits for the alias change to end

@@ -18,7 +18,7 @@ pytest.importorskip("transformers")
 
 # Each validation imports torch in its own process and loads the model: seconds to
 # tens of seconds on a busy machine, not the fast tier's fraction of one.
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.heavy]
 
 TEXTS = ["A man is eating food.", "modelport serves models", "héllo wörld"]
 EMBEDDINGS = "acme/minilm"

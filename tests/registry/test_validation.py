@@ -11,7 +11,8 @@ from modelport.app import build_blob_store, build_sandbox
 from modelport.config import Settings
 from modelport.manifest import parse_manifest
 from modelport.registry import content
-from modelport.registry.validation import SubprocessValidator
+from modelport.registry.validation import SubprocessValidator, _ended
+from modelport.sandbox import Confinement, Enforcement, Finished, Isolation
 from tests.registry import unsafe_files as uf
 from tests.registry.helpers import (
     Registry,
@@ -157,6 +158,22 @@ def test_too_small_a_memory_limit_fails_the_load(local_store: Any, tmp_path: Pat
     )
     assert report["passed"] is False
     assert report["cause"] in ("out_of_memory", "crashed"), report
+
+
+@pytest.mark.parametrize(
+    ("memory_exceeded", "cause", "words"),
+    [(True, "out_of_memory", "memory cap"), (False, "crashed", "SIGKILL")],
+)
+def test_a_worker_killed_by_its_cgroup_at_the_memory_cap_is_out_of_memory(
+    memory_exceeded: bool, cause: str, words: str
+) -> None:
+    """SIGKILL alone says nothing of why: the cgroup's count of kills at its cap does."""
+    confinement = Confinement(Isolation.BUBBLEWRAP, True, Enforcement.CGROUP1)
+    finished = Finished(-9, False, confinement, memory_exceeded=memory_exceeded)
+    report: dict[str, Any] = {}
+    _ended(finished, "", report)
+    assert report["cause"] == cause
+    assert words in report["detail"]
 
 
 def test_garbage_model_file_is_a_load_failure(local_store: Any, tmp_path: Path) -> None:

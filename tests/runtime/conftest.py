@@ -117,7 +117,7 @@ class CountingModel:
 
     def execute(self, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         self.started.set()
-        self.gate.wait(10)
+        self.gate.wait(60)
         if self.delay:
             time.sleep(self.delay)
         (array,) = inputs.values()

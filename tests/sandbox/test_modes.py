@@ -4,11 +4,12 @@ operator chose ``unisolated``; validation reports the isolation it ran under, an
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
 import pytest
 
-from modelport.app import build_blob_store, build_sandbox
+from modelport.app import build_blob_store, build_cgroups, build_sandbox
 from modelport.config import Settings
 from modelport.manifest import parse_manifest
 from modelport.observability.metrics import RuntimeMetrics
@@ -18,6 +19,11 @@ from tests.registry.helpers import manifest_for, onnx_bytes, put_blob
 from tests.sandbox.conftest import make_runner
 
 MISSING = "/nonexistent/bwrap"
+
+
+def _limits() -> str:
+    """What caps children on this host (cgroups where the server can make them)."""
+    return build_cgroups("auto", None).enforcement.value
 
 
 def test_without_bubblewrap_auto_and_bubblewrap_refuse(tmp_path: Path) -> None:
@@ -61,6 +67,7 @@ def test_unisolated_is_the_operators_explicit_choice(tmp_path: Path) -> None:
         "seccomp": True,
         "network": "host",
         "environment": "empty",
+        "limits": _limits(),
         "filesystem": "host",
     }
 
@@ -88,9 +95,23 @@ def test_validation_reports_and_counts_the_isolation_it_ran_under(
         "seccomp": True,
         "network": "none",
         "environment": "empty",
+        "limits": _limits(),
         "filesystem": "read-only view, private scratch",
     }
     sample = metrics.registry.get_sample_value
     labels = {"isolation": "bubblewrap", "seccomp": "true", "outcome": "exited"}
     assert sample("modelport_sandbox_runs_total", labels) == 1
     assert sample("modelport_sandbox_mode", {"mode": "auto"}) == 1
+    assert sample("modelport_sandbox_limits", {"mechanism": _limits()}) == 1
+
+
+def test_unisolated_says_at_start_up_what_it_does_not_protect(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.WARNING, logger="modelport.sandbox")
+    build_sandbox(Settings(home=tmp_path / "home", sandbox="unisolated"))
+    [record] = [r for r in caplog.records if getattr(r, "event", None) == "sandbox.unisolated"]
+    assert record.levelno == logging.WARNING
+    unprotected = record.fields["unprotected"]  # type: ignore[attr-defined]
+    for words in ("file system", "/proc", "Unix sockets"):
+        assert words in unprotected

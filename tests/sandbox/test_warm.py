@@ -1,5 +1,6 @@
 """Warm workers in the sandbox: reused call after call, at most the pool's size at once,
-replaced after a failure or a timeout."""
+replaced after a failure or a timeout; stopped when idle too long (the pool's clock),
+killed when they spin while serving no call."""
 
 from __future__ import annotations
 
@@ -7,11 +8,15 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
 
-from modelport.sandbox import Limits, Sandbox, SandboxMode
+from modelport.app import build_cgroups
+from modelport.clock import ManualClock
+from modelport.sandbox import Enforcement, Limits, Sandbox, SandboxMode
+from modelport.sandbox.cgroups import Cgroups
 from modelport.sandbox.warm import ProcessingFailed, ProcessingTimeout, WarmPool, WarmWorker
 from tests.polling import eventually
 
@@ -29,6 +34,19 @@ PROCESS = os.urandom(8).hex()  # pids repeat: each worker has its own PID namesp
 
 def double(inputs):
     return {"y": np.asarray(inputs["x"]) * 2, "process": [PROCESS]}
+
+
+def spin_after(inputs):
+    # Returns, and leaves a thread burning CPU behind it.
+    import threading
+
+    threading.Thread(target=_spin, daemon=True).start()
+    return double(inputs)
+
+
+def _spin():
+    while True:
+        pass
 
 
 def gate(inputs):
@@ -50,9 +68,8 @@ def folder(tmp_path: Path) -> Path:
     return tmp_path
 
 
-@pytest.fixture
-def pool(folder: Path, bubblewrap: None) -> Iterator[WarmPool]:
-    sandbox = Sandbox(SandboxMode.AUTO)
+def make_pool(folder: Path, cgroups: Cgroups | None = None, **options: Any) -> WarmPool:
+    sandbox = Sandbox(SandboxMode.AUTO, cgroups=cgroups)
 
     def start(deadline: float) -> WarmWorker:
         with (folder / "worker.log").open("ab") as log:
@@ -67,7 +84,12 @@ def pool(folder: Path, bubblewrap: None) -> Iterator[WarmPool]:
         worker.wait_ready(deadline)
         return worker
 
-    made = WarmPool(start, size=1, start_timeout=30)
+    return WarmPool(start, size=1, start_timeout=30, **options)
+
+
+@pytest.fixture
+def pool(folder: Path, bubblewrap: None) -> Iterator[WarmPool]:
+    made = make_pool(folder)
     yield made
     made.close()
 
@@ -133,3 +155,88 @@ def test_an_answer_past_the_workers_limit_is_refused(folder: Path, bubblewrap: N
         assert not worker.alive
     finally:
         worker.close()
+
+
+def test_an_idle_worker_is_stopped_after_the_idle_time(folder: Path, bubblewrap: None) -> None:
+    clock = ManualClock()
+    reaped: list[tuple[str, float]] = []
+    pool = make_pool(
+        folder,
+        idle_seconds=60,
+        idle_cpu_seconds=0.5,
+        clock=clock,
+        on_reap=lambda reason, cpu: reaped.append((reason, cpu)),
+    )
+    try:
+        first = call(pool, "preprocess")["process"].tolist()
+        clock.advance(59)
+        assert pool.reap() == []  # not yet idle long enough, and quiet
+        clock.advance(1)
+        assert pool.reap() == ["idle"]
+        assert pool.idle == 0
+        assert [reason for reason, _ in reaped] == ["idle"]
+        again = call(pool, "preprocess")  # a fresh worker
+        assert again["y"].tolist() == [0, 2, 4]
+        assert again["process"].tolist() != first
+        assert pool.started == 2
+    finally:
+        pool.close()
+
+
+SPIN_AT_IMPORT = """
+import threading
+
+import numpy as np
+
+
+def _spin():
+    while True:
+        pass
+
+
+threading.Thread(target=_spin, daemon=True).start()
+
+
+def double(inputs):
+    return {"y": np.asarray(inputs["x"]) * 2, "process": ["spinner"]}
+"""
+
+
+@pytest.mark.parametrize(
+    ("when", "measured_by"),
+    [("after_its_call", "proc"), ("at_import", "proc"), ("after_its_call", "cgroup")],
+)
+def test_a_worker_that_spins_between_calls_is_killed_and_replaced(
+    folder: Path, bubblewrap: None, when: str, measured_by: str
+) -> None:
+    """Its CPU time is read from its cgroup where it has one, else from ``/proc``."""
+    cgroups = None
+    if measured_by == "cgroup":
+        cgroups = build_cgroups("auto", None)
+        if cgroups.enforcement is Enforcement.RLIMITS:
+            pytest.skip(f"this host gives the server no cgroup it can write: {cgroups.reason}")
+    if when == "at_import":
+        (folder / "files" / "spinner.py").write_text(SPIN_AT_IMPORT)
+        entries = '{"preprocess": "spinner:double", "postprocess": "code:double"}'
+    else:
+        entries = '{"preprocess": "code:spin_after", "postprocess": "code:double"}'
+    (folder / "processing.json").write_text(entries)
+    reaped: list[tuple[str, float]] = []
+    pool = make_pool(
+        folder,
+        cgroups,
+        idle_seconds=3600,
+        idle_cpu_seconds=0.2,
+        clock=ManualClock(),
+        on_reap=lambda reason, cpu: reaped.append((reason, cpu)),
+    )
+    try:
+        assert call(pool, "preprocess")["y"].tolist() == [0, 2, 4]
+        assert eventually(lambda: pool.reap() == ["idle_cpu"], seconds=60)
+        [(reason, cpu)] = reaped
+        assert reason == "idle_cpu" and cpu > 0.2
+        # The call that follows gets a fresh worker (whose code spins again).
+        assert call(pool, "postprocess")["y"].tolist() == [0, 2, 4]
+        assert pool.started == 2
+    finally:
+        pool.close()

@@ -15,7 +15,7 @@ from modelport.app import build_services
 from modelport.config import Settings
 from tests.conftest import ADMIN_KEY, PG_ENV, skip_or_fail, truncate_tables
 from tests.security.attacks import ESTATE, admin_view, hidden_ids
-from tests.security.world import World, seed
+from tests.security.world import BACKEND_HOSTS, World, seed
 
 
 def build_world(home: Path, database_url: str) -> Iterator[World]:
@@ -25,6 +25,8 @@ def build_world(home: Path, database_url: str) -> Iterator[World]:
         admin_key=ADMIN_KEY,
         auto_migrate=False,
         runtime_intra_op_threads=1,
+        # The world's backends are declared at names that never resolve.
+        backend_allow_hosts=BACKEND_HOSTS,
     )
     services = build_services(settings)
     try:

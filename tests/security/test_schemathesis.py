@@ -26,11 +26,11 @@ from schemathesis.checks import not_a_server_error
 from modelport.app import build_services
 from modelport.config import Settings
 from tests.conftest import ADMIN_KEY, PG_ENV, LiveServer, skip_or_fail, truncate_tables
-from tests.security.world import ADMIN
+from tests.security.world import ADMIN, BACKEND_HOSTS
 from tests.security.world import seed as seed_world
 
 # The run is bounded by its examples, not by time: on a loaded machine it can pass 300 s.
-pytestmark = [pytest.mark.slow, pytest.mark.postgres, pytest.mark.timeout(900)]
+pytestmark = [pytest.mark.slow, pytest.mark.heavy, pytest.mark.postgres, pytest.mark.timeout(900)]
 
 SEED = 20261201
 EXAMPLES = int(os.environ.get("MODELPORT_TEST_FUZZ_EXAMPLES", "40"))
@@ -62,6 +62,7 @@ def live(tmp_path_factory: pytest.TempPathFactory, postgres_url: str | None) -> 
         admin_key=ADMIN_KEY,
         auto_migrate=False,
         runtime_intra_op_threads=1,
+        backend_allow_hosts=BACKEND_HOSTS,  # the world's backends: names never resolved
     )
     services = build_services(settings_)
     server = LiveServer(services).start()

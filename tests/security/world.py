@@ -35,6 +35,9 @@ PUBLIC_MODEL = "open-model"
 """Public: anyone may read it, and call its approved versions (not its candidates)."""
 ENDPOINT = "zqv-endpoint"
 BACKEND = "zqv-backend"
+BACKEND_HOSTS = ("zqv-backend.invalid", "backend.invalid", "x")
+"""``backend_allow_hosts`` of the world: names its backends are declared at (never
+called)."""
 ALIAS = "zqv-alias"
 VICTIM_NAME = "Zqv Victim Corp"
 VICTIM_ROLES = ("owner", "publisher", "deployer", "consumer", "billing")

@@ -31,6 +31,9 @@ AUTH = {"Authorization": f"Bearer {ADMIN_KEY}"}
 X = [{"name": "x", "datatype": "FP32", "shape": [-1, 4]}]
 Y = [{"name": "y", "datatype": "FP32", "shape": [-1, 4]}]
 ROW = [[1.0, 2.0, 3.0, 4.0]]
+LOOPBACK_BACKENDS = ("127.0.0.1", "x")
+"""``backend_allow_hosts`` of the tests' installations: loopback servers, and ``x``,
+a name declared where a test never calls it."""
 
 
 def before_executions_of(
@@ -260,6 +263,8 @@ def make_serving(tmp_path: Path, sqlite_template: Path) -> Iterator[ServingFacto
             if not (home / "modelport.db").exists():
                 home.mkdir(parents=True, exist_ok=True)
                 shutil.copyfile(sqlite_template, home / "modelport.db")  # migrated once
+        # The tests' remote backends (other processes, stub servers) listen on loopback.
+        overrides.setdefault("backend_allow_hosts", LOOPBACK_BACKENDS)
         settings = Settings(
             home=home,
             database_url=url,

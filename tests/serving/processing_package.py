@@ -5,7 +5,7 @@ logits to a label and its softmax score.
 
 The tokenizer also misbehaves on purpose, by the first word of the first text:
 ``raise`` raises, ``exit`` calls ``os._exit``, ``sysexit`` calls ``sys.exit``, ``hang``
-spins, ``probe`` reports what it can see (the environment, a socket, the server's
+spins, ``wait`` writes ``waiting`` in its working folder and blocks, ``spin`` answers and leaves a thread spinning, ``probe`` reports what it can see (the environment, a socket, the server's
 files, another package's import) as its error message."""
 
 from __future__ import annotations
@@ -60,6 +60,11 @@ def _probe():
 HOME_FILES = []
 
 
+def _spin():
+    while True:
+        pass
+
+
 def encode(inputs):
     texts = [t.decode() for t in inputs["text"].reshape(-1)]
     first = texts[0].split()[0] if texts and texts[0].split() else ""
@@ -73,6 +78,15 @@ def encode(inputs):
     if first == "hang":
         while True:
             pass
+    if first == "wait":  # says so with a file in its folder, then blocks (no CPU) for good
+        import threading
+
+        Path("waiting").write_text(texts[0])
+        threading.Event().wait()
+    if first == "spin":  # answers, and leaves a thread burning CPU behind
+        import threading
+
+        threading.Thread(target=_spin, daemon=True).start()
     if first == "probe":
         HOME_FILES.extend(texts[1:])
         raise RuntimeError("PROBE" + json.dumps(_probe()))

@@ -61,6 +61,11 @@ class TestEndpoints:
         bad = serving.client.post("/api/endpoints", json={"name": "Fraud!", "tenant": "acme"})
         assert bad.status_code == 400
         assert bad.json()["code"] == "invalid_endpoint_name"
+        # /v2/models/stats is Triton's statistics of every model, never an endpoint's.
+        taken = serving.client.post("/api/endpoints", json={"name": "stats", "tenant": "acme"})
+        assert taken.status_code == 400
+        assert taken.json()["code"] == "invalid_endpoint_name"
+        assert "reserved" in taken.json()["detail"]
         unknown = serving.client.get("/api/endpoints/nope")
         assert unknown.status_code == 404
         assert unknown.json()["code"] == "endpoint_not_found"
@@ -210,7 +215,7 @@ class TestValidation:
             if threading.get_ident() in checking and read:
                 checking.clear()
                 checked.set()
-                resume.wait(10)
+                resume.wait(60)
 
         outcomes: dict[str, Any] = {}
 
@@ -230,7 +235,7 @@ class TestValidation:
         try:
             slow = threading.Thread(target=create, args=(first, "fraud", True))
             slow.start()
-            assert checked.wait(10)
+            assert checked.wait(60)
             create(second, "other", False)  # the other gateway, in between
             resume.set()
             slow.join(10)

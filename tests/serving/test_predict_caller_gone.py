@@ -41,7 +41,7 @@ def test_a_predict_caller_that_hangs_up_is_cancelled_and_its_key_freed(
         )
         sock = socket.create_connection(("127.0.0.1", server.port), timeout=30)
         sock.sendall(head.encode() + body)
-        assert gate.entered.wait(15), "the call never reached the model"
+        assert gate.entered.wait(60), "the call never reached the model"
         hang_up(sock)
         metering = serving.services.metering
 

@@ -6,12 +6,14 @@ stable code and the server goes on."""
 from __future__ import annotations
 
 import json
+import logging
 from typing import Any
 
 import pytest
 
 from modelport.sandbox import isolation_available
 from tests.conftest import ADMIN_KEY, skip_or_fail
+from tests.polling import eventually
 from tests.registry.helpers import put_blob
 from tests.serving.conftest import Serving, ServingFactory
 from tests.serving.processing_package import (
@@ -144,6 +146,40 @@ def test_code_that_hangs_is_stopped_at_its_deadline_with_a_504(sentiment: Servin
     assert problem.status_code == 504, problem.text
     assert problem.json()["code"] == "processing_timeout"
     assert outputs(v2(sentiment, ["great"]))["label"] == ["positive"]
+
+
+def test_code_left_spinning_after_its_call_is_reaped_and_reported(
+    make_serving: ServingFactory, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="modelport.serving.processing")
+    serving = make_serving(
+        processing_timeout_seconds=10.0,
+        processing_idle_cpu_seconds=0.2,
+        processing_idle_seconds=600,
+        processing_reap_interval_seconds=3600,  # reaped below, by hand
+    )
+    publish(serving)
+    processing = serving.services.processing
+    assert processing is not None
+    assert outputs(v2(serving, ["spin good"]))["label"] == ["positive"]
+    assert eventually(lambda: processing.reap() == ["idle_cpu"], seconds=60)
+    # The call that follows runs on a fresh worker.
+    assert outputs(v2(serving, ["great"]))["label"] == ["positive"]
+    [event] = [r for r in caplog.records if getattr(r, "event", None) == "processing.worker_reaped"]
+    assert event.levelno == logging.WARNING
+    assert event.fields["reason"] == "idle_cpu"  # type: ignore[attr-defined]
+    assert event.fields["idle_cpu_seconds"] >= 0.2  # type: ignore[attr-defined]  (rounded)
+    # Unused for the idle time (the services' clock), it is stopped too.
+    serving.clock.advance(600)
+    assert processing.reap() == ["idle"]
+    metrics = serving.client.get("/metrics").text
+    labels = 'model="acme/sentiment",reason="{}",version="1"'
+    assert (
+        f"modelport_processing_workers_reaped_total{{{labels.format('idle_cpu')}}} 1.0" in metrics
+    )
+    assert f"modelport_processing_workers_reaped_total{{{labels.format('idle')}}} 1.0" in metrics
+    assert 'modelport_processing_workers_started_total{model="acme/sentiment",version="1"} 2.0' in metrics  # fmt: skip
+    assert outputs(v2(serving, ["ok"]))["label"] == ["neutral"]
 
 
 def test_the_code_sees_no_secret_no_network_no_server_file_and_no_other_package(

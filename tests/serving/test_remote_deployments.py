@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -43,7 +44,12 @@ def plane(make_serving: ServingFactory, database_url: str) -> Serving:
     return serving
 
 
-def declare(serving: Serving, remote: ModelportProcess, name: str = "gpu-pool-a") -> None:
+def declare(
+    serving: Serving,
+    remote: ModelportProcess,
+    name: str = "gpu-pool-a",
+    capabilities: dict[str, Any] | None = None,
+) -> None:
     response = serving.client.post(
         "/api/backends",
         json={
@@ -52,7 +58,7 @@ def declare(serving: Serving, remote: ModelportProcess, name: str = "gpu-pool-a"
             "kind": "remote_v2",
             "url": remote.url,
             "api_key": remote.key,
-            "capabilities": {"formats": ["onnx"], "hardware": ["gpu"]},
+            "capabilities": capabilities or {"formats": ["onnx"], "hardware": ["gpu"]},
         },
     )
     assert response.status_code == 201, response.text
@@ -158,3 +164,27 @@ def test_unknown_and_other_tenants_backends_are_refused(plane: Serving):
     with plane.services.database.transaction() as session:
         assert session.query(RemoteBackendRow).count() == 0
     assert plane.services.serving.router.remotes("pool") is None
+
+
+@pytest.mark.slow
+def test_more_rows_than_any_replica_takes_is_413_naming_the_largest(
+    plane: Serving, remote: ModelportProcess
+) -> None:
+    """Two replicas (the same remote, declared with max batch sizes 2 and 3): 3 rows go
+    to the one that takes them; 4 rows, more than either takes, are 413 before any work,
+    not a 503 that clients retry."""
+    for name, size in (("small", 2), ("larger", 3)):
+        declare(plane, remote, name, {"formats": ["onnx"], "max_batch_size": size})
+    deployment = deploy(plane, "adder", ["small", "larger"])
+    assert deployment["state"] == "active", deployment
+
+    three = plane.predict("adder", {"inputs": {"x": ROW * 3}})
+    assert three.status_code == 200, three.text
+    assert three.json()["backend"] == "larger"
+
+    four = plane.predict("adder", {"inputs": {"x": ROW * 4}})
+    assert four.status_code == 413, four.text
+    problem = four.json()
+    assert problem["code"] == "payload_too_large"
+    assert "4 rows" in problem["detail"] and "(3 rows)" in problem["detail"]
+    assert four.headers.get("retry-after") is None

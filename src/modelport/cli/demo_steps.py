@@ -6,7 +6,6 @@ from __future__ import annotations
 from typing import Any
 
 from modelport.cli.application import Application
-from modelport.client.versions import VALIDATION_WAIT
 
 
 def step(app: Application, text: str) -> None:
@@ -31,12 +30,6 @@ def approve(app: Application, model: str, version: str) -> None:
     ):
         if state in ("candidate", "validated") and state != target:
             step(app, f"modelport versions transition {model}:{version} --to {target}")
-            body = app.check(
-                app.http.post(
-                    f"{base}/transitions",
-                    json={"to": target, "reason": reason},
-                    timeout=VALIDATION_WAIT,
-                )
-            )
-            state = body["state"]
+            # The client follows a validation answered 202 (still running) to its end.
+            state = app.client.versions.transition(f"{model}:{version}", target, reason).state
             app.terminal.success(f"{model}:{version} is {state}")

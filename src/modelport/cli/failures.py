@@ -65,6 +65,15 @@ def _shown_url(raw: str) -> str:
 
 
 def _details(exc: BaseException) -> list[str]:
-    """The lines a problem carries beyond its detail: a failed validation's problems."""
+    """The lines a problem carries beyond its detail: a failed validation's problems,
+    but not the one its detail already says (a validation that could not run)."""
     report = exc.body.get("report") if isinstance(exc, ApiError) else None
-    return report_problems(report) if isinstance(report, dict) else []
+    if not isinstance(report, dict):
+        return []
+    said = str(exc.detail) if isinstance(exc, ApiError) else ""
+    detail = report.get("detail")
+    return [
+        line
+        for line in report_problems(report)
+        if not (isinstance(detail, str) and detail and line.endswith(detail) and detail in said)
+    ]

@@ -15,6 +15,7 @@ from typing import Any
 
 import orjson
 
+from modelport.cli.ignore import IGNORE_FILE, IgnoreRules
 from modelport.client.transfer import LocalFile
 from modelport.errors import InvalidInput
 from modelport.registry.service import parse_manifest
@@ -27,22 +28,36 @@ TRANSFORMERS = "transformers"
 def package_files(root: Path) -> list[tuple[str, Path]]:
     """The model files under ``root`` as (manifest path, file), sorted.
 
-    Hidden files and folders (a leading ``.``) and the top-level ``manifest.json`` are
-    left out; symbolic links are followed.
+    Hidden files and folders (a leading ``.``), the top-level ``manifest.json`` and what
+    ``root/.modelportignore`` names (``cli.ignore``) are left out; symbolic links are
+    followed.
     """
     if not root.is_dir():
         raise InvalidInput(f"{root} is not a folder", code="not_a_folder")
+    rules = IgnoreRules.of(root)
     found: list[tuple[str, Path]] = []
     for folder, dirs, names in os.walk(root, followlinks=True):
-        dirs[:] = sorted(d for d in dirs if not d.startswith("."))
+        here = Path(folder).relative_to(root)
+        dirs[:] = sorted(
+            d
+            for d in dirs
+            if not d.startswith(".") and not rules.ignored((here / d).as_posix(), folder=True)
+        )
         for name in names:
             path = Path(folder, name)
             relative = path.relative_to(root).as_posix()
             if name.startswith(".") or relative == MANIFEST_NAME or not path.is_file():
                 continue
+            if rules.ignored(relative):
+                continue
             found.append((relative, path))
     if not found:
-        raise InvalidInput(f"{root} has no model files", code="empty_package")
+        raise InvalidInput(
+            f"{root} has no model files (after {IGNORE_FILE})"
+            if (root / IGNORE_FILE).is_file()
+            else f"{root} has no model files",
+            code="empty_package",
+        )
     return sorted(found)
 
 

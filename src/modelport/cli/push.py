@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import click
+from rich.markup import escape
 
 from modelport.cli.application import Application
 from modelport.cli.example_input import add_example
@@ -63,8 +64,8 @@ def _chunk_size(ctx: click.Context, param: click.Parameter, value: str) -> int:
 @click.option(
     "--dry-run",
     is_flag=True,
-    help="Check everything that can be checked here (manifest, file contents, examples "
-    "run by the model) and stop: nothing is uploaded or published.",
+    help="List the files, check everything that can be checked here (manifest, file "
+    "contents, examples run by the model) and stop: nothing is uploaded or published.",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print the published version as JSON.")
 @click.pass_obj
@@ -83,13 +84,16 @@ def push(
     as_json: bool,
 ) -> None:
     """Upload the files of FOLDER the server lacks (resuming an interrupted push) and
-    publish them as a version. FOLDER/manifest.json is used if present."""
+    publish them as a version. FOLDER/manifest.json is used if present. The files are
+    listed first; hidden ones and those FOLDER/.modelportignore names (patterns as in
+    .gitignore) are left out."""
     if as_json:
         app.terminal.as_json = True
     try:
         owner, name = split_model_ref(model_ref)
         check_version(version)
         files = _digest(app, package_files(folder))
+        _list_files(app, files)
         manifest = complete_manifest(
             folder, files, fmt=fmt, license=license_id, description=description
         )
@@ -126,11 +130,27 @@ def push(
 def _dry_run(app: Application, manifest: dict[str, Any], files: list[LocalFile], ref: str) -> None:
     checks = check_locally(manifest, files)
     if app.terminal.as_json:
-        app.terminal.json({"dry_run": True, "version": ref, "checks": checks, "manifest": manifest})
+        app.terminal.json(
+            {
+                "dry_run": True,
+                "version": ref,
+                "files": [{"path": f.path, "size": f.size, "digest": f.digest} for f in files],
+                "checks": checks,
+                "manifest": manifest,
+            }
+        )
         return
     for line in checks:
         app.terminal.success(line)
     app.terminal.info(f"dry run: nothing was uploaded or published; {ref} is not spent")
+
+
+def _list_files(app: Application, files: list[LocalFile]) -> None:
+    """What the version will hold, before anything is sent: a stray file shows here."""
+    total = sum(f.size for f in files)
+    app.terminal.info(f"{len(files)} files in the version ({total} bytes):")
+    for file in files:
+        app.terminal.info(f"  {escape(file.path)}  ({file.size} bytes)")
 
 
 def _digest(app: Application, sources: list[tuple[str, Path]]) -> list[LocalFile]:

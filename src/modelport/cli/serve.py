@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import errno
 import os
 import shutil
+import socket
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -75,7 +78,6 @@ def serve(
 ) -> None:
     """Start the platform: HTTP API on HOST:PORT (uvloop, httptools); HTTPS with
     --tls-cert and --tls-key."""
-    import uvicorn
 
     from modelport.app import build_app, configure_logging
     from modelport.cli.application import Application
@@ -112,15 +114,77 @@ def serve(
     try:
         check_admin_key(settings.admin_key)
         options.update(tls_options(settings))
+        warn_without_sandbox(app, settings)
         if settings.workers > 1:
             _serve_workers(app, settings, options)
             return
+        # Bound before the application is built: a taken port is one line, at once.
+        sock = bound_socket(host, port)
         asgi = build_app(settings)
     except ModelportError as exc:
         app.terminal.abort(exc.message)
     scheme = "https" if "ssl_certfile" in options else "http"
-    app.terminal.info(f"modelport serving on {scheme}://{host}:{port} (home: {settings.home})")
-    uvicorn.run(asgi, **options)
+    announcement = f"modelport serving on {scheme}://{host}:{port} (home: {settings.home})"
+    _serve_announced(asgi, options, sock, lambda: app.terminal.info(announcement))
+
+
+def _serve_announced(
+    asgi: Any, options: dict[str, Any], sock: socket.socket, announce: Callable[[], None]
+) -> None:
+    """uvicorn on ``sock``; ``announce`` once it listens (its start-up done)."""
+    import uvicorn
+
+    class AnnouncingServer(uvicorn.Server):
+        async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+            await super().startup(sockets=sockets)
+            if self.started and not self.should_exit:
+                announce()
+
+    AnnouncingServer(uvicorn.Config(asgi, **options)).run(sockets=[sock])
+
+
+def bound_socket(host: str, port: int) -> socket.socket:
+    """A socket bound to ``host:port`` (uvicorn listens on it); ``InvalidInput``
+    ``port_unavailable`` naming the port when it cannot be had."""
+    from modelport.errors import InvalidInput
+
+    try:
+        family, kind, proto, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0]
+        sock = socket.socket(family, kind, proto)
+    except OSError as exc:
+        raise InvalidInput(
+            f"cannot serve on {host}:{port}: {exc.strerror or exc}", code="port_unavailable"
+        ) from None
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn does
+    try:
+        sock.bind(address)
+    except OSError as exc:
+        sock.close()
+        reason = (
+            f"port {port} is already in use (stop what holds it, or choose another with --port)"
+            if exc.errno == errno.EADDRINUSE
+            else f"port {port}: {exc.strerror or exc}"
+        )
+        raise InvalidInput(
+            f"cannot serve on {host}:{port}: {reason}", code="port_unavailable"
+        ) from None
+    sock.set_inheritable(True)
+    return sock
+
+
+def warn_without_sandbox(app: Application, settings: Settings) -> None:
+    """Say once, at start-up, that validations will fail where the sandbox cannot run,
+    and how to fix it (the validations still refuse: the sandbox fails closed)."""
+    from modelport.sandbox import isolation_available
+
+    if settings.sandbox == "unisolated" or isolation_available(settings.sandbox_bwrap):
+        return
+    app.terminal.warn(
+        f"warning: the sandbox cannot run here (bubblewrap '{settings.sandbox_bwrap}' is "
+        "missing or cannot create namespaces), so every model validation will fail with "
+        "sandbox_unavailable. Install bubblewrap (Debian: apt install bubblewrap), or set "
+        "MODELPORT_SANDBOX=unisolated on a machine that runs only its owner's models."
+    )
 
 
 def tls_options(settings: Settings) -> dict[str, Any]:
@@ -159,7 +223,7 @@ def _serve_workers(app: Application, settings: Settings, options: dict[str, Any]
     import uvicorn
 
     from modelport.app import build_services, build_worker_services
-    from modelport.cli.workers import APP, Supervisor, listening_socket, reuse_port_supported
+    from modelport.cli.workers import APP, Supervisor, reuse_port_supported
     from modelport.config import Role
     from modelport.errors import InvalidInput
 
@@ -191,15 +255,17 @@ def _serve_workers(app: Application, settings: Settings, options: dict[str, Any]
         }
     )
     scheme = "https" if "ssl_certfile" in options else "http"
-    app.terminal.info(
+    announcement = (
         f"modelport serving on {scheme}://{options['host']}:{options['port']} "
         f"with {settings.workers} workers (home: {settings.home})"
     )
     try:
         if reuse_port_supported():
-            listening_socket(options["host"], options["port"]).close()  # in use: fail here
+            bound_socket(options["host"], options["port"]).close()  # in use: fail here
+            app.terminal.info(announcement)
             Supervisor(settings.workers, options).run()
         else:  # one shared socket: uvicorn's own workers
+            app.terminal.info(announcement)
             uvicorn.run(APP, factory=True, workers=settings.workers, **options)
     finally:
         shutil.rmtree(metrics_dir, ignore_errors=True)

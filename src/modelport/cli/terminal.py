@@ -19,10 +19,14 @@ from rich.progress import (
 )
 from rich.table import Table
 
+WIDE = 1_000_000
+"""The width tables are laid out in when nothing may be cut: more than any row needs."""
+
 
 class Terminal:
-    def __init__(self, *, as_json: bool = False) -> None:
+    def __init__(self, *, as_json: bool = False, wide: bool = False) -> None:
         self.as_json = as_json
+        self.wide = wide
         self.out = Console(soft_wrap=True)
         self.err = Console(stderr=True, soft_wrap=True)
 
@@ -47,6 +51,20 @@ class Terminal:
             table.add_column(col)
         for row in rows:
             table.add_row(*("" if v is None else str(v) for v in row))
+        if self.wide or not self.out.is_terminal:
+            # Piped (or --wide): a cell cut to the screen's width is an id nobody can copy.
+            # Each row on one line, as long as it needs (a table is only as wide as its
+            # widest row).
+            for column in table.columns:
+                column.no_wrap = True
+            Console(
+                file=self.out.file,
+                width=WIDE,
+                soft_wrap=True,
+                force_terminal=self.out.is_terminal,
+                no_color=self.out.no_color,
+            ).print(table)
+            return
         self.out.print(table)
 
     def progress(self) -> Progress:

@@ -94,15 +94,25 @@ class Version:
 
 @dataclass(frozen=True)
 class Transition:
+    """A lifecycle event appended; or, for ``validated``, a validation still running as
+    a job (``pending``: the server answered 202 with the job, ``job``)."""
+
     state: str
     from_state: str | None
     reason: str
     raw: Json = field(repr=False)
+    job: str | None = None
+    """The validation's job id (``validated`` only)."""
+    pending: bool = False
 
     @classmethod
     def from_json(cls, body: Json) -> Transition:
+        if "event" not in body:  # 202: the validation's job, still queued or running
+            return cls("", None, "", body, job=str(body["id"]), pending=True)
         event = body["event"]
-        return cls(body["state"], event["from"], event["reason"], body)
+        job = body.get("job")
+        job_id = str(job["id"]) if isinstance(job, dict) else None
+        return cls(body["state"], event["from"], event["reason"], body, job=job_id)
 
 
 @dataclass(frozen=True)

@@ -3,12 +3,17 @@ loading into (or out of) the serving host."""
 
 from __future__ import annotations
 
+import asyncio
 import builtins
+import time
 from typing import Any
 
+from modelport.client import jobs as job_calls
+from modelport.client.errors import ApiError, Conflict, InvalidRequest, ServerError
 from modelport.client.family import AsyncFamily, Family
 from modelport.client.transport import Call, model_path, segment, split_model, version_path
 from modelport.client.types import (
+    Job,
     Json,
     LoadStatus,
     Transition,
@@ -46,6 +51,32 @@ def transition_call(ref: str, to: str, reason: str = "") -> Call[Transition]:
     body = {"to": to, "reason": reason}
     path = f"{version_path(ref)}/transitions"
     return Call("POST", path, Transition.from_json, json=body, timeout=VALIDATION_WAIT)
+
+
+POLL_SECONDS = 1.0
+"""How often a transition answered 202 (its validation still running) polls its job."""
+
+
+def ended_transition(job: Job, report: ValidationReport | None) -> Transition:
+    """A validation job's end as the transition would have answered it: its event, or
+    the error (``report``: the version's latest, for a failed validation)."""
+    result = job.raw.get("result")
+    if job.state == "succeeded" and isinstance(result, dict):
+        return Transition.from_json({**result, "job": job.raw})
+    error = job.error or {}
+    code = str(error.get("code") or f"validation_{job.state}")
+    detail = str(error.get("message") or f"the validation job {job.id} ended {job.state}")
+    body: dict[str, Any] = {"code": code, "detail": detail, "job": job.id}
+    failure: type[ApiError]
+    if code == "validation_failed":
+        status, failure = 422, InvalidRequest
+        if report is not None:
+            body["report"] = report.report
+    elif code in ("illegal_transition", "validation_cancelled") or job.state == "cancelled":
+        status, failure = 409, Conflict
+    else:
+        status, failure = 500, ServerError
+    raise failure(status, code, detail, body | {"status": status})
 
 
 def validation_call(ref: str) -> Call[ValidationReport]:
@@ -91,8 +122,21 @@ class Versions(Family):
 
     def transition(self, ref: str, to: str, reason: str = "") -> Transition:
         """Move a version to state ``to``; ``validated`` runs the validation first (a
-        failed one raises ``Conflict``: read ``validation(ref)`` for why)."""
-        return self._t.run(transition_call(ref, to, reason))
+        failed one raises ``InvalidRequest`` ``validation_failed``: read
+        ``validation(ref)`` for why). A validation the server answered as a job still
+        running (202) is followed here until it ends."""
+        answer = self._t.run(transition_call(ref, to, reason))
+        if not answer.pending or answer.job is None:
+            return answer
+        deadline = time.monotonic() + VALIDATION_WAIT
+        job = self._t.run(job_calls.get_call(answer.job))
+        while not job.finished:
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"validation job {job.id} still {job.state}")
+            time.sleep(POLL_SECONDS)
+            job = self._t.run(job_calls.get_call(answer.job))
+        failed = (job.error or {}).get("code") == "validation_failed"
+        return ended_transition(job, self.validation(ref) if failed else None)
 
     def validation(self, ref: str) -> ValidationReport:
         """The latest validation report (``problems``: why it failed)."""
@@ -122,7 +166,18 @@ class AsyncVersions(AsyncFamily):
         return await self._t.run(publish_call(model, version, manifest))
 
     async def transition(self, ref: str, to: str, reason: str = "") -> Transition:
-        return await self._t.run(transition_call(ref, to, reason))
+        answer = await self._t.run(transition_call(ref, to, reason))
+        if not answer.pending or answer.job is None:
+            return answer
+        deadline = time.monotonic() + VALIDATION_WAIT
+        job = await self._t.run(job_calls.get_call(answer.job))
+        while not job.finished:
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"validation job {job.id} still {job.state}")
+            await asyncio.sleep(POLL_SECONDS)
+            job = await self._t.run(job_calls.get_call(answer.job))
+        failed = (job.error or {}).get("code") == "validation_failed"
+        return ended_transition(job, await self.validation(ref) if failed else None)
 
     async def validation(self, ref: str) -> ValidationReport:
         return await self._t.run(validation_call(ref))

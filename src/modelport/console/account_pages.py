@@ -13,12 +13,14 @@ from starlette.responses import RedirectResponse, Response
 
 from modelport.console.charts import bar_chart, dollars, spend
 from modelport.console.sessions import ConsoleSession
+from modelport.console.usage import calls
 from modelport.console.web import checked_form, current_session, platform, render
 
 router = APIRouter()
 
 USAGE_PAGES = 20
 """Pages of usage (500 events each) a usage page sums at most: the month's events."""
+RECENT_CALLS = 20
 
 
 @router.get("/keys")
@@ -115,7 +117,7 @@ async def usage(request: Request) -> Response:
         by_model=bar_chart(totals.by_model),
         by_key=bar_chart(by_key),
         key_names=key_names,
-        recent=events[-20:][::-1],
+        recent=calls(events)[-RECENT_CALLS:][::-1],
         balances=balances,
         truncated=cursor is not None and error is None,
         error=error,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import quote, urlencode
 
@@ -16,7 +17,8 @@ from starlette.responses import Response
 from modelport.console.calls import PlatformAPI
 from modelport.console.charts import dollars
 from modelport.console.lineage_graph import MAX_NODES, LineageGraph, lineage_graph
-from modelport.console.playground import form_fields, price_per_call_micros, request_body
+from modelport.console.playground import body_rows, form_fields, request_body
+from modelport.console.pricing import price_per_call_micros, rules_at, scheduled
 from modelport.console.sessions import ConsoleSession
 from modelport.console.snippets import snippets
 from modelport.console.web import checked_form, current_session, platform, render
@@ -108,10 +110,9 @@ async def _model_context(
             message=model.error,
             session=session,
         )
-    versions, aliases, prices = await asyncio.gather(
+    versions, aliases = await asyncio.gather(
         api.get(f"/api/models/{ref}/versions"),
         api.get(f"/api/models/{ref}/aliases"),
-        api.get("/api/prices", model=f"{owner}/{name}"),
     )
     version_items = versions.body.get("items", []) if versions.ok else []
     alias_items = aliases.body.get("items", []) if aliases.ok else []
@@ -126,7 +127,15 @@ async def _model_context(
     lineage = await _lineage(api, ref, chosen, detail) if chosen else None
     examples = manifest.get("examples") or []
     example = examples[0] if examples else None
-    price_rules = prices.body.get("items", []) if prices.ok else []
+    now = datetime.now(UTC)
+    prices, later = (
+        await asyncio.gather(
+            rules_at(api, f"{owner}/{name}", chosen, now),
+            scheduled(api, f"{owner}/{name}", chosen, now),
+        )
+        if chosen
+        else ([], [])
+    )
     generative = is_generative(model.body.get("task"), detail.get("format"))
     base = str(request.base_url).rstrip("/")
     return {
@@ -144,8 +153,9 @@ async def _model_context(
         "manifest": manifest,
         "inputs": manifest.get("inputs", []),
         "outputs": manifest.get("outputs", []),
-        "prices": price_rules,
-        "per_call": price_per_call_micros(price_rules, chosen or ""),
+        "prices": prices,
+        "scheduled_prices": later,
+        "per_call": price_per_call_micros(prices),
         "snippets": snippets(
             base, f"{owner}/{name}", manifest.get("inputs", []), example, generative=generative
         ),
@@ -231,7 +241,7 @@ async def playground(owner: str, name: str, request: Request) -> Response:
         result = {
             "status": answer.status,
             "latency_ms": round(answer.seconds * 1000, 1),
-            "price": context["per_call"],
+            "price": price_per_call_micros(context["prices"], body_rows(fields, body)),
         }
         if answer.ok:
             result["outputs"] = json.dumps(answer.body.get("outputs", []), indent=2)

@@ -5,8 +5,10 @@ page shows the same numbers in a table)."""
 from __future__ import annotations
 
 from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
+
+from modelport.console.usage import call_id
 
 WIDTH = 640
 HEIGHT = 220
@@ -36,6 +38,14 @@ class BarChart:
     top: int = MARGIN_TOP
 
 
+@dataclass
+class Bucket:
+    """Calls (their ids) and money summed under one label."""
+
+    calls: set[str] = field(default_factory=set)
+    micros: int = 0
+
+
 @dataclass(frozen=True)
 class Spend:
     """A tenant's usage summed by model and by day (micros), and the call counts."""
@@ -50,22 +60,28 @@ class Spend:
 
 
 def spend(events: list[dict[str, Any]]) -> Spend:
-    """Sum usage events (``GET /api/usage`` items) by model, by day and by key."""
-    models: dict[str, list[int]] = defaultdict(lambda: [0, 0])
-    keys: dict[str, list[int]] = defaultdict(lambda: [0, 0])
-    days: dict[str, list[int]] = defaultdict(lambda: [0, 0])
+    """Sum usage events (``GET /api/usage`` items) by model, by day and by key: money by
+    line, calls by call id (a chat's token lines are one call, ``console.usage``)."""
+    models: dict[str, Bucket] = defaultdict(Bucket)
+    keys: dict[str, Bucket] = defaultdict(Bucket)
+    days: dict[str, Bucket] = defaultdict(Bucket)
     total = 0
     for event in events:
         amount = int(event.get("amount_micros") or 0)
         day = str(event.get("finished_at") or event.get("recorded_at") or "")[:10]
         key = str(event.get("key_id") or "—")
+        call = call_id(event)
         for bucket in (models[str(event.get("model"))], days[day], keys[key]):
-            bucket[0] += 1
-            bucket[1] += amount
+            bucket.calls.add(call)
+            bucket.micros += amount
         total += amount
-    by_model = sorted(((m, c, a) for m, (c, a) in models.items()), key=lambda r: (-r[2], r[0]))
-    by_day = sorted((d, c, a) for d, (c, a) in days.items())
-    by_key = sorted(((k, c, a) for k, (c, a) in keys.items()), key=lambda r: (-r[2], r[0]))
+    by_model = sorted(
+        ((m, len(b.calls), b.micros) for m, b in models.items()), key=lambda r: (-r[2], r[0])
+    )
+    by_day = sorted((d, len(b.calls), b.micros) for d, b in days.items())
+    by_key = sorted(
+        ((k, len(b.calls), b.micros) for k, b in keys.items()), key=lambda r: (-r[2], r[0])
+    )
     return Spend(by_model=by_model, by_day=by_day, by_key=by_key, total_micros=total)
 
 

@@ -7,14 +7,16 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import AsyncIterator
+from datetime import UTC, datetime
 from typing import Any
+from urllib.parse import quote
 
 from fastapi import APIRouter
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 
-from modelport.console.calls import Stream
-from modelport.console.playground import price_of_tokens_micros
+from modelport.console.calls import PlatformAPI, Stream
+from modelport.console.pricing import price_of_tokens_micros, rules_at
 from modelport.console.web import checked_form, current_session, platform
 
 router = APIRouter()
@@ -63,6 +65,15 @@ def _events(buffer: bytearray) -> list[dict[str, Any] | None]:
     return found
 
 
+async def _latest_version(api: PlatformAPI, owner: str, name: str) -> str | None:
+    """The version a model's page shows first (its latest), or None when none is listed
+    (the call then names the model alone and the API answers why)."""
+    ref = f"{quote(owner, safe='')}/{quote(name, safe='')}"
+    versions = await api.get(f"/api/models/{ref}/versions")
+    items = versions.body.get("items", []) if versions.ok else []
+    return str(items[-1]["version"]) if items else None
+
+
 @router.post("/models/{owner}/{name}/chat")
 async def chat(owner: str, name: str, request: Request) -> Response:
     session = await current_session(request)
@@ -73,10 +84,12 @@ async def chat(owner: str, name: str, request: Request) -> Response:
             {"error": "the conversation is not well formed", "code": BAD_CHAT}, status_code=400
         )
     model = f"{owner}/{name}"
-    prices = await platform(request, session).get("/api/prices", model=model)
-    rules = prices.body.get("items", []) if prices.ok else []
+    api = platform(request, session)
+    # The version the page shows, named in the call: the price quoted is that version's.
+    version = request.query_params.get("version") or await _latest_version(api, owner, name)
+    rules = await rules_at(api, model, version, datetime.now(UTC)) if version else []
     body = {
-        "model": model,
+        "model": f"{model}:{version}" if version else model,
         "messages": turns,
         "stream": True,
         "stream_options": {"include_usage": True},

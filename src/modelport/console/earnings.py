@@ -29,7 +29,7 @@ def earned_by(
     sums: dict[str, list[int]] = {}
     for item in items:
         bucket = sums.setdefault(label(item), [0, 0, 0])
-        bucket[0] += int(item.get("events") or 0)
+        bucket[0] += int(item.get("calls") or 0)
         bucket[1] += int(item.get("revenue_micros") or 0)
         bucket[2] += int(item.get("publisher_share_micros") or 0)
     return [Earned(key, c, r, s) for key, (c, r, s) in sorted(sums.items())]

@@ -3,12 +3,14 @@ static files, and the redirects to sign in."""
 
 from __future__ import annotations
 
+import functools
 from typing import TYPE_CHECKING
 
 from fastapi import APIRouter, FastAPI
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import Response
+from starlette.routing import BaseRoute
 from starlette.staticfiles import StaticFiles
 
 from modelport.console import (
@@ -45,20 +47,7 @@ def install_console(
 ) -> None:
     """Mount the console's pages and static files on ``app``, out of the API's schema;
     ``oidc``: people may sign in with the OpenID provider too."""
-    router = APIRouter(prefix="/console", include_in_schema=False)
-    router.include_router(auth_pages.router)
-    router.include_router(oidc_pages.router)
-    router.include_router(catalog_pages.router)
-    router.include_router(chat_pages.router)
-    router.include_router(account_pages.router)
-    router.include_router(publisher_pages.router)
-    router.include_router(endpoint_pages.router)
-    router.include_router(billing_pages.router)
-    router.include_router(limits_pages.router)
-    router.include_router(jobs_pages.router)
-    router.include_router(workbench_pages.router)
-    router.include_router(operator_pages.router)
-    app.include_router(router)
+    app.router.routes.extend(_page_routes())
     app.mount("/console/static", StaticFiles(directory=PACKAGE / "static"), name="console-static")
     app.state.console_sessions = sessions
     app.state.console_oidc = oidc
@@ -86,3 +75,28 @@ def install_console(
     app.add_exception_handler(NeedsSignIn, needs_sign_in)
     app.add_exception_handler(SignedOut, signed_out)
     app.add_exception_handler(CsrfRefused, csrf_refused)
+
+
+@functools.cache
+def _page_routes() -> tuple[BaseRoute, ...]:
+    """The console's page routes, built once a process and shared by every app: FastAPI
+    analyses each endpoint's signature as a route is included, which cost more than
+    building the rest of an app. They hold no state of an app's: the sessions and the
+    OIDC client are read from ``request.app.state``."""
+    router = APIRouter(prefix="/console", include_in_schema=False)
+    for pages in (
+        auth_pages,
+        oidc_pages,
+        catalog_pages,
+        chat_pages,
+        account_pages,
+        publisher_pages,
+        endpoint_pages,
+        billing_pages,
+        limits_pages,
+        jobs_pages,
+        workbench_pages,
+        operator_pages,
+    ):
+        router.include_router(pages.router)
+    return tuple(router.routes)

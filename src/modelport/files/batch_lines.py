@@ -16,6 +16,9 @@ from modelport.files.types import BatchLine
 
 BATCH_URLS = frozenset({"/v1/chat/completions", "/v1/completions", "/v1/embeddings"})
 MAX_CUSTOM_ID = 512
+MAX_LINE_BYTES = 64 << 20
+"""Longest line (one request) of a batch file, the default bound of an inference
+request's body: a longer one is refused, naming it, before it is held whole."""
 
 
 def _refuse(number: int, problem: str) -> InvalidInput:
@@ -45,26 +48,48 @@ def parse_line(number: int, raw: bytes) -> BatchLine:
     return BatchLine(custom_id, method, url, body)
 
 
-def iter_lines(data: bytes) -> Iterator[tuple[int, bytes]]:
-    """The non-blank lines of ``data`` with their numbers (from 1)."""
+def _too_long(number: int, bound: int) -> InvalidInput:
+    return _refuse(number, f"longer than {bound} bytes")
+
+
+def iter_lines(data: bytes, max_line: int = MAX_LINE_BYTES) -> Iterator[tuple[int, bytes]]:
+    """The non-blank lines of ``data`` with their numbers (from 1); a line longer than
+    ``max_line`` bytes is refused (``invalid_batch_file``)."""
     for number, raw in enumerate(data.split(b"\n"), start=1):
+        if len(raw) > max_line:
+            raise _too_long(number, max_line)
         if raw.strip():
             yield number, raw
 
 
-def iter_stream_lines(chunks: Iterable[bytes]) -> Generator[tuple[int, bytes]]:
-    """``iter_lines`` over bytes that arrive in chunks: holds one chunk and the line
-    it cuts, never the whole file."""
-    number, rest = 0, b""
+def iter_stream_lines(
+    chunks: Iterable[bytes], max_line: int = MAX_LINE_BYTES
+) -> Generator[tuple[int, bytes]]:
+    """``iter_lines`` over bytes that arrive in chunks: holds one chunk and the line it
+    cuts (at most ``max_line`` bytes of it: a longer line is refused as soon as it is
+    seen to be), never the whole file. A line cut by many chunks is joined once."""
+    held: list[bytes] = []
+    number, size = 0, 0
     for chunk in chunks:
-        pieces = (rest + chunk).split(b"\n")
-        rest = pieces.pop()
-        for raw in pieces:
+        start = 0
+        while (end := chunk.find(b"\n", start)) >= 0:
             number += 1
+            size += end - start
+            if size > max_line:
+                raise _too_long(number, max_line)
+            raw = b"".join((*held, chunk[start:end])) if held else chunk[start:end]
+            held, size = [], 0
             if raw.strip():
                 yield number, raw
-    if rest.strip():
-        yield number + 1, rest
+            start = end + 1
+        if start < len(chunk):
+            size += len(chunk) - start
+            if size > max_line:
+                raise _too_long(number + 1, max_line)
+            held.append(chunk[start:])
+    raw = b"".join(held)
+    if raw.strip():
+        yield number + 1, raw
 
 
 def check_batch_file(data: bytes) -> int:

@@ -43,8 +43,8 @@ def prediction_record(
     ran = provenance.version if provenance is not None else chosen
     labels = None
     if ran is not None:
-        declared = (ran.manifest.postprocessing or {}).get("labels")
-        labels = [str(x) for x in declared] if isinstance(declared, list) else None
+        post = ran.manifest.postprocessing
+        labels = [str(x) for x in post.labels] if post and post.labels is not None else None
     label, value = answer_of(outputs, labels) if outputs is not None else (None, None)
     return PredictionRecord(
         id=prediction_id,

@@ -15,11 +15,12 @@ import logging
 from collections.abc import AsyncIterator, Coroutine
 from concurrent.futures import Future
 from contextlib import asynccontextmanager
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from modelport.background.single_flight import retrieve_failure
 from modelport.errors import NotFound, Unavailable
 from modelport.inference.targets import Target, VersionTargets
+from modelport.observability.types import VersionStatistics
 from modelport.runtime.cache import BlobSource
 from modelport.runtime.host import ModelHost
 from modelport.runtime.types import LoadState, VersionKey, VersionStatus
@@ -42,6 +43,14 @@ _INDEX_STATE = {
 }
 
 
+class StatisticsSource(Protocol):
+    """What the runtime measured of the versions (``observability.metrics.RuntimeMetrics``)."""
+
+    def statistics(self, model: str | None = None) -> list[VersionStatistics]:
+        """Every version observed (of ``model``, ``owner/name``, when given)."""
+        ...
+
+
 class ModelRepository:
     """The model repository of this process: which versions are hosted, loading and
     unloading them here and in every process sharing the sync."""
@@ -55,15 +64,18 @@ class ModelRepository:
         load_on_demand: bool = True,
         sync: RepositorySync | None = None,
         role: str = "all",
+        statistics: StatisticsSource | None = None,
     ) -> None:
         """``host`` None: a process that hosts no models (a gateway), whose repository
-        answers 503 ``role_lacks_service`` to everything that needs the host."""
+        answers 503 ``role_lacks_service`` to everything that needs the host.
+        ``statistics``: what the runtime measured (none: every figure is 0)."""
         self.targets = targets
         self._host = host
         self.role = role
         self.blobs = blobs
         self.load_on_demand = load_on_demand
         self.sync: RepositorySync = sync or LocalRepositorySync()
+        self._statistics = statistics
 
     @property
     def host(self) -> ModelHost:
@@ -99,6 +111,22 @@ class ModelRepository:
     async def versions(self, owner: str, name: str) -> list[str]:
         found = await asyncio.to_thread(self.targets.registry.list_versions, owner, name)
         return [v.version for v in found]
+
+    async def statistics(
+        self, owner: str, name: str, version: str | None
+    ) -> list[VersionStatistics]:
+        """This process's figures of one version, or of every version of the model it
+        has observed (the default version's, all 0, when none)."""
+        observed = self._statistics.statistics(f"{owner}/{name}") if self._statistics else []
+        if version is None and observed:
+            return observed
+        target = await self.target(owner, name, version)
+        found = [s for s in observed if s.version == target.version]
+        return found or [VersionStatistics(target.model, target.version)]
+
+    def all_statistics(self) -> list[VersionStatistics]:
+        """This process's figures of every version it has observed."""
+        return self._statistics.statistics() if self._statistics else []
 
     # ---- repository
     async def load(

@@ -7,8 +7,10 @@ the surface's ``Decoder``:
 1. resolve: the version (``VersionTargets``, cached) or the endpoint's route (the
    routing snapshot); check access (``inference.access``) and, for a version of
    another tenant, its callable state;
-2. admit: rate, concurrency and budget limits (``LimitService``; warm subjects without
-   a thread hop, Redis admissions grouped);
+2. admit: rate, concurrency and budget limits (``inference.admission.admit``, the one
+   admission step of every call, streams included: ``LimitService``, warm subjects
+   without a thread hop, Redis admissions grouped); the rate decision is left on the
+   ``Caller`` for the surface's ``RateLimit-*`` headers;
 3. decode the request against the target's declared tensors (the surface's work);
 4. for a version declared deterministic, look the question up in the response cache
    (``inference.cache``; a tenant that declared no-cache skips it); reserve: the meter
@@ -34,8 +36,9 @@ answered); a stream's prompt before it is admitted, its output chunk by chunk.
 
 A generative call is ``stream``: the same resolution and access checks as
 ``call_model`` (or, for an endpoint, as ``call_endpoint``, its stream routed by
-``Router.streams``), then ``inference.streaming`` (admit, hold the upper bound, the
-backend's stream of chunks, settle what was delivered).
+``Router.streams``), then ``inference.streaming`` (admitted by the same step as every
+call, its token bound charged too; the upper bound held, drawn from the caller's hold
+where it names one; the backend's stream of chunks; settle what was delivered).
 """
 
 from __future__ import annotations
@@ -57,6 +60,7 @@ from modelport.inference.access import (
     require_model,
 )
 from modelport.inference.access_facts import AccessFacts
+from modelport.inference.admission import admit
 from modelport.inference.cache import ResponseCache
 from modelport.inference.moderation import (
     StreamOutputCheck,
@@ -87,6 +91,7 @@ from modelport.moderation.types import Policy, Stage
 from modelport.observability.predictions import PredictionLog
 from modelport.runtime.types import Priority
 from modelport.serving.backends.base import Backend
+from modelport.serving.capability import request_rows, require_rows_fit
 from modelport.serving.idempotency import Claim, Replay
 from modelport.serving.plane import ServingPlane
 from modelport.serving.routing.interface import Dispatcher
@@ -94,7 +99,7 @@ from modelport.serving.routing.router import Plan, Prediction
 from modelport.serving.routing.streams import prompt_tensor, texts_tensor
 from modelport.serving.routing.table import Route
 from modelport.serving.types import BackendRequest, Provenance, Served, VersionRef
-from modelport.tenancy.limits import Admission, LimitService, RateLimited, Subject
+from modelport.tenancy.limits import Admission, LimitService
 from modelport.tenancy.policy import Permission
 from modelport.tenancy.types import Principal
 
@@ -167,7 +172,7 @@ class InferenceService:
         """The most one call of ``target`` by ``principal`` within ``timeout`` seconds
         (an endpoint's deadline, if shorter) can be charged: its reservation (an
         endpoint's: the dearest of the versions it may run). Counted units bounded by
-        the request (tokens) are not known here and count nothing. 404 for a target the
+        the request are not known here: tokens count nothing, rows one. 404 for a target the
         principal may not call."""
         caller = Caller(principal)
         if isinstance(target, EndpointTarget):
@@ -221,12 +226,11 @@ class InferenceService:
         backend = self.replicas_for(resolved.ref)[0]
         calls = StreamingCalls(backend=backend, meter=self.meter, limits=self.limits)
         return await calls.stream(
-            caller.principal,
+            caller,
             StreamTarget(resolved.ref, task_of(resolved.ref)),
             request,
             deadline,
             check=check,
-            call_id=caller.call_id,
         )
 
     async def _moderate_prompt(
@@ -295,13 +299,12 @@ class InferenceService:
 
         calls = StreamingCalls(backend=source, meter=self.meter, limits=self.limits)
         return await calls.stream(
-            caller.principal,
+            caller,
             StreamTarget(chosen, task_of(chosen), endpoint=endpoint.name),
             request,
             deadline,
             on_end=ended,
             check=check,
-            call_id=caller.call_id,
         )
 
     async def _callable(self, caller: Caller, target: ModelTarget) -> Resolved:
@@ -324,7 +327,7 @@ class InferenceService:
         ``moderate`` False: not moderated (a moderation classifier's own call)."""
         principal = caller.principal
         resolved = await self._callable(caller, target)
-        admission = await self.admit(caller, resolved.model)
+        admission = await admit(self.limits, caller, resolved.model)
         try:
             manifest = resolved.manifest
             try:
@@ -333,6 +336,12 @@ class InferenceService:
                 if exc.kind == "invalid":
                     resolved.observer.request_done("invalid", 0.0)
                 raise
+            # Larger than any replica takes: 413 before any work (not a 503 to retry).
+            require_rows_fit(
+                resolved.ref,
+                request.inputs,
+                (b.capabilities() for b in self.replicas_for(resolved.ref)),
+            )
             timeout = request.timeout
             if timeout is None:
                 timeout = self.default_timeout_seconds
@@ -368,6 +377,7 @@ class InferenceService:
                     hold_id=caller.hold_id,
                     quantities={} if tokens is None else {Unit.INPUT_TOKEN: tokens},
                     cached=hit is not None,
+                    rows=request_rows(resolved.ref, request.inputs),
                 )
             )
             try:
@@ -396,6 +406,7 @@ class InferenceService:
                     caller.watch.stop()  # answered: billed as such, whoever reads it
                 usage = measure(request.inputs, served.timings, served.batch_size, started)
                 outputs = served.outputs
+                usage.rows = answered_rows(manifest.outputs, outputs, call.call.rows)
                 if tokens is not None:
                     usage.input_tokens = input_tokens(outputs, tokens)
                     outputs = _asked(outputs, request.outputs)
@@ -490,6 +501,7 @@ class InferenceService:
         deadline: float,
     ) -> InferenceResult:
         plan = self.serving.router.plan(route.endpoint.name, request.subject)
+        self.serving.router.require_fits(plan, request.inputs)  # 413 before any work
         chosen = plan.version
         # The chosen version's files: still its publisher's to use (as for /v2).
         owner, _, name = chosen.model.partition("/")
@@ -501,7 +513,7 @@ class InferenceService:
         principal = caller.principal
         received_at = datetime.now(UTC)
         started = time.perf_counter()
-        admission = await self.admit(caller, chosen.model)
+        admission = await admit(self.limits, caller, chosen.model)
         try:
             policy = await self._policy(caller)
             if policy is not None:
@@ -523,6 +535,7 @@ class InferenceService:
                     call_id=caller.call_id,
                     hold_id=caller.hold_id,
                     quantities={} if tokens is None else {Unit.INPUT_TOKEN: tokens},
+                    rows=request_rows(chosen, request.inputs),
                 )
             )
             try:
@@ -555,6 +568,7 @@ class InferenceService:
                 if ran is not None and ran.ref != chosen.ref:
                     call.ran_version(ran.model, ran.version, ran.manifest_digest)
                 usage = measure(request.inputs, prediction.timings, prediction.batch_size, started)
+                usage.rows = answered_rows(route.outputs, prediction.outputs, call.call.rows)
                 if tokens is not None:
                     usage.input_tokens = input_tokens(prediction.outputs, tokens)
                     prediction = replace(
@@ -606,20 +620,12 @@ class InferenceService:
         await self.moderation.check(policy, caller, stage, texts, model, version)
 
     async def admit(self, caller: Caller, model: str) -> Admission:
-        """Rate → concurrency → budget for one call of ``model``; raises 429
-        ``rate_limited`` / ``concurrency_limited`` or 402 ``budget_exceeded``. The caller
-        must ``release`` the admission, whatever happens next."""
-        principal = caller.principal
-        subject = Subject(
-            tenant=principal.tenant or principal.id, key=principal.key_id, model=model
-        )
-        try:
-            admission = await self.limits.admit_on_loop(subject)
-        except RateLimited as exc:
-            caller.rate = exc.decision
-            raise
-        caller.rate = admission.decision
-        return admission
+        """Rate → concurrency → budget for one call of ``model``: the admission step of
+        every call (``inference.admission.admit``, which streams take too), its decision
+        left on ``caller``; raises 429 ``rate_limited`` / ``concurrency_limited`` or 402
+        ``budget_exceeded``. The caller must ``release`` the admission, whatever happens
+        next."""
+        return await admit(self.limits, caller, model)
 
     def _log(
         self,
@@ -680,6 +686,20 @@ def _asked(
     if asked is None:
         return outputs
     return {name: array for name, array in outputs.items() if name in asked}
+
+
+def answered_rows(
+    specs: Sequence[TensorSpec], outputs: Mapping[str, np.ndarray], asked: int
+) -> int:
+    """The rows an answer holds (what ``row`` is charged for): dimension 0 of the outputs
+    declared with a variable first dimension, never above the ``asked`` rows; ``asked``
+    when no output is declared so (its answer is the whole request's)."""
+    found = None
+    for spec in specs:
+        array = outputs.get(spec.name)
+        if array is not None and spec.shape and spec.shape[0] == -1 and array.ndim:
+            found = max(found or 0, int(array.shape[0]))
+    return asked if found is None else min(found, asked)
 
 
 def measure(

@@ -1,17 +1,19 @@
 """The streamed call: admit, reserve the upper bound, stream, settle what was delivered.
 
-A surface that streams (later the OpenAI-compatible ``/v1``) calls::
+The inference service (for the OpenAI-compatible ``/v1``) calls::
 
-    stream = await calls.stream(principal, target, request, deadline)  # 429 / 402 / 4xx / 5xx
+    stream = await calls.stream(caller, target, request, deadline)  # 429 / 402 / 4xx / 5xx
     async with stream:                       # leaving the block ends the call
         async for chunk in stream:
             ...send chunk...
 
-``stream`` returns once the call is admitted (rate, concurrency, budget, and its
+``stream`` returns once the call is admitted by the admission step every call goes
+through (``inference.admission.admit``: rate, concurrency, budget, and its
 tokens-per-minute allowances charged with its token bound: the prompt's bytes plus
-``max_tokens``), its upper bound held (``InferenceMeter``: the prompt's input tokens,
-at most one per byte, and ``max_tokens`` output tokens; 402 ``budget_exceeded`` when
-that does not fit) and the backend has accepted the request, so refusals come before
+``max_tokens``; the decision left on the ``Caller`` for the surface's headers), its
+upper bound held (``InferenceMeter``: the prompt's input tokens, at most one per byte,
+and ``max_tokens`` output tokens, drawn from the caller's hold where it names one,
+``Caller.hold_id``; 402 ``budget_exceeded`` when that does not fit) and the backend has accepted the request, so refusals come before
 any chunk, when a surface can still answer with a plain error. Chunks then come in
 order, each counted as delivered when it is handed over. The call ends, once, in one
 of these ways, and is settled and its admission released then:
@@ -44,13 +46,14 @@ from types import TracebackType
 from typing import Any, Protocol
 
 from modelport.errors import DeadlineExceeded, InvalidInput, ModelportError
+from modelport.inference.admission import admit
+from modelport.inference.types import Caller
 from modelport.metering.meter import InferenceMeter, MeteredCall, stream_call
 from modelport.metering.types import CallInfo, Unit, UsageStatus
 from modelport.runtime.types import ChatMessage, Priority
 from modelport.serving.capability import BYTES_PER_TOKEN
 from modelport.serving.types import StreamChunk, StreamRequest, VersionRef
-from modelport.tenancy import Principal
-from modelport.tenancy.limits import Admission, LimitService, Subject
+from modelport.tenancy.limits import Admission, LimitService
 
 _log = logging.getLogger(__name__)
 
@@ -158,19 +161,20 @@ class StreamingCalls:
 
     async def stream(
         self,
-        principal: Principal,
+        caller: Caller,
         target: StreamTarget,
         request: GenerateRequest,
         deadline: float,
         *,
         on_end: StreamEnded | None = None,
         check: OutputCheck | None = None,
-        call_id: str | None = None,
     ) -> CallStream:
         """Admit, hold the upper bound, start the backend's stream; see the module
-        docstring. ``deadline`` is an absolute ``time.monotonic()``; ``on_end`` hears
-        how the call ended, after its settlement; ``check`` sees each chunk first;
-        ``call_id``: a repeatable call's id (``Caller.call_id``), charged once."""
+        docstring. ``caller``: who calls, with its repeatable call's id (``call_id``,
+        charged once) and the hold it draws from (``hold_id``), if any; the rate
+        decision is left on it. ``deadline`` is an absolute ``time.monotonic()``;
+        ``on_end`` hears how the call ended, after its settlement; ``check`` sees each
+        chunk first."""
         if not 1 <= request.max_tokens <= MAX_TOKENS_LIMIT:
             raise InvalidInput(
                 f"max_tokens must be between 1 and {MAX_TOKENS_LIMIT}",
@@ -182,15 +186,11 @@ class StreamingCalls:
         if timeout <= 0:
             raise DeadlineExceeded("the deadline passed before the call started")
         version = target.version
-        subject = Subject(
-            tenant=principal.tenant or principal.id, key=principal.key_id, model=version.model
-        )
-        admission = await self.limits.admit_on_loop(subject)
+        principal = caller.principal
+        # Tokens per minute count what the call may use at most, before it runs.
+        bound = request.prompt_bytes + request.output_bound
+        admission = await admit(self.limits, caller, version.model, tokens=bound)
         try:
-            # Tokens per minute count what the call may use at most, before it runs: a
-            # charge cannot be taken back, and a stream refused midway helps nobody.
-            bound = request.prompt_bytes + request.output_bound
-            await charge_tokens(self.limits, subject, bound)
             call = CallInfo(
                 tenant=principal.tenant or principal.id,
                 key_id=principal.key_id,
@@ -201,7 +201,8 @@ class StreamingCalls:
                 endpoint=target.endpoint,
                 request_id=request.request_id,
                 timeout_seconds=timeout,
-                call_id=call_id,
+                call_id=caller.call_id,
+                hold_id=caller.hold_id,
             )
             metered = await self.meter.open(
                 stream_call(
@@ -248,15 +249,6 @@ class StreamingCalls:
         )
         await stream.start()
         return stream
-
-
-async def charge_tokens(limits: LimitService, subject: Subject, tokens: int) -> None:
-    """Charge ``tokens`` to the subject's tokens-per-minute allowances (429
-    ``rate_limited``); in a thread when the limiter is over the network."""
-    if limits.blocking:
-        await asyncio.to_thread(limits.charge_tokens, subject, tokens)
-    else:
-        limits.charge_tokens(subject, tokens)
 
 
 class CallStream:

@@ -151,7 +151,7 @@ class ShardStage:
                         return await self._cancel(context)
                     checkpoint = await self._shard(context, endpoint, shard.position, shard.lines)
                 written = await anyio.to_thread.run_sync(
-                    shards.checkpoint, self.database, job.id, checkpoint, self.now()
+                    shards.checkpoint, self.database, job.id, checkpoint, self.now(), context.lease
                 )
                 if written and self.on_shard is not None:
                     self.on_shard(job.id, shard.position)

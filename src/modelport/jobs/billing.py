@@ -15,8 +15,9 @@ any stage runs: the job fails with ``budget_exceeded`` and nothing is charged.
 
 Not bounded up front: a pipeline with no built-in ``infer`` stage (a batch over a file,
 whose lines name their own models; custom stages), and counted units only a request
-knows (tokens): such calls reserve for themselves, as a call outside a job does, and
-so does a call the hold does not cover (it expired, or its price rose).
+knows (tokens; rows beyond one per call): such calls reserve for themselves, as a call
+outside a job does, and so does a call the hold does not cover (it expired, or its
+price rose).
 """
 
 from __future__ import annotations

@@ -1,10 +1,13 @@
-"""A job's end, posted to its webhook: signed and retried by ``modelport.webhooks``,
-once per job and final state (the dedupe key), so a runner that resumes a job after a
-crash and reports its end again sends nothing more."""
+"""A job's end, posted to its webhook: signed and retried by ``modelport.webhooks``.
+The delivery is recorded in the transaction that ends the job (an outbox row), so a
+crash right after that commit loses nothing: the deliverer finds the row and posts it.
+Once per job and final state (the dedupe key)."""
 
 from __future__ import annotations
 
 from typing import Any
+
+from sqlalchemy.orm import Session
 
 from modelport.jobs.types import Job
 from modelport.webhooks.service import WebhookService
@@ -36,11 +39,12 @@ class WebhookNotifier:
     def check_webhook(self, url: str) -> None:
         self.webhooks.check_url(url)
 
-    def job_finished(self, job: Job) -> None:
+    def job_finished(self, session: Session, job: Job) -> None:
         if job.webhook is None:
             return
         state = job.state.value
-        self.webhooks.enqueue(
+        self.webhooks.enqueue_in(
+            session,
             job.tenant,
             job.webhook,
             f"job.{state}",
@@ -48,3 +52,6 @@ class WebhookNotifier:
             subject=job.id,
             dedupe_key=f"{job.id}:{state}",
         )
+
+    def wake(self) -> None:
+        self.webhooks.wake()

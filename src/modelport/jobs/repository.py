@@ -8,6 +8,12 @@ UPDATE SKIP LOCKED`` (concurrent claimers skip each other's rows instead of wait
 on SQLite the write transaction (``BEGIN IMMEDIATE``) serialises claimers and the
 conditional UPDATE alone decides.
 
+Fencing: every claim increments the job's ``lease_generation``, and the ``Lease`` it
+answers carries the new value. Every later write for the job (an attempt, an error, a
+stage done, the end, a renewal, a release) first locks the job's row where its owner
+and generation are still the lease's, so a runner whose lease was taken over (even by
+itself, claiming again after a stall) writes nothing.
+
 A tenant's job limits (its ``limits`` row, tenant scope): ``jobs``, the quota, bounds
 its jobs queued and running, counted at submission; ``job_concurrency`` bounds its jobs
 running, at claim: a tenant at its cap has its queued jobs left queued (a running job
@@ -15,21 +21,33 @@ whose lease expired is taken over all the same: it counts already). Both count u
 a lock of the tenant's ``limits`` row (``FOR UPDATE`` on PostgreSQL; SQLite's write
 transaction serialises), so two submissions or two claimers cannot both pass the last
 place.
+
+Jobs of a kind in ``UNLIMITED_KINDS`` (validations, ``jobs.validation``) are the
+platform's own work on a tenant's behalf: neither limit counts or holds them (their
+queue has its own bound, and their runners cap them).
+
+A kind capped across the installation (``claim``'s ``running_cap``: validations) is
+claimed only while fewer than the cap of it run on every runner together, counting the
+jobs whose lease is live (one that expired frees its place, and is itself claimable
+again). The count and the claim are one decision: on PostgreSQL under an advisory
+transaction lock that every capped claim takes (two claimers never both see room for
+the last place); on SQLite the write transaction serialises claimers already.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import and_, func, or_, select, update
+from sqlalchemy import and_, func, or_, select, text, update
 from sqlalchemy.orm import Session, aliased
 
 from modelport.jobs.types import (
     TERMINAL,
     Job,
     JobState,
+    Lease,
     NewJob,
     StageRun,
     StageSpec,
@@ -39,6 +57,9 @@ from modelport.store.database import affected_rows
 from modelport.store.tables import JobRow, JobStageRow, LimitRow, TenantRow
 
 _ACTIVE = (JobState.QUEUED.value, JobState.RUNNING.value)
+VALIDATION = "validation"
+"""The target kind of a version's validation job (``jobs.validation``)."""
+UNLIMITED_KINDS = (VALIDATION,)
 
 
 def add_job(session: Session, job: NewJob) -> None:
@@ -89,7 +110,11 @@ def job_quota(session: Session, tenant: str) -> tuple[int, int] | None:
     active = session.scalar(
         select(func.count())
         .select_from(JobRow)
-        .where(JobRow.tenant == tenant, JobRow.state.in_(_ACTIVE))
+        .where(
+            JobRow.tenant == tenant,
+            JobRow.state.in_(_ACTIVE),
+            JobRow.target_kind.not_in(UNLIMITED_KINDS),
+        )
     )
     return quota, int(active or 0)
 
@@ -116,6 +141,7 @@ def list_jobs(
     target: str | None,
     before_seq: int | None,
     limit: int,
+    kind: str | None = None,
 ) -> tuple[list[Job], int | None]:
     """Jobs newest first (``seq`` below ``before_seq``), at most ``limit``; and the
     ``seq`` to continue below when there are more."""
@@ -126,6 +152,8 @@ def list_jobs(
         query = query.where(JobRow.state == state.value)
     if target is not None:
         query = query.where(JobRow.target == target)
+    if kind is not None:
+        query = query.where(JobRow.target_kind == kind)
     if before_seq is not None:
         query = query.where(JobRow.seq < before_seq)
     rows = list(session.scalars(query.order_by(JobRow.seq.desc()).limit(limit + 1)))
@@ -136,20 +164,53 @@ def list_jobs(
 
 
 def claim(
-    session: Session, owner: str, now: datetime, lease_seconds: float, limit: int
-) -> list[str]:
-    """Take up to ``limit`` claimable jobs under ``owner``'s lease; their ids."""
+    session: Session,
+    owner: str,
+    now: datetime,
+    lease_seconds: float,
+    limit: int,
+    *,
+    kinds: Collection[str] | None = None,
+    exclude: Collection[str] = (),
+    running_cap: int | None = None,
+) -> list[Lease]:
+    """Take up to ``limit`` claimable jobs under ``owner``'s lease, each claim bumping the
+    job's ``lease_generation`` (the new lease's fencing token). ``kinds``: only jobs of
+    those target kinds; ``exclude``: none of those (a runner's separately capped
+    kinds); ``running_cap``: with ``kinds``, take only as many as leave at most that many
+    of them running with a live lease, installation-wide (see the module docstring)."""
+    if running_cap is not None:
+        if kinds is None:
+            raise ValueError("a running cap needs the kinds it caps")
+        capped_turn(session)
+        limit = min(limit, running_cap - live_count(session, kinds, now))
     if limit <= 0:
         return []
     claimable = or_(
         JobRow.state == JobState.QUEUED.value,
         and_(JobRow.state == JobState.RUNNING.value, JobRow.lease_expires_at < now),
     )
+    of_kind = [] if kinds is None else [JobRow.target_kind.in_(list(kinds))]
+    if exclude:
+        of_kind.append(JobRow.target_kind.not_in(list(exclude)))
     candidates = session.execute(
-        select(JobRow.id, JobRow.tenant, JobRow.state, JobRow.lease_owner, JobRow.lease_expires_at)
+        select(
+            JobRow.id,
+            JobRow.tenant,
+            JobRow.state,
+            JobRow.lease_owner,
+            JobRow.lease_expires_at,
+            JobRow.lease_generation,
+            JobRow.target_kind,
+        )
         .where(
             claimable,
-            or_(JobRow.state == JobState.RUNNING.value, JobRow.tenant.not_in(_capped())),
+            *of_kind,
+            or_(
+                JobRow.state == JobState.RUNNING.value,
+                JobRow.target_kind.in_(UNLIMITED_KINDS),
+                JobRow.tenant.not_in(_capped()),
+            ),
             # A suspended tenant's jobs wait, queued or between leases, until it is lifted.
             JobRow.tenant.not_in(select(TenantRow.slug).where(TenantRow.suspended_at.is_not(None))),
         )
@@ -157,13 +218,14 @@ def claim(
         .limit(limit)
         .with_for_update(skip_locked=True, of=JobRow)  # PostgreSQL; nothing on SQLite
     ).all()
+    limited = [row for row in candidates if row[-1] not in UNLIMITED_KINDS]
     room = _running_room(
-        session, {tenant for _, tenant, state, *_ in candidates if state == JobState.QUEUED.value}
+        session, {tenant for _, tenant, state, *_ in limited if state == JobState.QUEUED.value}
     )
     expires = now + timedelta(seconds=lease_seconds)
-    won = []
-    for job_id, tenant, state, seen_owner, seen_expiry in candidates:
-        if state == JobState.QUEUED.value and tenant in room:
+    won: list[Lease] = []
+    for job_id, tenant, state, seen_owner, seen_expiry, generation, kind in candidates:
+        if state == JobState.QUEUED.value and kind not in UNLIMITED_KINDS and tenant in room:
             if room[tenant] <= 0:
                 continue  # at its running cap: left queued
             room[tenant] -= 1
@@ -178,20 +240,27 @@ def claim(
         )
         result = session.execute(
             update(JobRow)
-            .where(JobRow.id == job_id, claimable, same_lease, same_expiry)
+            .where(
+                JobRow.id == job_id,
+                claimable,
+                same_lease,
+                same_expiry,
+                JobRow.lease_generation == generation,
+            )
             .values(
                 state=JobState.RUNNING.value,
                 lease_owner=owner,
                 lease_expires_at=expires,
+                lease_generation=generation + 1,
             )
         )
         if affected_rows(result):
-            won.append(job_id)
+            won.append(Lease(job_id, owner, generation + 1))
     # started_at: first claim only
     if won:
         session.execute(
             update(JobRow)
-            .where(JobRow.id.in_(won), JobRow.started_at.is_(None))
+            .where(JobRow.id.in_([lease.job_id for lease in won]), JobRow.started_at.is_(None))
             .values(started_at=now)
         )
     return won
@@ -204,7 +273,11 @@ def _capped() -> Any:
     count = (
         select(func.count())
         .select_from(running)
-        .where(running.tenant == LimitRow.scope_id, running.state == JobState.RUNNING.value)
+        .where(
+            running.tenant == LimitRow.scope_id,
+            running.state == JobState.RUNNING.value,
+            running.target_kind.not_in(UNLIMITED_KINDS),
+        )
         .scalar_subquery()
     )
     return select(LimitRow.scope_id).where(
@@ -235,52 +308,56 @@ def _running_room(session: Session, tenants: set[str]) -> dict[str, int]:
         return {}
     counts = session.execute(
         select(JobRow.tenant, func.count())
-        .where(JobRow.tenant.in_(sorted(caps)), JobRow.state == JobState.RUNNING.value)
+        .where(
+            JobRow.tenant.in_(sorted(caps)),
+            JobRow.state == JobState.RUNNING.value,
+            JobRow.target_kind.not_in(UNLIMITED_KINDS),
+        )
         .group_by(JobRow.tenant)
     )
     running = {tenant: int(count) for tenant, count in counts}
     return {tenant: cap - running.get(tenant, 0) for tenant, cap in caps.items()}
 
 
-def renew(
-    session: Session, job_id: str, owner: str, now: datetime, lease_seconds: float
-) -> tuple[bool, bool]:
-    """Extend ``owner``'s lease on the job: (still held, cancel requested)."""
+def renew(session: Session, lease: Lease, now: datetime, lease_seconds: float) -> tuple[bool, bool]:
+    """Extend the lease: (still held, cancel requested)."""
     result = session.execute(
         update(JobRow)
-        .where(
-            JobRow.id == job_id,
-            JobRow.lease_owner == owner,
-            JobRow.state == JobState.RUNNING.value,
-        )
+        .where(_held(lease))
         .values(lease_expires_at=now + timedelta(seconds=lease_seconds))
     )
     if not affected_rows(result):
         return False, False
-    cancel = session.scalar(select(JobRow.cancel_requested).where(JobRow.id == job_id))
+    cancel = session.scalar(select(JobRow.cancel_requested).where(JobRow.id == lease.job_id))
     return True, bool(cancel)
 
 
-def _held(job_id: str, owner: str) -> Any:
+def _held(lease: Lease) -> Any:
+    """The job's row while ``lease`` is its current one: the fence of every write."""
     return and_(
-        JobRow.id == job_id, JobRow.lease_owner == owner, JobRow.state == JobState.RUNNING.value
+        JobRow.id == lease.job_id,
+        JobRow.lease_owner == lease.owner,
+        JobRow.lease_generation == lease.generation,
+        JobRow.state == JobState.RUNNING.value,
     )
 
 
-def holds(session: Session, job_id: str, owner: str) -> bool:
-    """Whether ``owner`` still holds the job's lease (locks the row on PostgreSQL)."""
-    found = session.scalar(select(JobRow.id).where(_held(job_id, owner)).with_for_update())
+def holds(session: Session, lease: Lease) -> bool:
+    """Whether ``lease`` is still the job's, the row locked to the end of the transaction
+    (PostgreSQL; SQLite's write transaction serialises): a claim cannot slip between this
+    check and the writes after it."""
+    found = session.scalar(select(JobRow.id).where(_held(lease)).with_for_update())
     return found is not None
 
 
 def stage_started(
-    session: Session, job_id: str, position: int, owner: str, now: datetime
+    session: Session, lease: Lease, position: int, now: datetime
 ) -> tuple[int, int] | None:
     """Count an attempt of the stage: its number, and how many attempts before it were
     closed (``closed_attempts``); None if the lease is lost."""
-    if not holds(session, job_id, owner):
+    if not holds(session, lease):
         return None
-    row = session.get(JobStageRow, (job_id, position))
+    row = session.get(JobStageRow, (lease.job_id, position))
     assert row is not None
     row.attempts += 1
     row.state = StageState.RUNNING.value
@@ -291,14 +368,12 @@ def stage_started(
     return row.attempts, row.closed_attempts
 
 
-def stage_failed(
-    session: Session, job_id: str, position: int, owner: str, code: str, message: str
-) -> bool:
+def stage_failed(session: Session, lease: Lease, position: int, code: str, message: str) -> bool:
     """Record an attempt's end by an error (the stage may be retried, or the runner
     stops); False if the lease is lost."""
-    if not holds(session, job_id, owner):
+    if not holds(session, lease):
         return False
-    row = session.get(JobStageRow, (job_id, position))
+    row = session.get(JobStageRow, (lease.job_id, position))
     assert row is not None
     row.error_code, row.error_message = code, message[:4000]
     row.closed_attempts += 1
@@ -306,27 +381,25 @@ def stage_failed(
     return True
 
 
-def stage_done(
-    session: Session, job_id: str, position: int, owner: str, digest: str, now: datetime
-) -> bool:
+def stage_done(session: Session, lease: Lease, position: int, digest: str, now: datetime) -> bool:
     """Record the stage done with its output and move the job to the next stage, in one
     transaction; False (nothing written) if the lease is lost."""
-    if not holds(session, job_id, owner):
+    if not holds(session, lease):
         return False
-    row = session.get(JobStageRow, (job_id, position))
+    row = session.get(JobStageRow, (lease.job_id, position))
     assert row is not None
     row.state = StageState.DONE.value
     row.finished_at = now
     row.output_digest = digest
     row.error_code = row.error_message = None
-    session.execute(update(JobRow).where(JobRow.id == job_id).values(stage=position + 1))
+    session.execute(update(JobRow).where(_held(lease)).values(stage=position + 1))
     return True
 
 
 def finish(
     session: Session,
     job_id: str,
-    owner: str | None,
+    lease: Lease | None,
     state: JobState,
     now: datetime,
     *,
@@ -334,12 +407,12 @@ def finish(
     error: tuple[str, str] | None = None,
     failed_stage: int | None = None,
 ) -> bool:
-    """End the job (its lease released); ``owner`` None: only a queued job (a cancel
+    """End the job (its lease released); ``lease`` None: only a queued job (a cancel
     before any runner took it). False if it was not the caller's to end."""
-    if owner is None:
+    if lease is None:
         condition = and_(JobRow.id == job_id, JobRow.state == JobState.QUEUED.value)
     else:
-        condition = _held(job_id, owner)
+        condition = _held(lease)
     values: dict[str, Any] = {
         "state": state.value,
         "finished_at": now,
@@ -372,11 +445,11 @@ def request_cancel(session: Session, job_id: str) -> JobState | None:
     return state
 
 
-def release(session: Session, job_id: str, owner: str) -> None:
+def release(session: Session, lease: Lease) -> None:
     """Give the lease back (a runner stopping cleanly): another may claim it at once."""
     session.execute(
         update(JobRow)
-        .where(_held(job_id, owner))
+        .where(_held(lease))
         .values(lease_owner=None, lease_expires_at=None, state=JobState.QUEUED.value)
     )
 
@@ -426,5 +499,62 @@ def _job(row: JobRow, stages: Sequence[StageRun]) -> Job:
         output_digest=row.output_digest,
         lease_owner=row.lease_owner,
         lease_expires_at=row.lease_expires_at,
+        lease_generation=row.lease_generation,
         stages=tuple(stages),
     )
+
+
+_VALIDATION_TURN = text("SELECT pg_advisory_xact_lock(7426028)")
+_CAPPED_TURN = text("SELECT pg_advisory_xact_lock(7426029)")
+
+
+def capped_turn(session: Session) -> None:
+    """Serialise claims of installation-capped kinds to the end of the caller's
+    transaction, so each counts what the others claimed (a PostgreSQL advisory lock;
+    SQLite's write transaction serialises already)."""
+    if session.get_bind().dialect.name == "postgresql":
+        session.execute(_CAPPED_TURN)
+
+
+def live_count(session: Session, kinds: Collection[str], now: datetime) -> int:
+    """Jobs of ``kinds`` running under a lease that has not expired at ``now``, across
+    the installation."""
+    found = session.scalar(
+        select(func.count())
+        .select_from(JobRow)
+        .where(
+            JobRow.target_kind.in_(list(kinds)),
+            JobRow.state == JobState.RUNNING.value,
+            JobRow.lease_expires_at >= now,
+        )
+    )
+    return int(found or 0)
+
+
+def validation_turn(session: Session) -> None:
+    """Serialise submissions of validations to the end of the caller's transaction, so
+    the queue's bound and the one-job-per-version rule are checked and kept together (a
+    PostgreSQL advisory lock; SQLite's write transaction serialises already)."""
+    if session.get_bind().dialect.name == "postgresql":
+        session.execute(_VALIDATION_TURN)
+
+
+def active_job(session: Session, kind: str, target: str) -> Job | None:
+    """The job of ``kind`` on ``target`` still queued or running, if any (the oldest)."""
+    row = session.scalar(
+        select(JobRow)
+        .where(JobRow.target_kind == kind, JobRow.target == target, JobRow.state.in_(_ACTIVE))
+        .order_by(JobRow.seq)
+        .limit(1)
+    )
+    return None if row is None else _job(row, _stages(session, row.id))
+
+
+def queued_count(session: Session, kind: str) -> int:
+    """Jobs of ``kind`` waiting for a runner, across the installation."""
+    found = session.scalar(
+        select(func.count())
+        .select_from(JobRow)
+        .where(JobRow.target_kind == kind, JobRow.state == JobState.QUEUED.value)
+    )
+    return int(found or 0)

@@ -35,6 +35,7 @@ from modelport.jobs.runner import JobNotifier, NoNotifier
 from modelport.jobs.stages import StageRegistry, parse_target
 from modelport.jobs.types import (
     DEFAULT_PIPELINE,
+    INTERNAL_STAGES,
     MODERATE_INPUT,
     MODERATE_OUTPUT,
     TERMINAL,
@@ -95,6 +96,7 @@ class JobService:
         submitted: Callable[[], None] | None = None,
         moderated: Callable[[str], bool] | None = None,
         release_hold: Callable[[str], None] | None = None,
+        cancelled: Callable[[str], None] | None = None,
     ) -> None:
         self.database = database
         self.blobs = blobs
@@ -104,6 +106,9 @@ class JobService:
         self.notifier: JobNotifier = notifier or NoNotifier()
         self.submitted = submitted
         """Called after a new job commits (this process's runner looks for work)."""
+        self.cancelled = cancelled
+        """Called with a running job's id once its cancel commits (this process's runner
+        stops a stage of it that can stop early)."""
         self.moderated = moderated or (lambda tenant: False)
         """Whether a tenant has an active moderation policy: its default pipeline then
         moderates the inputs and the outputs (``jobs.moderate``)."""
@@ -169,11 +174,14 @@ class JobService:
             self.submitted()
         return self.get(tenant, job.id), True
 
-    def get(self, tenant: str | None, job_id: str) -> Job:
-        """The job, if ``tenant`` may see it (None: any)."""
+    def get(self, tenant: str | None, job_id: str, *, kind: str | None = None) -> Job:
+        """The job, if ``tenant`` may see it (None: any) and it is of ``kind`` (None:
+        any)."""
         with self.database.transaction() as session:
             job = repo.get_job(session, job_id) if len(job_id) <= 64 else None
         if job is None or (tenant is not None and job.tenant != tenant):
+            raise job_not_found(job_id)
+        if kind is not None and job.target_kind != kind:
             raise job_not_found(job_id)
         return job
 
@@ -185,6 +193,7 @@ class JobService:
         target: str | None = None,
         cursor: str | None = None,
         limit: int = 50,
+        kind: str | None = None,
     ) -> JobPage:
         """Jobs newest first; pass ``next_cursor`` back as ``cursor`` for the next page."""
         before = None
@@ -199,14 +208,21 @@ class JobService:
         limit = max(1, min(limit, MAX_PAGE))
         with self.database.transaction() as session:
             items, more = repo.list_jobs(
-                session, tenant=tenant, state=state, target=target, before_seq=before, limit=limit
+                session,
+                tenant=tenant,
+                state=state,
+                target=target,
+                before_seq=before,
+                limit=limit,
+                kind=kind,
             )
         return JobPage(items, None if more is None else str(more))
 
-    def cancel(self, tenant: str | None, job_id: str) -> Job:
-        """Stop the job at its next stage boundary (a queued job at once); 409
-        ``job_finished`` for a job that already ended."""
-        job = self.get(tenant, job_id)
+    def cancel(self, tenant: str | None, job_id: str, *, kind: str | None = None) -> Job:
+        """Stop the job at its next stage boundary (a queued job at once; a stage that
+        can stop early, a validation, at once); 409 ``job_finished`` for a job that
+        already ended."""
+        job = self.get(tenant, job_id, kind=kind)
         with self.database.transaction() as session:
             state = repo.request_cancel(session, job.id)
         if state is None:
@@ -217,19 +233,19 @@ class JobService:
                 code="job_finished",
                 state=state.value,
             )
-        if state is JobState.QUEUED and self.queue.finish(job.id, None, JobState.CANCELLED):
+        if state is JobState.QUEUED and self.queue.finish(
+            job.id, None, JobState.CANCELLED, on_end=self.notifier.job_finished
+        ):
+            self.notifier.wake()  # the notice committed with the cancel
             if self.release_hold is not None:
                 try:
                     self.release_hold(job.id)
                 except Exception:  # the hold expires on its own (``Reservations.sweep``)
                     _log.exception("giving back the hold of job %s failed", job_id)
-            ended = self.get(tenant, job_id)
-            try:
-                self.notifier.job_finished(ended)
-            except Exception:  # the cancel stands; delivery is the notifier's to retry
-                _log.exception("notifying the end of job %s failed", job_id)
-            return ended
-        return self.get(tenant, job_id)
+            return self.get(tenant, job_id, kind=kind)
+        if state is JobState.RUNNING and self.cancelled is not None:
+            self.cancelled(job.id)
+        return self.get(tenant, job_id, kind=kind)
 
     def progress(self, job: Job) -> Progress | None:
         """A batch job's rows done, failed and in all, and its estimated end (None for
@@ -262,7 +278,7 @@ class JobService:
         if len(set(names)) != len(names):
             raise InvalidInput("stage names must be unique", code="invalid_pipeline")
         for spec in pipeline:
-            if spec.implementation not in self.stages:
+            if spec.implementation not in self.stages or spec.implementation in INTERNAL_STAGES:
                 raise InvalidInput(
                     f"unknown stage implementation '{spec.implementation}'; there are "
                     f"{', '.join(self.stages.names())}",

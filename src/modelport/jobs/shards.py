@@ -12,7 +12,8 @@ from sqlalchemy import and_, func, or_, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
-from modelport.jobs.types import ShardCheckpoint
+from modelport.jobs.repository import holds
+from modelport.jobs.types import Lease, LeaseLost, ShardCheckpoint
 from modelport.store.database import Database
 from modelport.store.tables import BatchRow, BatchShardRow
 
@@ -37,10 +38,20 @@ def progress(session: Session, job_id: str) -> tuple[int, int]:
     return int(done), int(failed)
 
 
-def checkpoint(database: Database, job_id: str, shard: ShardCheckpoint, now: datetime) -> bool:
-    """Record a finished shard; False when it was recorded already (kept as it was)."""
+def checkpoint(
+    database: Database,
+    job_id: str,
+    shard: ShardCheckpoint,
+    now: datetime,
+    lease: Lease | None = None,
+) -> bool:
+    """Record a finished shard; False when it was recorded already (kept as it was).
+    With the runner's ``lease``, only while it is still the job's: ``LeaseLost`` (nothing
+    written) once another runner took the job over."""
     try:
         with database.transaction() as session:
+            if lease is not None and not holds(session, lease):
+                raise LeaseLost(f"job {job_id}: lease {lease.generation} was taken over")
             session.add(
                 BatchShardRow(
                     job_id=job_id,

@@ -13,7 +13,8 @@ the ledger and the balance see it once).
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from functools import partial
 from typing import Any, Protocol
 
 import anyio.to_thread
@@ -30,10 +31,12 @@ from modelport.inference.types import (
     Target,
 )
 from modelport.jobs import tensors
-from modelport.jobs.types import Job, StageSpec
+from modelport.jobs.jsonspans import JsonSpans, Span, open_object
+from modelport.jobs.types import Job, Lease, StageSpec, StreamedOutput
 from modelport.manifest import TensorSpec
 from modelport.metering.meter import repeatable_id
 from modelport.runtime.types import Priority
+from modelport.sandbox.cancel import Cancellation
 from modelport.tenancy.policy import Permission
 from modelport.tenancy.types import Principal
 
@@ -65,23 +68,35 @@ class StageContext:
     outputs: Mapping[str, str]
     """The outputs of the stages done so far, by stage name."""
     services: StageServices
+    lease: Lease | None = None
+    """The runner's lease on the job: a stage's own writes for the job (a batch's shard
+    checkpoints) carry it, and are refused (``LeaseLost``) once another runner took the
+    job over. None outside a runner (nothing to fence)."""
+    cancel: Cancellation = field(default_factory=Cancellation)
+    """Cancelled when the job's cancel is requested during this attempt: a stage that
+    can stop early watches it and raises ``Cancelled`` having recorded nothing (the job
+    then ends ``cancelled``); one that does not runs on to the stage boundary."""
 
     async def read(self, digest: str) -> bytes:
         return await anyio.to_thread.run_sync(self.services.blobs.get, digest)
 
     async def read_input(self) -> dict[str, Any]:
-        return tensors.loads(await self.read(self.input_digest))
+        """The previous stage's output document, read and parsed on a worker thread."""
+        blobs, digest = self.services.blobs, self.input_digest
+        return await anyio.to_thread.run_sync(lambda: tensors.loads(blobs.get(digest)))
 
 
 class Stage(Protocol):
     """A stage implementation. ``run`` is called once per attempt, on the runner's event
-    loop, within the stage's timeout; it answers the stage's output (stored by digest)
-    or raises (a ``ModelportError`` of kind ``invalid``, ``not_found``, ``forbidden``,
+    loop, within the stage's timeout; it answers the stage's output (stored by digest:
+    ``bytes``, or a ``StreamedOutput`` the runner writes piece by piece on a worker
+    thread, for an output that may be big) or raises (a ``ModelportError`` of kind ``invalid``, ``not_found``, ``forbidden``,
     ``payment_required``, ``unprocessable`` or ``conflict`` fails the job at once; any
     other error is retried while the stage allows). It may be cancelled at any await
-    (its timeout passed, or the runner stops); a job's cancel waits for it to end."""
+    (its timeout passed, or the runner stops); a job's cancel waits for it to end, unless
+    it watches ``StageContext.cancel`` and raises ``Cancelled``."""
 
-    async def run(self, context: StageContext) -> bytes: ...
+    async def run(self, context: StageContext) -> bytes | StreamedOutput: ...
 
 
 def parse_target(kind: str, target: str) -> Target:
@@ -119,15 +134,22 @@ class ValidateStage:
         job = context.job
         target = parse_target(job.target_kind, job.target)
         inputs, outputs = await declared(context.services.inference, context.principal, target)
-        tensors.decode_inputs(doc.get("inputs"), inputs)
-        asked = tensors.check_outputs(doc.get("outputs"), outputs)
-        parameters = doc.get("parameters") or {}
-        if not isinstance(parameters, dict):
-            raise InvalidInput("'parameters' must be an object", code="invalid_input")
-        request: dict[str, Any] = {"inputs": doc["inputs"], "parameters": parameters}
-        if asked is not None:
-            request["outputs"] = list(asked)
-        return tensors.dumps(request)
+        return await anyio.to_thread.run_sync(_validated, doc, inputs, outputs)
+
+
+def _validated(
+    doc: dict[str, Any], inputs: Sequence[TensorSpec], outputs: Sequence[TensorSpec]
+) -> bytes:
+    """The validate stage's output (CPU-bound: decoding every input)."""
+    tensors.decode_inputs(doc.get("inputs"), inputs)
+    asked = tensors.check_outputs(doc.get("outputs"), outputs)
+    parameters = doc.get("parameters") or {}
+    if not isinstance(parameters, dict):
+        raise InvalidInput("'parameters' must be an object", code="invalid_input")
+    request: dict[str, Any] = {"inputs": doc["inputs"], "parameters": parameters}
+    if asked is not None:
+        request["outputs"] = list(asked)
+    return tensors.dumps(request)
 
 
 class InferStage:
@@ -136,7 +158,7 @@ class InferStage:
     after a crash is charged once; the usage events carry the job id as their
     ``request_id``. Its reservation is drawn from the job's hold (``jobs.billing``)."""
 
-    async def run(self, context: StageContext) -> bytes:
+    async def run(self, context: StageContext) -> StreamedOutput:
         doc = await context.read_input()
         job = context.job
         target = parse_target(job.target_kind, job.target)
@@ -145,8 +167,11 @@ class InferStage:
         async def decode(
             inputs: Sequence[TensorSpec], outputs: Sequence[TensorSpec]
         ) -> InferenceRequest:
+            arrays = await anyio.to_thread.run_sync(
+                tensors.decode_inputs, doc.get("inputs"), inputs
+            )
             return InferenceRequest(
-                inputs=tensors.decode_inputs(doc.get("inputs"), inputs),
+                inputs=arrays,
                 parameters=dict(doc.get("parameters") or {}),
                 outputs=tensors.check_outputs(doc.get("outputs"), outputs),
                 timeout=timeout,
@@ -161,14 +186,15 @@ class InferStage:
         )
         result = await context.services.inference.infer(caller, target, decode)
         assert isinstance(result, InferenceResult)  # no idempotency key: never a replay
-        return tensors.dumps(
-            {
-                "model": result.model,
-                "version": result.version,
-                "prediction_id": result.prediction_id,
-                "outputs": [tensors.encode_tensor(n, a) for n, a in result.outputs.items()],
-            }
-        )
+        document = {
+            "model": result.model,
+            "version": result.version,
+            "prediction_id": result.prediction_id,
+            "outputs": [tensors.streamed_tensor(n, a) for n, a in result.outputs.items()],
+        }
+        # Encoded while it is written, a slice of each array at a time: the arrays are
+        # all that is held, never their JSON.
+        return StreamedOutput(partial(tensors.dump_chunks, document))
 
 
 def hold_id(job_id: str) -> str:
@@ -187,12 +213,12 @@ def call_id(job_id: str, context: StageContext) -> str:
 
 class PostprocessStage:
     """Select and rename outputs: ``params.select`` (names to keep, in order; default
-    all), ``params.rename`` (old name → new name)."""
+    all), ``params.rename`` (old name → new name). The previous output is read by spans
+    (``jobs.jsonspans``) on a worker thread: a tensor's data is copied as it is, never
+    parsed, and the result is written as it is made."""
 
-    async def run(self, context: StageContext) -> bytes:
-        doc = await context.read_input()
+    async def run(self, context: StageContext) -> StreamedOutput:
         params = context.spec.params
-        outputs = {item["name"]: item for item in doc.get("outputs", [])}
         select = params.get("select")
         rename = params.get("rename") or {}
         if select is not None and not (
@@ -201,16 +227,48 @@ class PostprocessStage:
             raise InvalidInput("'select' must be a list of output names", code="invalid_params")
         if not isinstance(rename, dict) or not all(isinstance(new, str) for new in rename.values()):
             raise InvalidInput("'rename' must map output names to names", code="invalid_params")
-        names = list(outputs) if select is None else list(select)
-        kept = []
-        for name in names:
-            if name not in outputs:
-                raise InvalidInput(
-                    f"output '{name}' was not produced; there are {sorted(outputs)}",
-                    code="unknown_output",
-                )
-            kept.append({**outputs[name], "name": rename.get(name, name)})
-        return tensors.dumps({**{k: v for k, v in doc.items() if k != "outputs"}, "outputs": kept})
+        blobs, digest = context.services.blobs, context.input_digest
+        return await anyio.to_thread.run_sync(_selected, blobs, digest, select, rename)
+
+
+_PARSED_BYTES = 1 << 16
+"""A value of the previous output up to this size is parsed; a bigger one is copied."""
+
+
+def _selected(
+    blobs: BlobService, digest: str, select: list[str] | None, rename: Mapping[str, str]
+) -> StreamedOutput:
+    """The postprocess stage's output, checked now and written later (see the class)."""
+    doc, top = open_object(blobs, digest)
+    outputs: dict[str, dict[str, Span]] = {}
+    if "outputs" in top:
+        for item in doc.array(top["outputs"]):
+            fields = doc.object(item)
+            name = doc.load(fields["name"]) if "name" in fields else None
+            if not isinstance(name, str):
+                raise InvalidInput("an output without a name", code="invalid_job_input")
+            outputs[name] = fields
+    names = list(outputs) if select is None else list(select)
+    kept: list[dict[str, Any]] = []
+    for name in names:
+        if name not in outputs:
+            raise InvalidInput(
+                f"output '{name}' was not produced; there are {sorted(outputs)}",
+                code="unknown_output",
+            )
+        kept.append({**_values(doc, outputs[name]), "name": rename.get(name, name)})
+    document = {**_values(doc, {k: v for k, v in top.items() if k != "outputs"}), "outputs": kept}
+    return StreamedOutput(partial(tensors.dump_chunks, document))
+
+
+def _values(doc: JsonSpans, fields: Mapping[str, Span]) -> dict[str, Any]:
+    """Small values parsed (checked now), big ones to be copied when written."""
+    return {
+        key: doc.load(span)
+        if span.size <= _PARSED_BYTES
+        else tensors.Verbatim(partial(doc.stream, span))
+        for key, span in fields.items()
+    }
 
 
 class StageRegistry:

@@ -228,7 +228,7 @@ class TensorShardStage:
             count = min(size, rows.rows - start)
             checkpoint = ShardCheckpoint(position, count, 0, digest, empty)
             await anyio.to_thread.run_sync(
-                shards.checkpoint, self.database, job.id, checkpoint, self.now()
+                shards.checkpoint, self.database, job.id, checkpoint, self.now(), context.lease
             )
         summary: dict[str, Any] = {
             "rows": rows.rows,

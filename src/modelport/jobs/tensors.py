@@ -1,10 +1,17 @@
 """A job's tensors as documents: OIP-v2-style JSON tensors (``{"name", "datatype",
 "shape", "data"}``), decoded to numpy against a target's declared tensors, and encoded
-back. Pure: no I/O."""
+back. Pure: no I/O.
+
+``dump_chunks`` encodes a document whose tensors are still arrays (``FlatData``) a
+slice at a time: the same bytes as ``dumps`` of the fully encoded document, in pieces
+of about ``CHUNK_BYTES``, never as one Python list of numbers or one ``bytes``; a
+``Verbatim`` value is JSON text copied in as it is.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -15,6 +22,10 @@ from modelport.manifest import TensorSpec
 from modelport.runtime.tensors import decode_json_tensor, encode_json_data, oip_datatype
 
 MAX_RANK = 16
+CHUNK_BYTES = 1 << 18
+"""About how many bytes ``dump_chunks`` hands out at once."""
+_SLICE_ITEMS = 1 << 15
+"""Numbers encoded at once: a slice's copy and its text stay well under a few MB."""
 
 
 def loads(raw: bytes) -> dict[str, Any]:
@@ -104,6 +115,100 @@ def encode_tensor(name: str, array: np.ndarray) -> dict[str, Any]:
         "shape": list(array.shape),
         "data": encode_json_data(array),
     }
+
+
+@dataclass(frozen=True)
+class FlatData:
+    """An array to be written as a tensor's flat, row-major JSON ``data`` by
+    ``dump_chunks`` (what ``encode_json_data`` makes of it, a slice at a time)."""
+
+    array: np.ndarray
+
+
+@dataclass(frozen=True)
+class Verbatim:
+    """JSON text that ``dump_chunks`` writes as it is, piece by piece (a value copied
+    from a stored document without parsing it)."""
+
+    chunks: Callable[[], Iterator[bytes]]
+
+
+def streamed_tensor(name: str, array: np.ndarray) -> dict[str, Any]:
+    """``encode_tensor`` for ``dump_chunks``: the data stays an array until written."""
+    return {
+        "name": name,
+        "datatype": oip_datatype(array),
+        "shape": list(array.shape),
+        "data": FlatData(array),
+    }
+
+
+def dump_chunks(doc: Mapping[str, Any]) -> Iterator[bytes]:
+    """``dumps`` in pieces (see the module docstring): canonical bytes, the same digest.
+    CPU-bound: iterate it on a worker thread."""
+    pending: list[bytes] = []
+    size = 0
+    for piece in _pieces(doc):
+        pending.append(piece)
+        size += len(piece)
+        if size >= CHUNK_BYTES:
+            yield b"".join(pending)
+            pending, size = [], 0
+    if pending:
+        yield b"".join(pending)
+
+
+def _pieces(value: Any) -> Iterator[bytes]:
+    if isinstance(value, FlatData):
+        yield from _flat_data(value.array)
+    elif isinstance(value, Verbatim):
+        yield from value.chunks()
+    elif isinstance(value, Mapping):
+        yield b"{"
+        for i, key in enumerate(sorted(value)):
+            yield (b"," if i else b"") + orjson.dumps(key) + b":"
+            yield from _pieces(value[key])
+        yield b"}"
+    elif isinstance(value, list | tuple):
+        yield b"["
+        for i, item in enumerate(value):
+            if i:
+                yield b","
+            yield from _pieces(item)
+        yield b"]"
+    else:
+        # a number, a string, a bool or null: as ``dumps`` writes it
+        yield orjson.dumps(value, option=orjson.OPT_SERIALIZE_NUMPY)
+
+
+def _flat_data(array: np.ndarray) -> Iterator[bytes]:
+    """``array`` as ``encode_json_data`` then ``dumps`` would write it, by slices of
+    rows (a slice is copied alone, even from a non-contiguous array)."""
+    if array.ndim == 0:
+        array = array.reshape(1)
+    per_row = max(1, int(np.prod(array.shape[1:], dtype=np.int64)))
+    rows = max(1, _SLICE_ITEMS // per_row)
+    yield b"["
+    first = True
+    for start in range(0, array.shape[0], rows):
+        flat = array[start : start + rows].reshape(-1)
+        if not flat.size:
+            continue
+        text = _slice_text(flat)
+        yield (b"" if first else b",") + text[1:-1]
+        first = False
+    yield b"]"
+
+
+def _slice_text(flat: np.ndarray) -> bytes:
+    kind = flat.dtype.kind
+    if kind == "f":
+        # orjson writes a float64 as Python writes the float ``tolist`` gives (shortest
+        # round trip; NaN and infinities as null), without a Python object per number.
+        return orjson.dumps(flat.astype(np.float64), option=orjson.OPT_SERIALIZE_NUMPY)
+    if kind in "biu":
+        return orjson.dumps(np.ascontiguousarray(flat), option=orjson.OPT_SERIALIZE_NUMPY)
+    return orjson.dumps(encode_json_data(flat))
 
 
 def _names(specs: Mapping[str, TensorSpec]) -> str:

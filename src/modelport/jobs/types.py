@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
@@ -10,12 +11,15 @@ from typing import Any
 __all__ = [
     "BATCH_PIPELINE",
     "DEFAULT_PIPELINE",
+    "INTERNAL_STAGES",
     "TERMINAL",
     "BatchPage",
     "BatchRecord",
     "Job",
     "JobPage",
     "JobState",
+    "Lease",
+    "LeaseLost",
     "LineOutcome",
     "NewJob",
     "Progress",
@@ -23,6 +27,7 @@ __all__ = [
     "StageRun",
     "StageSpec",
     "StageState",
+    "StreamedOutput",
 ]
 
 
@@ -96,6 +101,12 @@ DEFAULT_PIPELINE = (
 """validate → infer → postprocess: a malformed input or output selection fails at once;
 inference is retried (a backend may be briefly away)."""
 
+VALIDATE_VERSION = "validate_version"
+"""A version's validation (``jobs.validation``)."""
+INTERNAL_STAGES = frozenset({VALIDATE_VERSION})
+"""Stage implementations only the platform's own jobs run (a version's validation,
+``jobs.validation``): a submitted pipeline may not name them."""
+
 MODERATE_INPUT = StageSpec(
     "moderate_input", "moderate", retries=0, retryable=False, params={"on": "input"}
 )
@@ -147,6 +158,30 @@ class NewJob:
 
 
 @dataclass(frozen=True)
+class Lease:
+    """A runner's claim on a job. ``generation`` is the job's claim count when it was
+    taken (its fencing token): every write the runner makes for the job is conditional
+    on it, so once another claim bumped it, this lease writes nothing."""
+
+    job_id: str
+    owner: str
+    generation: int
+
+
+@dataclass(frozen=True)
+class StreamedOutput:
+    """A stage's output made piece by piece: the runner calls ``chunks`` on a worker
+    thread and writes each piece to the blob store as it comes, so the output is never
+    held whole, and its encoding never runs on the event loop that renews the lease."""
+
+    chunks: Callable[[], Iterator[bytes]]
+
+
+class LeaseLost(Exception):
+    """A write for a job was refused: the lease it carried is no longer the job's."""
+
+
+@dataclass(frozen=True)
 class Job:
     """A job and its stages, as stored."""
 
@@ -172,6 +207,8 @@ class Job:
     output_digest: str | None
     lease_owner: str | None
     lease_expires_at: datetime | None
+    lease_generation: int = 0
+    """How many times the job was claimed: the fencing token of its current lease."""
     stages: tuple[StageRun, ...] = ()
 
     @property

@@ -16,10 +16,12 @@ from modelport.manifest.types import (
     LineageParent,
     LineageRef,
     Manifest,
+    Postprocessing,
     Processing,
     Resources,
     TensorSpec,
     Tolerance,
+    stored_manifest,
 )
 
 __all__ = [
@@ -32,6 +34,7 @@ __all__ = [
     "LineageParent",
     "LineageRef",
     "Manifest",
+    "Postprocessing",
     "Processing",
     "Resources",
     "TensorSpec",
@@ -39,4 +42,5 @@ __all__ = [
     "canonical_bytes",
     "manifest_digest",
     "parse_manifest",
+    "stored_manifest",
 ]

@@ -2,10 +2,21 @@
 
 from __future__ import annotations
 
+import json
 import re
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    PrivateAttr,
+    SerializerFunctionWrapHandler,
+    ValidationError,
+    field_validator,
+    model_serializer,
+    model_validator,
+)
 
 from modelport.digests import Digest
 
@@ -169,8 +180,49 @@ class Processing(_Strict):
     )
 
 
+class Postprocessing(_Strict):
+    """What callers' outputs mean, declared (no code: that is ``processing``)."""
+
+    labels: list[str | int] | None = Field(
+        default=None,
+        max_length=100_000,
+        description=(
+            "The class of each column of the output, in order: a prediction's answer is "
+            "the label of its largest column (prediction log, outcomes, shadow copies), and "
+            "a fallback version must declare the same labels."
+        ),
+    )
+    class_labels: dict[str, list[str | int]] | None = Field(
+        default=None,
+        description=(
+            "By output name, the class of each column of a probability output served from "
+            "an ONNX ZipMap (recorded by 'modelport push')."
+        ),
+    )
+
+    @model_serializer(mode="wrap")
+    def _given_only(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        # Only the fields given: the form (and digest) a free-form object had.
+        dumped: dict[str, Any] = handler(self)
+        return {k: v for k, v in dumped.items() if v is not None}
+
+
+SCHEMA_VERSION = 1
+"""The manifest schema this code defines (``schema_version``)."""
+
+RETIRED_FIELDS = ("preprocessing",)
+"""Top-level fields a manifest once had and may no longer have: a stored version keeps
+them (``stored_manifest``), so that its digest stays what it was."""
+
+
 class Manifest(_Strict):
-    """What a model version is. Its canonical digest is the version's identity."""
+    """What a model version is. Its canonical digest is the version's identity.
+
+    Every object of a manifest refuses a field it does not define (a later
+    ``schema_version`` may define more), except ``runtime``, the format's own options."""
+
+    _retired: dict[str, Any] = PrivateAttr(default_factory=dict)
+    """Fields of a stored version that the schema has retired, as they were stored."""
 
     schema_version: Literal[1] = 1
     format: str = Field(
@@ -199,8 +251,10 @@ class Manifest(_Strict):
             "'transformers': task, context_length, parameters, quantization, kv_cache_bytes."
         ),
     )
-    preprocessing: dict[str, Any] | None = None
-    postprocessing: dict[str, Any] | None = None
+    postprocessing: Postprocessing | None = Field(
+        default=None,
+        description="Declarations about the outputs (no code: publisher code is 'processing').",
+    )
     processing: Processing | None = Field(
         default=None,
         description=(
@@ -229,6 +283,11 @@ class Manifest(_Strict):
         if not _FORMAT_RE.match(v):
             raise ValueError("must be a lowercase identifier such as 'onnx'")
         return v
+
+    @property
+    def retired_fields(self) -> dict[str, Any]:
+        """Fields of a stored version the schema has since retired (``stored_manifest``)."""
+        return dict(self._retired)
 
     @property
     def deterministic(self) -> bool:
@@ -261,3 +320,21 @@ class Manifest(_Strict):
                 "processing": None,
             }
         )
+
+
+def stored_manifest(raw: str | bytes) -> Manifest:
+    """A manifest as the registry stored it (its canonical JSON). One published before a
+    field was retired (``RETIRED_FIELDS``, or a ``postprocessing`` the schema now refuses)
+    keeps that field aside, unread but still in its canonical form, so its digest and
+    signatures hold."""
+    data = json.loads(raw)
+    retired = {k: data.pop(k) for k in RETIRED_FIELDS if k in data}
+    post = data.get("postprocessing")
+    if post is not None:
+        try:
+            Postprocessing.model_validate(post)
+        except ValidationError:
+            retired["postprocessing"] = data.pop("postprocessing")
+    manifest = Manifest.model_validate(data)
+    manifest._retired = {k: v for k, v in retired.items() if v is not None}
+    return manifest

@@ -31,8 +31,11 @@ one it is priced as any call, with no executor time. A ``cache_hit`` rule never 
 call that ran (``for_call``).
 
 Units metered for a call: ``prediction`` (1 per call that produced an answer),
-``compute_ms`` (the call's share of its batch's executor time), ``second`` (wall
-time, rounded up), and counted units the surface records (tokens, images). One
+``row`` (the rows it answered, of the ``CallInfo.rows`` it asked for and held; a call
+that failed or timed out counts the rows it asked for, priced by the failure rule as
+its ``prediction`` is; one cancelled before its answer, none), ``compute_ms`` (the
+call's share of its batch's executor time), ``second`` (wall time, rounded up), and
+counted units the surface records (tokens, images). One
 event per unit the version has a price for, ids ``<prediction_id>:<unit>``; a
 version with no price at all still yields one free ``prediction`` event, and a
 counted unit without a price (a stream's tokens) a free event of its own, so usage
@@ -99,6 +102,8 @@ def upper_bound(call: CallInfo, unit: Unit) -> int:
     """The most of ``unit`` a call can use before its deadline."""
     if unit is Unit.PREDICTION or unit is Unit.CACHE_HIT:
         return 1
+    if unit is Unit.ROW:
+        return call.rows
     if unit is Unit.COMPUTE_MS:
         return math.ceil(call.timeout_seconds * 1000)
     if unit is Unit.SECOND:
@@ -153,6 +158,8 @@ class MeteredCall:
         self.prediction_id = call.call_id or unique_id()
         self.compute_ms = 0.0
         self.quantities: dict[Unit, int] = {}
+        self.rows: int | None = None
+        """Rows answered, once the work recorded them (``record_usage``)."""
         self.ran: tuple[str, str, str] | None = None
 
     def record(
@@ -179,6 +186,7 @@ class MeteredCall:
         """What the work used, as the inference service measured it: compute from its
         ``cpu_ms`` and ``gpu_ms``, counted units from its quantities."""
         self.compute_ms = usage.cpu_ms + usage.gpu_ms
+        self.rows = usage.rows
         if usage.input_tokens or usage.output_tokens or usage.images:
             self.quantities.update(usage.quantities())
 
@@ -189,6 +197,8 @@ class MeteredCall:
     def quantity(self, unit: Unit, status: UsageStatus, wall_ms: float) -> int:
         if unit is Unit.PREDICTION or unit is Unit.CACHE_HIT:
             return 0 if status is UsageStatus.CANCELLED else 1
+        if unit is Unit.ROW:
+            return self.rows_done(status)
         if unit is Unit.COMPUTE_MS:
             done = math.ceil(self.compute_ms)
         elif unit is Unit.SECOND:
@@ -196,6 +206,16 @@ class MeteredCall:
         else:
             return self.quantities.get(unit, 0)
         return min(done, upper_bound(self.call, unit))
+
+    def rows_done(self, status: UsageStatus) -> int:
+        """The ``row`` quantity: the rows answered, never above the rows held for; for
+        work that recorded none, every row asked when it failed or timed out (priced by
+        the failure rule, as its ``prediction`` is) or succeeded (a surface that counts
+        no rows), none when it was cancelled before an answer."""
+        asked = self.call.rows
+        if self.rows is not None:
+            return min(self.rows, asked)
+        return 0 if status is UsageStatus.CANCELLED else asked
 
     def events(
         self, status: UsageStatus, prices: dict[Unit, PriceSnapshot], finished_at: datetime

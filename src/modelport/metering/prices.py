@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from datetime import datetime, timedelta
 
 from sqlalchemy import or_, select
@@ -75,6 +75,14 @@ def select_rule(
         ):
             shared = rule
     return own or shared
+
+
+def rules_in_effect(rules: Iterable[PriceRule], version: str, at: datetime) -> list[PriceRule]:
+    """The rule of ``rules`` that prices each unit of ``version`` at ``at`` (the one the
+    meter would charge by), ordered by unit."""
+    kept = tuple(rules)
+    chosen = (select_rule(kept, version, unit, at) for unit in sorted({r.unit for r in kept}))
+    return [rule for rule in chosen if rule is not None]
 
 
 class PriceBook:

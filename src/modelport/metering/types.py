@@ -32,6 +32,9 @@ class Unit(StrEnum):
     CACHE_HIT = "cache_hit"
     """One call answered from the response cache. Where a version has a rule for it, a
     hit is charged by that rule alone; without one, a hit is priced as any call."""
+    ROW = "row"
+    """One row of a call's batch (dimension 0 of its inputs; a ``:predict`` instance):
+    reserved for every row asked, charged for the rows answered."""
 
 
 class UsageStatus(StrEnum):
@@ -334,6 +337,9 @@ class CallInfo:
     """A hold taken for the work this call is part of (a job's, ``jobs.billing``): a
     repeatable call draws its reservation from it (``Reservations.draw``) instead of
     holding anew, and holds anew only when it does not cover the call."""
+    rows: int = 1
+    """The request's rows (its batch dimension), the upper bound of ``row``: 1 for a
+    call without a batch of rows (a stream, a single instance)."""
 
 
 @dataclass(slots=True)
@@ -341,7 +347,7 @@ class Usage:
     """What one call used, in the platform's units; the meter prices and settles from it
     (``MeteredCall.record_usage``). Not ``frozen``, for the same reason as ``CallInfo``.
 
-    ``rows``: rows of its input batch (reported, not priced); ``input_tokens``,
+    ``rows``: rows of its batch that were answered (priced as ``row``); ``input_tokens``,
     ``output_tokens``, ``images``: counted units; ``seconds``: the call's wall time as
     measured by the service (the meter prices ``second`` from its own clock);
     ``cpu_ms`` / ``gpu_ms``: executor time attributed to the call where measured (its

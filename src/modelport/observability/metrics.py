@@ -58,13 +58,14 @@ import weakref
 from asyncio import AbstractEventLoop
 from bisect import bisect_left
 from collections.abc import Iterable
-from time import monotonic
+from time import monotonic, time
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.exposition import CONTENT_TYPE_LATEST, choose_encoder
 
 from modelport.observability.multiprocess import exposed, multiprocess_dir
+from modelport.observability.types import Timed, VersionStatistics
 
 OUTCOMES = ("success", "invalid", "queue_full", "deadline_exceeded", "cancelled", "error")
 PRIORITIES = ("interactive", "batch", "offline")
@@ -158,10 +159,12 @@ class VersionMetrics:
         self._timer_lock = threading.Lock()
         self._timer_at = 0.0
         self._timer_generation = 0
+        self._last_done = 0.0  # wall clock of the last request_done (statistics)
         self._local = _PerThread(self)
 
     # ---- the hot path: plain Python, no lock
     def request_done(self, outcome: str, seconds: float) -> None:
+        self._last_done = time()
         tally = self._local.tally
         counts = tally.outcomes
         if outcome in counts:
@@ -230,6 +233,23 @@ class VersionMetrics:
                 self._depth.set(depth)
                 self._depth_folded = depth
 
+    def statistics(self) -> VersionStatistics:
+        """This process's figures of the version, every tally folded first."""
+        self.fold()
+        model, version = self._labels
+        counts = {o: int(child._value.get()) for o, child in self._outcomes.items()}
+        failed = sum(count for outcome, count in counts.items() if outcome != "success")
+        return VersionStatistics(
+            model=model,
+            version=version,
+            success=_timed(self._latency),
+            fail=Timed(failed, 0),
+            queue=_timed(self._queue),
+            execution=_timed(self._execute),
+            rows=int(self._batch._sum.get()),
+            last_inference_ms=int(self._last_done * 1000),
+        )
+
     def _fold_tally(self, tally: _Tally, folded: _Tally) -> None:
         seen = folded.outcomes
         for outcome, count in list(tally.outcomes.items()):
@@ -280,6 +300,12 @@ class VersionMetrics:
                 self._arm(asyncio.get_running_loop(), self._due - now, now)
             else:  # idle: the next recording call sets the next timer
                 self._timer_at = 0.0
+
+
+def _timed(child: Any) -> Timed:
+    """A histogram child's count and sum (seconds) as a ``Timed``."""
+    count = sum(bucket.get() for bucket in child._buckets)
+    return Timed(int(count), int(child._sum.get() * 1e9))
 
 
 def _fold_histogram(child: Any, field: str, tally: _Tally, folded: _Tally) -> None:
@@ -431,6 +457,15 @@ class RuntimeMetrics:
                 (model, version), VersionMetrics(self, model, version, periodic=self._periodic)
             )
         return found
+
+    def statistics(self, model: str | None = None) -> list[VersionStatistics]:
+        """The figures of every version this process has observed (of ``model``, an
+        ``owner/name``, when given), sorted by model and version."""
+        return [
+            found.statistics()
+            for (name, _), found in sorted(self._versions.items())
+            if model is None or name == model
+        ]
 
     def worker_crashed(self, model: str, version: str, reason: str) -> None:
         """Implements ``runtime.process.executor.WorkerObserver`` (a rare event)."""

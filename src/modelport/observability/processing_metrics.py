@@ -1,5 +1,6 @@
 """Publishers' pre- and post-processing on ``/metrics``: calls by stage and outcome, their
-duration, and the sandboxed workers started (a rising count is code that keeps failing)."""
+duration, the sandboxed workers started (a rising count is code that keeps failing) and
+those stopped while idle (``idle``, or ``idle_cpu``: code left running after its call)."""
 
 from __future__ import annotations
 
@@ -34,9 +35,20 @@ class ProcessingMetrics:
             registry=registry,
         )
 
+        self.reaped = Counter(
+            "modelport_processing_workers_reaped",
+            "Idle processing workers stopped, by version and reason (idle: unused for the "
+            "idle time; idle_cpu: killed for using CPU while serving no call).",
+            ("model", "version", "reason"),
+            registry=registry,
+        )
+
     def call(self, model: str, version: str, stage: str, outcome: str, seconds: float) -> None:
         self.calls.labels(model, version, stage, outcome).inc()
         self.seconds.labels(model, version, stage).observe(seconds)
 
     def worker_started(self, model: str, version: str) -> None:
         self.workers.labels(model, version).inc()
+
+    def worker_reaped(self, model: str, version: str, reason: str) -> None:
+        self.reaped.labels(model, version, reason).inc()

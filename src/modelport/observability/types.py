@@ -108,3 +108,33 @@ class StoredPrediction:
     inputs: list[dict[str, object]] | None
     outputs: list[dict[str, object]] | None
     detail: str
+
+
+@dataclass(frozen=True)
+class Timed:
+    """A count of events and their total duration in nanoseconds."""
+
+    count: int = 0
+    ns: int = 0
+
+
+@dataclass(frozen=True)
+class VersionStatistics:
+    """What this process's runtime measured of one version since it started: the
+    figures of Triton's statistics extension (``GET /v2/models/.../stats``)."""
+
+    model: str
+    version: str
+    success: Timed = Timed()
+    """Requests answered, and their time in the runtime (queue and execution)."""
+    fail: Timed = Timed()
+    """Requests that did not succeed (invalid, queue full, deadline, cancelled, error);
+    counted, not timed."""
+    queue: Timed = Timed()
+    """Requests that waited in the queue, and their waits."""
+    execution: Timed = Timed()
+    """Batches executed, and their execution time."""
+    rows: int = 0
+    """Rows inferred: the sum of the executed batches' sizes."""
+    last_inference_ms: int = 0
+    """When a request last left the runtime, in milliseconds since the epoch (0: never)."""

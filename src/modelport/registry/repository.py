@@ -16,7 +16,7 @@ from sqlalchemy.orm import Session
 
 from modelport.digests import sha256_digest
 from modelport.errors import NotFound
-from modelport.manifest import Manifest
+from modelport.manifest import Manifest, stored_manifest
 from modelport.registry import signing
 from modelport.registry.errors import model_not_found
 from modelport.registry.types import (
@@ -141,7 +141,7 @@ def _version_record(
         owner=owner,
         name=name,
         version=row.version,
-        manifest=Manifest.model_validate_json(row.manifest),
+        manifest=stored_manifest(row.manifest),
         manifest_digest=row.manifest_digest,
         state=state,
         created_at=row.created_at,

@@ -73,6 +73,7 @@ from modelport.registry.types import (
     Visibility,
 )
 from modelport.registry.validation import Validator
+from modelport.sandbox.cancel import Cancellation
 from modelport.store import Database
 from modelport.store.base import utcnow
 from modelport.store.blob_lenders import blob_lenders
@@ -395,7 +396,7 @@ class RegistryService:
         """
         target = lifecycle.parse_state(to)
         if target is LifecycleState.VALIDATED:
-            return self._validate(owner, name, version, actor=actor, reason=reason)
+            return self.run_validation(owner, name, version, actor=actor, reason=reason)
         with self.database.transaction() as session:
             vid = repo.version_id(session, owner, name, version, lock=True)
             current = repo.current_state(session, vid)
@@ -440,14 +441,37 @@ class RegistryService:
         with self.database.transaction() as session:
             formats.withdraw(session, fmt)
 
-    def _validate(
-        self, owner: str, name: str, version: str, *, actor: str, reason: str
+    def check_validatable(self, owner: str, name: str, version: str) -> None:
+        """Refuse at once what a validation would refuse before running: 404
+        ``version_not_found``, 409 ``illegal_transition`` (its state cannot move to
+        ``validated``)."""
+        with self.database.transaction() as session:
+            vid = repo.version_id(session, owner, name, version)
+            lifecycle.check_transition(repo.current_state(session, vid), LifecycleState.VALIDATED)
+
+    def run_validation(
+        self,
+        owner: str,
+        name: str,
+        version: str,
+        *,
+        actor: str,
+        reason: str = "",
+        cancel: Cancellation | None = None,
     ) -> LifecycleEvent:
+        """Validate the version here and now, store its report, and move it to
+        ``validated`` when it passed (422 ``validation_failed`` with the report when it did
+        not). Blocking, for as long as the validation runs: the API runs it as a job
+        (``jobs.validation``), under the runners' cap. Once ``cancel`` is cancelled (before
+        the report is stored) the sandboxed child is killed and ``Cancelled`` raised:
+        no report, no transition, the version as it was."""
         with self.database.transaction() as session:
             vid = repo.version_id(session, owner, name, version)
             lifecycle.check_transition(repo.current_state(session, vid), LifecycleState.VALIDATED)
             record = repo.version_by_id(session, vid)
-        report = self.validator.validate(record.manifest)
+        report = self.validator.validate(record.manifest, cancel=cancel)
+        if cancel is not None:
+            cancel.settle()  # from here it is recorded whole: a later cancel is too late
         log_event(
             log,
             "version.validation",

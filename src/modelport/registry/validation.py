@@ -9,10 +9,14 @@
 2. Execution, for a format the runtime knows (``modelport.runtime.formats``): the
    verified files are copied to a private folder and a separate process
    (``modelport.registry.validation_worker``) loads the model and runs every
-   example of the manifest, comparing outputs within the example's tolerance. The
-   process runs in the sandbox (``modelport.sandbox``): an empty environment, no
-   network, a read-only view of the files, no process creation, an address-space,
-   CPU and wall-clock limit (killed with its process group when the time is up). A
+   example of the manifest. It only answers the outputs, over a pipe (size-bounded,
+   framed); this side parses that answer strictly and compares the outputs with the
+   examples itself (``modelport.registry.verdict``): within the example's tolerance, or
+   token for token for a generative version. A worker that ends without a complete
+   answer, answers anything else, or leaves files in its scratch folder fails with
+   cause ``validation_failed`` and the reason. The process runs in the sandbox
+   (``modelport.sandbox``): an empty environment, no network, a read-only view of the
+   files, no process creation, an address-space, CPU and wall-clock limit (killed with its process group when the time is up). A
    crash, running out of memory or the timeout is a failed validation with its cause
    in the report; where the operator's sandbox mode cannot be met on this machine,
    nothing is run and the cause is ``sandbox_unavailable``.
@@ -21,48 +25,61 @@
    be called validated. For a format the runtime does not know, only the files
    are checked and the report says that nothing was executed.
 
-The report (a JSON object) is always returned, never raised::
+A validation given a ``Cancellation`` that is cancelled stops there: its sandboxed child
+is killed with everything it started, and ``validate`` raises ``Cancelled`` instead of
+returning a report.
+
+The report (a JSON object) is always returned, never raised (but for a cancel)::
 
     {"passed": bool, "cause": None | "file_check_failed" | "unsafe_content" | "no_examples"
         | "load_failed"
         | "examples_failed" | "out_of_memory" | "timeout" | "crashed"
-        | "cpu_limit" | "sandbox_unavailable",
+        | "cpu_limit" | "sandbox_unavailable" | "validation_failed",
      "detail": str, "format": str, "executed": bool,
      "sandbox": {"isolation": "bubblewrap" | "none", "seccomp": bool, "network",
-                 "environment", "filesystem"} (once executed),
+                 "environment", "limits": "cgroup2" | "cgroup1" | "rlimits",
+                 "filesystem"} (once executed),
      "checks": [{"check": "file", "path", "digest", "size", "passed", "detail",
                  "unsafe"?: kind of code-bearing content found}],
      "examples": [{"index", "passed", "problems", "ms"}],
      "processing"?: {"preprocess", "postprocess"} (entry points each example ran through),
+     "stderr_tail"?: str (the worker's last words, when it did not answer as it should),
      "timings_ms": {"files", "execution", "total"},
      "limits": {"timeout_seconds", "memory_bytes"}}
 """
 
 from __future__ import annotations
 
+import os
 import signal
 import tempfile
 import time
 from pathlib import Path
 from typing import Any, Protocol
 
-import orjson
-
 from modelport.blobs import BlobStore
 from modelport.blobs.verify import copy_verified, iter_verified
 from modelport.errors import ModelportError
 from modelport.manifest import Manifest, canonical_bytes
 from modelport.registry.content import find_unsafe
-from modelport.sandbox import Limits, Sandbox, SandboxUnavailable
+from modelport.registry.verdict import ANSWER_LIMIT_BYTES, AnswerError, judge
+from modelport.sandbox import Finished, Sandbox, SandboxUnavailable
+from modelport.sandbox.cancel import Cancellation
 
 WORKER_MODULE = "modelport.registry.validation_worker"
+JOB = "job"
+"""The read-only folder of the worker's scratch folder: the manifest and the files."""
 _STDERR_TAIL = 4000
+_SHOWN = 5
 
 
 class Validator(Protocol):
-    """Validates a version's manifest against the stored blobs; returns the report."""
+    """Validates a version's manifest against the stored blobs; returns the report, or
+    raises ``Cancelled`` once ``cancel`` is cancelled (its sandboxed child killed)."""
 
-    def validate(self, manifest: Manifest) -> dict[str, Any]: ...
+    def validate(
+        self, manifest: Manifest, *, cancel: Cancellation | None = None
+    ) -> dict[str, Any]: ...
 
 
 def _ms(start: float) -> float:
@@ -94,7 +111,7 @@ class SubprocessValidator:
         self.timeout_seconds = timeout_seconds
         self.memory_bytes = memory_bytes
 
-    def validate(self, manifest: Manifest) -> dict[str, Any]:
+    def validate(self, manifest: Manifest, *, cancel: Cancellation | None = None) -> dict[str, Any]:
         started = time.perf_counter()
         report: dict[str, Any] = {
             "passed": False,
@@ -137,8 +154,10 @@ class SubprocessValidator:
                     "least one example to validate against"
                 )
             else:
+                if cancel is not None:
+                    cancel.check()  # the files took a while: nothing started yet
                 execution_started = time.perf_counter()
-                self._execute(manifest, folder, report)
+                self._execute(manifest, folder, report, cancel)
                 report["timings_ms"]["execution"] = _ms(execution_started)
         report["timings_ms"]["total"] = _ms(started)
         return report
@@ -197,9 +216,21 @@ class SubprocessValidator:
 
     # ---- execution
 
-    def _execute(self, manifest: Manifest, folder: Path, report: dict[str, Any]) -> None:
-        (folder / "manifest.json").write_bytes(canonical_bytes(manifest))
-        limits = Limits(
+    def _execute(
+        self,
+        manifest: Manifest,
+        folder: Path,
+        report: dict[str, Any],
+        cancel: Cancellation | None = None,
+    ) -> None:
+        # The worker's scratch folder holds only the read-only job (the manifest and the
+        # files); its standard error is kept outside, out of its reach.
+        scratch = folder / "scratch"
+        job = scratch / JOB
+        job.mkdir(parents=True)
+        (folder / "files").rename(job / "files")
+        (job / "manifest.json").write_bytes(canonical_bytes(manifest))
+        limits = self.sandbox.limits(
             wall_seconds=self.timeout_seconds,
             cpu_seconds=int(self.timeout_seconds) + 1,
             memory_bytes=self.memory_bytes,
@@ -208,11 +239,13 @@ class SubprocessValidator:
         try:
             with stderr_path.open("wb") as stderr:
                 finished = self.sandbox.run(
-                    [WORKER_MODULE, "."],
-                    scratch=folder,
-                    readonly=[folder / "files"],
+                    [WORKER_MODULE, JOB],
+                    scratch=scratch,
+                    readonly=[job],
                     limits=limits,
                     output=stderr,
+                    answer_bytes=ANSWER_LIMIT_BYTES,
+                    cancel=cancel,
                 )
         except SandboxUnavailable as exc:
             report["cause"] = "sandbox_unavailable"
@@ -220,40 +253,92 @@ class SubprocessValidator:
             return
         report["executed"] = True
         report["sandbox"] = finished.confinement.as_dict()
-        returncode = finished.returncode
+        if manifest.processing is not None:
+            report["processing"] = {
+                "preprocess": manifest.processing.preprocess,
+                "postprocess": manifest.processing.postprocess,
+            }
         if finished.timed_out:
             report["cause"] = "timeout"
             report["detail"] = (
                 f"validation did not finish within {self.timeout_seconds:g}s and was killed"
             )
             return
-        result_path = folder / "result.json"
-        if result_path.exists():
-            result = orjson.loads(result_path.read_bytes())
-            report["examples"] = result["examples"]
-            if "processing" in result:
-                report["processing"] = result["processing"]
-            report["timings_ms"]["load"] = result["load_ms"]
-            report["detail"] = result["detail"]
-            if result["status"] == "passed":
-                report["passed"] = True
-            else:
-                report["cause"] = result["status"]
-            return
         tail = stderr_path.read_bytes()[-_STDERR_TAIL:].decode(errors="replace")
+        problem = _misconduct(finished, scratch)
+        if problem is None:
+            try:
+                verdict = judge(manifest, finished.answer)
+            except AnswerError as exc:
+                if not exc.truncated or finished.returncode == 0:
+                    problem = str(exc)
+                else:  # it ended early because it was stopped, or crashed: say which
+                    report["stderr_tail"] = tail
+                    _ended(finished, tail, report)
+                    return
+            else:
+                if finished.returncode != 0:
+                    problem = f"it exited with status {finished.returncode} after its answer"
+                else:
+                    report["examples"] = verdict.examples
+                    report["timings_ms"]["load"] = verdict.load_ms
+                    report["detail"] = verdict.detail
+                    report["passed"] = verdict.status == "passed"
+                    report["cause"] = None if report["passed"] else verdict.status
+                    return
         report["stderr_tail"] = tail
-        if "MemoryError" in tail or "bad_alloc" in tail:
-            report["cause"] = "out_of_memory"
-            report["detail"] = "the validation process ran out of memory under its limit"
-        elif returncode == -signal.SIGXCPU:
-            report["cause"] = "cpu_limit"
-            report["detail"] = "the validation process used up its CPU time and was stopped"
-        elif returncode < 0:
-            report["cause"] = "crashed"
-            report["detail"] = f"the validation process was killed by {_signal_name(-returncode)}"
-        else:
-            report["cause"] = "crashed"
-            report["detail"] = f"the validation process exited with status {returncode}"
+        report["cause"] = "validation_failed"
+        report["detail"] = f"the validation process broke the protocol: {problem}"
+
+
+def _misconduct(finished: Finished, scratch: Path) -> str | None:
+    """What the worker did that a validation worker never does: answer too much, or
+    leave files in its scratch folder (a result it would have the platform believe)."""
+    if finished.answer_overflowed:
+        return f"it wrote more than {ANSWER_LIMIT_BYTES} bytes on its standard output"
+    written = _written(scratch)
+    if written:
+        more = " and more" if len(written) > _SHOWN else ""
+        return "it wrote files: " + ", ".join(written[:_SHOWN]) + more
+    return None
+
+
+def _written(scratch: Path) -> list[str]:
+    """Up to ``_SHOWN`` + 1 things the worker left in its scratch folder, outside the job
+    (links are not followed: what they point at is the host's)."""
+    found: list[str] = []
+    for top, dirs, files in os.walk(scratch):
+        here = Path(top)
+        if here == scratch:
+            dirs[:] = [d for d in dirs if d != JOB]
+        links = [d for d in dirs if (here / d).is_symlink()]
+        found += [str((here / name).relative_to(scratch)) for name in [*files, *links]]
+        if len(found) > _SHOWN:
+            break
+    return sorted(found)[: _SHOWN + 1]
+
+
+def _ended(finished: Finished, tail: str, report: dict[str, Any]) -> None:
+    """The cause of a worker that stopped before its answer was complete."""
+    returncode = finished.returncode
+    if finished.memory_exceeded:
+        report["cause"] = "out_of_memory"
+        report["detail"] = (
+            "the validation process was killed at its memory cap (its cgroup's resident "
+            "memory, its private /tmp included)"
+        )
+    elif "MemoryError" in tail or "bad_alloc" in tail:
+        report["cause"] = "out_of_memory"
+        report["detail"] = "the validation process ran out of memory under its limit"
+    elif returncode == -signal.SIGXCPU:
+        report["cause"] = "cpu_limit"
+        report["detail"] = "the validation process used up its CPU time and was stopped"
+    elif returncode < 0:
+        report["cause"] = "crashed"
+        report["detail"] = f"the validation process was killed by {_signal_name(-returncode)}"
+    else:
+        report["cause"] = "crashed"
+        report["detail"] = f"the validation process exited with status {returncode}"
 
 
 def _signal_name(number: int) -> str:

@@ -1,32 +1,31 @@
-"""Load a version and run its examples, in a process of its own.
+"""Load a version and run its examples, in a process of its own; answer the outputs.
 
 ``python -m modelport.registry.validation_worker DIR``, in the sandbox
 (``modelport.sandbox``: its launcher set the limits and the system-call filter first).
 
-``DIR`` holds ``manifest.json`` and the verified files under ``files/``. A generative
-version (its ``runtime.task`` is ``chat``, ``completions`` or ``text-generation``) is
-loaded by its format's generative plugin, whose examples are decoded greedily from a
-fixed seed and compared token for token; any other version is loaded as a tensor
-model and its outputs compared within the example's tolerance. A version with processing
-code (``manifest.processing``) has each example run through it, in this process:
-preprocess, the model, postprocess; a failure of the code fails that example. The result
-is written to ``DIR/result.json`` (never stdout, where native libraries may print)::
+``DIR`` (read-only) holds ``manifest.json`` and the verified files under ``files/``. A
+generative version (``registry.verdict.runs_generatively``) is loaded by its format's
+generative plugin, which decodes each example greedily from a fixed seed; any other
+version is loaded as a tensor model. A version with processing code
+(``manifest.processing``) has each example run through it, in this process: preprocess,
+the model, postprocess; a failure of the code fails that example.
 
-    {"status": "passed" | "examples_failed" | "load_failed" | "out_of_memory",
-     "detail": str, "load_ms": float, "examples": [{"index", "passed", "problems", "ms"}],
-     "processing"?: {"preprocess", "postprocess"} (the entry points the examples ran through)}
+This process judges nothing: it writes, on its standard output, the outputs each example
+gave (the answer, framed as ``modelport.registry.verdict`` describes), and the platform
+compares them with the examples. Everything else this process or the code it runs prints
+goes to its standard error, so nothing but the answer reaches the pipe.
 """
 
 from __future__ import annotations
 
 import argparse
-import functools
-import json
+import os
 import sys
+import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 VALIDATION_OPTIONS: dict[str, dict[str, object]] = {
     "transformers": {"device": "cpu", "dtype": "float32"},
@@ -48,72 +47,66 @@ def _ms(start: float) -> float:
     return round((time.perf_counter() - start) * 1000, 3)
 
 
-def run(directory: Path) -> dict[str, Any]:
-    """Load the model in ``directory`` and run every example; never raises."""
-    result: dict[str, Any] = {"status": "load_failed", "detail": "", "load_ms": None}
-    result["examples"] = []
+def run(directory: Path, send: Callable[[dict[str, Any], dict[str, Any]], None]) -> None:
+    """Load the model in ``directory`` and run every example, sending each frame of the
+    answer through ``send(header, tensors)``; never raises."""
     start = time.perf_counter()
     try:
-        from modelport.manifest import Manifest
+        from modelport.manifest import stored_manifest
 
-        manifest = Manifest.model_validate_json((directory / "manifest.json").read_bytes())
+        manifest = stored_manifest((directory / "manifest.json").read_bytes())
         files = {f.path: directory / "files" / f.path for f in manifest.files}
-        if manifest.processing is not None:
-            result["processing"] = {
-                "preprocess": manifest.processing.preprocess,
-                "postprocess": manifest.processing.postprocess,
-            }
-        run_example = _example_runner(files, manifest, directory / "files")
-        result["load_ms"] = _ms(start)
-        failed = 0
-        for index, example in enumerate(manifest.examples):
-            started = time.perf_counter()
-            try:
-                outcome = run_example(example, index).as_dict()
-            except MemoryError:
-                raise
-            except Exception as exc:  # a model error fails this example, not the worker
-                if _is_oom(_describe(exc)):
-                    raise MemoryError(_describe(exc)) from None
-                outcome = {"index": index, "passed": False, "problems": [_describe(exc)]}
-            outcome["ms"] = _ms(started)
-            result["examples"].append(outcome)
-            failed += not outcome["passed"]
-        if failed:
-            result["status"] = "examples_failed"
-            result["detail"] = f"{failed} of {len(manifest.examples)} example(s) failed"
-        else:
-            result["status"] = "passed"
-            result["detail"] = f"{len(manifest.examples)} example(s) passed"
+        outputs_of = _outputs_of(files, manifest, directory / "files")
     except MemoryError as exc:
-        result["status"] = "out_of_memory"
-        result["detail"] = "ran out of memory under the validation memory limit: " + _describe(exc)
+        send(_out_of_memory(exc), {})
+        return
     except Exception as exc:  # load errors of any kind are the model's fault
         message = _describe(exc)
-        result["status"] = "out_of_memory" if _is_oom(message) else "load_failed"
-        result["detail"] = message
-    return result
+        failed = "out_of_memory" if _is_oom(message) else "load_failed"
+        send({"failed": failed, "detail": message}, {})
+        return
+    send({"loaded": True, "load_ms": _ms(start)}, {})
+    for index, example in enumerate(manifest.examples):
+        started = time.perf_counter()
+        wanted = {t.name for t in example.outputs}
+        try:
+            outputs = outputs_of(example)
+            answer = {name: value for name, value in outputs.items() if name in wanted}
+            header: dict[str, Any] = {"example": index, "ms": _ms(started)}
+        except MemoryError as exc:
+            send(_out_of_memory(exc), {})
+            return
+        except Exception as exc:  # a model error fails this example, not the worker
+            if _is_oom(_describe(exc)):
+                send(_out_of_memory(exc), {})
+                return
+            answer = {}
+            header = {"example": index, "ms": _ms(started), "error": _describe(exc)}
+        send(header, answer)
 
 
-def _example_runner(
+def _out_of_memory(exc: BaseException) -> dict[str, Any]:
+    detail = "ran out of memory under the validation memory limit: " + _describe(exc)
+    return {"failed": "out_of_memory", "detail": detail}
+
+
+def _outputs_of(
     files: dict[str, Path], manifest: Any, package: Path
-) -> Callable[[Any, int], Any]:
-    """Load the model; answer what runs one example against it. A generative version
-    (``runtime.task`` a generative task, of a format with a generative plugin) has its
-    examples decoded greedily by that plugin; any other is loaded as a tensor model."""
-    from modelport.runtime.engines import GENERATIVE_TASKS
-    from modelport.runtime.examples import run_example
+) -> Callable[[Any], dict[str, Any]]:
+    """Load the model; answer what gives one example's outputs. A generative version
+    has its examples decoded greedily by its format's generative plugin; any other is
+    loaded as a tensor model."""
+    from modelport.registry.verdict import runs_generatively
+    from modelport.runtime.examples import example_inputs
     from modelport.runtime.formats import get_format
     from modelport.runtime.formats.registry import generative_formats
     from modelport.runtime.outputs import DeclaredOutputs
 
     options = VALIDATION_OPTIONS.get(manifest.format)
-    if manifest.runtime.get("task") in GENERATIVE_TASKS:
-        plugin = generative_formats({manifest.format: options or {}}).get(manifest.format)
-        runner = getattr(plugin, "example_runner", None)
-        if runner is not None:
-            examples: Callable[[Any, int], Any] = runner(files, manifest)
-            return examples
+    if runs_generatively(manifest):
+        plugin: Any = generative_formats({manifest.format: options or {}})[manifest.format]
+        generated: Callable[[Any], dict[str, Any]] = plugin.example_outputs(files, manifest)
+        return generated
     # Examples see what callers will: the declared outputs, in declared datatypes.
     runtime = manifest.for_runtime()
     model: Any = DeclaredOutputs(
@@ -121,7 +114,11 @@ def _example_runner(
     )
     if manifest.processing is not None:
         model = _Processed(model, manifest, package)
-    return functools.partial(run_example, model)
+
+    def outputs_of(example: Any) -> dict[str, Any]:
+        return dict(model.execute(example_inputs(example)))
+
+    return outputs_of
 
 
 class _Processed:
@@ -168,14 +165,37 @@ def _describe(exc: BaseException) -> str:
     return text[:2000]
 
 
+def _sender(out: IO[bytes]) -> Callable[[dict[str, Any], dict[str, Any]], None]:
+    from modelport.sandbox import frames
+
+    def send(header: dict[str, Any], tensors: dict[str, Any]) -> None:
+        try:
+            parts = frames.encode(header, tensors)
+        except frames.FrameError as exc:  # an output with no tensor form fails its example
+            parts = frames.encode({**header, "error": str(exc)}, {})
+        for part in parts:
+            out.write(part)
+        out.flush()
+
+    return send
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="modelport.registry.validation_worker")
     parser.add_argument("directory", type=Path)
     args = parser.parse_args(argv)
-    result = run(args.directory)
-    tmp = args.directory / "result.json.tmp"
-    tmp.write_text(json.dumps(result))
-    tmp.replace(args.directory / "result.json")
+    # The answer goes on the real standard output; whatever else is printed (native
+    # libraries, the publisher's code) goes to the standard error.
+    out = os.fdopen(os.dup(sys.stdout.fileno()), "wb")
+    sys.stdout.flush()
+    os.dup2(sys.stderr.fileno(), sys.stdout.fileno())
+    # The libraries' caches (onnxruntime's, Hugging Face's) go to a home of their own in
+    # the temporary folder: the scratch folder stays empty, as the platform checks.
+    with tempfile.TemporaryDirectory(prefix="home-") as home:
+        os.environ["HOME"] = home
+        os.environ["HF_HOME"] = os.path.join(home, ".cache", "huggingface")
+        run(args.directory, _sender(out))
+    out.close()
     return 0
 
 

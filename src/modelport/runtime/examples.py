@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -22,12 +23,22 @@ class ExampleResult:
         return {"index": self.index, "passed": self.passed, "problems": self.problems}
 
 
-def run_example(model: LoadedModel, example: Example, index: int = 0) -> ExampleResult:
-    inputs = {
+def example_inputs(example: Example) -> dict[str, np.ndarray]:
+    """The example's input tensors, decoded from their JSON form."""
+    return {
         t.name: decode_json_tensor(t.name, t.datatype, t.shape, t.data, role="example input")
         for t in example.inputs
     }
-    outputs = model.execute(inputs)
+
+
+def run_example(model: LoadedModel, example: Example, index: int = 0) -> ExampleResult:
+    return compare_outputs(example, model.execute(example_inputs(example)), index)
+
+
+def compare_outputs(example: Example, outputs: Mapping[str, Any], index: int = 0) -> ExampleResult:
+    """Whether ``outputs`` (what a model answered to the example's inputs) are the
+    example's expected outputs: same shape, byte strings equal, numbers within the
+    example's tolerance."""
     problems: list[str] = []
     for expected in example.outputs:
         if expected.name not in outputs:
@@ -44,6 +55,8 @@ def run_example(model: LoadedModel, example: Example, index: int = 0) -> Example
         elif want.dtype == np.object_:
             if not np.array_equal(got.astype(np.object_), want):
                 problems.append(f"output '{expected.name}': values differ")
+        elif got.dtype.kind not in "biuf":
+            problems.append(f"output '{expected.name}': {got.dtype} values are not numbers")
         elif not np.allclose(
             got.astype(np.float64),
             want.astype(np.float64),

@@ -19,7 +19,9 @@ its record and nothing else.
 Execution. A version's manifest chooses (``runtime.execution``): ``thread`` (the
 default) loads the model here and executes it on the executor's threads; ``process``
 has ``process_executors`` start worker processes that load it, and the host warms up
-and serves through them (``runtime.process``). The host's memory accounting then
+and serves through them (``runtime.process``). A host built with ``execution``
+(the operator's ``runtime_execution``) runs every version so, whatever its manifest
+says. The host's memory accounting then
 measures the workers' resident memory.
 
 Serving. ``infer`` hands a request to the version's ``Batcher`` on the running
@@ -144,9 +146,12 @@ class ModelHost:
         check_load: LoadCheck | None = None,
         process_executors: ProcessExecutorFactory | None = None,
         crash_ledger: CrashLedger | None = None,
+        execution: Execution | None = None,
     ) -> None:
         self.cache = cache
         self._process_executors = process_executors
+        self.execution = execution
+        """Where every version executes, whatever its manifest says; None: as it says."""
         # The ledger ``process_executors`` counts crashes in, by version ref: statuses
         # report crashes and quarantine from it.
         self._crash_ledger = crash_ledger
@@ -340,7 +345,7 @@ class ModelHost:
             started = time.perf_counter()
             runtime = manifest.for_runtime()
             executor: Executor | None = None
-            if execution_of(manifest) is Execution.PROCESS:
+            if (self.execution or execution_of(manifest)) is Execution.PROCESS:
                 executor, model = self._start_workers(hosted, runtime, cached.files)
             else:
                 # What leaves the host is what the manifest declares (runtime.outputs).

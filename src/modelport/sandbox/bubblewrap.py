@@ -7,7 +7,8 @@ capabilities, and a file system made only of:
   except one that holds a protected path (the server's home: its database, blobs, keys);
 - the work's scratch folder, writable, at ``/sandbox`` (its working directory), with
   the folders the work must not change bound read-only over it;
-- a private ``/tmp``, ``/proc`` and a minimal ``/dev``.
+- a private ``/tmp`` (a tmpfs of a fixed size), ``/proc`` (its own PID namespace: no
+  process of the server's is in it) and a minimal ``/dev``.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ SCRATCH = "/sandbox"
 _SYSTEM_LINKS = ("/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
 PROBE = (sys.executable, "-m", "modelport.sandbox.launch", "--", "modelport.sandbox.types")
 """What the probe runs inside: the launcher, on a module that does nothing."""
+DEFAULT_TMP_BYTES = 64 << 20
 _ETC = ("/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/ld.so.conf.d", "/etc/localtime")
 
 
@@ -47,7 +49,7 @@ def _namespaces() -> list[str]:
     return ["--unshare-all", "--die-with-parent", "--new-session", "--cap-drop", "ALL"]
 
 
-def _system() -> list[str]:
+def _system(tmp_bytes: int = DEFAULT_TMP_BYTES) -> list[str]:
     args = ["--ro-bind", "/usr", "/usr"]
     for link in _SYSTEM_LINKS:
         if os.path.islink(link):
@@ -57,7 +59,7 @@ def _system() -> list[str]:
     for path in _ETC:
         args += ["--ro-bind-try", path, path]
     args += ["--ro-bind-try", "/sys/devices/system/cpu", "/sys/devices/system/cpu"]
-    return [*args, "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"]
+    return [*args, "--proc", "/proc", "--dev", "/dev", "--size", str(tmp_bytes), "--tmpfs", "/tmp"]
 
 
 def python_paths(protect: Sequence[Path]) -> list[str]:
@@ -88,12 +90,18 @@ def command(
     scratch: Path,
     readonly: Sequence[Path],
     python: Sequence[str],
+    tmp_bytes: int = DEFAULT_TMP_BYTES,
+    shared: Sequence[Path] = (),
 ) -> list[str]:
     """``argv`` run by ``bwrap`` in the namespaces above; ``readonly`` are folders inside
-    ``scratch`` the child may read but not change."""
-    args = [bwrap, *_namespaces(), *_system()]
+    ``scratch`` the child may read but not change; ``shared`` are files elsewhere it may
+    read at their own paths (and nothing else of their folders); ``/tmp`` holds
+    ``tmp_bytes``."""
+    args = [bwrap, *_namespaces(), *_system(tmp_bytes)]
     for entry in python:
         args += ["--ro-bind", entry, entry]
+    for path in shared:
+        args += ["--ro-bind", str(path), str(path)]
     args += ["--bind", str(scratch), SCRATCH]
     for folder in readonly:
         inside = Path(SCRATCH) / folder.resolve().relative_to(scratch.resolve())

@@ -9,7 +9,12 @@ the code raised (the worker answers why). A worker that raised is never used aga
 
 ``WarmPool``: at most ``size`` workers of one kind (one version's code), the same number
 of calls at once; an idle worker is reused, a missing one started (up to the start
-timeout), a failed one dropped and replaced by the next call that needs it.
+timeout), a failed one dropped and replaced by the next call that needs it. ``reap``
+(called every few seconds by the pool's owner) stops a worker idle for longer than
+``idle_seconds`` (on the injectable clock), and kills one whose CPU time grew by more
+than ``idle_cpu_seconds`` since its last call ended (code it left running: a thread that
+spins after its call returned); ``on_reap`` is told either, and the next call starts a
+fresh worker.
 
 Blocking (pipes and a semaphore): call from a worker thread (``asyncio.to_thread``).
 """
@@ -30,9 +35,10 @@ from typing import IO, Any
 
 import numpy as np
 
+from modelport.clock import Clock, SystemClock
 from modelport.errors import DeadlineExceeded, Internal
 from modelport.sandbox import frames
-from modelport.sandbox.spawn import Started, kill_group
+from modelport.sandbox.spawn import Started
 
 log = logging.getLogger(__name__)
 _STDERR_TAIL = 2000
@@ -70,6 +76,10 @@ class WarmWorker:
         self._stdout = process.stdout.fileno()
         self._buffer = bytearray()
         self.alive = True
+        self.idle_since = 0.0
+        """When its last call ended (the pool's clock)."""
+        self.idle_cpu = 0.0
+        """Its CPU seconds when its last call ended."""
         for pipe in (self._stdin.fileno(), self._stdout):
             # Larger pipes: a tensor of a few MiB crosses in few reads and writes.
             with contextlib.suppress(OSError, AttributeError):
@@ -175,18 +185,37 @@ class WarmWorker:
         self.alive = False
         with contextlib.suppress(OSError):
             self._stdin.close()
-        kill_group(self.started.process)
+        self.started.stop()
         with contextlib.suppress(OSError):
             self.started.process.stdout.close()  # type: ignore[union-attr]
+
+
+Reap = Callable[[str, float], None]
+"""Told why a worker was reaped (``idle``, ``idle_cpu``), and the CPU seconds it used
+since its last call."""
 
 
 class WarmPool:
     """Up to ``size`` workers made by ``start(deadline)``, as many calls at once."""
 
-    def __init__(self, start: Callable[[float], WarmWorker], *, size: int, start_timeout: float):
+    def __init__(
+        self,
+        start: Callable[[float], WarmWorker],
+        *,
+        size: int,
+        start_timeout: float,
+        idle_seconds: float | None = None,
+        idle_cpu_seconds: float | None = None,
+        clock: Clock | None = None,
+        on_reap: Reap | None = None,
+    ):
         self._start = start
         self.size = size
         self.start_timeout = start_timeout
+        self.idle_seconds = idle_seconds
+        self.idle_cpu_seconds = idle_cpu_seconds
+        self.clock: Clock = clock if clock is not None else SystemClock()
+        self.on_reap = on_reap
         self._slots = threading.BoundedSemaphore(size)
         self._idle: list[WarmWorker] = []
         self._lock = threading.Lock()
@@ -225,11 +254,47 @@ class WarmPool:
         return worker
 
     def _give(self, worker: WarmWorker) -> None:
+        if worker.alive and self.idle_cpu_seconds is not None:
+            worker.idle_cpu = worker.started.cpu_seconds()
+        worker.idle_since = self.clock.monotonic()
         with self._lock:
             if not self._closed and worker.alive:
                 self._idle.append(worker)
                 return
         worker.close()
+
+    def reap(self) -> list[str]:
+        """Stop the idle workers past their idle time or idle CPU budget (see the
+        module's docstring); why, for each."""
+        with self._lock:
+            idle = list(self._idle)
+        now = self.clock.monotonic()
+        due: list[tuple[WarmWorker, str, float]] = []
+        for worker in idle:
+            used = 0.0
+            if self.idle_cpu_seconds is not None:
+                used = worker.started.cpu_seconds() - worker.idle_cpu
+            if self.idle_cpu_seconds is not None and used > self.idle_cpu_seconds:
+                due.append((worker, "idle_cpu", used))
+            elif self.idle_seconds is not None and now - worker.idle_since >= self.idle_seconds:
+                due.append((worker, "idle", used))
+        reaped: list[str] = []
+        for worker, reason, used in due:
+            with self._lock:
+                if worker not in self._idle:
+                    continue  # a call took it meanwhile
+                self._idle.remove(worker)
+            worker.close()
+            reaped.append(reason)
+            if self.on_reap is not None:
+                self.on_reap(reason, used)
+        return reaped
+
+    @property
+    def idle(self) -> int:
+        """Workers waiting for a call."""
+        with self._lock:
+            return len(self._idle)
 
     def close(self) -> None:
         """Stop the idle workers; a busy one stops as its call ends."""

@@ -1,6 +1,5 @@
-"""Which backends may try a version, and what a backend's failure says of it: shared
-by whole calls (``dispatch``) and streams before their first chunk
-(``stream_dispatch``)."""
+"""Which backends may try a version, and what a backend's failure says of it: for the
+replica loop (``replica_loop``), whole calls and streams before their first chunk alike."""
 
 from __future__ import annotations
 

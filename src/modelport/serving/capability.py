@@ -12,15 +12,21 @@ tries any, so a request is never sent where it cannot be honoured:
 - context length: with ``context_length`` set, the prompt (the request parameter
   ``prompt_tokens``, or about one token per 4 bytes of the longest text input) plus
   ``max_tokens`` must fit.
+
+``require_rows_fit`` answers, before any work, a request larger than any replica able
+to run the version could take: 413 ``payload_too_large`` (not retryable), where the
+dispatcher would only find no capable backend (503, which clients retry).
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 import numpy as np
 
+from modelport.errors import PayloadTooLarge
 from modelport.serving.types import BackendRequest, Capabilities, StreamRequest, VersionRef
 
 BYTES_PER_TOKEN = 4
@@ -114,13 +120,42 @@ def unmet_by_stream(capabilities: Capabilities, request: StreamRequest) -> str |
     return None
 
 
-def _rows(request: BackendRequest) -> int:
+def require_rows_fit(
+    version: VersionRef, inputs: Mapping[str, np.ndarray], replicas: Iterable[Capabilities]
+) -> None:
+    """413 ``payload_too_large`` when the request's rows are above the largest
+    ``max_batch_size`` of the ``replicas`` that can run ``version`` at all (format,
+    protocol, hardware). Nothing when none can: the dispatcher says why."""
+    largest = max(
+        (c.max_batch_size for c in replicas if unmet_by_version(c, version) is None),
+        default=None,
+    )
+    if largest is None:
+        return
+    rows = request_rows(version, inputs)
+    if rows > largest:
+        raise PayloadTooLarge(
+            f"{rows} rows is above the largest batch any backend of {version.ref} takes "
+            f"({largest} rows): send it in parts",
+            code="payload_too_large",
+            rows=rows,
+            max_batch_size=largest,
+        )
+
+
+def request_rows(version: VersionRef, inputs: Mapping[str, np.ndarray]) -> int:
+    """The request's rows: dimension 0 of the inputs the manifest declares with a
+    variable first dimension (1 when there are none)."""
     rows = 1
-    for spec in request.version.manifest.inputs:
-        array = request.inputs.get(spec.name)
+    for spec in version.manifest.inputs:
+        array = inputs.get(spec.name)
         if array is not None and spec.shape and spec.shape[0] == -1 and array.ndim:
             rows = max(rows, int(array.shape[0]))
     return rows
+
+
+def _rows(request: BackendRequest) -> int:
+    return request_rows(request.version, request.inputs)
 
 
 def _context_tokens(request: BackendRequest) -> int:

@@ -1,29 +1,16 @@
-"""Dispatch one request to the backends that can run its version, then to its fallbacks.
+"""Dispatch a request to its version's replicas, else to its endpoint's fallbacks.
 
-``Dispatcher.dispatch(request, replicas, fallback=...)`` is the serving layer's
-request path once the router has chosen a version and ordered its replicas:
+The serving layer's request path once the router has chosen a version and ordered
+its replicas. ``Dispatcher`` runs both kinds of call through the one replica-attempt
+loop (``modelport.serving.replica_loop``: capability filter, health order, breakers,
+attempts within the deadline, the fallback chain, provenance):
 
-1. Capability filter first: replicas whose ``capabilities()`` cannot honour the
-   request (format, protocol/task, hardware, batch rows, context length) are never
-   tried. None left: ``Unavailable`` (``no_capable_backend``).
-2. Replicas the last probe saw unhealthy go last; replicas whose circuit breaker
-   is open are skipped. Every one open: ``Unavailable`` (``no_available_backend``)
-   with ``retry_after``.
-3. Try them in order, at most ``max_attempts``, within the request's deadline. A
-   failed attempt is retried on the next replica of the same version; while other
-   replicas remain, one attempt may take at most ``attempt_timeout_seconds``.
-   Errors about the request itself (invalid input...) are raised at once and not
-   counted against the backend; ``Overloaded`` and version-scoped failures move on
-   without counting; other failures count on the backend's breaker.
-4. An answer missing a requested output, or with an output whose datatype or rank
-   differs from the manifest, is a failed attempt: it is never returned.
-5. Only when every replica failed does the endpoint's fallback chain run
-   (``modelport.serving.fallback``): a different version is used only through it.
-
-``open_stream`` does the same for a generative request up to its first chunk, and
-nothing after it (``modelport.serving.stream_dispatch``).
-
-With a ``cache`` step in the chain, each primary answer is remembered for it.
+- ``dispatch``: a whole answer (``UnaryMode``). An answer missing a requested
+  output, or with an output whose datatype or rank differs from the manifest, is a
+  failed attempt: it is never returned. Every fallback step can answer; with a
+  ``cache`` step in the chain, each primary answer is remembered for it.
+- ``open_stream``: a generative request up to its first chunk, and nothing after it
+  (``StreamMode``, ``modelport.serving.stream_dispatch``).
 """
 
 from __future__ import annotations
@@ -35,27 +22,23 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from modelport.errors import DeadlineExceeded, ModelportError, Unavailable
+from modelport.errors import DeadlineExceeded, Unavailable
 from modelport.manifest import Manifest, TensorSpec
 from modelport.observability.serving_metrics import ServingMetrics
 from modelport.runtime.tensors import OIP_TO_NUMPY
 from modelport.serving.answer_cache import input_key
-from modelport.serving.backend_failures import (
-    REFUSED,
-    capable_in_order,
-    circuits_open,
-    judge_failure,
-)
 from modelport.serving.backends.base import Backend
-from modelport.serving.capability import unmet_by_request, unmet_by_version
+from modelport.serving.breaker import CircuitBreaker
+from modelport.serving.capability import unmet_by_request
 from modelport.serving.fallback import (
-    CALLER_ERRORS,
     CacheOption,
     FallbackOption,
-    run_chain,
+    StaticOption,
+    tensor_stand_in,
 )
 from modelport.serving.health import HealthBoard
-from modelport.serving.stream_dispatch import OpenedStream, StreamOpener
+from modelport.serving.replica_loop import ReplicaLoop
+from modelport.serving.stream_dispatch import OpenedStream, StreamMode
 from modelport.serving.types import (
     Attempt,
     BackendRequest,
@@ -95,16 +78,34 @@ class Dispatcher:
         self.board = board
         self.config = config
         self.metrics = metrics
-        self._static: dict[tuple[int, int], tuple[Capabilities, VersionRef, str | None]] = {}
-        """What the version alone decides of a backend's fitness (the objects are kept, so
-        their ids are not reused while cached)."""
-        self.streams = StreamOpener(
+        self.loop = ReplicaLoop(
             board,
             max_attempts=config.max_attempts,
             attempt_timeout_seconds=config.attempt_timeout_seconds,
-            unmet_by_version=self._unmet_by_version,
             metrics=metrics,
         )
+        self._unary = UnaryMode()
+        self._stream = StreamMode(metrics)
+
+    async def dispatch(
+        self,
+        request: BackendRequest,
+        replicas: Sequence[Backend],
+        *,
+        fallback: Sequence[FallbackOption] = (),
+        endpoint: str = "",
+    ) -> Served:
+        """Answer ``request`` from ``replicas`` of its version (in the router's order),
+        else from the ``fallback`` chain; provenance says which."""
+        served = await self.loop.call(
+            self._unary, request, replicas, fallback=fallback, endpoint=endpoint
+        )
+        backend = served.provenance.backend
+        if served.provenance.fallback is None and backend is not None:
+            for option in fallback:
+                if isinstance(option, CacheOption):
+                    option.cache.put(input_key(request), served.outputs, request.version, backend)
+        return served
 
     async def open_stream(
         self,
@@ -117,132 +118,70 @@ class Dispatcher:
         """Start ``request``'s stream on ``replicas`` of its version, else on the
         ``fallback`` chain's versions, up to its first chunk (see
         ``modelport.serving.stream_dispatch``)."""
-        return await self.streams.open(request, replicas, fallback=fallback, endpoint=endpoint)
+        return await self.loop.call(
+            self._stream, request, replicas, fallback=fallback, endpoint=endpoint
+        )
 
-    async def dispatch(
+
+class UnaryMode:
+    """A whole answer: checked against the manifest, its breaker told at once."""
+
+    what = "serve"
+    goal = "an answer"
+
+    def unmet(self, capabilities: Capabilities, request: BackendRequest) -> str | None:
+        return unmet_by_request(capabilities, request)
+
+    async def attempt(
+        self, backend: Backend, request: BackendRequest, until: float
+    ) -> BackendResponse:
+        keeps_own = until == request.deadline
+        call = request if keeps_own else replace(request, deadline=until)
+        try:
+            if keeps_own and getattr(backend, "keeps_deadline", False):
+                # It gives up by the deadline itself: no timer task per call.
+                response = await backend.infer(call)
+            else:
+                response = await asyncio.wait_for(
+                    backend.infer(call), timeout=max(0.0, until - time.monotonic())
+                )
+        except TimeoutError:
+            raise DeadlineExceeded(
+                f"{backend.name} did not answer {request.version.ref} in time",
+                code="deadline_exceeded",
+            ) from None
+        _check_outputs(request, response)
+        return response
+
+    def accepted(
         self,
         request: BackendRequest,
-        replicas: Sequence[Backend],
-        *,
-        fallback: Sequence[FallbackOption] = (),
-        endpoint: str = "",
-    ) -> Served:
-        """Answer ``request`` from ``replicas`` of its version (in the router's order),
-        else from the ``fallback`` chain; provenance says which."""
-        attempts: list[Attempt] = []
-        try:
-            response = await self.run_version(request, replicas, attempts)
-        except ModelportError as failure:
-            if failure.kind in CALLER_ERRORS:
-                raise
-            return await run_chain(
-                fallback,
-                request,
-                failure,
-                attempts=attempts,
-                run_version=self.run_version,
-                endpoint=endpoint,
-                metrics=self.metrics,
-            )
-        for option in fallback:
-            if isinstance(option, CacheOption):
-                option.cache.put(
-                    input_key(request), response.outputs, request.version, response.backend
-                )
-        return Served(
-            outputs=response.outputs,
-            provenance=Provenance(request.version, response.backend, attempts=tuple(attempts)),
-            timings=response.timings,
-            batch_size=response.batch_size,
-        )
-
-    async def run_version(
-        self, request: BackendRequest, replicas: Sequence[Backend], attempts: list[Attempt]
+        won: BackendResponse,
+        breaker: CircuitBreaker,
+        epoch: int,
     ) -> BackendResponse:
-        """Run the request's version on the first replica that answers; append each try
-        to ``attempts``. Raises the last failure when none answers."""
-        version = request.version
-        ref = version.ref
-        ordered = capable_in_order(
-            replicas,
-            self.board,
-            lambda c: self._unmet_by_version(c, version) or unmet_by_request(c, request),
-            f"serve {ref}",
+        breaker.on_success(epoch)
+        return won
+
+    def retarget(self, request: BackendRequest, version: VersionRef) -> BackendRequest:
+        return replace(request, version=version)
+
+    def answer(self, won: BackendResponse, provenance: Provenance) -> Served:
+        return Served(
+            outputs=won.outputs,
+            provenance=provenance,
+            timings=won.timings,
+            batch_size=won.batch_size,
         )
-        last_error: ModelportError | None = None
-        tried = 0
-        open_breakers: list[str] = []
-        for index, backend in enumerate(ordered):
-            if tried >= self.config.max_attempts:
-                break
-            now = time.monotonic()
-            if now >= request.deadline:
-                last_error = DeadlineExceeded(f"{ref}: the deadline passed before an answer")
-                break
-            breaker = self.board.breaker(backend.name)
-            if not breaker.try_acquire():
-                open_breakers.append(backend.name)
-                continue
-            epoch = breaker.epoch
-            tried += 1
-            deadline = request.deadline
-            others_left = index < len(ordered) - 1 and tried < self.config.max_attempts
-            timeout = self.config.attempt_timeout_seconds
-            if others_left and timeout is not None:
-                deadline = min(deadline, now + timeout)
-            attempt = (
-                request if deadline == request.deadline else replace(request, deadline=deadline)
-            )
-            try:
-                if deadline == request.deadline and getattr(backend, "keeps_deadline", False):
-                    # It gives up by the deadline itself: no timer task per call.
-                    response = await backend.infer(attempt)
-                else:
-                    response = await asyncio.wait_for(
-                        backend.infer(attempt), timeout=max(0.0, deadline - now)
-                    )
-                _check_outputs(request, response)
-            except asyncio.CancelledError:
-                breaker.on_ignored(epoch)
-                raise
-            except TimeoutError:
-                error: ModelportError = DeadlineExceeded(
-                    f"{backend.name} did not answer {ref} in time", code="deadline_exceeded"
-                )
-            except ModelportError as exc:
-                error = exc
-            except Exception as exc:  # a backend bug must not escape as a 500 with no breaker
-                error = Unavailable(f"{backend.name} failed: {exc!r}", code="backend_error")
-            else:
-                breaker.on_success(epoch)
-                attempts.append(Attempt(backend.name, ref, "ok", time.monotonic() - now))
-                self._count(backend.name, "ok")
-                return response
-            attempts.append(Attempt(backend.name, ref, error.code, time.monotonic() - now))
-            outcome = judge_failure(error, breaker, epoch)
-            self._count(backend.name, outcome)
-            if outcome == REFUSED:
-                raise error
-            last_error = error
-        if last_error is not None:
-            raise last_error
-        raise circuits_open(self.board, f"serve {ref}", open_breakers)
 
-    def _unmet_by_version(self, capabilities: Capabilities, version: VersionRef) -> str | None:
-        """``unmet_by_version``, kept per capabilities and version (both immutable)."""
-        key = (id(capabilities), id(version))
-        known = self._static.get(key)
-        if known is not None and known[0] is capabilities and known[1] is version:
-            return known[2]
-        why = unmet_by_version(capabilities, version)
-        if len(self._static) >= 4096:  # many versions or rebuilt backends: start over
-            self._static.clear()
-        self._static[key] = (capabilities, version, why)
-        return why
-
-    def _count(self, backend: str, outcome: str) -> None:
-        if self.metrics is not None:
-            self.metrics.attempt(backend, outcome)
+    def stand_in(
+        self,
+        option: CacheOption | StaticOption,
+        request: BackendRequest,
+        reason: str,
+        attempts: Sequence[Attempt],
+    ) -> Served | None:
+        return tensor_stand_in(option, request, reason, attempts)
 
 
 def _check_outputs(request: BackendRequest, response: BackendResponse) -> None:

@@ -6,12 +6,14 @@ turned once into runtime ``FallbackOption``s by ``build_fallback``, which refuse
 whose schema differs from the primary's. The steps, in the configured order:
 
 - ``VersionOption``: run another version on its own replicas (through the same
-  dispatcher: breakers, retries). Checked again at execution, so a version whose
+  replica loop: breakers, retries). Checked again at execution, so a version whose
   inputs, outputs or declared labels differ is skipped, never used silently.
 - ``CacheOption``: a recent answer to the same inputs, if one is fresh.
 - ``StaticOption``: fixed outputs (repeated per row for a batched request).
 - ``UnavailableOption``: stop with an explicit ``unavailable`` error.
 
+``run_chain`` walks them for every kind of call (``serving.call_mode``); a cached or
+static answer is a whole tensor answer, so a stream passes over those two steps.
 When every step passes, the primary's own error is raised. Every answer says in
 its ``Provenance`` which step gave it and the error code that caused it, and each
 is counted in ``modelport_serving_fallbacks_total{endpoint,kind}``.
@@ -22,7 +24,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -33,10 +35,10 @@ from modelport.observability.serving_metrics import ServingMetrics
 from modelport.runtime.tensors import decode_json_tensor
 from modelport.serving.answer_cache import AnswerCache, AnswerCaches, input_key
 from modelport.serving.backends.base import Backend
+from modelport.serving.call_mode import CallMode, OutT, ReqT, WonT
 from modelport.serving.types import (
     Attempt,
     BackendRequest,
-    BackendResponse,
     CacheFallback,
     FallbackChain,
     FallbackKind,
@@ -73,14 +75,13 @@ class UnavailableOption:
 
 
 FallbackOption = VersionOption | CacheOption | StaticOption | UnavailableOption
-RunVersion = Callable[
-    [BackendRequest, Sequence[Backend], list[Attempt]], Awaitable[BackendResponse]
-]
+RunVersion = Callable[[ReqT, Sequence[Backend], list[Attempt]], Awaitable[WonT]]
+"""The replica loop on one version: the call accepted, or the last failure raised."""
 
 
 # ---- schema compatibility (pure)
 def _labels(manifest: Manifest) -> Any:
-    return (manifest.postprocessing or {}).get("labels")
+    return manifest.postprocessing.labels if manifest.postprocessing is not None else None
 
 
 def _shapes_agree(a: list[int], b: list[int]) -> bool:
@@ -214,17 +215,45 @@ def static_answer(option: StaticOption, request: BackendRequest) -> dict[str, np
     return _selected(request, answer)
 
 
+def tensor_stand_in(
+    option: CacheOption | StaticOption,
+    request: BackendRequest,
+    reason: str,
+    attempts: Sequence[Attempt],
+) -> Served | None:
+    """A whole answer that needs no backend: a fresh cached answer to the same inputs
+    (None when there is none), or the static outputs."""
+    if isinstance(option, StaticOption):
+        return Served(
+            outputs=static_answer(option, request),
+            provenance=Provenance(None, None, FallbackKind.STATIC, reason, tuple(attempts)),
+        )
+    hit = option.cache.get(input_key(request))
+    if hit is None:
+        return None
+    cached, age = hit
+    return Served(
+        outputs=_selected(request, cached.outputs),
+        provenance=Provenance(
+            cached.version, None, FallbackKind.CACHE, reason, tuple(attempts), age_seconds=age
+        ),
+    )
+
+
 async def run_chain(
     options: Sequence[FallbackOption],
-    request: BackendRequest,
+    request: ReqT,
     failure: ModelportError,
     *,
+    mode: CallMode[ReqT, WonT, OutT],
     attempts: list[Attempt],
-    run_version: RunVersion,
+    run_version: RunVersion[ReqT, WonT],
     endpoint: str = "",
     metrics: ServingMetrics | None = None,
-) -> Served:
-    """Try the fallback steps in order after the primary failed with ``failure``."""
+) -> OutT:
+    """Try the fallback steps in order after the primary failed with ``failure``:
+    versions through ``run_version`` (the replica loop), answers that need no backend
+    through ``mode.stand_in``."""
     reason = failure.code
 
     def counted(kind: FallbackKind) -> None:
@@ -234,7 +263,7 @@ async def run_chain(
     for option in options:
         if isinstance(option, VersionOption):
             problems = schema_problems(request.version.manifest, option.version.manifest)
-            if problems:
+            if problems:  # checked when configured: a version changed since is never used
                 log.warning(
                     "fallback %s skipped for %s: %s",
                     option.version.ref,
@@ -245,48 +274,19 @@ async def run_chain(
             if time.monotonic() >= request.deadline:
                 continue
             try:
-                response = await run_version(
-                    replace(request, version=option.version), option.replicas, attempts
+                won = await run_version(
+                    mode.retarget(request, option.version), option.replicas, attempts
                 )
             except ModelportError:
                 continue
             counted(FallbackKind.VERSION)
-            return Served(
-                outputs=response.outputs,
-                provenance=Provenance(
-                    option.version,
-                    response.backend,
-                    FallbackKind.VERSION,
-                    reason,
-                    tuple(attempts),
-                ),
-                timings=response.timings,
-                batch_size=response.batch_size,
-            )
-        if isinstance(option, CacheOption):
-            hit = option.cache.get(input_key(request))
-            if hit is None:
-                continue
-            cached, age = hit
-            counted(FallbackKind.CACHE)
-            return Served(
-                outputs=_selected(request, cached.outputs),
-                provenance=Provenance(
-                    cached.version,
-                    None,
-                    FallbackKind.CACHE,
-                    reason,
-                    tuple(attempts),
-                    age_seconds=age,
+            return mode.answer(
+                won,
+                Provenance(
+                    option.version, won.backend, FallbackKind.VERSION, reason, tuple(attempts)
                 ),
             )
-        if isinstance(option, StaticOption):
-            counted(FallbackKind.STATIC)
-            return Served(
-                outputs=static_answer(option, request),
-                provenance=Provenance(None, None, FallbackKind.STATIC, reason, tuple(attempts)),
-            )
-        if isinstance(option, UnavailableOption):
+        elif isinstance(option, UnavailableOption):
             counted(FallbackKind.UNAVAILABLE)
             raise with_attempts(
                 Unavailable(
@@ -297,4 +297,10 @@ async def run_chain(
                 ),
                 attempts,
             )
+        else:
+            answer = mode.stand_in(option, request, reason, attempts)
+            if answer is None:
+                continue  # no fresh cached answer, or a mode (a stream) that takes none
+            counted(FallbackKind.CACHE if isinstance(option, CacheOption) else FallbackKind.STATIC)
+            return answer
     raise with_attempts(failure, attempts)

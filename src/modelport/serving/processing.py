@@ -9,7 +9,10 @@ the workers' read-only view; removed at close), and a ``WarmPool`` of at most
 ``concurrency`` workers is made. Calls wait on their worker in the pools' own threads
 (``threads``, shared by every version), not the event loop's. Workers start on demand
 (the first call pays the start, up to ``start_timeout_seconds``) and stay until the
-process ends or one fails.
+process ends, one fails, or the reaper (a thread, every ``reap_interval_seconds``) stops
+it: idle for ``idle_seconds`` (on the injectable clock), or using more than
+``idle_cpu_seconds`` of CPU while serving no call (killed; logged as
+``processing.worker_reaped`` and counted); the next call starts a fresh one.
 
 ``VersionProcessing.run(stage, tensors, deadline)`` sends the tensors to a worker and
 checks what the code returned against the tensors the next step expects (the model's
@@ -25,6 +28,7 @@ nothing runs: 503 ``sandbox_unavailable``.
 from __future__ import annotations
 
 import asyncio
+import logging
 import shutil
 import tempfile
 import threading
@@ -39,7 +43,9 @@ import orjson
 
 from modelport.blobs import BlobStore
 from modelport.blobs.verify import copy_verified
+from modelport.clock import Clock, SystemClock
 from modelport.errors import ModelportError
+from modelport.logs import log_event
 from modelport.manifest import Manifest, TensorSpec
 from modelport.observability.processing_metrics import ProcessingMetrics
 from modelport.runtime.conform import conform
@@ -47,6 +53,7 @@ from modelport.sandbox import Limits, Sandbox
 from modelport.sandbox.warm import ProcessingFailed, WarmPool, WarmWorker
 from modelport.serving.types import VersionRef
 
+log = logging.getLogger(__name__)
 WORKER_MODULE = "modelport.sandbox.processing_worker"
 STAGES = ("preprocess", "postprocess")
 
@@ -133,6 +140,10 @@ class ProcessingPools:
         memory_bytes: int,
         threads: int = 64,
         metrics: ProcessingMetrics | None = None,
+        idle_seconds: float | None = None,
+        idle_cpu_seconds: float | None = None,
+        reap_interval_seconds: float | None = None,
+        clock: Clock | None = None,
     ) -> None:
         self.sandbox = sandbox
         self.blobs = blobs
@@ -142,6 +153,9 @@ class ProcessingPools:
         self.start_timeout_seconds = start_timeout_seconds
         self.memory_bytes = memory_bytes
         self.metrics = metrics
+        self.idle_seconds = idle_seconds
+        self.idle_cpu_seconds = idle_cpu_seconds
+        self.clock: Clock = clock if clock is not None else SystemClock()
         self._versions: dict[str, VersionProcessing] = {}
         # Calls wait on their worker (or a free one) in these threads, never in the event
         # loop's default executor, which the database calls share: a hung code stalls
@@ -149,6 +163,42 @@ class ProcessingPools:
         self._executor = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="processing")
         self._lock = threading.Lock()
         self._closed = False
+        self._stop = threading.Event()
+        self._reaper: threading.Thread | None = None
+        if reap_interval_seconds is not None:
+            self._reaper = threading.Thread(
+                target=self._reap_every,
+                args=(reap_interval_seconds,),
+                name="processing-reaper",
+                daemon=True,
+            )
+            self._reaper.start()
+
+    def reap(self) -> list[str]:
+        """Reap every version's idle workers now (``WarmPool.reap``); why, for each."""
+        with self._lock:
+            versions = list(self._versions.values())
+        return [reason for processing in versions for reason in processing.pool.reap()]
+
+    def _reap_every(self, interval: float) -> None:
+        while not self._stop.wait(interval):
+            try:
+                self.reap()
+            except Exception:  # the next round tries again; a call replaces a dead worker
+                log.exception("reaping the processing workers failed")
+
+    def _reaped(self, version: VersionRef, reason: str, cpu_seconds: float) -> None:
+        log_event(
+            log,
+            "processing.worker_reaped",
+            level=logging.WARNING if reason == "idle_cpu" else logging.INFO,
+            model=version.model,
+            version=version.version,
+            reason=reason,
+            idle_cpu_seconds=round(cpu_seconds, 3),
+        )
+        if self.metrics is not None:
+            self.metrics.worker_reaped(version.model, version.version, reason)
 
     async def get(self, version: VersionRef) -> VersionProcessing | None:
         """The version's processing (made on first use, in a thread), or None without."""
@@ -176,7 +226,7 @@ class ProcessingPools:
             except BaseException:
                 shutil.rmtree(folder, ignore_errors=True)
                 raise
-            limits = Limits(
+            limits = self.sandbox.limits(
                 wall_seconds=0,  # a warm worker lives on; each call has its deadline
                 cpu_seconds=0,
                 memory_bytes=self.memory_bytes,
@@ -185,6 +235,10 @@ class ProcessingPools:
                 lambda deadline: self._start(version, folder, limits, deadline),
                 size=self.concurrency,
                 start_timeout=self.start_timeout_seconds,
+                idle_seconds=self.idle_seconds,
+                idle_cpu_seconds=self.idle_cpu_seconds,
+                clock=self.clock,
+                on_reap=lambda reason, used: self._reaped(version, reason, used),
             )
             made = VersionProcessing(
                 version,
@@ -219,6 +273,7 @@ class ProcessingPools:
 
     def close(self) -> None:
         """Stop every worker (the process is ending)."""
+        self._stop.set()
         with self._lock:
             self._closed = True
             versions, self._versions = list(self._versions.values()), {}

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import functools
 from collections.abc import Iterator
 from pathlib import Path
 
 from alembic import command
 from alembic.config import Config
+from alembic.script import ScriptDirectory
 from sqlalchemy import create_engine, text
 from sqlalchemy.engine import make_url
 from sqlalchemy.pool import NullPool
@@ -28,8 +30,16 @@ def upgrade(url: str, revision: str = "head") -> None:
     """Bring the database to ``revision``, one migrator at a time: processes that
     start together (worker processes, gateways rolling out) would otherwise race to
     create the same tables, and all but one would fail."""
+    if revision == "head" and current_revision(url) == head_revision():
+        return  # nothing to do: every start of an up-to-date database (no lock, no scripts)
     with migration_lock(url):
         command.upgrade(alembic_config(url), revision)
+
+
+@functools.cache
+def head_revision() -> str | None:
+    """The latest migration's revision (the scripts are read once a process)."""
+    return ScriptDirectory.from_config(alembic_config("sqlite://")).get_current_head()
 
 
 @contextlib.contextmanager

@@ -893,6 +893,8 @@ class JobRow(Base):
     output_digest: Mapped[str | None] = mapped_column(String(71))
     lease_owner: Mapped[str | None] = mapped_column(String(64))
     lease_expires_at: Mapped[datetime | None]
+    lease_generation: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
+    """Incremented by every claim: the fencing token a runner's writes carry."""
 
 
 class JobStageRow(Base):

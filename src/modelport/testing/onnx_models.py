@@ -57,6 +57,32 @@ def add_one() -> onnx.ModelProto:
     return model
 
 
+def echo_text() -> onnx.ModelProto:
+    """text [-1] STRING, x [-1, 4] FP32 -> echo = text (Identity), y = x + 1: strings and
+    numbers in one call."""
+    one = numpy_helper.from_array(np.ones(4, dtype=np.float32), "one")
+    graph = helper.make_graph(
+        [
+            helper.make_node("Identity", ["text"], ["echo"]),
+            helper.make_node("Add", ["x", "one"], ["y"]),
+        ],
+        "echo_text",
+        [
+            helper.make_tensor_value_info("text", TensorProto.STRING, [None]),
+            helper.make_tensor_value_info("x", TensorProto.FLOAT, [None, 4]),
+        ],
+        [
+            helper.make_tensor_value_info("echo", TensorProto.STRING, [None]),
+            helper.make_tensor_value_info("y", TensorProto.FLOAT, [None, 4]),
+        ],
+        initializer=[one],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    onnx.checker.check_model(model)
+    return model
+
+
 def save(model: onnx.ModelProto, path: str | os.PathLike[str]) -> None:
     onnx.save_model(model, os.fspath(path))
 

@@ -150,22 +150,37 @@ class WebhookRepository:
         for ``overlap``. With ``only_if_none``, nothing happens (None) when the tenant
         has a current secret. Answers the new state and whether it was the first."""
         with self._db.transaction() as session:
-            current = session.scalars(
-                select(WebhookSecretRow)
-                .where(WebhookSecretRow.tenant == tenant, WebhookSecretRow.retired_at.is_(None))
-                .with_for_update()
-            ).all()
-            if current and only_if_none:
-                return None
-            for row in current:
-                row.retired_at = now + overlap
-            session.add(
-                WebhookSecretRow(
-                    tenant=tenant, value=self._box.seal(secret), created_at=now, retired_at=None
-                )
+            return self.add_secret_in(
+                session, tenant, secret, now, overlap, only_if_none=only_if_none
             )
-            session.flush()
-            return self._info(session, tenant, now), not current
+
+    def add_secret_in(
+        self,
+        session: Session,
+        tenant: str,
+        secret: str,
+        now: datetime,
+        overlap: timedelta,
+        *,
+        only_if_none: bool,
+    ) -> tuple[SecretInfo, bool] | None:
+        """``add_secret`` in the caller's transaction."""
+        current = session.scalars(
+            select(WebhookSecretRow)
+            .where(WebhookSecretRow.tenant == tenant, WebhookSecretRow.retired_at.is_(None))
+            .with_for_update()
+        ).all()
+        if current and only_if_none:
+            return None
+        for row in current:
+            row.retired_at = now + overlap
+        session.add(
+            WebhookSecretRow(
+                tenant=tenant, value=self._box.seal(secret), created_at=now, retired_at=None
+            )
+        )
+        session.flush()
+        return self._info(session, tenant, now), not current
 
     # ---- deliveries
 
@@ -185,39 +200,27 @@ class WebhookRepository:
             return existing  # another process recorded it first
         return delivery.id
 
+    def add_delivery_in(
+        self, session: Session, delivery: Delivery, dedupe_key: str | None = None
+    ) -> str:
+        """``add_delivery`` in the caller's transaction: the delivery is an outbox row
+        that commits with the caller's other writes, or not at all. The caller serialises
+        writers of one ``dedupe_key`` (a job's end holds the job's row)."""
+        if dedupe_key is not None:
+            existing = _by_key(session, delivery.tenant, dedupe_key)
+            if existing is not None:
+                return existing
+        _insert(session, delivery, dedupe_key)
+        session.flush()
+        return delivery.id
+
     def _by_key(self, tenant: str, dedupe_key: str) -> str | None:
         with self._db.transaction() as session:
-            return session.scalar(
-                select(WebhookDeliveryRow.id).where(
-                    WebhookDeliveryRow.tenant == tenant, WebhookDeliveryRow.dedupe_key == dedupe_key
-                )
-            )
+            return _by_key(session, tenant, dedupe_key)
 
     def _insert(self, delivery: Delivery, dedupe_key: str | None) -> None:
         with self._db.transaction() as session:
-            session.add(
-                WebhookDeliveryRow(
-                    id=delivery.id,
-                    tenant=delivery.tenant,
-                    message_id=delivery.message_id,
-                    url=delivery.url,
-                    event_type=delivery.event_type,
-                    subject=delivery.subject,
-                    body=delivery.body,
-                    status=delivery.status.value,
-                    attempts=delivery.attempts,
-                    created_at=delivery.created_at,
-                    next_attempt_at=delivery.next_attempt_at,
-                    give_up_at=delivery.give_up_at,
-                    claimed_until=None,
-                    lease=None,
-                    finished_at=delivery.finished_at,
-                    last_status_code=delivery.last_status_code,
-                    last_error=delivery.last_error,
-                    redelivery_of=delivery.redelivery_of,
-                    dedupe_key=dedupe_key,
-                )
-            )
+            _insert(session, delivery, dedupe_key)
 
     def get(self, delivery_id: str) -> DeliveryDetail:
         with self._db.transaction() as session:
@@ -363,3 +366,37 @@ class WebhookRepository:
                 )
                 or 0
             )
+
+
+def _by_key(session: Session, tenant: str, dedupe_key: str) -> str | None:
+    return session.scalar(
+        select(WebhookDeliveryRow.id).where(
+            WebhookDeliveryRow.tenant == tenant, WebhookDeliveryRow.dedupe_key == dedupe_key
+        )
+    )
+
+
+def _insert(session: Session, delivery: Delivery, dedupe_key: str | None) -> None:
+    session.add(
+        WebhookDeliveryRow(
+            id=delivery.id,
+            tenant=delivery.tenant,
+            message_id=delivery.message_id,
+            url=delivery.url,
+            event_type=delivery.event_type,
+            subject=delivery.subject,
+            body=delivery.body,
+            status=delivery.status.value,
+            attempts=delivery.attempts,
+            created_at=delivery.created_at,
+            next_attempt_at=delivery.next_attempt_at,
+            give_up_at=delivery.give_up_at,
+            claimed_until=None,
+            lease=None,
+            finished_at=delivery.finished_at,
+            last_status_code=delivery.last_status_code,
+            last_error=delivery.last_error,
+            redelivery_of=delivery.redelivery_of,
+            dedupe_key=dedupe_key,
+        )
+    )

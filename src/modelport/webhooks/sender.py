@@ -6,13 +6,15 @@ from __future__ import annotations
 import ssl
 import time
 from typing import Protocol
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import urlsplit
 
 import httpx
 
 from modelport import __version__
+from modelport.netpolicy import Target, pinned_url, verified_tls
 from modelport.webhooks.types import Outcome
-from modelport.webhooks.urls import Target
+
+__all__ = ["USER_AGENT", "HttpSender", "Sender", "pinned_url"]
 
 USER_AGENT = f"modelport-webhooks/{__version__}"
 
@@ -26,22 +28,13 @@ class Sender(Protocol):
     def close(self) -> None: ...
 
 
-def pinned_url(target: Target, address: str) -> str:
-    """``target.url`` with its host replaced by ``address``, so the connection goes
-    where the policy checked and not wherever the name resolves by then."""
-    parts = urlsplit(target.url)
-    host = f"[{address}]" if ":" in address else address
-    netloc = host if parts.port is None else f"{host}:{parts.port}"
-    return urlunsplit((parts.scheme, netloc, parts.path or "/", parts.query, ""))
-
-
 class HttpSender:
     """``Sender`` over one ``httpx.Client`` (thread-safe: several attempts at once)."""
 
     def __init__(self, timeout_seconds: float, *, verify: ssl.SSLContext | bool = True) -> None:
         self._client = httpx.Client(
             timeout=timeout_seconds,
-            verify=verify,
+            verify=verified_tls() if verify is True else verify,
             follow_redirects=False,
             trust_env=False,  # a proxy from the environment would bypass the pinning
             headers={"user-agent": USER_AGENT},

@@ -3,7 +3,9 @@ deliverer.
 
 - ``check_url``: refuse a URL the policy forbids, when a webhook is given (400).
 - ``enqueue``: record a message to post to a tenant's URL (the tenant's signing
-  secret is made on first use); the deliverer posts it.
+  secret is made on first use); the deliverer posts it. ``enqueue_in`` records it in
+  the caller's transaction (an outbox row: it commits with the change it reports, or
+  neither does); ``wake`` after that commit posts it at once.
 - ``rotate_secret`` / ``secret_info``: the tenant's signing secrets (a value is shown
   only when made); the replaced secret keeps signing for ``secret_overlap``.
 - ``deliveries`` / ``delivery`` / ``redeliver``: the delivery log.
@@ -23,6 +25,7 @@ from datetime import timedelta
 from typing import Any
 
 import orjson
+from sqlalchemy.orm import Session
 
 from modelport.background.loops import BackgroundLoop
 from modelport.clock import Clock
@@ -108,6 +111,52 @@ class WebhookService:
         calling again with the same key answers the first call's delivery and sends
         nothing more: a caller that resumes after a crash may call it again safely."""
         self._policy.check(url)
+        delivery = self._message(tenant, url, event_type, payload, subject, dedupe_key)
+        self.ensure_secret(tenant)
+        recorded = self._repo.add_delivery(delivery, dedupe_key)
+        self._loop.kick()
+        return recorded
+
+    def enqueue_in(
+        self,
+        session: Session,
+        tenant: str,
+        url: str,
+        event_type: str,
+        payload: Mapping[str, Any],
+        subject: str,
+        *,
+        dedupe_key: str | None = None,
+    ) -> str:
+        """``enqueue`` in the caller's transaction, with no I/O but the database: the URL
+        is not resolved here (the caller checked it when it was given, and every
+        attempt checks it again), so a transaction holding locks never waits on DNS.
+        Call ``wake`` once it committed. An invalid message raises, and the caller's
+        transaction rolls back with it."""
+        delivery = self._message(tenant, url, event_type, payload, subject, dedupe_key)
+        self._repo.add_secret_in(
+            session,
+            tenant,
+            new_secret(),
+            self._clock.now(),
+            self._config.secret_overlap,
+            only_if_none=True,
+        )
+        return self._repo.add_delivery_in(session, delivery, dedupe_key)
+
+    def wake(self) -> None:
+        """Look for due deliveries now (one was just committed)."""
+        self._loop.kick()
+
+    def _message(
+        self,
+        tenant: str,
+        url: str,
+        event_type: str,
+        payload: Mapping[str, Any],
+        subject: str,
+        dedupe_key: str | None,
+    ) -> Delivery:
         if not event_type or len(event_type) > 128:
             raise InvalidInput("an event type is 1 to 128 characters", code="invalid_request")
         if len(subject) > 128:
@@ -123,8 +172,7 @@ class WebhookService:
                 f"a webhook payload is at most {MAX_BODY_BYTES} bytes",
                 code="webhook_payload_too_large",
             )
-        self.ensure_secret(tenant)
-        delivery = Delivery(
+        return Delivery(
             id=unique_id(),
             tenant=tenant,
             message_id=f"msg_{unique_id()}",
@@ -142,9 +190,6 @@ class WebhookService:
             last_error=None,
             redelivery_of=None,
         )
-        recorded = self._repo.add_delivery(delivery, dedupe_key)
-        self._loop.kick()
-        return recorded
 
     # ---- secrets
 

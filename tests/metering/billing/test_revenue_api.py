@@ -7,6 +7,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 from modelport.metering.billing.service import BillingService
+from modelport.metering.types import Unit
 from tests.metering.billing.factories import event, price
 from tests.metering.billing.test_api import record, world
 from tests.tenancy.conftest import ADMIN, World
@@ -58,6 +59,22 @@ def test_a_publisher_reads_its_calls_and_revenue_by_day_and_version(world: World
         headers=world.key("acme", "owner"),
     ).json()
     assert [(x["day"], x["events"]) for x in one["items"]] == [("2026-10-21", 1)]
+
+
+def test_a_call_priced_by_two_units_is_one_call_of_two_lines(world: World) -> None:
+    """A chat is charged its input and its output tokens: two ledger lines, one call."""
+    tokens = price(10)
+    lines = [
+        event("globex", "acme/chat", "1", unit=unit, quantity=5, snapshot=tokens, prediction_id=p)
+        for p in ("chat-1", "chat-2")
+        for unit in (Unit.INPUT_TOKEN, Unit.OUTPUT_TOKEN)
+    ]
+    record(world, lines, OCT_20)
+    body = world.client.get(
+        "/api/revenue", params={"period": "2026-10"}, headers=world.key("acme", "owner")
+    ).json()
+    assert (body["calls"], body["events"]) == (2, 4)
+    assert [(x["calls"], x["events"]) for x in body["items"]] == [(2, 4)]
 
 
 def test_the_days_add_up_to_the_periods_statement(world: World) -> None:

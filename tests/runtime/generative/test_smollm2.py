@@ -15,7 +15,7 @@ from modelport.runtime.generative.metrics import GenerationMetrics
 from modelport.runtime.types import ChatMessage, GenerationRequest
 from tests.runtime.generative.helpers import collect, reference
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.heavy]
 
 GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
 QUESTIONS = ["What is the capital of France?", "Name three colours of the rainbow."]

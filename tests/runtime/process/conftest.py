@@ -20,6 +20,7 @@ from modelport.runtime.process.executor import ProcessExecutors
 from modelport.runtime.types import BatchingConfig
 
 MISBEHAVING = EntryPoint("misbehaving", "tests.runtime.process.plugins:MisbehavingFormat", GROUP)
+LYING = EntryPoint("lying", "tests.runtime.process.plugins:LyingFormat", GROUP)
 
 
 @pytest.fixture
@@ -32,8 +33,10 @@ def formats() -> FormatRegistry:
     options: dict[str, dict[str, object]] = {
         "onnx": {"intra_op_threads": 1},
         "misbehaving": {"intra_op_threads": 1},
+        "lying": {"intra_op_threads": 1},
     }
-    return FormatRegistry(options, plugins={"onnx": ONNX_ENTRY, "misbehaving": MISBEHAVING})
+    plugins = {"onnx": ONNX_ENTRY, "misbehaving": MISBEHAVING, "lying": LYING}
+    return FormatRegistry(options, plugins=plugins)
 
 
 ProcessHostFactory = Callable[..., ModelHost]

@@ -23,10 +23,10 @@ from modelport.runtime.host import ModelHost
 from modelport.runtime.process.crashes import CrashLedger
 from modelport.runtime.process.executor import ProcessExecutor, ProcessExecutors
 from modelport.runtime.types import VersionKey
-from modelport.testing.onnx_models import add_one, looping_add_one
+from modelport.testing.onnx_models import add_one, echo_text, looping_add_one
 from tests.runtime.conftest import DictBlobSource, mlp_manifest, onnx_manifest
 from tests.runtime.process.conftest import MISBEHAVING, ProcessHostFactory
-from tests.runtime.process.plugins import EXIT, RAISE, SEGFAULT
+from tests.runtime.process.plugins import EXIT, LIES, RAISE, SEGFAULT
 
 pytestmark = pytest.mark.slow
 
@@ -315,3 +315,89 @@ def test_through_the_local_backend_crashes_and_quarantine_spare_the_hosts_breake
     assert codes[2] == "version_quarantined"
     assert board.breaker("local").state is BreakerState.CLOSED
     assert board.breaker("local").snapshot().failures == 0
+
+
+def test_a_host_forced_to_process_execution_runs_a_thread_manifest_in_a_worker(
+    make_process_host: ProcessHostFactory, source: DictBlobSource
+) -> None:
+    from modelport.runtime.types import Execution
+
+    host = make_process_host(execution=Execution.PROCESS)
+    key = load(host, source, *mlp_manifest(source, runtime={"execution": "thread"}), "forced")
+    (pid,) = process_executor(host, key).pids
+    assert pid != os.getpid()
+    features = np.ones((2, 8), np.float32)
+    assert infer(host, key, features=features)["probabilities"].shape == (2, 3)
+
+
+def echo_text_manifest(source: DictBlobSource, **extra: Any) -> tuple[Any, str]:
+    example = {
+        "inputs": [
+            {"name": "text", "datatype": "BYTES", "shape": [2], "data": ["hi", "ünïcødé"]},
+            {"name": "x", "datatype": "FP32", "shape": [2, 4], "data": [0] * 8},
+        ],
+        "outputs": [
+            {"name": "echo", "datatype": "BYTES", "shape": [2], "data": ["hi", "ünïcødé"]},
+            {"name": "y", "datatype": "FP32", "shape": [2, 4], "data": [1] * 8},
+        ],
+    }
+    return onnx_manifest(
+        source,
+        echo_text(),
+        inputs=[
+            {"name": "text", "datatype": "BYTES", "shape": [-1]},
+            {"name": "x", "datatype": "FP32", "shape": [-1, 4]},
+        ],
+        outputs=[
+            {"name": "echo", "datatype": "BYTES", "shape": [-1]},
+            {"name": "y", "datatype": "FP32", "shape": [-1, 4]},
+        ],
+        example=example,
+        **extra,
+    )
+
+
+def texts(*items: bytes) -> np.ndarray:
+    out = np.empty(len(items), dtype=object)
+    out[:] = items
+    return out
+
+
+def test_string_tensors_cross_to_a_worker_and_back(
+    make_process_host: ProcessHostFactory, source: DictBlobSource
+) -> None:
+    from modelport.runtime.types import Execution
+
+    # Forced to process execution; the warm-up (the example, strings in and out) passes.
+    host = make_process_host(execution=Execution.PROCESS)
+    key = load(host, source, *echo_text_manifest(source), "texts")
+    assert process_executor(host, key).pids[0] != os.getpid()
+    # Empty, multi-byte and NUL-holding strings; then a batch that grows both segments.
+    small = texts(b"", "naïve ✓".encode(), b"a\x00b")
+    large = texts(*(f"row {i} ".encode() * 40 for i in range(2_000)))
+    for text in (small, large):
+        x = np.arange(len(text) * 4, dtype=np.float32).reshape(-1, 4)
+        outputs = infer(host, key, text=text, x=x)
+        assert outputs["echo"].dtype == object and outputs["echo"].shape == text.shape
+        assert outputs["echo"].tolist() == text.tolist()
+        np.testing.assert_array_equal(outputs["y"], x + 1)
+
+
+def test_a_worker_lying_about_its_outputs_is_killed_with_a_clear_code(
+    make_process_host: ProcessHostFactory, source: DictBlobSource
+) -> None:
+    host = make_process_host(crash_limit=len(LIES) + 1)
+    manifest, digest = echo_text_manifest(source, **PROCESS)
+    raw = manifest.model_dump(mode="json")
+    raw["format"] = "lying"
+    key = load(host, source, type(manifest).model_validate(raw), digest, "lying")
+    x = np.zeros((1, 4), np.float32)
+    for lie in LIES:
+        # An honest answer comes back whole (from a restarted worker after a lie).
+        assert infer(host, key, text=texts(b"honest"), x=x)["echo"].tolist() == [b"honest"]
+        (pid,) = process_executor(host, key).pids
+        with pytest.raises(Internal) as raised:
+            infer(host, key, text=texts(lie.encode()), x=x)
+        assert raised.value.code == "invalid_worker_answer", lie
+        assert "outside the protocol" in raised.value.message
+        assert gone(pid)  # killed: nothing it says next is in step

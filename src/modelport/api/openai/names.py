@@ -13,9 +13,10 @@ slash alone decides. A name that cannot exist in either form is 404
 
 from __future__ import annotations
 
-from modelport.errors import NotFound
+from modelport.errors import NotFound, Unprocessable
 from modelport.inference.types import EndpointTarget, ModelTarget, Target
 from modelport.registry.names import ALIAS_RE, NAME_RE, VERSION_RE
+from modelport.serving.backends.base import STREAMING_UNSUPPORTED
 from modelport.serving.endpoints.spec import ENDPOINT_NAME_RE
 
 MAX_MODEL_NAME = 512
@@ -50,6 +51,25 @@ def name_of(target: Target) -> str:
         return target.name
     base = f"{target.owner}/{target.name}"
     return base if target.version is None else f"{base}:{target.version}"
+
+
+def v2_path(target: Target) -> str:
+    """Where ``target`` answers on the Open Inference Protocol surface (``/v2``)."""
+    if isinstance(target, EndpointTarget):
+        return f"/v2/models/{target.name}/infer"
+    base = f"/v2/models/{target.owner}/{target.name}"
+    return f"{base}/infer" if target.version is None else f"{base}/versions/{target.version}/infer"
+
+
+def not_a_text_model(model: str, target: Target) -> Unprocessable:
+    """The refusal of a ``/v1`` text call (streamed or not) of a tensor model, naming
+    the surface that serves it."""
+    return Unprocessable(
+        f"'{model}' is a tensor model: it answers tensors, not text; call it with the "
+        f"Open Inference Protocol on /v2 (POST {v2_path(target)})",
+        code=STREAMING_UNSUPPORTED,
+        param="model",
+    )
 
 
 def _not_found(model: str) -> NotFound:

@@ -44,7 +44,7 @@ from modelport.api.openai.generation import (
     completion_events,
     open_calls,
 )
-from modelport.api.openai.names import target_of
+from modelport.api.openai.names import not_a_text_model, target_of
 from modelport.api.openai.requests import (
     Sampling,
     load_json,
@@ -53,11 +53,12 @@ from modelport.api.openai.requests import (
     parse_embedding,
 )
 from modelport.api.openai.sse import EventStream
-from modelport.errors import NotFound, PayloadTooLarge
+from modelport.errors import NotFound, PayloadTooLarge, Unprocessable
 from modelport.inference.service import InferenceService
 from modelport.inference.streaming import GenerateRequest
 from modelport.inference.types import Caller, EndpointTarget, InferenceResult, Target
 from modelport.runtime.types import ChatMessage
+from modelport.serving.backends.base import STREAMING_UNSUPPORTED
 from modelport.tenancy import Permission, Principal
 
 
@@ -193,6 +194,12 @@ async def _open(
         )
     except NotFound as exc:
         raise _not_found(sampling.model, exc) from None
+    except Unprocessable as exc:
+        # The backend says the version cannot stream; the caller asked for text, from a
+        # model that answers tensors (a whole answer is a collected stream).
+        if exc.code != STREAMING_UNSUPPORTED:
+            raise
+        raise not_a_text_model(sampling.model, target) from None
 
 
 async def _complete(opening: Awaitable[Calls], model: str, chat: bool) -> dict[str, Any]:

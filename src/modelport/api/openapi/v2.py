@@ -2,7 +2,7 @@
 this server serves them, in the shape of KServe's published data-plane document
 (``rest_predict_v2.yaml``: the same schema names) with what modelport adds: models named
 ``owner/name``, endpoints by name, the binary tensor extension, the repository extension,
-the bearer key and the ``{"error", "code"}`` error body with its stable ``code``.
+Triton's model configuration and statistics extensions, the bearer key and the ``{"error", "code"}`` error body with its stable ``code``.
 
 The document is static (it names no model), so it is served to anyone, like the protocol's
 health probes."""
@@ -76,6 +76,21 @@ def _metadata(op_id: str, summary: str, params: list[dict[str, Any]]) -> dict[st
                 "200": _ok("metadata_model_response"),
                 **_errors(400, 401, 403, 404),
             },
+        },
+    }
+
+
+def _get(
+    op_id: str, summary: str, params: list[dict[str, Any]], schema: str, tag: str
+) -> dict[str, Any]:
+    return {
+        "parameters": params,
+        "get": {
+            "operationId": op_id,
+            "summary": summary,
+            "tags": [tag],
+            "security": _SECURED,
+            "responses": {"200": _ok(schema), **_errors(400, 401, 403, 404)},
         },
     }
 
@@ -260,6 +275,48 @@ SCHEMAS: dict[str, Any] = {
         error={"type": "string", "description": "What went wrong, for a human"},
         code={"type": "string", "description": "The stable machine code (as on `/api`)"},
     ),
+    "model_config_tensor": _object(
+        ["name", "data_type", "dims"],
+        name={"type": "string"},
+        data_type={"type": "string", "description": "Triton's type: `TYPE_FP32`, ..."},
+        dims={**_SHAPE, "description": "Without the batch dimension when max_batch_size > 0"},
+    ),
+    "model_config_response": _object(
+        ["name", "platform", "backend", "max_batch_size", "input", "output"],
+        name={"type": "string"},
+        platform={"type": "string", "description": "`onnxruntime_onnx` for ONNX"},
+        backend={"type": "string"},
+        max_batch_size={"type": "integer", "minimum": 0},
+        input={"type": "array", "items": _ref("model_config_tensor")},
+        output={"type": "array", "items": _ref("model_config_tensor")},
+    ),
+    "statistic_duration": _object(
+        ["count", "ns"],
+        count={"type": "integer", "minimum": 0},
+        ns={"type": "integer", "minimum": 0},
+    ),
+    "inference_statistics": _object(
+        ["success", "fail", "queue", "compute_input", "compute_infer", "compute_output"],
+        success=_ref("statistic_duration"),
+        fail=_ref("statistic_duration"),
+        queue=_ref("statistic_duration"),
+        compute_input=_ref("statistic_duration"),
+        compute_infer=_ref("statistic_duration"),
+        compute_output=_ref("statistic_duration"),
+    ),
+    "model_statistics": _object(
+        ["name", "version", "last_inference", "inference_count", "execution_count"],
+        name={"type": "string"},
+        version={"type": "string"},
+        last_inference={"type": "integer", "description": "Milliseconds since the epoch"},
+        inference_count={"type": "integer", "description": "Rows inferred"},
+        execution_count={"type": "integer", "description": "Batches executed"},
+        inference_stats=_ref("inference_statistics"),
+        batch_stats={"type": "array", "items": {"type": "object"}},
+    ),
+    "model_statistics_response": _object(
+        ["model_stats"], model_stats={"type": "array", "items": _ref("model_statistics")}
+    ),
     "server_live_response": _object(["live"], live={"type": "boolean"}),
     "server_ready_response": _object(["ready"], ready={"type": "boolean"}),
     "model_ready_response": _object(
@@ -341,7 +398,8 @@ def v2_document() -> dict[str, Any]:
             "version": __version__,
             "description": "The KServe v2 / Open Inference Protocol REST API "
             "(https://github.com/kserve/open-inference-protocol), with the binary tensor "
-            "extension and the model repository extension. A model is `owner/name`; a "
+            "extension, the model repository extension and Triton's model configuration and "
+            "statistics extensions. A model is `owner/name`; a "
             'one-segment name is an endpoint. Errors are `{"error", "code"}`.',
             "license": {"name": "Apache-2.0", "identifier": "Apache-2.0"},
         },
@@ -350,6 +408,10 @@ def v2_document() -> dict[str, Any]:
             {"name": "models", "description": "Server and model metadata."},
             {"name": "inference", "description": "Inference calls."},
             {"name": "repository", "description": "The model repository extension."},
+            {
+                "name": "statistics",
+                "description": "Triton's statistics extension: this process's counts.",
+            },
         ],
         "paths": {
             "/v2/health/live": _health("serverLive", "Is the server live", "server_live_response"),
@@ -378,6 +440,41 @@ def v2_document() -> dict[str, Any]:
             _MODEL: _metadata("modelMetadata", "A model's metadata", [_OWNER, _NAME]),
             _MODEL_VERSION: _metadata(
                 "modelVersionMetadata", "A version's metadata", [_OWNER, _NAME, _VERSION]
+            ),
+            "/v2/models/stats": _get(
+                "allStatistics",
+                "Every visible model's statistics",
+                [],
+                "model_statistics_response",
+                "statistics",
+            ),
+            _MODEL + "/config": _get(
+                "modelConfig",
+                "A model's configuration",
+                [_OWNER, _NAME],
+                "model_config_response",
+                "models",
+            ),
+            _MODEL_VERSION + "/config": _get(
+                "modelVersionConfig",
+                "A version's configuration",
+                [_OWNER, _NAME, _VERSION],
+                "model_config_response",
+                "models",
+            ),
+            _MODEL + "/stats": _get(
+                "modelStatistics",
+                "A model's statistics",
+                [_OWNER, _NAME],
+                "model_statistics_response",
+                "statistics",
+            ),
+            _MODEL_VERSION + "/stats": _get(
+                "modelVersionStatistics",
+                "A version's statistics",
+                [_OWNER, _NAME, _VERSION],
+                "model_statistics_response",
+                "statistics",
             ),
             _MODEL + "/ready": _ready("modelReady", "Is a model ready", [_OWNER, _NAME]),
             _MODEL_VERSION + "/ready": _ready(

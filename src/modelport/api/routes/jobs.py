@@ -10,6 +10,7 @@ tenant's principal), but ``GET /api/jobs/{id}/outputs/{digest}`` with a signed U
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import partial
 from typing import Annotated, Any, Literal
 from urllib.parse import quote, urlencode
 
@@ -28,7 +29,9 @@ from modelport.jobs.outputs import JobOutput
 from modelport.jobs.service import JobService, Submission
 from modelport.jobs.signing import SignedOutput
 from modelport.jobs.types import Job, JobState, Progress, StageSpec
-from modelport.tenancy.policy import Permission
+from modelport.jobs.validation import KIND as VALIDATION
+from modelport.jobs.validation import links as validation_links
+from modelport.tenancy.policy import Permission, permissions_of
 from modelport.tenancy.types import Principal
 
 router = APIRouter(tags=["jobs"])
@@ -91,6 +94,17 @@ def _scope(request: Request, principal: Principal) -> str | None:
     return tenant
 
 
+def _read_scope(request: Request, principal: Principal) -> tuple[str | None, str | None]:
+    """``_scope``, and the one kind of job the caller may see (None: every kind): a
+    member who may register models but not call them (a publisher) sees the tenant's
+    validations only, which its transitions started."""
+    tenant = principal.tenant
+    if tenant is not None and Permission.MODEL_CALL not in permissions_of(principal):
+        require_tenant(request, principal, tenant, Permission.MODEL_REGISTER)
+        return tenant, VALIDATION
+    return _scope(request, principal), None
+
+
 @router.post("/jobs", status_code=202, responses=problems(402, 429))
 async def submit_job(
     body: SubmitJob,
@@ -141,12 +155,14 @@ def list_jobs(
     limit: int = 50,
 ) -> dict[str, Any]:
     """Your tenant's jobs, newest first; pass ``next_cursor`` back as ``cursor`` for the
-    next page. ``target``: a model ref or endpoint name exactly as submitted."""
-    scope = _scope(request, principal)
+    next page. ``target``: a model ref or endpoint name exactly as submitted (a
+    validation's: ``owner/name:version``). A publisher sees its tenant's validations."""
+    scope, kind = _read_scope(request, principal)
     page = jobs(request).list(
         scope,
         state=None if state is None else JobState(state),
         target=target,
+        kind=kind,
         cursor=cursor,
         limit=limit,
     )
@@ -158,7 +174,8 @@ def get_job(job_id: str, request: Request, principal: CurrentPrincipal) -> dict[
     """The job: its state, each stage's attempts, times and errors, and (once it
     succeeded) its outputs."""
     services = get_services(request)
-    job = services.jobs.get(_scope(request, principal), job_id)
+    scope, kind = _read_scope(request, principal)
+    job = services.jobs.get(scope, job_id, kind=kind)
     output = services.job_outputs.output(job)
     return job_json(job, output, services.jobs.progress(job), output_url(request, job.id))
 
@@ -202,10 +219,13 @@ def get_job_output(
 async def cancel_job(job_id: str, request: Request, principal: CurrentPrincipal) -> dict[str, Any]:
     """Stop the job at its next stage boundary (a queued job at once); 409
     ``job_finished`` when it already ended."""
-    scope = _scope(request, principal)
-    job = await anyio.to_thread.run_sync(jobs(request).cancel, scope, job_id)
+    scope, kind = _read_scope(request, principal)
+    job = await anyio.to_thread.run_sync(partial(jobs(request).cancel, scope, job_id, kind=kind))
     return job_json(job)
 
+
+_KINDS = {"batch": "batch", VALIDATION: "validation"}
+"""A job's ``kind`` by its target kind (else ``inference``: a model or an endpoint)."""
 
 URLFor = Callable[[str, SignedOutput | None], str | None]
 """A signed output URL of one job: (digest, signature) → URL (None: no signature)."""
@@ -252,8 +272,11 @@ def job_json(
     url: URLFor | None = None,
 ) -> dict[str, Any]:
     kind = job.target_kind if job.target_kind in ("model", "batch") else "endpoint"
+    if job.target_kind == VALIDATION:
+        kind = "version"
     body: dict[str, Any] = {
         "id": job.id,
+        "kind": _KINDS.get(job.target_kind, "inference"),
         "tenant": job.tenant,
         "state": job.state.value,
         "target": {kind: job.target},
@@ -283,6 +306,8 @@ def job_json(
             for run in job.stages
         ],
     }
+    if job.target_kind == VALIDATION:
+        body["links"] = validation_links(job)
     if progress is not None:
         estimate = progress.estimated_completion
         body["progress"] = {
@@ -296,7 +321,9 @@ def job_json(
     url = url or (lambda digest, signed: None)
     body["output"] = _output_json(output, url)
     document = output.document
-    if document is not None and "shards" in document:
+    if document is not None and job.target_kind == VALIDATION:
+        body["result"] = document  # the version's new state and its lifecycle event
+    elif document is not None and "shards" in document:
         body["manifest"] = _signed_manifest(document, output, url)  # a batch's manifest
     elif document is not None:
         body["outputs"] = document.get("outputs", [])

@@ -1,7 +1,9 @@
 """/api/prices: the price book.
 
 - ``GET /api/prices?model=owner/name[&version=V]``: the model's price rules, for
-  anyone who can see the model (callers should know what they will pay).
+  anyone who can see the model (callers should know what they will pay). With
+  ``&version=V&at=T`` (ISO 8601 with a time zone): only the rule that prices each unit
+  of V at T, chosen as the meter chooses (``metering.prices.rules_in_effect``).
 - ``POST /api/prices``: add a rule; the model's publishers and owners (and the
   platform admin). Only the admin sets ``revenue_share_bps``; others get the
   platform's default. Rules are never edited: a change is a new rule with a later
@@ -20,6 +22,7 @@ from modelport.api.access import forbidden, require_model
 from modelport.api.auth import CurrentPrincipal
 from modelport.api.deps import get_services
 from modelport.errors import InvalidInput
+from modelport.metering.prices import rules_in_effect
 from modelport.metering.types import BPS, FailureRule, NewPriceRule, PriceRule, Unit
 from modelport.tenancy.policy import Permission
 
@@ -33,7 +36,13 @@ class NewPrice(BaseModel):
     version: str | None = Field(
         default=None, description="one version; null: every version without a rule of its own"
     )
-    unit: Unit
+    unit: Unit = Field(
+        description=(
+            "what is counted: prediction (a call), row (a row of a call's batch, a"
+            " :predict instance), input_token, output_token, image, second, compute_ms,"
+            " cache_hit (a call answered from the response cache)"
+        )
+    )
     unit_price_micros: int = Field(ge=0, description="micro-units per `per_units` units")
     per_units: int = Field(default=1, ge=1, description="units the price is for (fractions)")
     revenue_share_bps: int | None = Field(
@@ -72,11 +81,22 @@ def _split(model: str) -> tuple[str, str]:
 
 @router.get("/prices")
 def list_prices(
-    model: str, request: Request, principal: CurrentPrincipal, version: str | None = None
+    model: str,
+    request: Request,
+    principal: CurrentPrincipal,
+    version: str | None = None,
+    at: datetime | None = None,
 ) -> dict[str, Any]:
     owner, name = _split(model)
+    if at is not None and (version is None or at.tzinfo is None):
+        raise InvalidInput(
+            "at needs a version and a time zone (at=2026-12-05T12:00:00Z&version=1)",
+            code="invalid_price",
+        )
     require_model(request, principal, owner, name, Permission.MODEL_READ)
     rules = get_services(request).metering.prices.list(model, version=version)
+    if at is not None and version is not None:
+        rules = rules_in_effect(rules, version, at)
     return {"items": [price_json(rule) for rule in rules]}
 
 

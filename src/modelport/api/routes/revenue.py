@@ -33,7 +33,8 @@ def revenue(
     version: str | None = None,
 ) -> dict[str, Any]:
     """Calls, revenue and the publisher's share per UTC day, model and version (oldest
-    day first), and the period's totals; 400 ``invalid_period``."""
+    day first), and the period's totals; 400 ``invalid_period``. ``calls`` counts calls
+    (a chat's input and output token lines are one call), ``events`` usage lines."""
     services = get_services(request)
     publisher = readable_tenant(request, principal, publisher)
     parsed = Period.parse(period) if period is not None else Period.of(services.clock.now())
@@ -41,6 +42,7 @@ def revenue(
     return {
         "publisher": publisher,
         "period": str(parsed),
+        "calls": sum(d.calls for d in days),
         "events": sum(d.events for d in days),
         "revenue_micros": sum(d.revenue_micros for d in days),
         "publisher_share_micros": sum(d.publisher_share_micros for d in days),
@@ -49,6 +51,7 @@ def revenue(
                 "day": d.day,
                 "model": d.model,
                 "version": d.version,
+                "calls": d.calls,
                 "events": d.events,
                 "revenue_micros": d.revenue_micros,
                 "publisher_share_micros": d.publisher_share_micros,

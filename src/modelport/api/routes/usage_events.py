@@ -25,7 +25,7 @@ from modelport.api.access import forbidden
 from modelport.api.auth import CurrentPrincipal
 from modelport.api.deps import get_services
 from modelport.errors import InvalidInput
-from modelport.metering.types import Reporter
+from modelport.metering.types import Reporter, Unit
 from modelport.tenancy.policy import Permission, permissions_of
 
 router = APIRouter(tags=["usage"])
@@ -39,7 +39,7 @@ _EVENT = {
         "tenant": {"type": "string", "description": "the consumer tenant charged"},
         "model": {"type": "string", "description": "owner/name"},
         "version": {"type": "string"},
-        "unit": {"type": "string"},
+        "unit": {"type": "string", "enum": [unit.value for unit in Unit]},
         "quantity": {"type": "integer", "minimum": 0},
         "call_id": {
             "type": "string",

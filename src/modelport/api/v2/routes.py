@@ -41,7 +41,12 @@ from modelport.api.disconnect import CLIENT_CLOSED, CallerWatch
 from modelport.api.hygiene import check_inference_json
 from modelport.api.v2.codec import encode_infer_response, parse_infer_request
 from modelport.api.v2.compression import decode_content
-from modelport.api.v2.metadata import model_metadata, server_metadata
+from modelport.api.v2.metadata import (
+    model_config,
+    model_metadata,
+    model_statistics,
+    server_metadata,
+)
 from modelport.api.v2.options import (
     TIMEOUT_HEADER,
     model_parameters,
@@ -65,7 +70,7 @@ from modelport.serving.routing.table import Route as Route_
 from modelport.tenancy import Permission, Principal
 
 _log = logging.getLogger(__name__)
-EXTENSIONS = ("binary_tensor_data", "model_repository")
+EXTENSIONS = ("binary_tensor_data", "model_repository", "model_configuration", "statistics")
 CACHE_HEADER = "modelport-cache"
 """``hit`` or ``miss`` where the response cache was consulted (``inference.cache``)."""
 
@@ -173,6 +178,40 @@ async def metadata(request: Request) -> Response:
     return _json(
         model_metadata(target.model, versions, manifest.format, manifest.inputs, manifest.outputs)
     )
+
+
+async def config(request: Request) -> Response:
+    """Triton's model configuration extension; access as for the metadata."""
+    principal = await _authenticate(request)
+    owner, name, version = _model(request)
+    note_tenant(request, owner)
+    await get_services(request).inference.require_model(
+        principal, owner, name, Permission.MODEL_READ
+    )
+    target = await get_services(request).model_repository.target(owner, name, version)
+    return _json(model_config(target.model, target.manifest))
+
+
+async def statistics(request: Request) -> Response:
+    """Triton's statistics extension for one model (or version); access as for the
+    metadata. The figures are this process's (see ``observability.metrics``)."""
+    principal = await _authenticate(request)
+    owner, name, version = _model(request)
+    note_tenant(request, owner)
+    await get_services(request).inference.require_model(
+        principal, owner, name, Permission.MODEL_READ
+    )
+    found = await get_services(request).model_repository.statistics(owner, name, version)
+    return _json(model_statistics(found))
+
+
+async def all_statistics(request: Request) -> Response:
+    """Triton's statistics extension for every model the caller may see."""
+    principal = await _authenticate(request)
+    found = get_services(request).model_repository.all_statistics()
+    refs = sorted({s.model for s in found})
+    seen = await anyio.to_thread.run_sync(visible_model_refs, request, principal, refs)
+    return _json(model_statistics([s for s in found if s.model in seen]))
 
 
 async def model_ready(request: Request) -> Response:
@@ -440,11 +479,16 @@ routes: list[BaseRoute] = [
     Route("/v2", server, methods=["GET"]),
     # An endpoint by its name alone; before the model routes, which would take
     # ``/v2/models/fraud/ready`` for the model ``fraud/ready``.
+    Route("/v2/models/stats", all_statistics, methods=["GET"]),
     Route("/v2/models/{name}/infer", infer, methods=["POST"]),
     Route("/v2/models/{name}/ready", endpoint_ready, methods=["GET"]),
     Route("/v2/models/{name}", endpoint_metadata, methods=["GET"]),
     Route(_MODEL, metadata, methods=["GET"]),
     Route(_VERSION, metadata, methods=["GET"]),
+    Route(_MODEL + "/config", config, methods=["GET"]),
+    Route(_VERSION + "/config", config, methods=["GET"]),
+    Route(_MODEL + "/stats", statistics, methods=["GET"]),
+    Route(_VERSION + "/stats", statistics, methods=["GET"]),
     Route(_MODEL + "/ready", model_ready, methods=["GET"]),
     Route(_VERSION + "/ready", model_ready, methods=["GET"]),
     Route(_MODEL + "/infer", infer, methods=["POST"]),

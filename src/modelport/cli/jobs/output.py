@@ -30,6 +30,11 @@ def print_job(app: Application, job: Job) -> None:
         app.terminal.info(f"  output {reference.get('digest')} ({reference.get('size')} bytes)")
     if reference is not None and reference.get("url"):
         app.terminal.info(f"  url: {reference['url']}")
+    result, links = job.raw.get("result"), job.raw.get("links")
+    if isinstance(result, dict):  # a validation's: the version's new state
+        app.terminal.info(f"  version: {result.get('state')}")
+    if isinstance(links, dict) and links.get("validation"):
+        app.terminal.info(f"  report: {links['validation']}")
     progress = job.progress
     if progress is not None:
         app.terminal.info(

@@ -2,30 +2,11 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-from typing import Any
-
 import click
-import orjson
 
 from modelport.cli.application import Application
+from modelport.cli.inputs import oip_tensors, read_inputs
 from modelport.cli.jobs.output import print_job
-
-
-def read_inputs(value: str) -> list[dict[str, Any]]:
-    """OIP JSON tensors from a JSON text or a .json file: a list of tensors, or an
-    object with ``inputs``."""
-    path = Path(value)
-    raw = path.read_bytes() if value.endswith(".json") and path.is_file() else value.encode()
-    try:
-        doc = orjson.loads(raw)
-    except orjson.JSONDecodeError as exc:
-        raise click.BadParameter(f"not JSON: {exc}") from exc
-    if isinstance(doc, dict):
-        doc = doc.get("inputs")
-    if not isinstance(doc, list) or not all(isinstance(item, dict) for item in doc):
-        raise click.BadParameter('expected a list of tensors, or {"inputs": [...]}')
-    return doc
 
 
 def _renames(values: tuple[str, ...]) -> dict[str, str] | None:
@@ -40,7 +21,10 @@ def _renames(values: tuple[str, ...]) -> dict[str, str] | None:
 
 @click.command()
 @click.argument("target")
-@click.argument("inputs")
+@click.argument("inputs", required=False)
+@click.option(
+    "--input", "named", multiple=True, help="NAME=FILE.npy or NAME=JSON (repeat for several)."
+)
 @click.option("--select", multiple=True, help="An output to keep (repeat; default: all).")
 @click.option("--rename", multiple=True, help="OLD=NEW: rename an output (repeat).")
 @click.option("--webhook", default=None, help="A URL called when the job ends.")
@@ -49,17 +33,22 @@ def _renames(values: tuple[str, ...]) -> dict[str, str] | None:
 def submit(
     app: Application,
     target: str,
-    inputs: str,
+    inputs: str | None,
+    named: tuple[str, ...],
     select: tuple[str, ...],
     rename: tuple[str, ...],
     webhook: str | None,
     idempotency_key: str | None,
 ) -> None:
-    """Queue a job on TARGET (owner/name[:version], or an endpoint's name) with INPUTS
-    (Open Inference Protocol JSON tensors: a JSON text or a .json file)."""
+    """Queue a job on TARGET (owner/name[:version], or an endpoint's name) with INPUTS,
+    read as `modelport infer` reads them: a JSON object by input name
+    ('{"x": [[1, 2]]}'), an Open Inference Protocol request or its list of tensors, a
+    .json or .npy file (one-input models), or - for stdin. Lists take the datatypes the
+    target declares."""
+    tensors = oip_tensors(app.client, target, read_inputs(app.client, target, inputs, named))
     job = app.client.jobs.submit(
         target,
-        read_inputs(inputs),
+        tensors,
         select=list(select) or None,
         rename=_renames(rename),
         webhook=webhook,

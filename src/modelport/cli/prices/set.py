@@ -16,6 +16,7 @@ UNITS = (
     "second",
     "compute_ms",
     "cache_hit",
+    "row",
 )
 
 

@@ -13,8 +13,10 @@ from modelport.metering.types import LedgerEntry
 
 def revenue_by_day(entries: Iterable[LedgerEntry]) -> list[RevenueDay]:
     """``entries`` (one publisher's, each once) summed by day, model and version, oldest
-    day first."""
+    day first. A call is counted once however many units priced it (its lines share
+    its ``prediction_id``)."""
     sums: dict[tuple[str, str, str], list[int]] = {}
+    calls: dict[tuple[str, str, str], set[str]] = {}
     for entry in entries:
         event = entry.event
         key = (entry.recorded_at.date().isoformat(), event.model, event.version)
@@ -23,7 +25,8 @@ def revenue_by_day(entries: Iterable[LedgerEntry]) -> list[RevenueDay]:
         bucket[0] += 1
         bucket[1] += amount
         bucket[2] += share_of(event)
+        calls.setdefault(key, set()).add(event.prediction_id or event.event_id)
     return sorted(
-        RevenueDay(day, model, version, events, revenue, share)
+        RevenueDay(day, model, version, events, revenue, share, len(calls[day, model, version]))
         for (day, model, version), (events, revenue, share) in sums.items()
     )

@@ -343,5 +343,8 @@ class RevenueDay:
     model: str
     version: str
     events: int
+    """Usage lines (one per priced unit of a call)."""
     revenue_micros: int
     publisher_share_micros: int
+    calls: int = 0
+    """Calls: lines that share a ``prediction_id`` count once."""

@@ -1,9 +1,13 @@
 """The host's handle on one worker process: start it, execute through it, kill it.
 
-The worker runs in a session of its own (``start_new_session``), so ``kill`` ends its
+The worker is started by a ``WorkerLauncher`` (a clean exec under the sandbox: no
+credential of the server's reaches it) in a session of its own, so ``kill`` ends its
 whole process group: anything the model started goes with it. The host owns both
-shared-memory segments (inputs, outputs) and unlinks them when the worker ends, however
-it ends; a segment grows (a new, larger one) when a batch does not fit.
+shared-memory segments (inputs, outputs), passes them to the worker as descriptors and
+closes them when the worker ends, however it ends; a segment grows (a new, larger one)
+when a batch does not fit, the outputs' up to ``MAX_SEGMENT_BYTES``. What the worker
+answers is checked before it is used: a malformed or out-of-bounds output layout, or a
+larger segment asked for, kills the worker (``WorkerMisbehaved``).
 """
 
 from __future__ import annotations
@@ -13,14 +17,12 @@ import os
 import signal
 import socket
 import subprocess
-import sys
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
-from multiprocessing.shared_memory import SharedMemory
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import numpy as np
 
@@ -28,7 +30,13 @@ from modelport import errors
 from modelport.errors import Internal, ModelportError, Unavailable
 from modelport.manifest import Manifest
 from modelport.runtime.process import tensors
-from modelport.runtime.process.protocol import Message, receive, send
+from modelport.runtime.process.launching import Launched, WorkerLauncher, unisolated
+from modelport.runtime.process.protocol import Message, receive, send, send_fds
+from modelport.runtime.process.segments import Segment
+
+MAX_SEGMENT_BYTES = 1 << 32
+"""Largest output segment a worker may ask for (4 GiB): a batch's outputs, numbers and
+encoded strings together, fit in it."""
 
 
 @dataclass(frozen=True)
@@ -60,6 +68,11 @@ class WorkerGone(Exception):
         self.how = how
 
 
+class WorkerMisbehaved(WorkerGone):
+    """The worker answered outside the protocol (a malformed or out-of-bounds output
+    layout, an output segment past ``MAX_SEGMENT_BYTES``); it has been killed."""
+
+
 class WorkerOverdue(Exception):
     """The deadline passed before the worker answered; it has been killed."""
 
@@ -67,13 +80,21 @@ class WorkerOverdue(Exception):
 class Worker:
     """One worker process. Not thread-safe: one caller at a time (its executor thread)."""
 
-    def __init__(self, spec: WorkerSpec, *, name: str) -> None:
+    def __init__(
+        self, spec: WorkerSpec, *, name: str, launcher: WorkerLauncher | None = None
+    ) -> None:
         self.spec = spec
         self.name = name
+        self.launcher = launcher or unisolated()
+        self.isolation: str | None = None
+        """How the running worker is confined (``bubblewrap``, ``none``)."""
+        self._launched: Launched | None = None
         self._process: subprocess.Popen[bytes] | None = None
         self._conn: Connection | None = None
-        self._input: SharedMemory | None = None
-        self._output: SharedMemory | None = None
+        self._input: Segment | None = None
+        self._output: Segment | None = None
+        self._passed: set[str] = set()
+        """Segments the worker has been passed (by name)."""
 
     @property
     def pid(self) -> int | None:
@@ -82,22 +103,18 @@ class Worker:
     def start(self, timeout: float) -> None:
         """Start the process and wait until it has loaded the model.
 
-        Raises ``Unavailable`` (``worker_start_timeout``, ``worker_start_failed``) or the
+        Raises ``Unavailable`` (``worker_start_timeout``, ``worker_start_failed``;
+        ``sandbox_unavailable`` where the operator's isolation cannot be had) or the
         load's own error (what the plugin raised in the worker)."""
         ours, theirs = socket.socketpair()
         with ours, theirs:
-            self._process = subprocess.Popen(
-                [
-                    sys.executable,
-                    "-m",
-                    "modelport.runtime.process.worker",
-                    str(theirs.fileno()),
-                    str(os.getpid()),
-                ],
-                pass_fds=(theirs.fileno(),),
-                stdin=subprocess.DEVNULL,
-                start_new_session=True,
+            self._launched = self.launcher.launch(
+                [str(theirs.fileno())],
+                files=list(self.spec.files.values()),
+                fd=theirs.fileno(),
             )
+            self._process = self._launched.process
+            self.isolation = self._launched.isolation
             self._conn = Connection(os.dup(ours.fileno()))
         deadline = time.monotonic() + timeout
         try:
@@ -129,29 +146,64 @@ class Worker:
         Raises ``WorkerOverdue`` (killed at ``deadline``, on ``time.monotonic``),
         ``WorkerGone`` (it crashed), or the model's error as a ``ModelportError``."""
         conn = self._connection()
-        layout, size = tensors.plan(inputs)
-        self._input = _fit(self._input, size)
-        self._output = _fit(self._output, 1)
-        tensors.write(self._input, inputs, layout)
-        send(
-            conn,
-            {
-                "op": "execute",
-                "in": _name(self._input),
-                "out": _name(self._output),
-                "layout": layout,
-            },
-        )
+        planned = tensors.plan(inputs)
+        self._input = self._fit(self._input, planned.size)
+        self._output = self._fit(self._output, 1)
+        tensors.write(self._input, inputs, planned)
+        message = {"op": "execute", "in": self._input.name, "out": self._output.name}
+        self._send_with_segments(conn, message | {"layout": planned.layout})
         while True:
             answer = self._receive(deadline)
-            if answer["op"] == "grow":
-                self._output = _fit(self._output, int(answer["bytes"]))
-                send(conn, {"op": "out", "name": _name(self._output)})
-            elif answer["op"] == "done":
-                outputs = tensors.read(self._output, answer["layout"], copy=True)
-                return outputs, float(answer["seconds"])
+            if answer.get("op") == "grow":
+                size = answer.get("bytes")
+                if type(size) is not int or not 0 <= size <= MAX_SEGMENT_BYTES:
+                    self._misbehaved(f"it asked for an output segment of {size!r} bytes")
+                self._output = self._fit(self._output, size)
+                self._send_with_segments(conn, {"op": "out", "name": self._output.name})
+            elif answer.get("op") == "done":
+                seconds = answer.get("seconds")
+                if not isinstance(seconds, int | float) or isinstance(seconds, bool):
+                    self._misbehaved(f"it answered {seconds!r} seconds")
+                try:
+                    outputs = tensors.read(self._output, answer.get("layout"), copy=True)
+                except tensors.LayoutError as exc:
+                    self._misbehaved(f"its outputs' layout does not hold: {exc}")
+                return outputs, float(seconds)
             else:
                 raise _rebuild(answer, default_code="execution_failed", unavailable=False)
+
+    def _misbehaved(self, how: str) -> NoReturn:
+        """The worker answered outside the protocol: it is killed (nothing it says from
+        now on can be trusted to be in step)."""
+        self.kill()
+        raise WorkerMisbehaved(how)
+
+    def _send_with_segments(self, conn: Connection, message: Message) -> None:
+        """Send ``message``, then the descriptors of the segments it names that the
+        worker does not hold yet."""
+        new = [
+            segment
+            for segment in (self._input, self._output)
+            if segment is not None
+            and segment.name not in self._passed
+            and segment.name in (message.get("in"), message.get("out"), message.get("name"))
+        ]
+        try:
+            send(conn, message | {"fds": [segment.name for segment in new]})
+            send_fds(conn, [segment.fd for segment in new])
+        except OSError:
+            raise WorkerGone(self._how(wait=True)) from None
+        self._passed.update(segment.name for segment in new)
+
+    def _fit(self, segment: Segment | None, size: int) -> Segment:
+        """``segment`` if it holds ``size`` bytes, else a new one (the old one closed)."""
+        if segment is not None and segment.size >= size:
+            return segment
+        if segment is not None:
+            self._passed.discard(segment.name)
+            segment.close()
+        # Room to grow: a batch a little larger does not make another segment at once.
+        return Segment.create(max(size + size // 2, 1 << 16))
 
     def _connection(self) -> Connection:
         if self._conn is None or self._process is None or self._process.poll() is not None:
@@ -194,6 +246,9 @@ class Worker:
                 os.killpg(process.pid, signal.SIGKILL)
             process.wait()
         self._release()
+        launched, self._launched = self._launched, None
+        if launched is not None:
+            launched.remove_scratch()
 
     def stop(self, timeout: float = 5.0) -> None:
         """Ask the worker to unload and exit; kill it if it has not within ``timeout``."""
@@ -205,14 +260,20 @@ class Worker:
         self.kill()
 
     def memory_bytes(self) -> int:
-        """Resident memory of the worker (0 when it is not running)."""
+        """Resident memory of the worker and of its descendants (under bubblewrap the
+        process started is bubblewrap's; the model's is its child): 0 when it is not
+        running."""
         import psutil
 
         if self._process is None:
             return 0
+        total = 0
         with contextlib.suppress(psutil.Error):
-            return int(psutil.Process(self._process.pid).memory_info().rss)
-        return 0
+            top = psutil.Process(self._process.pid)
+            for each in [top, *top.children(recursive=True)]:
+                with contextlib.suppress(psutil.Error):
+                    total += int(each.memory_info().rss)
+        return total
 
     def _release(self) -> None:
         if self._conn is not None:
@@ -220,29 +281,9 @@ class Worker:
             self._conn = None
         for segment in (self._input, self._output):
             if segment is not None:
-                _drop(segment)
+                segment.close()
         self._input = self._output = None
-
-
-def _name(segment: SharedMemory) -> str:
-    return segment.name
-
-
-def _fit(segment: SharedMemory | None, size: int) -> SharedMemory:
-    """``segment`` if it holds ``size`` bytes, else a new one (the old one unlinked)."""
-    if segment is not None and segment.size >= size:
-        return segment
-    if segment is not None:
-        _drop(segment)
-    # Room to grow: a batch a little larger does not make another segment at once.
-    return SharedMemory(create=True, size=max(size + size // 2, 1 << 16))
-
-
-def _drop(segment: SharedMemory) -> None:
-    with contextlib.suppress(BufferError):
-        segment.close()
-    with contextlib.suppress(FileNotFoundError):
-        segment.unlink()
+        self._passed.clear()
 
 
 def _rebuild(answer: Message, *, default_code: str, unavailable: bool) -> ModelportError:

@@ -5,7 +5,9 @@ thread of this executor that hands it one batch at a time. A batch past its dead
 (the latest deadline of its requests: until then someone still waits for it) kills
 the worker, answers 504 ``execution_timeout`` and starts a fresh worker for the next
 batch. A worker that dies while executing (a signal, ``os._exit``) answers 500
-``execution_crashed``, counts a crash in the ``CrashLedger`` and is restarted, unless
+``execution_crashed`` (one that answers outside the protocol, a malformed or
+out-of-bounds output layout, is killed and answers 500 ``invalid_worker_answer``), counts
+a crash in the ``CrashLedger`` and is restarted, unless
 that crash quarantines the version: then batches are refused with 503
 ``version_quarantined`` until the ledger lifts it, and the next batch after that
 starts a worker. A Python exception in the model is the model's answer
@@ -29,8 +31,15 @@ from modelport.logs import log_event
 from modelport.manifest import Manifest
 from modelport.runtime.batching.requests import merge, split
 from modelport.runtime.executor import BatchOutcome, Done, Executor, Parts, stop_threads
-from modelport.runtime.process.client import Worker, WorkerGone, WorkerOverdue, WorkerSpec
+from modelport.runtime.process.client import (
+    Worker,
+    WorkerGone,
+    WorkerMisbehaved,
+    WorkerOverdue,
+    WorkerSpec,
+)
 from modelport.runtime.process.crashes import CrashLedger
+from modelport.runtime.process.launching import WorkerLauncher
 from modelport.runtime.types import BatchingConfig
 
 log = logging.getLogger(__name__)
@@ -75,10 +84,12 @@ class ProcessExecutor:
         ledger: CrashLedger,
         start_timeout: float,
         observer: WorkerObserver | None = None,
+        launcher: WorkerLauncher | None = None,
     ) -> None:
         self.instances = instances
         self.name = name
         self._spec = spec
+        self._launcher = launcher
         self._ledger = ledger
         self._start_timeout = start_timeout
         self._observer = observer or NullWorkerObserver()
@@ -118,9 +129,18 @@ class ProcessExecutor:
         return [w.pid for w in self._workers if w is not None and w.pid is not None]
 
     def _start(self) -> Worker:
-        worker = Worker(self._spec, name=self.name)
+        worker = Worker(self._spec, name=self.name, launcher=self._launcher)
         worker.start(self._start_timeout)
         self._observer.worker_started(self._model, self._version)
+        # Which isolation the publisher's files actually got, for the operator.
+        log_event(
+            log,
+            "model.worker_started",
+            model=self._model,
+            version=self._version,
+            pid=worker.pid,
+            isolation=worker.isolation,
+        )
         return worker
 
     def _work(self, slot: int) -> None:
@@ -168,10 +188,13 @@ class ProcessExecutor:
         except WorkerGone as gone:
             quarantined = self._ledger.record(self.name)
             self._lost(slot, "crash", gone.how)
+            what, code = "crashed", "execution_crashed"
+            if isinstance(gone, WorkerMisbehaved):
+                what, code = "answered outside the protocol and was killed", "invalid_worker_answer"
             raise Internal(
-                f"{self.name}: the model's worker process crashed ({gone.how})"
+                f"{self.name}: the model's worker process {what} ({gone.how})"
                 + ("; the version is quarantined" if quarantined else ""),
-                code="execution_crashed",
+                code=code,
             ) from None
         return BatchOutcome(split(outputs, sizes), seconds, sum(sizes))
 
@@ -242,7 +265,9 @@ FormatSpec = Callable[[str], tuple[str, Mapping[str, object]]]
 
 
 class ProcessExecutors:
-    """Builds a version's ``ProcessExecutor`` (the host calls it for ``process`` versions)."""
+    """Builds a version's ``ProcessExecutor`` (the host calls it for ``process`` versions);
+    its workers are started by ``launcher`` (a clean exec without namespaces when None:
+    ``runtime.process.launching``)."""
 
     def __init__(
         self,
@@ -251,11 +276,13 @@ class ProcessExecutors:
         ledger: CrashLedger,
         start_timeout: float,
         observer: WorkerObserver | None = None,
+        launcher: WorkerLauncher | None = None,
     ) -> None:
         self._formats = formats
         self.ledger = ledger
         self._start_timeout = start_timeout
         self._observer = observer
+        self.launcher = launcher
 
     def __call__(
         self, manifest: Manifest, files: Mapping[str, Path], config: BatchingConfig, name: str
@@ -270,5 +297,6 @@ class ProcessExecutors:
             ledger=self.ledger,
             start_timeout=self._start_timeout,
             observer=self._observer,
+            launcher=self.launcher,
         )
         return executor, ProcessModel(executor, timeout=self._start_timeout)

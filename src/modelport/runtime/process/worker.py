@@ -1,9 +1,11 @@
 """A worker's main: load one version through its format plugin, then execute batches.
 
-Started by ``runtime.process.client.Worker`` as ``python -m
-modelport.runtime.process.worker FD PARENT`` in a session (process group) of its own,
-with the control socket as file descriptor ``FD``. It exits when the host (process
-``PARENT``) is gone, even in the middle of a hung execution. It executes one batch at a time: inputs are
+Started by ``runtime.process.client.Worker`` (through its ``WorkerLauncher``: a clean
+exec, an empty environment, under the sandbox) as ``python -m
+modelport.runtime.process.worker FD`` in a session (process group) of its own, with the
+control socket as file descriptor ``FD``; it learns what to load from that socket, and
+holds nothing of the server's but the version's files. It exits when its parent (the
+host, or bubblewrap's process for it) is gone, even in the middle of a hung execution. It executes one batch at a time: inputs are
 read in place from the host's input segment, outputs written to the host's output
 segment. A Python exception in the model is answered as ``error`` and the worker goes
 on; anything worse ends the process, which the host sees as a crash.
@@ -17,9 +19,7 @@ import threading
 import time
 import traceback
 from importlib.metadata import EntryPoint
-from multiprocessing import resource_tracker
 from multiprocessing.connection import Connection
-from multiprocessing.shared_memory import SharedMemory
 from pathlib import Path
 from typing import Any
 
@@ -29,18 +29,8 @@ from modelport.runtime.formats.base import LoadedModel
 from modelport.runtime.formats.registry import GROUP
 from modelport.runtime.outputs import DeclaredOutputs
 from modelport.runtime.process import tensors
-from modelport.runtime.process.protocol import Message, receive, send
-
-
-def _untrack_shared_memory() -> None:
-    # The host owns every segment. Python 3.11 registers a segment with a resource
-    # tracker on attach too, which would unlink the host's segments when this process
-    # exits (3.13 has ``track=False`` for this).
-    def ignore(name: object, rtype: str) -> None:
-        pass
-
-    resource_tracker.register = ignore
-    resource_tracker.unregister = ignore
+from modelport.runtime.process.protocol import Message, receive, receive_fds, send
+from modelport.runtime.process.segments import Segment
 
 
 def _watch_parent(parent: int, interval: float = 1.0) -> None:
@@ -64,18 +54,23 @@ def load(spec: Message) -> LoadedModel:
 
 
 class _Segments:
-    """The host's segments now in use, attached once by name."""
+    """The host's segments now in use, each mapped once from the descriptor the host
+    passed after the message that first named it."""
 
-    def __init__(self) -> None:
-        self._attached: dict[str, SharedMemory] = {}
+    def __init__(self, conn: Connection) -> None:
+        self._conn = conn
+        self._attached: dict[str, Segment] = {}
 
-    def attach(self, *names: str) -> list[SharedMemory]:
-        for name in names:
-            if name not in self._attached:
-                self._attached[name] = SharedMemory(name=name)
+    def attach(self, message: Message, *names: str) -> list[Segment]:
+        new = list(message.get("fds", []))
+        for name, fd in zip(new, receive_fds(self._conn, len(new)), strict=True):
+            self._attached[name] = Segment.attach(fd, name)
         for name in [n for n in self._attached if n not in names]:
-            # The host replaced it with a larger one (and unlinked it).
+            # The host replaced it with a larger one.
             self._attached.pop(name).close()
+        missing = [n for n in names if n not in self._attached]
+        if missing:
+            raise EOFError(f"the host named segments it never passed: {missing}")
         return [self._attached[n] for n in names]
 
 
@@ -91,28 +86,27 @@ def _error(exc: BaseException) -> Message:
 
 
 def execute(conn: Connection, model: LoadedModel, segments: _Segments, message: Message) -> None:
-    source, target = segments.attach(message["in"], message["out"])
+    source, target = segments.attach(message, message["in"], message["out"])
     inputs = tensors.read(source, message["layout"], copy=False)
     try:
         started = time.perf_counter()
         outputs = model.execute(inputs)
         seconds = time.perf_counter() - started
-        layout, size = tensors.plan(outputs)
+        planned = tensors.plan(outputs)
     except Exception as exc:  # the model's own failure: answered, the worker goes on
         send(conn, _error(exc))
         return
     finally:
         del inputs  # the views must not outlive the segment's mapping
-    if size > target.size:
-        send(conn, {"op": "grow", "bytes": size})
+    if planned.size > target.size:
+        send(conn, {"op": "grow", "bytes": planned.size})
         answer = receive(conn)
-        source, target = segments.attach(message["in"], answer["name"])
-    tensors.write(target, outputs, layout)
-    send(conn, {"op": "done", "layout": layout, "seconds": seconds})
+        source, target = segments.attach(answer, message["in"], answer["name"])
+    tensors.write(target, outputs, planned)
+    send(conn, {"op": "done", "layout": planned.layout, "seconds": seconds})
 
 
 def serve(conn: Connection) -> int:
-    _untrack_shared_memory()
     spec = receive(conn)
     try:
         model = load(spec)
@@ -123,7 +117,7 @@ def serve(conn: Connection) -> int:
         send(conn, failed)
         return 1
     send(conn, {"op": "ready"})
-    segments = _Segments()
+    segments = _Segments(conn)
     while True:
         try:
             message = receive(conn)
@@ -137,7 +131,9 @@ def serve(conn: Connection) -> int:
 
 def main(argv: list[str] | None = None) -> Any:
     args = sys.argv[1:] if argv is None else argv
-    _watch_parent(int(args[1]))
+    # The parent now, not a pid from the command line: in a PID namespace of its own,
+    # the host's pid means nothing here.
+    _watch_parent(os.getppid())
     return serve(Connection(int(args[0])))
 
 

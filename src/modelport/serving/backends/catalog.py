@@ -6,6 +6,11 @@ catalog keeps the built objects in memory; it reads the table at start (``load``
 changes through it take effect at once in this process. (Another process sees a
 backend declared elsewhere after its next start.)
 
+A backend's URL must pass the outgoing-connection policy (``modelport.netpolicy``:
+public addresses only, unless the operator allow-lists the host): a URL it refuses is
+400 ``backend_url_not_allowed`` and nothing is stored nor contacted. Every connection
+the built backend makes is checked again (``guard``).
+
 A backend's API key is stored sealed (``store.secrets.SecretBox``) and opened only to
 build the backend object; it is never returned nor logged. A legacy plain key (stored
 before keys were sealed) is sealed when the catalog loads, where a key is configured.
@@ -23,6 +28,7 @@ from sqlalchemy.orm import Session
 
 from modelport.errors import Conflict, InvalidInput, NotFound
 from modelport.logs import log_event
+from modelport.netpolicy import UrlPolicy, UrlRefused
 from modelport.serving.backends.base import Backend
 from modelport.serving.backends.remote_openai import RemoteOpenAIBackend
 from modelport.serving.backends.remote_v2 import DEFAULT_CAPABILITIES, RemoteV2Backend
@@ -43,8 +49,9 @@ def backend_not_found(name: str) -> NotFound:
     return NotFound(f"backend {name!r} not found", code="backend_not_found", backend=name)
 
 
-def build_backend(info: RemoteBackendInfo, api_key: str | None) -> Backend:
-    """The backend object for a declaration (no I/O)."""
+def build_backend(info: RemoteBackendInfo, api_key: str | None, policy: UrlPolicy) -> Backend:
+    """The backend object for a declaration (no I/O); its connections go through
+    ``policy``."""
     caps = info.capabilities
     models = caps.get("models") or {}
     if info.kind is RemoteKind.REMOTE_OPENAI:
@@ -56,6 +63,7 @@ def build_backend(info: RemoteBackendInfo, api_key: str | None) -> Backend:
             max_batch_size=caps.get("max_batch_size", 64),
             api_key=api_key,
             models=models,
+            policy=policy,
         )
     capabilities = Capabilities(
         formats=frozenset(caps.get("formats") or DEFAULT_CAPABILITIES.formats),
@@ -63,13 +71,21 @@ def build_backend(info: RemoteBackendInfo, api_key: str | None) -> Backend:
         hardware=frozenset(caps.get("hardware") or ("cpu",)),
     )
     return RemoteV2Backend(
-        info.name, info.url, api_key=api_key, models=models, capabilities=capabilities
+        info.name,
+        info.url,
+        api_key=api_key,
+        models=models,
+        capabilities=capabilities,
+        policy=policy,
     )
 
 
 class BackendCatalog:
-    def __init__(self, database: Database, board: HealthBoard, box: SecretBox) -> None:
+    def __init__(
+        self, database: Database, board: HealthBoard, box: SecretBox, policy: UrlPolicy
+    ) -> None:
         self.database = database
+        self.policy = policy
         self.board = board
         self.box = box
         self._built: dict[str, Backend] = {}
@@ -129,8 +145,9 @@ class BackendCatalog:
         capabilities: Mapping[str, Any] | None = None,
         actor: str,
     ) -> RemoteBackendInfo:
-        """Declare a backend (409 ``backend_exists`` if the name is taken); its API key
-        is stored sealed (503 ``secret_key_required`` where no secret key is configured)."""
+        """Declare a backend (409 ``backend_exists`` if the name is taken; 400
+        ``backend_url_not_allowed`` where the policy refuses its URL); its API key is
+        stored sealed (503 ``secret_key_required`` where no secret key is configured)."""
         api_key = api_key or None
         if not NAME_RE.match(name) or name in RESERVED:
             raise InvalidInput(
@@ -140,6 +157,7 @@ class BackendCatalog:
             )
         if not url.startswith(("http://", "https://")):
             raise InvalidInput("url must be http(s)://", code="invalid_backend_url", field="url")
+        self._check_url(url)
         row = RemoteBackendRow(
             name=name,
             tenant=tenant,
@@ -172,6 +190,14 @@ class BackendCatalog:
         self.board.unregister(name)
         return self._built.pop(name, None)
 
+    def _check_url(self, url: str) -> None:
+        try:
+            self.policy.check(url)
+        except UrlRefused as exc:
+            raise InvalidInput(
+                exc.message, code="backend_url_not_allowed", field="url", url=url[:200]
+            ) from None
+
     def _row(self, session: Session, name: str) -> RemoteBackendRow:
         row = session.scalar(select(RemoteBackendRow).where(RemoteBackendRow.name == name))
         if row is None:
@@ -179,7 +205,7 @@ class BackendCatalog:
         return row
 
     def _install(self, info: RemoteBackendInfo, api_key: str | None) -> None:
-        backend = build_backend(info, api_key)
+        backend = build_backend(info, api_key, self.policy)
         self._built[info.name] = backend
         self.board.register(backend)
 

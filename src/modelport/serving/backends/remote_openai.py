@@ -43,7 +43,9 @@ from modelport.errors import (
     ModelportError,
     Unavailable,
 )
+from modelport.netpolicy import UrlPolicy
 from modelport.serving.backends.base import STREAMING_UNSUPPORTED
+from modelport.serving.backends.guard import PolicyTransport
 from modelport.serving.backends.http_errors import probe_health, remote_error
 from modelport.serving.backends.openai_sse import (
     STREAMED_TASKS,
@@ -81,7 +83,9 @@ class RemoteOpenAIBackend:
         models: Mapping[str, str] | None = None,
         health_timeout: float = 2.0,
         transport: httpx.AsyncBaseTransport | None = None,
+        policy: UrlPolicy | None = None,
     ) -> None:
+        """``policy``: where connections may go, checked at each one (``guard``)."""
         unknown = set(tasks) - TASKS
         if unknown:
             raise ValueError(f"unknown tasks {sorted(unknown)} (known: {sorted(TASKS)})")
@@ -97,8 +101,14 @@ class RemoteOpenAIBackend:
         )
         self._health_timeout = health_timeout
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        if policy is not None:
+            transport = PolicyTransport(policy, transport)
         self._client = httpx.AsyncClient(
-            base_url=self.url, headers=headers, transport=transport, timeout=None
+            base_url=self.url,
+            headers=headers,
+            transport=transport,
+            timeout=None,
+            trust_env=policy is None,  # a proxy from the environment would bypass the policy
         )
 
     def capabilities(self) -> Capabilities:

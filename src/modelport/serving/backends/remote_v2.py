@@ -37,9 +37,11 @@ from modelport.errors import (
     ModelportError,
     Unavailable,
 )
+from modelport.netpolicy import UrlPolicy
 from modelport.runtime.types import Priority
 from modelport.serving.backends import v2_wire
 from modelport.serving.backends.base import refuse_stream
+from modelport.serving.backends.guard import PolicyTransport
 from modelport.serving.backends.http_errors import probe_health, remote_error
 from modelport.serving.types import (
     CALL_ID_HEADER,
@@ -69,19 +71,27 @@ class RemoteV2Backend:
         health_timeout: float = 2.0,
         transport: httpx.AsyncBaseTransport | None = None,
         max_connections: int = 100,
+        policy: UrlPolicy | None = None,
     ) -> None:
+        """``policy``: where connections may go, checked at each one (``guard``)."""
         self.name = name
         self.url = url.rstrip("/")
         self.models = dict(models or {})
         self._capabilities = capabilities
         self._health_timeout = health_timeout
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        limits = httpx.Limits(max_connections=max_connections)
+        if policy is not None:
+            transport = PolicyTransport(
+                policy, transport or httpx.AsyncHTTPTransport(limits=limits)
+            )
         self._client = httpx.AsyncClient(
             base_url=self.url,
             headers=headers,
             transport=transport,
-            limits=httpx.Limits(max_connections=max_connections),
+            limits=limits,
             timeout=None,  # every call passes its own, from the request's deadline
+            trust_env=policy is None,  # a proxy from the environment would bypass the policy
         )
 
     def capabilities(self) -> Capabilities:

@@ -25,6 +25,8 @@ from modelport.serving.endpoints.types import (
 )
 
 ENDPOINT_NAME_RE = re.compile(r"^[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?$")
+RESERVED_ENDPOINT_NAMES = frozenset({"stats"})
+"""Names a ``/v2/models/{name}`` route takes for itself (Triton's ``/v2/models/stats``)."""
 MAX_VERSIONS = 8
 MAX_DEADLINE_MS = 3_600_000
 MAX_BACKENDS = 8
@@ -35,6 +37,12 @@ def check_endpoint_name(name: str) -> None:
         raise InvalidInput(
             "endpoint name must be 1-63 lowercase letters, digits and '-', starting and ending "
             "with a letter or digit",
+            code="invalid_endpoint_name",
+            field="name",
+        )
+    if name in RESERVED_ENDPOINT_NAMES:
+        raise InvalidInput(
+            f"endpoint name {name!r} is reserved: /v2/models/{name} is a route of its own",
             code="invalid_endpoint_name",
             field="name",
         )

@@ -24,8 +24,9 @@ from modelport.errors import InvalidInput, ModelportError
 from modelport.runtime.types import Priority
 from modelport.serving.answer_cache import AnswerCaches
 from modelport.serving.backends.base import Backend
+from modelport.serving.capability import require_rows_fit
 from modelport.serving.endpoints.types import LOCAL_BACKEND
-from modelport.serving.fallback import build_fallback
+from modelport.serving.fallback import VersionOption, build_fallback
 from modelport.serving.routing.interface import Dispatcher, ReplicaProvider
 from modelport.serving.routing.shadow import ShadowResult, ShadowRunner
 from modelport.serving.routing.stats import TrafficStats
@@ -167,6 +168,19 @@ class Router:
         fallbacks) streamed through the dispatcher, its outcome recorded for the canary
         judge and a copy offered to the shadow (``modelport.serving.routing.streams``)."""
         return PlannedStream(self, plan)
+
+    def require_fits(self, plan: Plan, inputs: Mapping[str, np.ndarray]) -> None:
+        """413 ``payload_too_large`` when no backend of the planned version, nor of a
+        version its fallback chain would try, could take the request's rows
+        (``capability.require_rows_fit``). A chain that may answer without a backend (a
+        cache, a static answer) leaves the request to it."""
+        route = plan.route
+        replicas = list(route.replicas.get(plan.version.ref, ()))
+        for option in route.fallback_options:
+            if not isinstance(option, VersionOption):
+                return
+            replicas.extend(option.replicas)
+        require_rows_fit(plan.version, inputs, (b.capabilities() for b in replicas))
 
     async def predict(
         self,

@@ -16,8 +16,8 @@ SHADOW_ARM = "shadow"
 def shadow_record(result: ShadowResult) -> PredictionRecord:
     served = result.served
     outputs = served.outputs if served is not None else None
-    declared = (result.version.manifest.postprocessing or {}).get("labels")
-    labels = [str(x) for x in declared] if isinstance(declared, list) else None
+    post = result.version.manifest.postprocessing
+    labels = [str(x) for x in post.labels] if post and post.labels is not None else None
     label, value = answer_of(outputs, labels) if outputs is not None else (None, None)
     endpoint = result.endpoint
     return PredictionRecord(

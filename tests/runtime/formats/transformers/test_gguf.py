@@ -15,6 +15,8 @@ from modelport.runtime.types import ChatMessage
 from tests.runtime.formats.transformers.manifests import generative_manifest
 from tests.runtime.formats.transformers.packages import smollm2_gguf
 
+pytestmark = pytest.mark.heavy  # minutes of work: started first in a parallel run
+
 
 @pytest.fixture(scope="module")
 def files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:

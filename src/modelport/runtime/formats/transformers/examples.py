@@ -8,13 +8,17 @@ must produce, in the manifest's tensor form (no schema of its own)::
 A chat is the input ``messages``: one BYTES element holding the JSON list of
 ``{"role", "content"}`` objects. ``tokens`` is required; ``text`` (the tokens decoded)
 is checked when present. Validation decodes greedily from a fixed seed, as many
-tokens as expected, and compares exactly: one token off fails the example.
+tokens as expected (in the sandboxed validation process), and the platform compares
+them exactly: one token off fails the example.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
+
+import numpy as np
 
 from modelport.errors import InvalidInput
 from modelport.manifest import Example
@@ -63,39 +67,74 @@ def parse_messages(raw: str) -> tuple[ChatMessage, ...]:
     return tuple(ChatMessage(m["role"], m["content"]) for m in items)
 
 
-def run_generative_example(loaded: LoadedCausalLM, example: Example, index: int) -> ExampleResult:
-    """Decode greedily and compare with the example's expected tokens (and text)."""
+def expected_tokens(example: Example) -> list[int]:
+    """The tokens greedy decoding must produce for the example."""
+    expected = next((t for t in example.outputs if t.name == TOKENS), None)
+    if expected is None or not expected.data:
+        raise InvalidInput(
+            "a generative example needs the expected output 'tokens'", code="bad_example"
+        )
+    return [int(t) for t in expected.data]
+
+
+def generate_example(loaded: LoadedCausalLM, example: Example) -> dict[str, np.ndarray]:
+    """Decode the example's prompt (or chat) greedily, as many tokens as it expects: the
+    outputs ``tokens`` (INT64) and ``text`` (one UTF-8 byte string) to compare."""
     prompt = _one_text(example, PROMPT)
     chat = _one_text(example, MESSAGES)
     if (prompt is None) == (chat is None):
         raise InvalidInput(
             "a generative example has one input: 'prompt' or 'messages'", code="bad_example"
         )
-    expected = next((t for t in example.outputs if t.name == TOKENS), None)
-    if expected is None or not expected.data:
-        raise InvalidInput(
-            "a generative example needs the expected output 'tokens'", code="bad_example"
-        )
-    want = [int(t) for t in expected.data]
     got = generate_greedy(
         loaded.model,
         loaded.tokenizer,
         prompt=prompt,
         messages=parse_messages(chat) if chat is not None else None,
-        max_tokens=len(want),
+        max_tokens=len(expected_tokens(example)),
     )
+    text = np.empty(1, dtype=np.object_)
+    text[0] = got.text.encode()
+    return {TOKENS: np.asarray(got.tokens, dtype=np.int64), TEXT: text}
+
+
+def compare_generated(
+    example: Example, outputs: Mapping[str, np.ndarray], index: int
+) -> ExampleResult:
+    """Compare what ``generate_example`` answered with the example's expected tokens
+    (exactly: one token off fails) and text (when the example has it)."""
+    want = expected_tokens(example)
+    expected_text = next((t for t in example.outputs if t.name == TEXT), None)
+    tokens, text_tensor = outputs.get(TOKENS), outputs.get(TEXT)
+    if tokens is None or tokens.dtype.kind not in "iu" or tokens.ndim != 1:
+        return ExampleResult(index, False, ["output 'tokens' is not a vector of token ids"])
+    got = [int(t) for t in tokens.tolist()]
     problems = []
-    if list(got.tokens) != want:
+    got_text: str | None = None
+    if expected_text is not None:
+        if (
+            text_tensor is None
+            or text_tensor.shape != (1,)
+            or not isinstance(text_tensor[0], bytes)
+        ):
+            problems.append("output 'text' is not one string")
+        else:
+            try:
+                got_text = text_tensor[0].decode()
+            except UnicodeDecodeError:
+                problems.append("output 'text' is not UTF-8")
+    if got != want:
         at = next(
-            (i for i, (a, b) in enumerate(zip(got.tokens, want, strict=False)) if a != b),
-            min(len(got.tokens), len(want)),
+            (i for i, (a, b) in enumerate(zip(got, want, strict=False)) if a != b),
+            min(len(got), len(want)),
         )
-        problems.append(
-            f"output 'tokens': {list(got.tokens)} != expected {want} (first difference at {at})"
-        )
-    text = next((t for t in example.outputs if t.name == TEXT), None)
-    if text is not None and (len(text.data) != 1 or text.data[0] != got.text):
-        problems.append(f"output 'text': {got.text!r} != expected {text.data!r}")
+        problems.append(f"output 'tokens': {got} != expected {want} (first difference at {at})")
+    if (
+        expected_text is not None
+        and got_text is not None
+        and (len(expected_text.data) != 1 or expected_text.data[0] != got_text)
+    ):
+        problems.append(f"output 'text': {got_text!r} != expected {expected_text.data!r}")
     return ExampleResult(index=index, passed=not problems, problems=problems)
 
 

@@ -16,9 +16,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+import numpy as np
+
 from modelport.errors import InvalidInput
 from modelport.manifest import Example, Manifest
-from modelport.runtime.examples import ExampleResult
 from modelport.runtime.formats.transformers.availability import require_llm
 from modelport.runtime.formats.transformers.device import (
     BYTES_PER_DTYPE,
@@ -126,12 +127,12 @@ class TransformersGenerativeFormat:
         )
         return engine
 
-    def example_runner(
+    def example_outputs(
         self, files: dict[str, Path], manifest: Manifest
-    ) -> Callable[[Example, int], ExampleResult]:
-        """Load the model (no engine) and answer what runs one example: greedy decoding
-        compared with its expected tokens (validation)."""
-        from modelport.runtime.formats.transformers.examples import run_generative_example
+    ) -> Callable[[Example], dict[str, np.ndarray]]:
+        """Load the model (no engine) and answer what decodes one example greedily: its
+        outputs ``tokens`` and ``text`` (validation compares them, outside this process)."""
+        from modelport.runtime.formats.transformers.examples import generate_example
 
         loaded = self.load_model(files, manifest)
-        return functools.partial(run_generative_example, loaded)
+        return functools.partial(generate_example, loaded)
