@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import base64
 import binascii
-from typing import Any
+from functools import partial
+from typing import Annotated, Any
 
-from fastapi import APIRouter, Request, Response
+import anyio.to_thread
+from fastapi import APIRouter, Header, Request, Response
 from pydantic import BaseModel, ConfigDict, Field
 
 from modelport.api.access import (
@@ -18,6 +20,8 @@ from modelport.api.access import (
 )
 from modelport.api.auth import CurrentPrincipal
 from modelport.api.deps import get_services
+from modelport.api.openapi.problem import problem_response, problems
+from modelport.api.routes.jobs import job_json
 from modelport.api.routes.registry_json import (
     event_json,
     lineage_json,
@@ -26,6 +30,7 @@ from modelport.api.routes.registry_json import (
     version_json,
 )
 from modelport.errors import InvalidInput
+from modelport.registry.types import LifecycleState
 from modelport.tenancy.policy import Permission
 
 router = APIRouter(tags=["versions"])
@@ -113,22 +118,78 @@ def list_events(
     return {"items": [event_json(e) for e in events]}
 
 
-@router.post(VERSION_PATH + "/transitions", status_code=201)
-def transition(
+@router.post(
+    VERSION_PATH + "/transitions",
+    status_code=201,
+    responses={
+        202: {
+            "description": "The validation runs on as a job (as `GET /api/jobs/{id}` "
+            "shows it): follow it at `Location`",
+            "content": {"application/json": {"schema": {"type": "object"}}},
+        },
+        **problems(409, 503),
+        422: problem_response(422, "The validation failed (`validation_failed`, its report)"),
+    },
+)
+async def transition(
     owner: str,
     name: str,
     version: str,
     body: Transition,
     request: Request,
+    response: Response,
     principal: CurrentPrincipal,
+    prefer: Annotated[str | None, Header(max_length=1024)] = None,
 ) -> dict[str, Any]:
-    """Append a lifecycle event; ``to: validated`` runs the validation first."""
-    require_transition(request, principal, owner, name, version, body.to)
-    request.state.audit_reason = body.reason
-    event = get_services(request).registry.transition(
-        owner, name, version, body.to, actor=principal.id, reason=body.reason
+    """Append a lifecycle event. ``to: validated`` runs the validation first, as a job
+    (``kind: validation``): the answer waits for its end, up to ``VALIDATION_WAIT_SECONDS``
+    (201 with the event, or the validation's failure); past that, or at once with
+    ``Prefer: respond-async``, 202 with the job to follow (``Location``). 503
+    ``validation_queue_full`` (with ``Retry-After``): too many validations wait."""
+    await anyio.to_thread.run_sync(
+        require_transition, request, principal, owner, name, version, body.to
     )
-    return {"state": event.to_state.value, "event": event_json(event)}
+    request.state.audit_reason = body.reason
+    services = get_services(request)
+    if body.to != LifecycleState.VALIDATED.value:
+        event = await anyio.to_thread.run_sync(
+            partial(
+                services.registry.transition,
+                owner,
+                name,
+                version,
+                body.to,
+                actor=principal.id,
+                reason=body.reason,
+            )
+        )
+        return {"state": event.to_state.value, "event": event_json(event)}
+    validations = services.validations
+    job, _ = await anyio.to_thread.run_sync(
+        partial(validations.start, owner, name, version, principal, reason=body.reason)
+    )
+    asked_async = _respond_async(prefer)
+    wait = 0.0 if asked_async else services.settings.validation_wait_seconds
+    # Not waiting at all answers 202 every time, even for a job a fast runner has
+    # already finished: the caller asked to follow the job, so it gets the job.
+    if wait > 0:
+        job = await validations.wait(job.id, wait)
+    if wait <= 0 or not job.finished:
+        response.status_code = 202
+        response.headers["Location"] = f"/api/jobs/{job.id}"
+        if asked_async:
+            response.headers["Preference-Applied"] = "respond-async"
+        return job_json(job)
+    event = await anyio.to_thread.run_sync(validations.outcome, job)
+    return {"state": event.to_state.value, "event": event_json(event), "job": job_json(job)}
+
+
+def _respond_async(prefer: str | None) -> bool:
+    """Whether a ``Prefer`` header (RFC 7240) asks for ``respond-async``."""
+    if not prefer:
+        return False
+    tokens = (part.split(";")[0].strip().lower() for part in prefer.split(","))
+    return "respond-async" in tokens
 
 
 @router.get(VERSION_PATH + "/validation")
