@@ -27,6 +27,7 @@ from modelport.config import Settings
 from modelport.sandbox import isolation_available
 from modelport.store import upgrade
 from modelport.store.base import Base
+from tests.databases import migrated_template
 from tests.isolation import free_port, isolate_redis, worker_id
 from tests.slow_tier import (  # noqa: F401  (hooks: unmarked tests may not start processes)
     pytest_configure,
@@ -168,11 +169,9 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 
 
 @pytest.fixture(scope="session")
-def sqlite_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A SQLite database migrated once; each test gets a copy (a full migration costs ~0.25 s)."""
-    path = tmp_path_factory.mktemp("sqlite-template") / "template.db"
-    upgrade(f"sqlite:///{path}")
-    return path
+def sqlite_template() -> Path:
+    """A SQLite database migrated once per test process; each test gets a copy."""
+    return migrated_template()
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])
