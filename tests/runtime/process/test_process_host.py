@@ -109,6 +109,44 @@ def test_concurrent_requests_are_batched_and_split_back(
         np.testing.assert_array_equal(result.outputs["y"], np.full((2, 4), i + 1, np.float32))
 
 
+def test_calls_kept_in_flight_merge_into_batches_as_on_threads(
+    make_process_host: ProcessHostFactory, source: DictBlobSource
+) -> None:
+    """16 callers, each sending its next call when it has its answer: a model host
+    executes them in batches of 16, as a thread version does."""
+    batches: dict[str, list[int]] = {}
+
+    class Observer:
+        def version(self, model: str, version: str) -> Any:
+            from modelport.runtime.observer import NullObserver
+
+            inner = NullObserver().version(model, version)
+            sizes = batches.setdefault(model, [])
+            inner.batch_executed = lambda size, seconds: sizes.append(size)  # type: ignore[method-assign]
+            return inner
+
+    host = make_process_host(observer=Observer())
+    batchable = {**ADD_ONE_SPECS, "resources": {"max_batch_size": 64}}
+    keys = [
+        load(host, source, *onnx_manifest(source, add_one(), **batchable, **extra), name)
+        for name, extra in (("threaded", {}), ("separate", PROCESS))
+    ]
+    assert process_executor(host, keys[1]).pids
+
+    async def callers(key: VersionKey) -> None:
+        async def caller(i: int) -> None:
+            for _ in range(4):
+                x = np.full((1, 4), i, np.float32)
+                result = await host.infer(key, {"x": x}, deadline=time.monotonic() + 60)
+                np.testing.assert_array_equal(result.outputs["y"], x + 1)
+
+        await asyncio.gather(*(caller(i) for i in range(16)))
+
+    for key in keys:
+        asyncio.run(callers(key))
+    assert batches == {"acme/threaded": [16] * 4, "acme/separate": [16] * 4}
+
+
 def test_a_hung_execution_is_killed_at_its_deadline_and_the_next_call_succeeds(
     make_process_host: ProcessHostFactory, source: DictBlobSource
 ) -> None:
