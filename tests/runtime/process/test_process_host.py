@@ -401,24 +401,40 @@ def texts(*items: bytes) -> np.ndarray:
     return out
 
 
-def test_string_tensors_cross_to_a_worker_and_back(
+def test_string_tensors_cross_to_a_worker_and_back_as_on_a_thread(
     make_process_host: ProcessHostFactory, source: DictBlobSource
 ) -> None:
-    from modelport.runtime.types import Execution
-
-    # Forced to process execution; the warm-up (the example, strings in and out) passes.
-    host = make_process_host(execution=Execution.PROCESS)
-    key = load(host, source, *echo_text_manifest(source), "texts")
-    assert process_executor(host, key).pids[0] != os.getpid()
+    """A model host answers a tensor of strings with the elements' type a thread answers
+    (onnxruntime gives ``str``), and both warm up on the example's strings."""
+    host = make_process_host()
+    threaded = load(host, source, *echo_text_manifest(source), "threaded-texts")
+    separate = load(host, source, *echo_text_manifest(source, **PROCESS), "texts")
+    assert process_executor(host, separate).pids[0] != os.getpid()
     # Empty, multi-byte and NUL-holding strings; then a batch that grows both segments.
     small = texts(b"", "naïve ✓".encode(), b"a\x00b")
     large = texts(*(f"row {i} ".encode() * 40 for i in range(2_000)))
     for text in (small, large):
         x = np.arange(len(text) * 4, dtype=np.float32).reshape(-1, 4)
-        outputs = infer(host, key, text=text, x=x)
+        on_thread = infer(host, threaded, text=text, x=x)
+        outputs = infer(host, separate, text=text, x=x)
         assert outputs["echo"].dtype == object and outputs["echo"].shape == text.shape
-        assert outputs["echo"].tolist() == text.tolist()
+        assert outputs["echo"].tolist() == [item.decode() for item in text.tolist()]
+        assert outputs["echo"].tolist() == on_thread["echo"].tolist()
+        assert {type(item) for item in outputs["echo"].tolist()} == {str}
+        assert {type(item) for item in on_thread["echo"].tolist()} == {str}
         np.testing.assert_array_equal(outputs["y"], x + 1)
+
+
+def test_a_host_forced_to_process_execution_carries_string_tensors(
+    make_process_host: ProcessHostFactory, source: DictBlobSource
+) -> None:
+    from modelport.runtime.types import Execution
+
+    host = make_process_host(execution=Execution.PROCESS)
+    key = load(host, source, *echo_text_manifest(source), "forced-texts")
+    assert process_executor(host, key).pids[0] != os.getpid()
+    x = np.zeros((2, 4), np.float32)
+    assert infer(host, key, text=texts(b"a", b"b"), x=x)["echo"].tolist() == ["a", "b"]
 
 
 def test_a_worker_lying_about_its_outputs_is_killed_with_a_clear_code(
@@ -432,7 +448,7 @@ def test_a_worker_lying_about_its_outputs_is_killed_with_a_clear_code(
     x = np.zeros((1, 4), np.float32)
     for lie in LIES:
         # An honest answer comes back whole (from a restarted worker after a lie).
-        assert infer(host, key, text=texts(b"honest"), x=x)["echo"].tolist() == [b"honest"]
+        assert infer(host, key, text=texts(b"honest"), x=x)["echo"].tolist() == ["honest"]
         (pid,) = process_executor(host, key).pids
         with pytest.raises(Internal) as raised:
             infer(host, key, text=texts(lie.encode()), x=x)
