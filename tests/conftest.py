@@ -55,8 +55,18 @@ def suite_environment() -> dict[str, str]:
     """The ``MODELPORT_*`` settings of every installation a test builds, in process or in
     a child: secrets sealed with ``TEST_SECRET_KEY`` (tests of the unkeyed shapes remove
     it); and, on a laptop without bubblewrap, validation unisolated (``tests/sandbox``
-    says why it skips there; CI installs bubblewrap)."""
-    environment = {"MODELPORT_SECRET_KEY": TEST_SECRET_KEY}
+    says why it skips there; CI installs bubblewrap).
+
+    Tensor versions execute on threads (``MODELPORT_RUNTIME_EXECUTION=manifest``), not in
+    model hosts, the production default: a model host is a process started per version
+    loaded, and the suite loads thousands, which would blow its time budget. Process
+    execution, and the default itself, have their own tests, which set it explicitly
+    (``tests/api_v2/test_process_execution.py``, ``tests/runtime/process/``), and the
+    demo's test runs on the production default."""
+    environment = {
+        "MODELPORT_SECRET_KEY": TEST_SECRET_KEY,
+        "MODELPORT_RUNTIME_EXECUTION": "manifest",
+    }
     if not isolation_available() and not services_required():
         environment["MODELPORT_SANDBOX"] = "unisolated"
     return environment
