@@ -52,8 +52,8 @@ class Backoff:
 class BackgroundLoop:
     """Runs ``step`` every ``interval`` seconds (start to start) in a daemon thread until
     stopped; with ``interval`` None, only when kicked. A step that raises is logged and
-    retried after ``Backoff``'s wait. ``kick`` runs the next step at once; ``first_after``
-    delays the first step."""
+    retried after ``Backoff``'s wait (logged as ``failure``, by default "<name> failed").
+    ``kick`` runs the next step at once; ``first_after`` delays the first step."""
 
     def __init__(
         self,
@@ -64,8 +64,10 @@ class BackgroundLoop:
         clock: Clock | None = None,
         first_after: float = 0.0,
         max_backoff: float = MAX_BACKOFF,
+        failure: str | None = None,
     ) -> None:
         self.name = name
+        self._failure = failure or f"{name} failed"
         self._step = step
         self._backoff = Backoff(interval, max_backoff)
         self._clock: Clock = clock if clock is not None else SystemClock()
@@ -113,7 +115,7 @@ class BackgroundLoop:
                 wait = self._backoff.succeeded()
             except Exception:
                 wait = self._backoff.failed()
-                _log.exception("%s failed; retrying in %.2f s", self.name, wait)
+                _log.exception("%s; retrying in %.2f s", self._failure, wait)
             if wait is None:
                 self._wake.wait()
                 self._wake.clear()
@@ -130,7 +132,8 @@ class BackgroundLoop:
 class BackgroundTask:
     """``BackgroundLoop``'s async form: awaits ``step`` every ``interval`` seconds (start
     to start) in a task on the running event loop, between ``start`` and ``stop`` (or
-    for the block of ``running``). The same backoff, ``kick`` and ``first_after``."""
+    for the block of ``running``). The same backoff, ``failure``, ``kick`` and
+    ``first_after``."""
 
     def __init__(
         self,
@@ -141,8 +144,10 @@ class BackgroundTask:
         clock: Clock | None = None,
         first_after: float = 0.0,
         max_backoff: float = MAX_BACKOFF,
+        failure: str | None = None,
     ) -> None:
         self.name = name
+        self._failure = failure or f"{name} failed"
         self._step = step
         self._backoff = Backoff(interval, max_backoff)
         self._clock: Clock = clock if clock is not None else SystemClock()
@@ -205,7 +210,7 @@ class BackgroundTask:
                 wait = self._backoff.succeeded()
             except Exception:
                 wait = self._backoff.failed()
-                _log.exception("%s failed; retrying in %.2f s", self.name, wait)
+                _log.exception("%s; retrying in %.2f s", self._failure, wait)
             if wait is None:
                 assert self._wake is not None
                 await self._wake.wait()

@@ -18,6 +18,7 @@ import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 
+from modelport.background.loops import BackgroundTask
 from modelport.observability.serving_metrics import ServingMetrics
 from modelport.serving.backends.base import Backend
 from modelport.serving.breaker import BreakerConfig, BreakerState, CircuitBreaker
@@ -144,20 +145,9 @@ class HealthProber:
             health = Health.UNHEALTHY
         self.board.record_probe(backend.name, health, epoch)
 
-    async def run(self) -> None:
-        """Probe forever (until cancelled)."""
-        while True:
-            started = time.monotonic()
-            await self.probe_once()
-            await asyncio.sleep(max(0.0, self.interval - (time.monotonic() - started)))
-
     @contextlib.asynccontextmanager
     async def running(self) -> AsyncIterator[HealthProber]:
-        """Run the prober as a background task for the duration of the block."""
-        task = asyncio.create_task(self.run(), name="health-prober")
-        try:
+        """Probe every ``interval`` seconds (start to start) as a background task for
+        the duration of the block."""
+        async with BackgroundTask("health-prober", self.probe_once, self.interval).running():
             yield self
-        finally:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task

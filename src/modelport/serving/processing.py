@@ -41,6 +41,7 @@ from typing import IO
 import numpy as np
 import orjson
 
+from modelport.background.loops import BackgroundLoop
 from modelport.blobs import BlobStore
 from modelport.blobs.verify import copy_verified
 from modelport.clock import Clock, SystemClock
@@ -163,14 +164,16 @@ class ProcessingPools:
         self._executor = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="processing")
         self._lock = threading.Lock()
         self._closed = False
-        self._stop = threading.Event()
-        self._reaper: threading.Thread | None = None
+        # The reaper's cadence is real time (the idleness it judges reads ``clock``): a
+        # test advancing the clock reaps only when it asks to.
+        self._reaper: BackgroundLoop | None = None
         if reap_interval_seconds is not None:
-            self._reaper = threading.Thread(
-                target=self._reap_every,
-                args=(reap_interval_seconds,),
-                name="processing-reaper",
-                daemon=True,
+            self._reaper = BackgroundLoop(
+                "processing-reaper",
+                self.reap,
+                reap_interval_seconds,
+                first_after=reap_interval_seconds,
+                failure="reaping the processing workers failed",
             )
             self._reaper.start()
 
@@ -179,13 +182,6 @@ class ProcessingPools:
         with self._lock:
             versions = list(self._versions.values())
         return [reason for processing in versions for reason in processing.pool.reap()]
-
-    def _reap_every(self, interval: float) -> None:
-        while not self._stop.wait(interval):
-            try:
-                self.reap()
-            except Exception:  # the next round tries again; a call replaces a dead worker
-                log.exception("reaping the processing workers failed")
 
     def _reaped(self, version: VersionRef, reason: str, cpu_seconds: float) -> None:
         log_event(
@@ -273,7 +269,8 @@ class ProcessingPools:
 
     def close(self) -> None:
         """Stop every worker (the process is ending)."""
-        self._stop.set()
+        if self._reaper is not None:
+            self._reaper.stop()
         with self._lock:
             self._closed = True
             versions, self._versions = list(self._versions.values()), {}
