@@ -19,6 +19,7 @@ from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 
 from modelport.background.loops import BackgroundTask
+from modelport.clock import Clock
 from modelport.observability.serving_metrics import ServingMetrics
 from modelport.serving.backends.base import Backend
 from modelport.serving.breaker import BreakerConfig, BreakerState, CircuitBreaker
@@ -115,12 +116,21 @@ class HealthBoard:
 
 
 class HealthProber:
-    """Probes every backend on a board each ``interval`` seconds, each within ``timeout``."""
+    """Probes every backend on a board each ``interval`` seconds (on ``clock``, the
+    system's by default), each within ``timeout``."""
 
-    def __init__(self, board: HealthBoard, *, interval: float = 5.0, timeout: float = 2.0) -> None:
+    def __init__(
+        self,
+        board: HealthBoard,
+        *,
+        interval: float = 5.0,
+        timeout: float = 2.0,
+        clock: Clock | None = None,
+    ) -> None:
         if interval <= 0 or timeout <= 0:
             raise ValueError("interval and timeout must be positive")
         self.board = board
+        self.clock = clock
         self.interval = interval
         self.timeout = timeout
         self.rounds = 0
@@ -149,5 +159,6 @@ class HealthProber:
     async def running(self) -> AsyncIterator[HealthProber]:
         """Probe every ``interval`` seconds (start to start) as a background task for
         the duration of the block."""
-        async with BackgroundTask("health-prober", self.probe_once, self.interval).running():
+        prober = BackgroundTask("health-prober", self.probe_once, self.interval, clock=self.clock)
+        async with prober.running():
             yield self
