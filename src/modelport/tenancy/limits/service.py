@@ -110,6 +110,7 @@ class LimitService:
         self._stale_limit = STALE_LIMIT * cache_ttl_seconds
         self._refreshing: set[Subject] = set()
         self._due: list[Subject] = []
+        self._closed = False
         self._refresh_lock = threading.Lock()
         # One thread refreshes every stale subject in turn, woken when one is queued.
         self._refresher = BackgroundLoop("limits-refresh", self._refresh_due, None)
@@ -147,7 +148,7 @@ class LimitService:
 
     def _refresh_soon(self, subject: Subject) -> None:
         with self._refresh_lock:
-            if subject in self._refreshing:
+            if subject in self._refreshing or self._closed:
                 return
             self._refreshing.add(subject)
             self._due.append(subject)
@@ -377,6 +378,8 @@ class LimitService:
         return self.budget_repository.alerts(tenant)
 
     def close(self) -> None:
+        with self._refresh_lock:
+            self._closed = True  # no refresher started again
         self._refresher.stop()
         if self.admitter is not None:
             self.admitter.close()
