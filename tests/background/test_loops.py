@@ -98,6 +98,21 @@ def test_the_backoff_after_failures_is_reset_by_a_success() -> None:
     assert waits == pytest.approx([0.05, 0.1, 0.2, 0.01, 0.01])
 
 
+def test_the_backoff_may_start_higher_and_stop_lower() -> None:
+    clock = ManualClock()
+    steps = Steps(failures=100)
+    loop = BackgroundLoop("writer", steps, 1.0, clock=clock, min_backoff=2.0, max_backoff=30.0)
+    loop.start()
+    try:
+        waits = []
+        for calls in range(1, 7):
+            waits.append(parked(clock, steps, calls))
+            clock.advance(waits[-1])
+    finally:
+        loop.stop()
+    assert waits == pytest.approx([2.0, 4.0, 8.0, 16.0, 30.0, 30.0])
+
+
 def test_kick_runs_the_next_step_at_once_and_stop_ends_the_thread() -> None:
     clock = ManualClock()
     steps = Steps()

@@ -29,11 +29,14 @@ MAX_BACKOFF = 5.0
 
 class Backoff:
     """The wait before the next step: the interval after a success; after failures, a
-    wait that doubles from ``MIN_BACKOFF`` up to ``cap`` (or the interval if longer)."""
+    wait that doubles from ``first`` up to ``cap`` (or the interval if longer)."""
 
-    def __init__(self, interval: float | None, cap: float = MAX_BACKOFF) -> None:
+    def __init__(
+        self, interval: float | None, cap: float = MAX_BACKOFF, first: float = MIN_BACKOFF
+    ) -> None:
         self.interval = interval
         self.cap = cap
+        self.first = first
         self.current = 0.0
 
     def succeeded(self) -> float | None:
@@ -45,14 +48,15 @@ class Backoff:
         """The wait after a step that raised."""
         # A step that fails again at once must not spin (a loop with no interval would
         # log thousands of times a second).
-        self.current = min(self.cap, max(self.current * 2, MIN_BACKOFF))
+        self.current = min(self.cap, max(self.current * 2, self.first))
         return max(self.interval or 0.0, self.current)
 
 
 class BackgroundLoop:
     """Runs ``step`` every ``interval`` seconds (start to start) in a daemon thread until
     stopped; with ``interval`` None, only when kicked. A step that raises is logged and
-    retried after ``Backoff``'s wait (logged as ``failure``, by default "<name> failed").
+    retried after ``Backoff``'s wait, from ``min_backoff`` to ``max_backoff`` (logged as
+    ``failure``, by default "<name> failed").
     ``kick`` runs the next step at once; ``first_after`` delays the first step."""
 
     def __init__(
@@ -64,12 +68,13 @@ class BackgroundLoop:
         clock: Clock | None = None,
         first_after: float = 0.0,
         max_backoff: float = MAX_BACKOFF,
+        min_backoff: float = MIN_BACKOFF,
         failure: str | None = None,
     ) -> None:
         self.name = name
         self._failure = failure or f"{name} failed"
         self._step = step
-        self._backoff = Backoff(interval, max_backoff)
+        self._backoff = Backoff(interval, max_backoff, min_backoff)
         self._clock: Clock = clock if clock is not None else SystemClock()
         self._first_after = first_after
         self._stop = threading.Event()
@@ -144,12 +149,13 @@ class BackgroundTask:
         clock: Clock | None = None,
         first_after: float = 0.0,
         max_backoff: float = MAX_BACKOFF,
+        min_backoff: float = MIN_BACKOFF,
         failure: str | None = None,
     ) -> None:
         self.name = name
         self._failure = failure or f"{name} failed"
         self._step = step
-        self._backoff = Backoff(interval, max_backoff)
+        self._backoff = Backoff(interval, max_backoff, min_backoff)
         self._clock: Clock = clock if clock is not None else SystemClock()
         self._first_after = first_after
         self._task: asyncio.Task[None] | None = None
