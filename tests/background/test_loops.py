@@ -197,3 +197,16 @@ def test_the_task_form_kicked_from_another_thread() -> None:
             await until(lambda: steps.calls == 2)
 
     asyncio.run(scenario())
+
+
+def test_a_task_kicked_before_it_starts_steps_at_once() -> None:
+    clock = ManualClock()
+    steps = Steps()
+
+    async def scenario() -> None:
+        task = BackgroundTask("watch", steps.async_step, 60.0, clock=clock, first_after=60.0)
+        task.kick()  # a change arrived while its owner was still starting
+        async with task.running():
+            await until(lambda: steps.calls == 1 and clock.waits == [60.0])
+
+    asyncio.run(scenario())

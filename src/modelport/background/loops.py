@@ -160,6 +160,8 @@ class BackgroundTask:
         self._first_after = first_after
         self._task: asyncio.Task[None] | None = None
         self._wake: asyncio.Event | None = None
+        self._kicked = False
+        """A kick before ``start``: the first step then runs at once, as in a thread."""
 
     @property
     def active(self) -> bool:
@@ -171,11 +173,18 @@ class BackgroundTask:
             return
         self._wake = asyncio.Event()
         self._task = asyncio.get_running_loop().create_task(self._run(), name=self.name)
+        if self._kicked:
+            self._kicked = False
+            self._wake.set()
 
     def kick(self) -> None:
-        """Run the next step now. Safe from any thread."""
+        """Run the next step now (before ``start``: the first step, at once). Safe from
+        any thread."""
         task, wake = self._task, self._wake
-        if task is None or wake is None or task.done():
+        if task is None or wake is None:
+            self._kicked = True
+            return
+        if task.done():
             return
         loop = task.get_loop()
         try:
