@@ -5,7 +5,7 @@ from __future__ import annotations
 import functools
 import gc
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -13,6 +13,7 @@ from urllib.parse import urlparse
 
 from fastapi import FastAPI
 
+from modelport.background.pools import ThreadPools
 from modelport.blobs import BlobStore
 from modelport.blobs.local import LocalBlobStore
 from modelport.blobs.service import BlobService
@@ -156,6 +157,9 @@ class Services:
     oidc: OidcClient | None = None
     """Signing people in with the OpenID provider; None unless ``MODELPORT_OIDC_ISSUER``
     is set (then the authenticator accepts the provider's JWTs too)."""
+    pools: ThreadPools = field(default_factory=ThreadPools)
+    """The process's thread pools (webhook attempts, processing calls), closed after the
+    services that submit to them."""
 
     def close(self) -> None:
         if self.oidc is not None:
@@ -172,6 +176,7 @@ class Services:
             self.processing.close()
         if self.host is not None:
             self.host.close()
+        self.pools.close()
         self.tenancy.invalidation.close()
         self.changes.close()
         self.database.dispose()
@@ -192,11 +197,14 @@ class WorkerServices:
     clock: Clock
     processing: ProcessingPools | None = None
     """Publishers' pre- and post-processing workers, for the versions this worker runs."""
+    pools: ThreadPools = field(default_factory=ThreadPools)
+    """The process's thread pools, closed after the services that submit to them."""
 
     def close(self) -> None:
         if self.processing is not None:
             self.processing.close()
         self.host.close()
+        self.pools.close()
         self.database.dispose()
 
 
@@ -1036,7 +1044,11 @@ def build_prediction_log(
 
 
 def build_webhooks(
-    settings: Settings, database: Database, clock: Clock, box: SecretBox
+    settings: Settings,
+    database: Database,
+    clock: Clock,
+    box: SecretBox,
+    pools: ThreadPools | None = None,
 ) -> WebhookService:
     """Webhooks: the URL policy from the allow-list, deliveries posted over httpx, signing
     secrets sealed by ``box``."""
@@ -1064,6 +1076,7 @@ def build_webhooks(
             batch=settings.webhook_concurrency,
             poll_interval_seconds=settings.webhook_poll_interval_seconds,
         ),
+        pools=pools,
     )
 
 
@@ -1150,7 +1163,11 @@ def build_cgroups(setting: str, root: Path | None) -> Cgroups:
 
 
 def build_processing(
-    settings: Settings, blob_store: BlobStore, metrics: RuntimeMetrics, clock: Clock | None = None
+    settings: Settings,
+    blob_store: BlobStore,
+    metrics: RuntimeMetrics,
+    clock: Clock | None = None,
+    pools: ThreadPools | None = None,
 ) -> ProcessingPools:
     """Publishers' pre- and post-processing, in warm workers of the sandbox (the one
     validation uses), under ``HOME/processing``."""
@@ -1170,6 +1187,7 @@ def build_processing(
         idle_cpu_seconds=settings.processing_idle_cpu_seconds,
         reap_interval_seconds=settings.processing_reap_interval_seconds,
         clock=clock,
+        pools=pools,
     )
 
 
@@ -1274,6 +1292,7 @@ def build_services(
     if settings.role is Role.WORKER:
         raise ValueError("the worker role builds WorkerServices (build_worker_services)")
     clock = clock or SystemClock()
+    pools = ThreadPools()
     database = open_database(settings)
     keys = build_keyspace(database)
     blob_store = build_blob_store(settings)
@@ -1288,7 +1307,7 @@ def build_services(
     check = signature_check(registry)
     host = build_host(settings, metrics, check, clock) if settings.role is Role.ALL else None
     processing = (
-        build_processing(settings, blob_store, metrics, clock) if host is not None else None
+        build_processing(settings, blob_store, metrics, clock, pools) if host is not None else None
     )
     engines = None
     if host is not None:
@@ -1343,7 +1362,7 @@ def build_services(
     inference.cache = build_response_cache(settings, tenancy, metrics, changes, keys, clock)
     moderation = build_moderation(database, changes, clock, inference)
     blobs = BlobService(database, blob_store, verify_below_bytes=settings.verify_below_bytes)
-    webhooks = build_webhooks(settings, database, clock, secret_box)
+    webhooks = build_webhooks(settings, database, clock, secret_box, pools)
     from modelport.jobs.batch import BatchService
     from modelport.jobs.notify import WebhookNotifier
 
@@ -1356,6 +1375,7 @@ def build_services(
     return Services(
         settings=settings,
         database=database,
+        pools=pools,
         blob_store=blob_store,
         blobs=blobs,
         uploads=UploadService(
@@ -1555,6 +1575,7 @@ def build_worker_services(settings: Settings, *, clock: Clock | None = None) -> 
     metrics = build_metrics()
     # A worker publishes no change: versions it reads are immutable.
     registry = build_registry(settings, database, blob_store, LocalChangeBus(), metrics)
+    pools = ThreadPools()
     return WorkerServices(
         settings=settings,
         database=database,
@@ -1563,7 +1584,8 @@ def build_worker_services(settings: Settings, *, clock: Clock | None = None) -> 
         metrics=metrics,
         host=build_host(settings, metrics, signature_check(registry), clock),
         clock=clock or SystemClock(),
-        processing=build_processing(settings, blob_store, metrics, clock),
+        processing=build_processing(settings, blob_store, metrics, clock, pools),
+        pools=pools,
     )
 
 

@@ -2,8 +2,9 @@
 
 ``Clock`` gives wall time (``now``: key expiry, rollback windows stored in the
 database), monotonic time (``monotonic``: the TTL caches of keys, limits, budgets,
-prices, access facts and resolutions, in-process rate limiters, canary steps) and
-``sleep``. ``modelport.app.build_services`` builds one and hands it to every service;
+prices, access facts and resolutions, in-process rate limiters, canary steps, the
+waits of the background loops), ``sleep`` (on an event loop) and ``wait`` (in a
+thread). ``modelport.app.build_services`` builds one and hands it to every service;
 a test hands it a ``ManualClock`` and ``advance``-s it to pass a TTL or drive a whole
 staged rollout in milliseconds. (Deadlines of calls in flight stay on
 ``time.monotonic``: they measure real work.)
@@ -27,6 +28,12 @@ class Clock(Protocol):
 
     async def sleep(self, seconds: float) -> None: ...
 
+    def wait(self, event: threading.Event, seconds: float) -> bool:
+        """Block the calling thread until ``event`` is set or ``seconds`` have passed on
+        this clock; whether ``event`` was set. Pass an event of the waiter's own: a
+        ``ManualClock`` wakes the waiter by setting it."""
+        ...
+
 
 class SystemClock:
     """The real clock."""
@@ -40,12 +47,17 @@ class SystemClock:
     async def sleep(self, seconds: float) -> None:
         await asyncio.sleep(max(0.0, seconds))
 
+    def wait(self, event: threading.Event, seconds: float) -> bool:
+        return event.wait(max(0.0, seconds))
+
 
 class ManualClock:
     """A clock that moves only when ``advance`` is called (from any thread).
 
     Sleepers wake, on their own event loop, once the clock has moved past their
-    wake-up time. ``sleepers`` lets a test wait until the controller is parked.
+    wake-up time; threads in ``wait`` wake the same way. ``sleepers`` lets a test wait
+    until the controller (or a background loop) is parked, ``waits`` tells how long each
+    parked one still waits.
     """
 
     def __init__(self, start: datetime | None = None) -> None:
@@ -53,6 +65,7 @@ class ManualClock:
         self._offset = 0.0
         self._lock = threading.Lock()
         self._waiters: list[tuple[float, asyncio.AbstractEventLoop, asyncio.Future[None]]] = []
+        self._threads: list[_ThreadWaiter] = []
 
     def now(self) -> datetime:
         return self._start + timedelta(seconds=self._offset)
@@ -63,14 +76,22 @@ class ManualClock:
     @property
     def sleepers(self) -> int:
         with self._lock:
-            return sum(1 for _, _, f in self._waiters if not f.done())
+            asleep = sum(1 for _, _, f in self._waiters if not f.done())
+            return asleep + sum(1 for w in self._threads if not w.event.is_set())
 
     @property
     def parked(self) -> int:
         """Sleepers waiting for a time still to come: unlike ``sleepers``, not one that
         ``advance`` made due and that has yet to wake."""
+        return len(self.waits)
+
+    @property
+    def waits(self) -> list[float]:
+        """How long each parked sleeper or waiting thread still waits, shortest first."""
         with self._lock:
-            return sum(1 for wake, _, f in self._waiters if not f.done() and wake > self._offset)
+            left = [w - self._offset for w, _, f in self._waiters if not f.done()]
+            left += [w.wake - self._offset for w in self._threads if not w.event.is_set()]
+        return sorted(x for x in left if x > 0)
 
     async def sleep(self, seconds: float) -> None:
         loop = asyncio.get_running_loop()
@@ -87,13 +108,42 @@ class ManualClock:
             with self._lock:
                 self._waiters = [w for w in self._waiters if w[2] is not future]
 
+    def wait(self, event: threading.Event, seconds: float) -> bool:
+        waiter = _ThreadWaiter(event)
+        with self._lock:
+            waiter.wake = self._offset + max(0.0, seconds)
+            if seconds <= 0:
+                return event.is_set()
+            self._threads.append(waiter)
+        try:
+            event.wait()
+        finally:
+            with self._lock:
+                self._threads = [w for w in self._threads if w is not waiter]
+        return not waiter.timed_out
+
     def advance(self, seconds: float) -> None:
         with self._lock:
             self._offset += seconds
             due = [(loop, f) for wake, loop, f in self._waiters if wake <= self._offset]
+            # Set under the lock: a waiter that has left (and whose event its owner may
+            # have cleared for its next wait) is no longer listed, so it is never woken late.
+            for waiter in self._threads:
+                if waiter.wake <= self._offset and not waiter.event.is_set():
+                    waiter.timed_out = True
+                    waiter.event.set()
         for loop, future in due:
             if not loop.is_closed():
                 loop.call_soon_threadsafe(_wake, future)
+
+
+class _ThreadWaiter:
+    """A thread blocked in ``ManualClock.wait``."""
+
+    def __init__(self, event: threading.Event) -> None:
+        self.event = event
+        self.wake = 0.0
+        self.timed_out = False
 
 
 def _wake(future: asyncio.Future[None]) -> None:

@@ -23,6 +23,7 @@ from modelport.tenancy.limits import (
     period_of,
 )
 from modelport.tenancy.limits.budgets import DatabaseBudgetGuard
+from tests.polling import eventually
 
 ACME = Subject(tenant="acme", key="k1", model="vendor/model")
 
@@ -285,6 +286,32 @@ def test_stale_rows_serve_calls_while_one_refresh_reads_them_again(
             service.admit(ACME, stale_ok=True)
     finally:
         service.close()
+
+
+def test_stale_subjects_are_refreshed_in_turn_by_one_thread(database: Database, tmp_path) -> None:
+    clock = ManualClock()
+    service = build_limits(
+        Settings(home=tmp_path, limits_cache_ttl_seconds=0.2),
+        database,
+        build_keyspace(database),
+        clock,
+    )
+    subjects = [Subject(tenant=f"t{i}", key="k1", model="vendor/model") for i in range(5)]
+    try:
+        for subject in subjects:
+            service.admit(subject).release()
+        clock.advance(0.25)
+        assert all(service.is_warm(subject) for subject in subjects)  # each queued a refresh
+
+        def refreshed() -> bool:
+            return all((service.policy.staleness(s) or 0) < 0 for s in subjects)
+
+        assert eventually(refreshed), "every stale subject is read again"
+        refreshers = [t for t in threading.enumerate() if t.name == "limits-refresh"]
+        assert len(refreshers) == 1  # not a thread per refresh
+    finally:
+        service.close()
+    assert not refreshers[0].is_alive()
 
 
 def test_rows_far_past_their_time_are_read_again_before_a_call(

@@ -18,6 +18,7 @@ from pathlib import Path
 import orjson
 import pytest
 
+from modelport.clock import ManualClock
 from modelport.metering import journal as journal_module
 from modelport.metering.events import event_to_doc
 from modelport.metering.journal import REJECTED, UsageJournal
@@ -33,6 +34,7 @@ from modelport.metering.types import (
 )
 from modelport.store import create_database
 from tests.metering.conftest import PRICE, Metering, call_info, price_predictions
+from tests.polling import eventually
 
 TENANT = BalanceScope.TENANT
 UNREACHABLE = "postgresql+psycopg://postgres@127.0.0.1:1/none?connect_timeout=2"
@@ -169,6 +171,22 @@ def test_the_applier_thread_applies_and_close_removes_the_empty_file(
         journal.close()
     assert not journal.path.exists()
     assert os.listdir(folder) == []
+
+
+def test_the_applier_runs_on_the_clock_it_is_given(priced: Metering, folder: Path) -> None:
+    clock = ManualClock()
+    journal = UsageJournal(folder, priced.reservations, interval_seconds=60, clock=clock)
+    journal.start()
+    try:
+        assert eventually(lambda: clock.waits == [60])  # its first cycle is done
+        for n in range(3):
+            journal.append(*settlement(priced, n))
+        assert journal.pending == 3  # the loop is parked until the clock moves
+        clock.advance(60)
+        assert eventually(lambda: journal.pending == 0)
+        assert balance(priced) == (97 * PRICE, 0)
+    finally:
+        journal.close()
 
 
 def test_a_bad_record_is_set_aside_and_the_rest_applied(

@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 from prometheus_client import CollectorRegistry
 
+from modelport.clock import ManualClock
 from modelport.errors import (
     DeadlineExceeded,
     InvalidInput,
@@ -627,3 +628,30 @@ def test_the_prober_runs_in_the_background() -> None:
     assert run(scenario()) >= 3
     assert board.unregister("b") is backend
     assert board.backends() == []
+
+
+def test_the_prober_probes_on_the_clock_it_is_given() -> None:
+    _, board, _, _ = make()
+    backend = FakeBackend("b")
+    board.register(backend)
+    clock = ManualClock()
+    prober = HealthProber(board, interval=30, timeout=1, clock=clock)
+
+    async def settle(rounds: int) -> None:
+        for _ in range(10_000):  # yield until the prober has probed and parked again
+            if prober.rounds == rounds and clock.waits == [30.0]:
+                return
+            await asyncio.sleep(0)
+        raise AssertionError(f"{prober.rounds} rounds")
+
+    async def scenario() -> None:
+        async with prober.running():
+            await settle(1)  # the first round at once, then a wait of the interval
+            clock.advance(29.0)
+            await asyncio.sleep(0)
+            assert prober.rounds == 1 and clock.waits == [1.0]
+            clock.advance(1.0)
+            await settle(2)
+
+    run(scenario())
+    assert backend.probes == 2 and clock.sleepers == 0

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import logging
 from collections.abc import AsyncIterator
 
 import anyio.to_thread
 
+from modelport.background.loops import BackgroundTask
 from modelport.blobs.uploads import UploadService
 from modelport.logs import log_event
 
@@ -19,26 +19,24 @@ log = logging.getLogger(__name__)
 async def periodic_upload_sweep(
     uploads: UploadService, interval_seconds: float
 ) -> AsyncIterator[None]:
-    """Call ``uploads.sweep_expired()`` every ``interval_seconds`` while the context is open."""
+    """Call ``uploads.sweep_expired()`` every ``interval_seconds`` while the context is
+    open (a failed sweep is logged and tried again; it never ends the server)."""
 
-    async def loop() -> None:
-        while True:
-            await asyncio.sleep(interval_seconds)
-            try:
-                removed = await anyio.to_thread.run_sync(uploads.sweep_expired)
-                log_event(
-                    log,
-                    "uploads.swept",
-                    level=logging.INFO if removed else logging.DEBUG,
-                    removed=removed,
-                )
-            except Exception:  # a failed sweep is retried next time; never kill the server
-                log.exception("sweeping expired uploads failed")
+    async def sweep() -> None:
+        removed = await anyio.to_thread.run_sync(uploads.sweep_expired)
+        log_event(
+            log,
+            "uploads.swept",
+            level=logging.INFO if removed else logging.DEBUG,
+            removed=removed,
+        )
 
-    task = asyncio.create_task(loop(), name="upload-sweeper")
-    try:
+    sweeper = BackgroundTask(
+        "upload-sweeper",
+        sweep,
+        interval_seconds,
+        first_after=interval_seconds,
+        failure="sweeping expired uploads failed",
+    )
+    async with sweeper.running():
         yield
-    finally:
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task

@@ -54,7 +54,8 @@ from typing import Any
 import orjson
 from sqlalchemy import exc as sa_exc
 
-from modelport.background.loops import BackgroundLoop
+from modelport.background.loops import BackgroundLoop, Backoff
+from modelport.clock import Clock, SystemClock
 from modelport.metering.events import event_to_doc
 from modelport.metering.outbox import EncodedEvent, UsageSink
 from modelport.metering.reservations import (
@@ -212,8 +213,10 @@ class UsageJournal:
         interval_seconds: float = 0.1,
         max_batch: int = 512,
         recover_seconds: float = 5.0,
+        clock: Clock | None = None,
     ) -> None:
         self.directory = Path(directory)
+        self._clock: Clock = clock if clock is not None else SystemClock()
         self._reservations = reservations
         self._sink = sink
         self._max_batch = max_batch
@@ -229,9 +232,11 @@ class UsageJournal:
         self._appended = 0
         self._resolved = 0
         self._retry_at = 0.0
-        self._backoff = 0.0
+        self._retry = Backoff(None, _BACKOFF)
         self._recover_at = 0.0
-        self._loop = BackgroundLoop("usage-journal", self._cycle, interval_seconds)
+        self._loop = BackgroundLoop(
+            "usage-journal", self._cycle, interval_seconds, clock=self._clock
+        )
         self.rejected = 0
         """Settlements moved to ``rejected.jsonl`` by this applier."""
         self.recovered = 0
@@ -339,10 +344,11 @@ class UsageJournal:
         if not self._apply_lock.acquire(blocking=False):
             return  # a flush is applying
         try:
-            if time.monotonic() >= self._retry_at:
+            now = self._clock.monotonic()
+            if now >= self._retry_at:
                 self._apply_own()
-            if time.monotonic() >= self._recover_at:
-                self._recover_at = time.monotonic() + self._recover_seconds
+            if now >= self._recover_at:
+                self._recover_at = now + self._recover_seconds
                 self._recover()
         finally:
             self._apply_lock.release()
@@ -414,7 +420,7 @@ class UsageJournal:
                 return self._unreachable(group, exc)
             self._one_by_one(good)
         else:
-            self._backoff = 0.0
+            self._retry.succeeded()
         done = 0
         for record in group:
             if record.error is not None:
@@ -462,8 +468,7 @@ class UsageJournal:
                 record.error = outage
 
     def _unreachable(self, kept: list[_Record], exc: BaseException) -> int:
-        self._backoff = min(_BACKOFF, max(self._backoff * 2, 0.05))
-        self._retry_at = time.monotonic() + self._backoff
+        self._retry_at = self._clock.monotonic() + self._retry.failed()
         _log.warning(
             "usage journal: %d settlement(s) kept, the database is unreachable: %s",
             len(kept),

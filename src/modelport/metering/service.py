@@ -18,6 +18,7 @@ from datetime import datetime
 from typing import Any
 
 from modelport.background.loops import BackgroundLoop
+from modelport.clock import Clock
 from modelport.metering.authorizations import (
     UsageAuthorizations,
     authorize_reported,
@@ -57,6 +58,7 @@ class MeteringService:
         sweep_interval_seconds: float = 30.0,
         now: Callable[[], datetime] = utcnow,
         closers: Sequence[Callable[[], object]] = (),
+        clock: Clock | None = None,
     ) -> None:
         self.prices = prices
         self.ledger = ledger
@@ -71,13 +73,18 @@ class MeteringService:
         self._digest_of = digest_of
         self._now = now
         self._closers = closers
+        # The loops wait on ``clock`` (the system's by default).
         self._loops = [
-            BackgroundLoop("usage-outbox", self.drain_outbox, drain_interval_seconds),
-            BackgroundLoop("reservation-sweep", self.reservations.sweep, sweep_interval_seconds),
+            BackgroundLoop("usage-outbox", self.drain_outbox, drain_interval_seconds, clock=clock),
+            BackgroundLoop(
+                "reservation-sweep", self.reservations.sweep, sweep_interval_seconds, clock=clock
+            ),
         ]
         if consumer is not None:
             self._loops.append(
-                BackgroundLoop("usage-consumer", lambda: consumer.consume_once(1000), 0.0)
+                BackgroundLoop(
+                    "usage-consumer", lambda: consumer.consume_once(1000), 0.0, clock=clock
+                )
             )
         self._running = 0
         self._lock = threading.Lock()

@@ -34,6 +34,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from modelport.background.loops import BackgroundTask
 from modelport.observability.serving_metrics import ServingMetrics
 from modelport.observability.types import Detail, LogPolicy, PredictionRecord
 
@@ -135,8 +136,9 @@ class PredictionLog:
         self._write_lock = threading.Lock()
         """One writer at a time: a flush waits for a batch already being written."""
         self._under_pressure = 0
-        self._wakers: list[tuple[asyncio.AbstractEventLoop, asyncio.Event]] = []
-        """The running writers (one per event loop): ``record`` wakes them on a full batch."""
+        self._writers: list[BackgroundTask] = []
+        """The running writers (one per ``running`` block): ``record`` kicks them on a full
+        batch."""
         self.written = 0
         self.dropped = 0
         self.sampled_out = 0
@@ -214,55 +216,37 @@ class PredictionLog:
                 if self.metrics is not None:
                     self.metrics.log_depth.set(len(self._buffer))
 
-    async def run(self) -> None:
-        """Flush every ``flush_interval`` (or when a batch fills) until cancelled."""
-        waker = (asyncio.get_running_loop(), asyncio.Event())
-        self._wakers.append(waker)
-        wake = waker[1]
-        failures = 0
-        try:
-            while True:
-                delay = self.flush_interval
-                if failures:
-                    delay = min(self.max_backoff, self.flush_interval * 2**failures)
-                if failures or self.depth < self.batch_size:  # a full batch goes at once
-                    with contextlib.suppress(TimeoutError):
-                        await asyncio.wait_for(wake.wait(), delay)
-                wake.clear()
-                try:
-                    await self.flush()
-                    failures = 0
-                except Exception:
-                    failures += 1
-                    log.exception("prediction log: writing a batch failed (%d waiting)", self.depth)
-        finally:
-            self._wakers.remove(waker)
-
     @contextlib.asynccontextmanager
     async def running(self, *, final_flush_timeout: float = 10.0) -> AsyncIterator[PredictionLog]:
-        """Run the writer for the duration of the block; flush what is left at the end."""
-        task = asyncio.create_task(self.run(), name="prediction-log-writer")
+        """Run the writer for the duration of the block: it flushes every
+        ``flush_interval``, or at once when a batch fills; after failed writes, every
+        2, 4, 8... intervals, up to ``max_backoff``. Flush what is left at the end."""
+        writer = BackgroundTask(
+            "prediction-log-writer",
+            self.flush,
+            self.flush_interval,
+            first_after=self.flush_interval,
+            min_backoff=2 * self.flush_interval,
+            max_backoff=self.max_backoff,
+            failure="prediction log: writing a batch failed",
+        )
+        self._writers.append(writer)
+        writer.start()
+        if self.depth >= self.batch_size:  # filled before any writer ran
+            writer.kick()
         try:
             yield self
         finally:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+            self._writers.remove(writer)
+            await writer.stop()
             try:
                 await asyncio.wait_for(self.flush(), final_flush_timeout)
             except Exception:
                 log.exception("prediction log: %d records not written at shutdown", self.depth)
 
     def _nudge(self) -> None:
-        try:
-            running = asyncio.get_running_loop()
-        except RuntimeError:
-            running = None
-        for loop, wake in list(self._wakers):
-            if running is loop:
-                wake.set()
-            elif not loop.is_closed():
-                loop.call_soon_threadsafe(wake.set)
+        for writer in list(self._writers):
+            writer.kick()
 
     def _count(self, result: str, amount: int = 1) -> None:
         if self.metrics is not None:

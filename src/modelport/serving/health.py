@@ -18,6 +18,8 @@ import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 
+from modelport.background.loops import BackgroundTask
+from modelport.clock import Clock
 from modelport.observability.serving_metrics import ServingMetrics
 from modelport.serving.backends.base import Backend
 from modelport.serving.breaker import BreakerConfig, BreakerState, CircuitBreaker
@@ -114,12 +116,21 @@ class HealthBoard:
 
 
 class HealthProber:
-    """Probes every backend on a board each ``interval`` seconds, each within ``timeout``."""
+    """Probes every backend on a board each ``interval`` seconds (on ``clock``, the
+    system's by default), each within ``timeout``."""
 
-    def __init__(self, board: HealthBoard, *, interval: float = 5.0, timeout: float = 2.0) -> None:
+    def __init__(
+        self,
+        board: HealthBoard,
+        *,
+        interval: float = 5.0,
+        timeout: float = 2.0,
+        clock: Clock | None = None,
+    ) -> None:
         if interval <= 0 or timeout <= 0:
             raise ValueError("interval and timeout must be positive")
         self.board = board
+        self.clock = clock
         self.interval = interval
         self.timeout = timeout
         self.rounds = 0
@@ -144,20 +155,10 @@ class HealthProber:
             health = Health.UNHEALTHY
         self.board.record_probe(backend.name, health, epoch)
 
-    async def run(self) -> None:
-        """Probe forever (until cancelled)."""
-        while True:
-            started = time.monotonic()
-            await self.probe_once()
-            await asyncio.sleep(max(0.0, self.interval - (time.monotonic() - started)))
-
     @contextlib.asynccontextmanager
     async def running(self) -> AsyncIterator[HealthProber]:
-        """Run the prober as a background task for the duration of the block."""
-        task = asyncio.create_task(self.run(), name="health-prober")
-        try:
+        """Probe every ``interval`` seconds (start to start) as a background task for
+        the duration of the block."""
+        prober = BackgroundTask("health-prober", self.probe_once, self.interval, clock=self.clock)
+        async with prober.running():
             yield self
-        finally:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task

@@ -8,8 +8,6 @@ the end.
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -18,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 import anyio.to_thread
 
+from modelport.background.loops import BackgroundTask
 from modelport.observability.serving_metrics import ServingMetrics
 from modelport.serving.endpoints.controller import Controller
 from modelport.serving.endpoints.service import EndpointService
@@ -53,24 +52,25 @@ class ServingPlane:
         if self.backends is not None:
             await anyio.to_thread.run_sync(self.backends.load)
         await self.controller.start()
-        purging = asyncio.get_running_loop().create_task(self._purge())
+        purging = BackgroundTask(
+            "idempotency-purge",
+            self._purge,
+            self.purge_seconds,
+            first_after=self.purge_seconds,
+            failure="could not remove expired idempotency keys",
+        )
+        purging.start()
         try:
             yield self
         finally:
-            purging.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await purging
+            # The database may be away for a while: a failed purge is logged and retried.
+            await purging.stop()
             await self.controller.stop()
             if self.backends is not None:
                 await self.backends.close()
 
     async def _purge(self) -> None:
-        while True:
-            await asyncio.sleep(self.purge_seconds)
-            try:
-                await anyio.to_thread.run_sync(self.idempotency.purge)
-            except Exception:  # the database may be away for a while; try again later
-                log.exception("could not remove expired idempotency keys")
+        await anyio.to_thread.run_sync(self.idempotency.purge)
 
     async def route(self, endpoint: str) -> Route:
         """The endpoint's route from the snapshot. One not seen yet (made by another

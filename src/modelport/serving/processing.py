@@ -6,13 +6,14 @@ with a manifest ``processing`` section its ``VersionProcessing``: on first use t
 package's ``.py`` files and ``processing.data`` files are copied, verified against their
 digests, to a folder of this process's own under ``HOME/processing`` (its ``files/`` is
 the workers' read-only view; removed at close), and a ``WarmPool`` of at most
-``concurrency`` workers is made. Calls wait on their worker in the pools' own threads
-(``threads``, shared by every version), not the event loop's. Workers start on demand
-(the first call pays the start, up to ``start_timeout_seconds``) and stay until the
-process ends, one fails, or the reaper (a thread, every ``reap_interval_seconds``) stops
-it: idle for ``idle_seconds`` (on the injectable clock), or using more than
-``idle_cpu_seconds`` of CPU while serving no call (killed; logged as
-``processing.worker_reaped`` and counted); the next call starts a fresh one.
+``concurrency`` workers is made. Calls wait on their worker in the process's
+``processing`` thread pool (``threads``, shared by every version), not the event
+loop's. Workers start on demand (the first call pays the start, up to
+``start_timeout_seconds``) and stay until the process ends, one fails, or the reaper
+(a ``BackgroundLoop``, every ``reap_interval_seconds``) stops it: idle for
+``idle_seconds`` (on the injectable clock), or using more than ``idle_cpu_seconds`` of
+CPU while serving no call (killed; logged as ``processing.worker_reaped`` and counted);
+the next call starts a fresh one.
 
 ``VersionProcessing.run(stage, tensors, deadline)`` sends the tensors to a worker and
 checks what the code returned against the tensors the next step expects (the model's
@@ -34,13 +35,15 @@ import tempfile
 import threading
 import time
 from collections.abc import Mapping, Sequence
-from concurrent.futures import Executor, ThreadPoolExecutor
+from concurrent.futures import Executor
 from pathlib import Path
 from typing import IO
 
 import numpy as np
 import orjson
 
+from modelport.background.loops import BackgroundLoop
+from modelport.background.pools import ThreadPools
 from modelport.blobs import BlobStore
 from modelport.blobs.verify import copy_verified
 from modelport.clock import Clock, SystemClock
@@ -144,6 +147,7 @@ class ProcessingPools:
         idle_cpu_seconds: float | None = None,
         reap_interval_seconds: float | None = None,
         clock: Clock | None = None,
+        pools: ThreadPools | None = None,
     ) -> None:
         self.sandbox = sandbox
         self.blobs = blobs
@@ -157,20 +161,27 @@ class ProcessingPools:
         self.idle_cpu_seconds = idle_cpu_seconds
         self.clock: Clock = clock if clock is not None else SystemClock()
         self._versions: dict[str, VersionProcessing] = {}
-        # Calls wait on their worker (or a free one) in these threads, never in the event
-        # loop's default executor, which the database calls share: a hung code stalls
-        # only its own callers.
-        self._executor = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="processing")
+        # Calls wait on their worker (or a free one) in the process's "processing" pool
+        # (a private one, closed with these pools, when none is handed in), never in the
+        # event loop's default executor, which the database calls share: a hung code
+        # stalls only its own callers. Not drained at close: a call may be stuck on a
+        # hung worker.
+        self._own_pools = ThreadPools() if pools is None else None
+        pools = pools or self._own_pools
+        assert pools is not None
+        self._executor = pools.get("processing", threads, drain=False)
         self._lock = threading.Lock()
         self._closed = False
-        self._stop = threading.Event()
-        self._reaper: threading.Thread | None = None
+        # The reaper's cadence is real time (the idleness it judges reads ``clock``): a
+        # test advancing the clock reaps only when it asks to.
+        self._reaper: BackgroundLoop | None = None
         if reap_interval_seconds is not None:
-            self._reaper = threading.Thread(
-                target=self._reap_every,
-                args=(reap_interval_seconds,),
-                name="processing-reaper",
-                daemon=True,
+            self._reaper = BackgroundLoop(
+                "processing-reaper",
+                self.reap,
+                reap_interval_seconds,
+                first_after=reap_interval_seconds,
+                failure="reaping the processing workers failed",
             )
             self._reaper.start()
 
@@ -179,13 +190,6 @@ class ProcessingPools:
         with self._lock:
             versions = list(self._versions.values())
         return [reason for processing in versions for reason in processing.pool.reap()]
-
-    def _reap_every(self, interval: float) -> None:
-        while not self._stop.wait(interval):
-            try:
-                self.reap()
-            except Exception:  # the next round tries again; a call replaces a dead worker
-                log.exception("reaping the processing workers failed")
 
     def _reaped(self, version: VersionRef, reason: str, cpu_seconds: float) -> None:
         log_event(
@@ -273,13 +277,15 @@ class ProcessingPools:
 
     def close(self) -> None:
         """Stop every worker (the process is ending)."""
-        self._stop.set()
+        if self._reaper is not None:
+            self._reaper.stop()
         with self._lock:
             self._closed = True
             versions, self._versions = list(self._versions.values()), {}
         for processing in versions:
             processing.close()
-        self._executor.shutdown(wait=False, cancel_futures=True)
+        if self._own_pools is not None:
+            self._own_pools.close()
 
 
 def _materialize(blobs: BlobStore, manifest: Manifest, folder: Path) -> None:

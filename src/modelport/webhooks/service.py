@@ -19,7 +19,6 @@ from __future__ import annotations
 import logging
 import random
 from collections.abc import Callable, Mapping
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
@@ -28,6 +27,7 @@ import orjson
 from sqlalchemy.orm import Session
 
 from modelport.background.loops import BackgroundLoop
+from modelport.background.pools import ThreadPools
 from modelport.clock import Clock
 from modelport.errors import Conflict, InvalidInput, ModelportError
 from modelport.ids import unique_id
@@ -78,13 +78,19 @@ class WebhookService:
         sender: Sender,
         clock: Clock,
         config: DeliveryConfig | None = None,
+        pools: ThreadPools | None = None,
     ) -> None:
         self._repo = repository
         self._policy = policy
         self._sender = sender
         self._clock = clock
         self._config = config or DeliveryConfig()
-        self._pool = ThreadPoolExecutor(self._config.batch, thread_name_prefix="webhook")
+        # The attempts of a batch run at once, on the process's "webhook" pool (or a
+        # private one, closed with this service, when none is handed in).
+        self._own_pools = ThreadPools() if pools is None else None
+        pools = pools or self._own_pools
+        assert pools is not None
+        self._pool = pools.get("webhook", self._config.batch)
         self._loop = BackgroundLoop(
             "webhook-deliveries", self.deliver_due, self._config.poll_interval_seconds
         )
@@ -340,5 +346,6 @@ class WebhookService:
 
     def close(self) -> None:
         self.stop()
-        self._pool.shutdown(wait=True)
+        if self._own_pools is not None:
+            self._own_pools.close()
         self._sender.close()

@@ -48,6 +48,7 @@ from typing import Any, TypeVar, TypeVarTuple
 
 import anyio.to_thread
 
+from modelport.background.loops import BackgroundTask
 from modelport.clock import Clock
 from modelport.errors import ModelportError
 from modelport.logs import log_event
@@ -117,26 +118,28 @@ class Controller:
         """The live deployments as this process last saw them (``_follow``)."""
         self._mark: tuple[int, int] | None = None
         self._running = False
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._nudged: asyncio.Event | None = None
+        # Every tick still, should a change event be lost; at once when nudged.
+        self._watcher = BackgroundTask(
+            "routing-watch",
+            self._look,
+            refresh_seconds,
+            first_after=refresh_seconds,
+            failure="could not refresh the routing table",  # a database hiccup
+        )
 
     # ---- lifetime
     async def start(self) -> None:
         """Build every route, then resume unfinished work (call once, on the serving loop)."""
         self._running = True
-        self._loop, self._nudged = asyncio.get_running_loop(), asyncio.Event()
         await self.refresh_all()
         await self._follow()
-        self._spawn(self._watch())
+        self._watcher.start()  # at once if nudged meanwhile
 
     def nudge(self) -> None:
         """An endpoint or deployment changed (a change event, from any process): look now,
         not at the next refresh tick. Safe from any thread; nothing before ``start``."""
-        loop, nudged = self._loop, self._nudged
-        if loop is None or nudged is None or not self._running:
-            return
-        with contextlib.suppress(RuntimeError):  # the loop closed meanwhile
-            loop.call_soon_threadsafe(nudged.set)
+        if self._running:
+            self._watcher.kick()
 
     def _resume(self, deployment: Deployment) -> None:
         """Take up what a live deployment asks of this process: roll out a pending one;
@@ -185,6 +188,7 @@ class Controller:
 
     async def stop(self) -> None:
         self._running = False
+        await self._watcher.stop()
         for task in list(self._tasks):
             task.cancel()
         await asyncio.gather(*list(self._tasks), return_exceptions=True)
@@ -212,20 +216,11 @@ class Controller:
         self._mark = await self._call(self.service.revision_mark)
         self.router.install_all(await self._call(self.service.routes))
 
-    async def _watch(self) -> None:
-        assert self._nudged is not None
-        while True:
-            # At every tick still, should a change event be lost.
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._nudged.wait(), self.refresh_seconds)
-            self._nudged.clear()
-            try:
-                mark = await self._call(self.service.revision_mark)
-                if mark != self._mark:
-                    await self.refresh_all()
-                await self._follow()
-            except Exception:  # a database hiccup must not stop the watch
-                log.exception("could not refresh the routing table")
+    async def _look(self) -> None:
+        mark = await self._call(self.service.revision_mark)
+        if mark != self._mark:
+            await self.refresh_all()
+        await self._follow()
 
     # ---- rolling out
     def submit(self, deployment: Deployment) -> None:

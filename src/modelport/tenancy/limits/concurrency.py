@@ -1,4 +1,4 @@
-"""Keeping live leases alive: one daemon thread renews them until they are released.
+"""Keeping live leases alive: one background loop renews them until they are released.
 
 Leases held in a shared store expire so that a crashed process cannot hold
 slots forever; a live process renews its own well before they do.
@@ -10,6 +10,7 @@ import logging
 import threading
 from collections.abc import Callable, Sequence
 
+from modelport.background.loops import BackgroundLoop
 from modelport.tenancy.limits.types import Lease
 
 log = logging.getLogger(__name__)
@@ -19,25 +20,24 @@ class LeaseKeeper:
     """Calls ``renew`` with every held lease each ``interval`` seconds.
 
     ``add`` after a lease is acquired, ``discard`` before it is released,
-    ``close`` once at shutdown. The thread starts with the first lease.
+    ``close`` once at shutdown. The loop starts with the first lease.
     """
 
     def __init__(self, renew: Callable[[Sequence[Lease]], None], interval: float) -> None:
         self._renew = renew
-        self._interval = interval
         self._leases: dict[str, Lease] = {}
         self._lock = threading.Lock()
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
+        self._closed = False
+        self._loop = BackgroundLoop(
+            "modelport-lease-keeper", self._renew_held, interval, first_after=interval
+        )
 
     def add(self, lease: Lease) -> None:
         with self._lock:
             self._leases[lease.id] = lease
-            if self._thread is None and not self._stop.is_set():
-                self._thread = threading.Thread(
-                    target=self._run, name="modelport-lease-keeper", daemon=True
-                )
-                self._thread.start()
+            if self._closed:
+                return
+        self._loop.start()
 
     def discard(self, lease: Lease) -> None:
         with self._lock:
@@ -47,19 +47,17 @@ class LeaseKeeper:
         with self._lock:
             return list(self._leases.values())
 
-    def _run(self) -> None:
-        while not self._stop.wait(self._interval):
-            leases = self.held()
-            if not leases:
-                continue
-            try:
-                self._renew(leases)
-            except Exception:
-                # The next round tries again; leases outlive several missed rounds.
-                log.warning("renewing %d concurrency leases failed", len(leases), exc_info=True)
+    def _renew_held(self) -> None:
+        leases = self.held()
+        if not leases:
+            return
+        try:
+            self._renew(leases)
+        except Exception:
+            # The next round tries again; leases outlive several missed rounds.
+            log.warning("renewing %d concurrency leases failed", len(leases), exc_info=True)
 
     def close(self) -> None:
-        self._stop.set()
-        thread = self._thread
-        if thread is not None:
-            thread.join(timeout=5)
+        with self._lock:
+            self._closed = True
+        self._loop.stop(timeout=5)

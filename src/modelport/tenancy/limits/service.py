@@ -18,6 +18,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
+from modelport.background.loops import BackgroundLoop
 from modelport.errors import InvalidInput, NotFound, Overloaded
 from modelport.tenancy.limits.budgets import BudgetGuard, BudgetRepository, DatabaseBudgetGuard
 from modelport.tenancy.limits.interface import ConcurrencyLimiter, Gate, RateLimiter
@@ -108,14 +109,18 @@ class LimitService:
         self._closers = closers
         self._stale_limit = STALE_LIMIT * cache_ttl_seconds
         self._refreshing: set[Subject] = set()
+        self._due: list[Subject] = []
+        self._closed = False
         self._refresh_lock = threading.Lock()
+        # One thread refreshes every stale subject in turn, woken when one is queued.
+        self._refresher = BackgroundLoop("limits-refresh", self._refresh_due, None)
 
     def is_warm(self, subject: Subject) -> bool:
         """True when ``admit(subject, stale_ok=True)`` will not wait on I/O (an in-process
         limiter and cached rows), so an event loop may call it directly.
 
         Rows past their TTL still count, up to ``STALE_LIMIT`` TTLs, while one refresh
-        per subject runs in a thread: a busy subject would otherwise send all its
+        per subject runs in the ``limits-refresh`` thread: a busy subject would otherwise send all its
         concurrent calls to the database at every expiry. A changed limit or budget
         therefore reaches this process within the TTL and one refresh.
 
@@ -143,20 +148,27 @@ class LimitService:
 
     def _refresh_soon(self, subject: Subject) -> None:
         with self._refresh_lock:
-            if subject in self._refreshing:
+            if subject in self._refreshing or self._closed:
                 return
             self._refreshing.add(subject)
-        threading.Thread(target=self._refresh, args=(subject,), daemon=True).start()
+            self._due.append(subject)
+        self._refresher.start()
+        self._refresher.kick()
 
-    def _refresh(self, subject: Subject) -> None:
-        try:
-            self.policy.refresh(subject)
-            self._guard.refresh(subject.tenant)
-        except Exception:  # the next call past the stale limit reads them itself
-            _log.exception("refreshing the limits of %s failed", subject)
-        finally:
+    def _refresh_due(self) -> None:
+        while True:
             with self._refresh_lock:
-                self._refreshing.discard(subject)
+                if not self._due:
+                    return
+                subject = self._due.pop(0)
+            try:
+                self.policy.refresh(subject)
+                self._guard.refresh(subject.tenant)
+            except Exception:  # the next call past the stale limit reads them itself
+                _log.exception("refreshing the limits of %s failed", subject)
+            finally:
+                with self._refresh_lock:
+                    self._refreshing.discard(subject)
 
     def admit(self, subject: Subject, *, stale_ok: bool = False) -> Admission:
         """Let one inference call in, or raise: ``RateLimited`` (429 ``rate_limited``),
@@ -366,6 +378,9 @@ class LimitService:
         return self.budget_repository.alerts(tenant)
 
     def close(self) -> None:
+        with self._refresh_lock:
+            self._closed = True  # no refresher started again
+        self._refresher.stop()
         if self.admitter is not None:
             self.admitter.close()
         self.slots.close()
