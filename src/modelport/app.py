@@ -13,10 +13,12 @@ from urllib.parse import urlparse
 
 from fastapi import FastAPI
 
+from modelport.background.lifecycle import Lifecycle
 from modelport.background.pools import ThreadPools
 from modelport.blobs import BlobStore
 from modelport.blobs.local import LocalBlobStore
 from modelport.blobs.service import BlobService
+from modelport.blobs.sweeper import periodic_upload_sweep
 from modelport.blobs.uploads import UploadService
 from modelport.changes import (
     AliasMoved,
@@ -160,26 +162,13 @@ class Services:
     pools: ThreadPools = field(default_factory=ThreadPools)
     """The process's thread pools (webhook attempts, processing calls), closed after the
     services that submit to them."""
+    lifecycle: Lifecycle = field(default_factory=Lifecycle)
+    """Who starts and stops what, in which order: the API's lifespan runs
+    ``lifecycle.running()``, ``close`` closes its resources."""
 
     def close(self) -> None:
-        if self.oidc is not None:
-            self.oidc.provider.http.close()
-        self.webhooks.close()
-        self.repository_sync.close()
-        self.metering.close()
-        self.limits.close()
-        if self.inference.cache is not None:
-            self.inference.cache.close()
-        if self.engines is not None:
-            self.engines.close()
-        if self.processing is not None:
-            self.processing.close()
-        if self.host is not None:
-            self.host.close()
-        self.pools.close()
-        self.tenancy.invalidation.close()
-        self.changes.close()
-        self.database.dispose()
+        """Close every resource the process holds, in the reverse of their building."""
+        self.lifecycle.close()
 
 
 @dataclass
@@ -1372,18 +1361,52 @@ def build_services(
         settings, database, blobs, inference, clock, notifier, moderation, files
     )
     validations = build_validations(settings, database, blobs, registry, jobs, job_runner, clock)
+    uploads = UploadService(
+        database,
+        blob_store,
+        ttl_seconds=settings.upload_ttl_seconds,
+        max_chunk_bytes=settings.max_chunk_bytes,
+    )
+    lifecycle = Lifecycle()
+    # Resources, each closed after those registered after it (which may use it).
+    lifecycle.own("database", database.dispose)
+    lifecycle.own("change bus", changes.close)
+    lifecycle.own("key invalidation", tenancy.invalidation.close)
+    lifecycle.own("thread pools", pools.close)
+    if host is not None:
+        lifecycle.own("model host", host.close)
+    if processing is not None:
+        lifecycle.own("processing pools", processing.close)
+    if engines is not None:
+        lifecycle.own("generative engines", engines.close)
+    if inference.cache is not None:
+        lifecycle.own("response cache", inference.cache.close)
+    lifecycle.own("limits", limits.close)
+    lifecycle.own("metering", metering.close)
+    lifecycle.own("repository sync", repository_sync.close)
+    lifecycle.own("webhooks", webhooks.close)
+    if oidc is not None:
+        lifecycle.own("openid client", oidc.provider.http.close)
+    # What works while the application serves, started in this order, stopped in reverse.
+    lifecycle.serve(
+        "upload sweeper",
+        lambda: periodic_upload_sweep(uploads, settings.upload_sweep_interval_seconds),
+    )
+    lifecycle.serve_threads("metering loops", metering.start, metering.stop)  # outbox, sweeps
+    lifecycle.serve_threads("webhook deliveries", webhooks.start, webhooks.stop)
+    lifecycle.serve("prediction log", prediction_log.running)  # flushes after serving stops
+    lifecycle.serve("health probes", health.running)
+    lifecycle.serve("serving plane", serving.running)  # deployment controller, routes
+    lifecycle.serve("model repository sync", model_repository.syncing)
+    lifecycle.serve("job runner", job_runner.running)  # claims and runs jobs; stops first
     return Services(
         settings=settings,
         database=database,
         pools=pools,
+        lifecycle=lifecycle,
         blob_store=blob_store,
         blobs=blobs,
-        uploads=UploadService(
-            database,
-            blob_store,
-            ttl_seconds=settings.upload_ttl_seconds,
-            max_chunk_bytes=settings.max_chunk_bytes,
-        ),
+        uploads=uploads,
         registry=registry,
         authenticator=authenticator,
         metrics=metrics,

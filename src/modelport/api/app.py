@@ -49,7 +49,6 @@ from modelport.api.routes import (
 from modelport.api.tenancy import install_tenancy
 from modelport.api.v2 import routes as v2
 from modelport.api.v2.lane import InferenceLane
-from modelport.blobs.sweeper import periodic_upload_sweep
 from modelport.console.mount import install_console
 
 if TYPE_CHECKING:
@@ -104,22 +103,9 @@ class ModelportAPI(FastAPI):
 def create_app(services: Services) -> FastAPI:
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
-        interval = services.settings.upload_sweep_interval_seconds
-        async with periodic_upload_sweep(services.uploads, interval):
-            services.metering.start()  # outbox delivery, reservation sweep
-            services.webhooks.start()  # webhook deliveries and their retries
-            try:
-                async with (
-                    services.prediction_log.running(),  # writer; flushes after serving stops
-                    services.health.running(),  # backend health probes
-                    services.serving.running(),  # deployment controller, routes
-                    services.model_repository.syncing(),  # other processes' loads and unloads
-                    services.job_runner.running(),  # claims and runs jobs; stops first
-                ):
-                    yield
-            finally:
-                services.webhooks.stop()
-                services.metering.stop()
+        # What starts, in which order, is the composition root's (``Services.lifecycle``).
+        async with services.lifecycle.running():
+            yield
 
     app = ModelportAPI(
         title="modelport",
