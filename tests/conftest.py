@@ -25,8 +25,7 @@ from modelport.app import Services, build_services
 from modelport.config import Settings
 from modelport.sandbox import isolation_available
 from modelport.store import upgrade
-from modelport.store.base import Base
-from tests.databases import migrated_template
+from tests.databases import migrated_template, truncate_tables
 from tests.isolation import free_port, isolate_redis, worker_id
 from tests.slow_tier import (  # noqa: F401  (hooks: unmarked tests may not start processes)
     pytest_configure,
@@ -205,28 +204,6 @@ def database_url(
     assert postgres_url is not None
     truncate_tables(postgres_url)
     return postgres_url
-
-
-def truncate_tables(url: str) -> None:
-    """Empty every table of the PostgreSQL database at ``url`` but the installation's
-    id, which its migration made once, and start every sequence again.
-
-    Rows are deleted rather than truncated: ``TRUNCATE`` gives each of the hundred-odd
-    tables and indexes a new file, which took about a second a test, where deleting the
-    few rows a test left takes milliseconds. Foreign keys are not checked meanwhile
-    (every row goes), so the order of the tables does not matter."""
-    dsn = make_url(url).set(drivername="postgresql").render_as_string(hide_password=False)
-    tables = [t.name for t in Base.metadata.sorted_tables if t.name != "installation"]
-    with psycopg.connect(dsn) as conn:
-        conn.execute("SET LOCAL session_replication_role = replica")
-        for name in tables:
-            conn.execute(f'DELETE FROM "{name}"')
-        sequences = conn.execute(
-            "SELECT format('%I.%I', schemaname, sequencename) FROM pg_sequences"
-            " WHERE schemaname = current_schema()"
-        ).fetchall()
-        for (sequence,) in sequences:
-            conn.execute(f"ALTER SEQUENCE {sequence} RESTART")
 
 
 @pytest.fixture

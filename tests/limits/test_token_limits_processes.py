@@ -22,7 +22,8 @@ import httpx
 import pytest
 
 from modelport.testing.toy_engine import TOY_FORMAT
-from tests.conftest import ADMIN_KEY, free_port, skip_or_fail, truncate_tables
+from tests.conftest import ADMIN_KEY, free_port, skip_or_fail
+from tests.databases import truncate_tables
 from tests.limits.conftest import Platform, PlatformFactory, bearer
 from tests.registry.helpers import put_blob
 from tests.serve_process import wait_healthy

@@ -13,7 +13,8 @@ from starlette.testclient import TestClient
 from modelport.api import create_app
 from modelport.app import build_services
 from modelport.config import Settings
-from tests.conftest import ADMIN_KEY, PG_ENV, skip_or_fail, truncate_tables
+from tests.conftest import ADMIN_KEY, PG_ENV, skip_or_fail
+from tests.databases import truncate_tables
 from tests.security.attacks import ESTATE, admin_view, hidden_ids
 from tests.security.world import BACKEND_HOSTS, World, seed
 

@@ -25,7 +25,8 @@ from schemathesis.checks import not_a_server_error
 
 from modelport.app import build_services
 from modelport.config import Settings
-from tests.conftest import ADMIN_KEY, PG_ENV, LiveServer, skip_or_fail, truncate_tables
+from tests.conftest import ADMIN_KEY, PG_ENV, LiveServer, skip_or_fail
+from tests.databases import truncate_tables
 from tests.security.world import ADMIN, BACKEND_HOSTS
 from tests.security.world import seed as seed_world
 

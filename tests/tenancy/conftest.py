@@ -21,6 +21,7 @@ from modelport.config import Settings
 from modelport.registry import repository as registry_repo
 from modelport.registry.types import LifecycleState
 from tests.conftest import ADMIN_KEY, skip_or_fail
+from tests.databases import RowSnapshot, truncate_tables
 from tests.models import add_one
 from tests.registry.helpers import manifest_for, put_blob
 
@@ -110,19 +111,37 @@ def clock() -> ManualClock:
 
 @dataclass(frozen=True)
 class Seeded:
-    """The seeded world on SQLite, made once per test process: its database and home, and
-    the secrets and digests seeding returned. A test copies the files, so it still starts
-    from the seeded state alone and changes nothing another test sees."""
+    """The seeded world, made once per test process and database kind: its database's
+    content (a SQLite file, or PostgreSQL's rows), its home, and the secrets and digests
+    seeding returned. A test gets a copy, so it still starts from the seeded state alone
+    and changes nothing another test sees."""
 
-    database: Path
     home: Path
     keys: dict[tuple[str, str], str]
     digests: dict[str, str]
+    database: Path | None = None
+    rows: RowSnapshot | None = None
 
     def restore(self, settings: Settings) -> None:
-        """Put the seeded database and home where ``settings`` look for them."""
-        shutil.copyfile(self.database, settings.database_url.removeprefix("sqlite:///"))
+        """Put the seeded content and home where ``settings`` look for them."""
+        url = settings.database_url
+        assert url is not None
+        if self.rows is not None:
+            self.rows.restore(url)
+        elif self.database is not None:
+            shutil.copyfile(self.database, url.removeprefix("sqlite:///"))
         shutil.copytree(self.home, settings.home, dirs_exist_ok=True)
+
+
+def seed_once(folder: Path, database_url: str) -> tuple[Path, World]:
+    """Seed the world into ``database_url`` with a home in ``folder``; its home and world."""
+    settings = Settings(home=folder / "home", database_url=database_url, admin_key=ADMIN_KEY)
+    services = build_services(settings)
+    try:
+        with TestClient(create_app(services)) as client:
+            return settings.home, seed(client, services)
+    finally:
+        services.close()
 
 
 @pytest.fixture(scope="session")
@@ -130,32 +149,39 @@ def seeded_sqlite(tmp_path_factory: pytest.TempPathFactory, sqlite_template: Pat
     folder = tmp_path_factory.mktemp("tenancy-seed")
     database = folder / "modelport.db"
     shutil.copyfile(sqlite_template, database)
-    settings = Settings(
-        home=folder / "home", database_url=f"sqlite:///{database}", admin_key=ADMIN_KEY
-    )
-    services = build_services(settings)
-    try:
-        with TestClient(create_app(services)) as client:
-            world = seed(client, services)
-    finally:
-        services.close()
+    home, world = seed_once(folder, f"sqlite:///{database}")
     with sqlite3.connect(database) as conn:  # the write-ahead log into the file that is copied
         conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-    return Seeded(database, settings.home, dict(world.keys), dict(world.digests))
+    return Seeded(home, dict(world.keys), dict(world.digests), database=database)
 
 
-def seeds_from_copy(request: pytest.FixtureRequest, settings: Settings) -> bool:
-    """Whether this test's world comes from the seeded copy: on SQLite, for tests that
-    ask for the world (seeding takes a second on SQLite; PostgreSQL seeds each time)."""
-    return "world" in request.fixturenames and settings.database_url.startswith("sqlite")
+@pytest.fixture(scope="session")
+def seeded_postgres(tmp_path_factory: pytest.TempPathFactory, postgres_url: str | None) -> Seeded:
+    """Seeded in this worker's own database (emptied first), then its rows kept."""
+    assert postgres_url is not None
+    truncate_tables(postgres_url)
+    home, world = seed_once(tmp_path_factory.mktemp("tenancy-seed-pg"), postgres_url)
+    rows = RowSnapshot.take(postgres_url)
+    return Seeded(home, dict(world.keys), dict(world.digests), rows=rows)
+
+
+def seeded_for(request: pytest.FixtureRequest, settings: Settings) -> Seeded | None:
+    """The seeded copy this test's world comes from, for tests that ask for the world
+    (seeding takes about a second; a copy milliseconds)."""
+    if "world" not in request.fixturenames or settings.database_url is None:
+        return None
+    if settings.database_url.startswith("sqlite"):
+        return request.getfixturevalue("seeded_sqlite")
+    return request.getfixturevalue("seeded_postgres")
 
 
 @pytest.fixture
 def services(
     settings: Settings, clock: ManualClock, request: pytest.FixtureRequest
 ) -> Iterator[Services]:
-    if seeds_from_copy(request, settings):
-        request.getfixturevalue("seeded_sqlite").restore(settings)
+    seeded = seeded_for(request, settings)
+    if seeded is not None:
+        seeded.restore(settings)
     built = build_services(settings, clock=clock)
     yield built
     built.close()
@@ -164,8 +190,8 @@ def services(
 @pytest.fixture
 def world(services: Services, request: pytest.FixtureRequest) -> Iterator[World]:
     with TestClient(create_app(services)) as client:
-        if seeds_from_copy(request, services.settings):
-            seeded: Seeded = request.getfixturevalue("seeded_sqlite")
+        seeded = seeded_for(request, services.settings)
+        if seeded is not None:
             yield World(client, services, dict(seeded.keys), dict(seeded.digests))
         else:
             yield seed(client, services)
