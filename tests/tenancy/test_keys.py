@@ -282,3 +282,30 @@ def test_owners_cannot_obtain_keys_of_platform_admins_in_their_tenant(world: Wor
     assert len(world.client.get("/api/tenants", headers=root).json()["items"]) == 2
     assert world.client.delete(f"/api/keys/{issued['id']}", headers=owner).status_code == 200
     assert world.client.get("/api/tenants", headers=root).status_code == 401
+
+
+def test_an_operator_key_scoped_without_model_call_calls_nothing(world: World) -> None:
+    """Its scopes bound the operator on the inference path as on ``/api``: it may read
+    every tenant's models, and is refused calling them (403, not hidden)."""
+    made = world.client.post(
+        "/api/tenants/acme/members", json={"name": "root", "roles": ["admin"]}, headers=ADMIN
+    )
+    assert made.status_code == 201
+    issued = world.client.post(
+        "/api/keys",
+        json={
+            "name": "ops",
+            "tenant": "acme",
+            "member": "root",
+            "scopes": ["platform.manage", "model.read"],
+        },
+        headers=ADMIN,
+    )
+    assert issued.status_code == 201, issued.text
+    ops = bearer(issued.json()["key"])
+    assert world.client.get("/api/models/globex/private", headers=ops).status_code == 200
+    tensor = {"inputs": [{"name": "x", "datatype": "FP32", "shape": [1, 4], "data": [1, 2, 3, 4]}]}
+    for path in ("globex/private/versions/2", "acme/private/versions/1"):
+        refused = world.client.post(f"/v2/models/{path}/infer", json=tensor, headers=ops)
+        assert refused.status_code == 403, refused.text
+        assert refused.json()["error"] == "this API key does not allow model.call"

@@ -1,7 +1,8 @@
-"""Authorization on the HTTP surfaces: gather a resource's facts, ask ``policy.authorize``,
-and turn its answer into the error the caller may see (``tenancy.enforce``). The rules
-of an inference call (access to the model, the version's callable state) are the
-inference service's; separation of duties is tenancy's (``check_transition``).
+"""Authorization on the HTTP surfaces: gather a resource's facts (plain reads, grants
+once per request), ask the one access rule (``tenancy.access``, ``policy.authorize``),
+and turn its answer into the error the caller may see (``tenancy.enforce``). The same
+rule decides an inference call (``inference.access``, from cached facts); separation of
+duties is tenancy's (``check_transition``).
 
 HIDE becomes the very 404 an absent resource gives, so a caller cannot tell a
 private model of another tenant from a model that does not exist. Each check also
@@ -25,6 +26,9 @@ from modelport.errors import NotFound
 from modelport.registry.errors import model_not_found
 from modelport.registry.names import check_owner
 from modelport.registry.types import CatalogViewer, Lineage, Model
+from modelport.tenancy.access import decide_model, is_operator, needs_grants
+from modelport.tenancy.access import model_resource as resource_of
+from modelport.tenancy.enforce import decided
 from modelport.tenancy.enforce import enforce as enforce  # re-exported for the routes
 from modelport.tenancy.enforce import forbidden as forbidden  # re-exported for the routes
 from modelport.tenancy.policy import (
@@ -34,7 +38,6 @@ from modelport.tenancy.policy import (
     Permission,
     Platform,
     TenantScoped,
-    authorize,
     permissions_of,
     transition_permission,
 )
@@ -113,22 +116,24 @@ def grants_of(request: Request, principal: Principal) -> GrantSet:
     return grants
 
 
+def _grants_for(
+    request: Request, principal: Principal, owner: str, visibility: str
+) -> GrantSet | None:
+    """The caller's tenant's grants where they can change the answer (else not read)."""
+    return grants_of(request, principal) if needs_grants(principal, owner, visibility) else None
+
+
 def model_resource(
     request: Request, principal: Principal, owner: str, name: str, visibility: str
 ) -> ModelResource:
-    shared = (
-        visibility != "public"
-        and principal.tenant is not None
-        and principal.tenant != owner
-        and not principal.is_admin
-        and grants_of(request, principal).covers(owner, name)
-    )
-    return ModelResource(owner, visibility, shared)
+    grants = _grants_for(request, principal, owner, visibility)
+    return resource_of(principal, owner, name, visibility, grants)
 
 
 def can_see(request: Request, principal: Principal, owner: str, name: str, visibility: str) -> bool:
-    resource = model_resource(request, principal, owner, name, visibility)
-    return authorize(principal, Permission.MODEL_READ, resource) is Decision.ALLOW
+    grants = _grants_for(request, principal, owner, visibility)
+    decision = decide_model(principal, Permission.MODEL_READ, owner, name, visibility, grants)
+    return decision is Decision.ALLOW
 
 
 def require_model(
@@ -138,14 +143,19 @@ def require_model(
     see it, exactly as if it did not exist; 403 if it may see but not do this)."""
     note_tenant(request, owner)
     model = get_services(request).registry.get_model(owner, name)
-    resource = model_resource(request, principal, owner, name, model.visibility.value)
-    enforce(principal, permission, resource, hidden=lambda: model_not_found(owner, name))
+    visibility = model.visibility.value
+    grants = _grants_for(request, principal, owner, visibility)
+    decided(
+        decide_model(principal, permission, owner, name, visibility, grants),
+        permission,
+        hidden=lambda: model_not_found(owner, name),
+    )
     return model
 
 
 def catalog_viewer(request: Request, principal: Principal) -> CatalogViewer | None:
     """What the caller may see in the catalog, as plain filter data (None: everything)."""
-    if Permission.PLATFORM_MANAGE in permissions_of(principal):
+    if is_operator(principal):
         return None
     if Permission.MODEL_READ not in permissions_of(principal):
         # A key scoped away from reading models sees nothing, not even public ones.
@@ -158,7 +168,7 @@ def catalog_viewer(request: Request, principal: Principal) -> CatalogViewer | No
 
 def visible_lineage(request: Request, principal: Principal, lineage: Lineage) -> Lineage:
     """The lineage without the ancestors and descendants the caller may not see."""
-    if Permission.PLATFORM_MANAGE in permissions_of(principal):
+    if is_operator(principal):
         return lineage
     registry = get_services(request).registry
     visibility: dict[tuple[str, str], str] = {}
@@ -197,7 +207,7 @@ def require_uploader(request: Request, principal: Principal) -> None:
     random bits, is its capability). Blobs are stored once per digest, but a commit
     records the uploading tenant as holding the blob: only that makes it usable."""
     namespace = principal.tenant or ""
-    if Permission.PLATFORM_MANAGE in permissions_of(principal):
+    if is_operator(principal):
         return
     note_tenant(request, principal.tenant)
     enforce(
@@ -242,7 +252,7 @@ Uploader = Annotated[Principal, Depends(_uploader)]
 
 def visible_model_refs(request: Request, principal: Principal, refs: list[str]) -> set[str]:
     """Which ``owner/name`` refs the caller may see (unknown ones are not visible)."""
-    if Permission.PLATFORM_MANAGE in permissions_of(principal):
+    if is_operator(principal):
         return set(refs)
     registry = get_services(request).registry
     seen: set[str] = set()
@@ -261,7 +271,7 @@ def parent_filter(request: Request, principal: Principal) -> Callable[[str, str,
     """For publishing: which models the caller may name as lineage parents (the ones it
     can see). Grants are read now, since the filter runs inside the registry's
     transaction."""
-    if Permission.PLATFORM_MANAGE in permissions_of(principal):
+    if is_operator(principal):
         return None
     grants_of(request, principal)
     return lambda owner, name, visibility: can_see(request, principal, owner, name, visibility)

@@ -1,7 +1,8 @@
 """Turn a policy decision into the error the caller may see, for every service.
 
 HIDE becomes the very 404 an absent resource gives (``hidden()``), so a caller cannot
-tell a resource it may not see from one that does not exist; DENY becomes 403.
+tell a resource it may not see from one that does not exist; DENY becomes 403. A
+``Refusal`` of ``tenancy.access`` becomes its own code (``refuse``).
 """
 
 from __future__ import annotations
@@ -9,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from modelport.errors import Forbidden, NotFound
+from modelport.tenancy.access import Refusal, RefusalKind
 from modelport.tenancy.policy import Decision, Permission, Resource, authorize, separation_forbids
 from modelport.tenancy.types import Principal
 
@@ -29,12 +31,25 @@ def enforce(
     hidden: Callable[[], NotFound],
 ) -> None:
     """Return if allowed; raise 403, or ``hidden()`` where the caller may not see it."""
-    decision = authorize(principal, permission, resource)
+    decided(authorize(principal, permission, resource), permission, hidden=hidden)
+
+
+def decided(decision: Decision, permission: Permission, *, hidden: Callable[[], NotFound]) -> None:
+    """Return if ``decision`` (on ``permission``) allows; raise 403, or ``hidden()``."""
     if decision is Decision.ALLOW:
         return
     if decision is Decision.HIDE:
         raise hidden()
     raise forbidden(permission)
+
+
+def refuse(refusal: Refusal | None, *, hidden: Callable[[], NotFound] | None = None) -> None:
+    """Return if there is no refusal; raise its 403, or ``hidden()`` for a NOT_FOUND."""
+    if refusal is None:
+        return
+    if refusal.kind is RefusalKind.NOT_FOUND:
+        raise hidden() if hidden is not None else NotFound(refusal.message, code=refusal.code)
+    raise Forbidden(refusal.message, code=refusal.code, **refusal.details)
 
 
 def check_separation_of_duties(

@@ -16,10 +16,10 @@ from starlette.requests import Request
 from modelport.api.access import catalog_viewer, model_resource
 from modelport.api.deps import get_services
 from modelport.errors import NotFound
-from modelport.inference.access import SERVABLE_ACROSS_TENANTS
 from modelport.registry.catalog import MAX_LIMIT
 from modelport.registry.types import CatalogQuery, Model
 from modelport.serving.endpoints.types import Endpoint
+from modelport.tenancy.access import may_call_state
 from modelport.tenancy.policy import Decision, Permission, TenantScoped, authorize
 from modelport.tenancy.types import Principal
 
@@ -93,9 +93,7 @@ def _may_call(
         resolved = get_services(request).registry.resolve(model.owner, model.name, version)
     except NotFound:
         return False  # nothing to serve (yet)
-    if principal.is_admin or principal.tenant == model.owner:
-        return True
-    return resolved.state.value in SERVABLE_ACROSS_TENANTS
+    return may_call_state(principal, model.owner, resolved.state.value)
 
 
 def _endpoints(request: Request, principal: Principal) -> list[Endpoint]:

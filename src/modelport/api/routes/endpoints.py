@@ -14,11 +14,12 @@ import anyio.to_thread
 from fastapi import APIRouter, Request, Response
 from pydantic import BaseModel, ConfigDict, Field
 
-from modelport.api.access import enforce, note_tenant, require_tenant
+from modelport.api.access import note_tenant, require_tenant
 from modelport.api.auth import CurrentPrincipal
 from modelport.api.deps import get_services
 from modelport.api.routes.serving_json import deployment_json, endpoint_json
 from modelport.errors import InvalidInput
+from modelport.inference import access
 from modelport.observability.types import LogPolicy
 from modelport.runtime.types import LoadState
 from modelport.serving.endpoints.errors import endpoint_not_found
@@ -36,7 +37,7 @@ from modelport.serving.endpoints.types import (
 )
 from modelport.serving.plane import ServingPlane
 from modelport.serving.types import FallbackChain
-from modelport.tenancy.policy import Permission, TenantScoped
+from modelport.tenancy.policy import Permission
 from modelport.tenancy.types import Principal
 
 router = APIRouter(tags=["endpoints"])
@@ -137,12 +138,7 @@ def require_endpoint(
 ) -> None:
     """404 for a caller outside the endpoint's tenant, 403 for one without ``permission``."""
     note_tenant(request, endpoint.tenant)
-    enforce(
-        principal,
-        permission,
-        TenantScoped(endpoint.tenant),
-        hidden=lambda: endpoint_not_found(endpoint.name),
-    )
+    access.require_endpoint(principal, endpoint, permission)
 
 
 def _endpoint(

@@ -21,6 +21,7 @@ from typing import Any
 from fastapi import APIRouter, Request
 from pydantic import BaseModel, ConfigDict, Field
 
+from modelport.api.access import enforce, model_resource, note_tenant
 from modelport.api.auth import CurrentPrincipal
 from modelport.api.deps import get_services
 from modelport.errors import Forbidden, NotFound
@@ -29,12 +30,9 @@ from modelport.store.base import utcnow
 from modelport.tenancy.limits import Budget, BudgetAlert, Limits, ScopeType, period_of
 from modelport.tenancy.limits.service import MAX_CAP_MICROS
 from modelport.tenancy.policy import (
-    Decision,
-    ModelResource,
     Permission,
     Resource,
     TenantScoped,
-    authorize,
 )
 from modelport.tenancy.repository import key_not_found, tenant_not_found
 from modelport.tenancy.types import Principal
@@ -130,16 +128,8 @@ def _enforce(
     tenant: str,
     hidden: Callable[[], NotFound],
 ) -> None:
-    request.state.audit_tenant = tenant
-    decision = authorize(principal, permission, resource)
-    if decision is Decision.HIDE:
-        raise hidden()
-    if decision is Decision.DENY:
-        raise Forbidden(
-            f"this API key does not allow {permission.value}",
-            code="forbidden",
-            permission=permission.value,
-        )
+    note_tenant(request, tenant)
+    enforce(principal, permission, resource, hidden=hidden)
 
 
 def _scope_tenant(
@@ -163,12 +153,7 @@ def _scope_tenant(
         model = services.registry.get_model(owner, name)
         tenant = model.owner
         permission = Permission.MODEL_REGISTER if write else Permission.MODEL_READ
-        shared = (
-            principal.tenant is not None
-            and principal.tenant != owner
-            and services.tenancy.grants_to(principal.tenant).covers(owner, name)
-        )
-        resource = ModelResource(owner, model.visibility.value, shared)
+        resource = model_resource(request, principal, owner, name, model.visibility.value)
         hidden = partial(model_not_found, owner, name)
     _enforce(request, principal, permission, resource, tenant, hidden)
     return tenant

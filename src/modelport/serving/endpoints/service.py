@@ -69,6 +69,7 @@ from modelport.serving.placement import Placement
 from modelport.serving.routing.table import Route
 from modelport.serving.types import FallbackChain, StaticFallback, VersionFallback, VersionRef
 from modelport.store import Database
+from modelport.tenancy.access import tenant_sees
 from modelport.tenancy.types import GrantSet
 
 DEPLOYABLE = (LifecycleState.APPROVED, LifecycleState.DEPLOYED)
@@ -247,7 +248,8 @@ class EndpointService:
         found = self.registry.get_version(owner, model, wanted.version)
         if owner != tenant:
             visibility = self.registry.get_model(owner, model).visibility.value
-            if visibility != "public" and not self.grants_to(tenant).covers(owner, model):
+            grants = self.grants_to(tenant) if visibility != "public" else None
+            if not tenant_sees(tenant, owner, model, visibility, grants):
                 # Exactly what a version that does not exist gives.
                 raise NotFound(
                     f"model {wanted.model} not found", code="model_not_found", model=wanted.model
