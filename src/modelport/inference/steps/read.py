@@ -63,7 +63,7 @@ async def _read_version(env: Env, call: Call) -> None:
     require_rows_fit(ref, request.inputs, (b.capabilities() for b in env.replicas_for(ref)))
     call.request = request
     call.timeout = env.default_timeout_seconds if request.timeout is None else request.timeout
-    if counts_tokens(manifest.inputs, manifest.outputs):
+    if resolved.counts_tokens:
         call.tokens = input_token_bound(request.inputs)
 
 
@@ -141,8 +141,8 @@ async def choose(
     call.plan = plan
     call.ref = chosen
     call.resolved = version
-    call.task = task_of(chosen)
     if call.mode is Mode.STREAM:
+        call.task = task_of(chosen)
         call.source = router.streams(plan)
 
 

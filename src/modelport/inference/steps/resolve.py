@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from modelport.inference.access import require_endpoint, require_model
-from modelport.inference.call import Call
+from modelport.inference.call import Call, Mode
 from modelport.inference.types import Caller, EndpointTarget, ModelTarget
 from modelport.serving.routing.table import Route
 from modelport.serving.types import VersionRef
@@ -33,7 +33,8 @@ async def resolve(env: Env, call: Call) -> None:
         resolved = await env.targets.target(target.owner, target.name, target.version)
         call.resolved = resolved
         call.ref = resolved.ref
-        call.task = task_of(resolved.ref)
+        if call.mode is Mode.STREAM:
+            call.task = task_of(resolved.ref)
         return
     assert isinstance(target, EndpointTarget)
     route = await endpoint_route(env, call.caller, target.name, Permission.MODEL_CALL)
