@@ -9,6 +9,7 @@ import asyncio
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import cast
 
 import pytest
 
@@ -16,7 +17,7 @@ from modelport.api.openai.embeddings import EmbeddingDecoder
 from modelport.api.openai.requests import parse_embedding
 from modelport.errors import ModelportError
 from modelport.inference.call import Call, Kind, Mode
-from modelport.inference.pipeline import STEPS, plan_of
+from modelport.inference.pipeline import STEPS, Env, Pipeline, Step, plan_of
 from modelport.inference.streaming import GenerateRequest
 from modelport.inference.types import (
     Caller,
@@ -154,3 +155,34 @@ def test_a_refused_call_stops_at_its_step_and_a_failed_stream_still_ends(
     assert limited == "rate_limited"
     refused = ["resolve", "authorize", "read", "admit"]  # nothing after the refusal
     assert _steps(seen, writer) == STREAM_HEAD + STREAM_TAIL + refused
+
+
+def test_a_failure_gives_back_what_every_begun_step_holds_latest_first() -> None:
+    """The runner's contract, on steps of its own: the step that raised is undone too
+    (it may hold part of what it takes, as read holds an idempotency key once claimed),
+    the steps after it never run, and a unary call that ended whole undoes nothing."""
+    log: list[str] = []
+
+    def step(name: str, *, fails: bool = False, undo: bool = True) -> Step:
+        async def run(env: Env, call: Call) -> None:
+            log.append(name)
+            if fails:
+                raise RuntimeError(name)
+
+        async def give_back(env: Env, call: Call, exc: BaseException) -> None:
+            log.append(f"undo {name}")
+
+        return Step(name, run, undo=give_back if undo else None)
+
+    caller = Caller(Principal(id="a", roles=frozenset()))
+
+    def run(*steps: Step) -> None:
+        call = Call(caller, ModelTarget("acme", "m"), Mode.UNARY, Kind.VERSION)
+        asyncio.run(Pipeline(cast(Env, None), steps).run(call))
+
+    with pytest.raises(RuntimeError):
+        run(step("a"), step("b", undo=False), step("c", fails=True), step("d"))
+    assert log == ["a", "b", "c", "undo c", "undo a"]
+    log.clear()
+    run(step("a", undo=False), step("b", undo=False))
+    assert log == ["a", "b"]

@@ -17,10 +17,12 @@ A unary call runs its plan to the end. A stream's plan stops after ``dispatch``,
 hands the caller a ``CallStream``; its last steps (record, settle, release) run when the
 stream ends (``finish``), whatever ends it.
 
-When a step raises, the steps that ran and hold something give it back, latest first
-(``Step.undo``): a reservation is settled failed (``settle.settle_failed``), an admission
-released (``release.release``). Each is idempotent with its step: what settle or
-release already did is not undone.
+When a step raises, the steps that began and hold something give it back, latest
+first (``Step.undo``): a reservation is settled failed (``settle.settle_failed``), an
+admission released (``release.release_on_failure``), an idempotency key freed
+(``read.free_claim``). Each gives back only what the call still holds: what settle or
+release already did is not undone, and a step that raised before taking anything has
+nothing to give.
 
 An ``observer`` (None by default) hears each step's name before it runs: the seam the
 tests watch the order through; tracing will wrap the same place.
@@ -193,8 +195,10 @@ class Pipeline:
                 if call.replayed is not None:
                     return  # answered by the first answer under its idempotency key
         except BaseException as exc:
-            ran = {step.name for step in plan.head[:done]}
-            await self._undo([s for s in plan.undo if s.name in ran], call, exc)
+            # The step that raised may hold part of what it takes (read's idempotency key
+            # once claimed): its undo runs too. Each undo gives back only what is held.
+            begun = {step.name for step in plan.head[: done + 1]}
+            await self._undo([s for s in plan.undo if s.name in begun], call, exc)
             raise
 
     async def finish(self, call: Call, ended: BaseException | None) -> None:
