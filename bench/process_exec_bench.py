@@ -56,6 +56,7 @@ def manifest(data: bytes, execution: str) -> tuple[Manifest, str]:
         "outputs": [{"name": "y", "datatype": "FP32", "shape": [-1, 4]}],
         "license": "MIT",
         "runtime": {"execution": execution},
+        "resources": {"max_batch_size": 64},
     }
     parsed = Manifest.model_validate(raw)
     return parsed, manifest_digest(parsed)

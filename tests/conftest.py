@@ -27,6 +27,7 @@ from modelport.config import Settings
 from modelport.sandbox import isolation_available
 from modelport.store import upgrade
 from modelport.store.base import Base
+from tests.databases import migrated_template
 from tests.isolation import free_port, isolate_redis, worker_id
 from tests.slow_tier import (  # noqa: F401  (hooks: unmarked tests may not start processes)
     pytest_configure,
@@ -54,8 +55,18 @@ def suite_environment() -> dict[str, str]:
     """The ``MODELPORT_*`` settings of every installation a test builds, in process or in
     a child: secrets sealed with ``TEST_SECRET_KEY`` (tests of the unkeyed shapes remove
     it); and, on a laptop without bubblewrap, validation unisolated (``tests/sandbox``
-    says why it skips there; CI installs bubblewrap)."""
-    environment = {"MODELPORT_SECRET_KEY": TEST_SECRET_KEY}
+    says why it skips there; CI installs bubblewrap).
+
+    Tensor versions execute on threads (``MODELPORT_RUNTIME_EXECUTION=manifest``), not in
+    model hosts, the production default: a model host is a process started per version
+    loaded, and the suite loads thousands, which would blow its time budget. Process
+    execution, and the default itself, have their own tests, which set it explicitly
+    (``tests/api_v2/test_process_execution.py``, ``tests/runtime/process/``), and the
+    demo's test runs on the production default."""
+    environment = {
+        "MODELPORT_SECRET_KEY": TEST_SECRET_KEY,
+        "MODELPORT_RUNTIME_EXECUTION": "manifest",
+    }
     if not isolation_available() and not services_required():
         environment["MODELPORT_SANDBOX"] = "unisolated"
     return environment
@@ -168,11 +179,9 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 
 
 @pytest.fixture(scope="session")
-def sqlite_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A SQLite database migrated once; each test gets a copy (a full migration costs ~0.25 s)."""
-    path = tmp_path_factory.mktemp("sqlite-template") / "template.db"
-    upgrade(f"sqlite:///{path}")
-    return path
+def sqlite_template() -> Path:
+    """A SQLite database migrated once per test process; each test gets a copy."""
+    return migrated_template()
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])

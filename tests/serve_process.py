@@ -21,6 +21,7 @@ def serve(home: Path, port: int, **settings: str) -> subprocess.Popen[bytes]:
     env |= {
         "MODELPORT_HOME": str(home),
         "MODELPORT_ADMIN_KEY": ADMIN_KEY,
+        "MODELPORT_RUNTIME_EXECUTION": "manifest",  # threads, as the suite's (tests/conftest.py)
         "MODELPORT_RUNTIME_INTRA_OP_THREADS": "1",
         **settings,
     }

@@ -14,6 +14,7 @@ from modelport.api import create_app
 from modelport.app import Services, build_services
 from modelport.config import Settings
 from tests.conftest import ADMIN_KEY
+from tests.databases import migrated_sqlite
 
 SCRAPER = "scraper-token-" + "s" * 24
 
@@ -26,7 +27,7 @@ def bearer(token: str) -> dict[str, str]:
 def served(tmp_path: Path) -> Iterator[tuple[TestClient, Services]]:
     settings = Settings(
         home=tmp_path / "home",
-        database_url=f"sqlite:///{tmp_path / 'modelport.db'}",
+        database_url=migrated_sqlite(tmp_path / "modelport.db"),
         admin_key=ADMIN_KEY,
         metrics_token=SCRAPER,
         auto_migrate=True,

@@ -43,6 +43,7 @@ from modelport.sandbox import (
     Enforcement,
     Sandbox,
     SandboxMode,
+    SandboxUnavailable,
 )
 from modelport.sandbox.cgroups import Cgroups
 from modelport.store import Database, create_database, upgrade
@@ -271,6 +272,8 @@ def build_host(
         window=settings.runtime_process_crash_window_seconds,
         clock=clock or SystemClock(),
     )
+    sandbox = build_sandbox(settings)
+    report_execution(settings, sandbox)
     return ModelHost(
         cache=ModelCache(settings.home / "cache"),
         formats=formats,
@@ -292,12 +295,60 @@ def build_host(
             observer=metrics,
             # Model hosts run publishers' files: started as validation's children are,
             # with nothing of this installation's (environment, home, network).
-            launcher=SandboxLauncher(
-                build_sandbox(settings), scratch_root=settings.home / "model-hosts"
-            ),
+            launcher=SandboxLauncher(sandbox, scratch_root=settings.home / "model-hosts"),
         ),
         crash_ledger=ledger,
         execution=Execution.PROCESS if settings.runtime_execution == "process" else None,
+    )
+
+
+def report_execution(settings: Settings, sandbox: Sandbox) -> None:
+    """Say at start-up where publishers' tensor models will be parsed and run: in model
+    hosts under ``sandbox`` (``runtime.model_hosts``), nowhere where the sandbox cannot
+    start them here (``runtime.model_hosts_unavailable``: every tensor version's load then
+    fails closed with ``sandbox_unavailable``), or in this process, beside its
+    credentials, where the operator chose ``manifest`` (``runtime.execution_in_server``).
+    Never a silent fall-back to threads."""
+    import logging
+
+    from modelport.logs import log_event
+
+    logger = logging.getLogger("modelport.runtime")
+    if settings.runtime_execution == "manifest":
+        log_event(
+            logger,
+            "runtime.execution_in_server",
+            level=logging.WARNING,
+            setting="MODELPORT_RUNTIME_EXECUTION=manifest",
+            consequence="publishers' ONNX and transformers files are parsed and run in "
+            "this server process, beside its credentials, unless a version's manifest "
+            "asks for process execution",
+            remedy="unset MODELPORT_RUNTIME_EXECUTION (default: process)",
+        )
+        return
+    try:
+        confinement = sandbox.confinement()
+    except SandboxUnavailable as exc:
+        log_event(
+            logger,
+            "runtime.model_hosts_unavailable",
+            level=logging.ERROR,
+            setting="MODELPORT_RUNTIME_EXECUTION=process",
+            sandbox=f"MODELPORT_SANDBOX={settings.sandbox}",
+            consequence="no tensor version can load here: each fails closed with "
+            "sandbox_unavailable; nothing is run in the server process instead",
+            reason=exc.message,
+            remedy="install bubblewrap; or MODELPORT_SANDBOX=unisolated (model hosts "
+            "without namespaces); or MODELPORT_RUNTIME_EXECUTION=manifest (threads of "
+            "the server, beside its credentials)",
+        )
+        return
+    log_event(
+        logger,
+        "runtime.model_hosts",
+        setting="MODELPORT_RUNTIME_EXECUTION=process",
+        isolation=confinement.isolation.value,
+        seccomp=confinement.seccomp,
     )
 
 

@@ -277,12 +277,13 @@ class Settings(BaseSettings):
     """Batches of one version that may execute at the same time (with process execution:
     worker processes per version)."""
 
-    runtime_execution: Literal["manifest", "process"] = "manifest"
-    """Where tensor versions execute: ``manifest``, as each version's
-    ``runtime.execution`` says (``thread`` by default); ``process``, every tensor version
-    in model-host processes (started under the sandbox, ``sandbox``), whatever its
-    manifest says, so no publisher's file is parsed in the server. ``process`` is the
-    recommended production setting."""
+    runtime_execution: Literal["manifest", "process"] = "process"
+    """Where tensor versions execute: ``process`` (the default), every tensor version in
+    model-host processes started under the sandbox (``sandbox``: where it cannot start
+    them here, their loads fail closed), whatever its manifest says, so no publisher's
+    file is parsed in the server; ``manifest``, as each version's ``runtime.execution``
+    says (``thread`` by default: in this process, beside its credentials). Generative
+    versions load in the server either way."""
 
     runtime_process_crash_limit: int = Field(default=3, ge=1)
     """Worker crashes of one version within the crash window that quarantine it (503

@@ -36,6 +36,7 @@ from modelport.testing.toy_engine import (
     ToyRecord,
 )
 from tests.conftest import ADMIN_KEY, LiveServer
+from tests.databases import migrated_sqlite
 from tests.metering.conftest import approve
 from tests.polling import eventually
 from tests.registry.helpers import put_blob
@@ -334,7 +335,7 @@ def build_world(
 @pytest.fixture
 def world(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[World]:
     """The platform on SQLite (see the module docstring)."""
-    built = build_world(tmp_path / "home", f"sqlite:///{tmp_path / 'home.db'}", monkeypatch)
+    built = build_world(tmp_path / "home", migrated_sqlite(tmp_path / "home.db"), monkeypatch)
     yield built
     built.close()
 
@@ -344,7 +345,7 @@ def shared_world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
     """One platform for a module's tests that change nothing but their own calls."""
     home = tmp_path_factory.mktemp("shared")
     with pytest.MonkeyPatch.context() as monkeypatch:
-        built = build_world(home / "home", f"sqlite:///{home / 'home.db'}", monkeypatch)
+        built = build_world(home / "home", migrated_sqlite(home / "home.db"), monkeypatch)
         yield built
         built.close()
 

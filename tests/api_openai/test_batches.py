@@ -27,6 +27,7 @@ from modelport.jobs.types import LineOutcome
 from modelport.metering.types import Unit, UsageStatus
 from modelport.tenancy import Principal
 from tests.api_openai.conftest import World, build_world
+from tests.databases import migrated_sqlite
 from tests.polling import eventually
 
 IN_PRICE, OUT_PRICE = 10, 100
@@ -245,7 +246,7 @@ def idle_world(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Worl
     """The platform on SQLite whose server runs no jobs (the test drives runners)."""
     built = build_world(
         tmp_path / "home",
-        f"sqlite:///{tmp_path / 'home.db'}",
+        migrated_sqlite(tmp_path / "home.db"),
         monkeypatch,
         job_runner_concurrency=0,
         job_lease_seconds=1.0,

@@ -16,6 +16,7 @@ import pytest
 from modelport.clock import ManualClock
 from modelport.tenancy.limits import ScopeType
 from tests.api_openai.conftest import World, build_world
+from tests.databases import migrated_sqlite
 
 HELLO = [{"role": "user", "content": "hello"}]
 
@@ -25,7 +26,7 @@ def world(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[World]:
     """The platform on a clock that stands still: no allowance refills between calls,
     however slowly a loaded machine makes them."""
     built = build_world(
-        tmp_path / "home", f"sqlite:///{tmp_path / 'home.db'}", monkeypatch, clock=ManualClock()
+        tmp_path / "home", migrated_sqlite(tmp_path / "home.db"), monkeypatch, clock=ManualClock()
     )
     yield built
     built.close()

@@ -18,6 +18,7 @@ from modelport.app import Services, build_services
 from modelport.clock import Clock
 from modelport.config import Settings
 from tests.conftest import ADMIN_KEY, ensure_tenant
+from tests.databases import migrated_sqlite
 from tests.models import add_one, mlp
 from tests.registry.helpers import put_blob
 
@@ -149,7 +150,7 @@ def make_v2(tmp_path: Path) -> Iterator[V2Factory]:
         home = tmp_path / f"home{len(opened)}"
         settings = Settings(
             home=home,
-            database_url=f"sqlite:///{home / 'modelport.db'}",
+            database_url=migrated_sqlite(home / "modelport.db"),
             admin_key=ADMIN_KEY,
             auto_migrate=True,
             runtime_intra_op_threads=1,

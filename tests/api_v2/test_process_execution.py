@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -152,10 +153,53 @@ def test_the_operator_setting_runs_a_thread_manifest_in_a_model_host_without_cre
     assert "blob-secret-do-not-leak" not in environ and database_url not in environ
 
 
-def test_by_default_a_thread_manifest_executes_in_the_server(make_v2: V2Factory) -> None:
+def test_on_default_settings_a_v2_call_runs_in_a_model_host(
+    make_v2: V2Factory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The production default (the suite pins threads): a version whose manifest says
+    nothing, and one whose manifest asks for threads, both execute in model hosts."""
+    from modelport.runtime.process.executor import ProcessExecutor
+
+    monkeypatch.delenv("MODELPORT_RUNTIME_EXECUTION", raising=False)
+    client, services, publisher = make_v2()
+    assert services.settings.runtime_execution == "process"
+    publisher.adder("acme/adder")
+    publisher.adder("acme/threaded", runtime={"execution": "thread"})
+    for ref in ("acme/adder", "acme/threaded"):
+        answer = client.post(
+            f"/v2/models/{ref}/versions/1/infer", json=infer_body("x", np.ones((1, 4), np.float32))
+        )
+        assert answer.status_code == 200, answer.text
+        assert answer.json()["outputs"][0]["data"] == [2.0, 2.0, 2.0, 2.0]
+        executor = _executor_of(services, ref)
+        assert isinstance(executor, ProcessExecutor)
+        assert os.getpid() not in executor.pids
+
+
+def test_on_default_settings_without_a_sandbox_a_version_fails_closed(
+    make_v2: V2Factory, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """Where the sandbox's mode cannot be had, nothing falls back to the server's threads:
+    the load fails with the sandbox's code."""
+    monkeypatch.delenv("MODELPORT_RUNTIME_EXECUTION", raising=False)
+    client, services, publisher = make_v2(
+        sandbox="bubblewrap", sandbox_bwrap=str(tmp_path / "no-bwrap")
+    )
+    publisher.adder("acme/adder")
+    answer = client.post(
+        "/v2/models/acme/adder/versions/1/infer", json=infer_body("x", np.ones((1, 4), np.float32))
+    )
+    assert answer.status_code == 503, answer.text
+    assert answer.json()["code"] == "sandbox_unavailable"
+    assert _executor_of(services, "acme/adder") is None
+
+
+def test_with_the_manifest_setting_a_thread_manifest_executes_in_the_server(
+    make_v2: V2Factory,
+) -> None:
     from modelport.runtime.executor import ThreadExecutor
 
-    client, services, publisher = make_v2()
+    client, services, publisher = make_v2(runtime_execution="manifest")
     publisher.adder("acme/adder")
     answer = client.post(
         "/v2/models/acme/adder/versions/1/infer", json=infer_body("x", np.ones((1, 4), np.float32))

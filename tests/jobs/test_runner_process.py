@@ -43,6 +43,7 @@ def runner(platform: Platform, effects: Path, *, pause: bool) -> subprocess.Pope
         "MODELPORT_HOME": str(settings.home),
         "MODELPORT_DATABASE_URL": settings.resolved_database_url,
         "MODELPORT_ADMIN_KEY": ADMIN_KEY,
+        "MODELPORT_RUNTIME_EXECUTION": "manifest",  # threads, as the suite's (tests/conftest.py)
         "MODELPORT_RUNTIME_INTRA_OP_THREADS": "1",
         "MODELPORT_JOB_LEASE_SECONDS": LEASE,
         "MODELPORT_JOB_POLL_SECONDS": "0.1",

@@ -203,6 +203,7 @@ def _runner(platform: Platform, effects: Path) -> subprocess.Popen[bytes]:
         "MODELPORT_HOME": str(settings.home),
         "MODELPORT_DATABASE_URL": settings.resolved_database_url,
         "MODELPORT_ADMIN_KEY": ADMIN_KEY,
+        "MODELPORT_RUNTIME_EXECUTION": "manifest",  # threads, as the suite's (tests/conftest.py)
         "MODELPORT_RUNTIME_INTRA_OP_THREADS": "1",
         "MODELPORT_JOB_LEASE_SECONDS": "2",
         "MODELPORT_JOB_POLL_SECONDS": "0.1",

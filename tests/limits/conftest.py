@@ -20,6 +20,7 @@ from modelport.keyspace import Keyspace
 from modelport.tenancy.limits import ScopeType
 from tests.api_v2.conftest import Publisher
 from tests.conftest import ADMIN_KEY, skip_or_fail
+from tests.databases import migrated_sqlite
 
 REDIS_ENV = "MODELPORT_TEST_REDIS_URL"
 LIMITS_KEYS = "modelport:*:limits:*"  # of any installation
@@ -105,7 +106,7 @@ def make_platform(tmp_path: Path) -> Iterator[PlatformFactory]:
 
     def factory(database_url: str | None = None, **overrides: Any) -> Platform:
         home = tmp_path / f"home{len(opened)}"
-        url = database_url or f"sqlite:///{home / 'modelport.db'}"
+        url = database_url or migrated_sqlite(home / "modelport.db")
         settings = Settings(
             home=home,
             database_url=url,

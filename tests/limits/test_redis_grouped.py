@@ -17,7 +17,7 @@ from redis.retry import Retry
 from modelport.app import build_keyspace, build_limits
 from modelport.config import Settings
 from modelport.errors import Overloaded, Unavailable
-from modelport.store import Database, create_database, upgrade
+from modelport.store import Database, create_database
 from modelport.tenancy.limits import (
     Lease,
     LimitService,
@@ -29,6 +29,7 @@ from modelport.tenancy.limits import (
 )
 from modelport.tenancy.limits.admitter import GroupAdmitter
 from modelport.tenancy.limits.redis import RedisConcurrencyLimiter, RedisGate, RedisRateLimiter
+from tests.databases import migrated_sqlite
 from tests.limits.conftest import KEYS, Platform, PlatformFactory
 from tests.polling import eventually
 
@@ -284,8 +285,7 @@ ACME = Subject(tenant="acme", key="k1", model="vendor/model")
 
 @pytest.fixture
 def service(tmp_path, redis_url: str) -> Iterator[LimitService]:
-    url = f"sqlite:///{tmp_path / 'modelport.db'}"
-    upgrade(url)
+    url = migrated_sqlite(tmp_path / "modelport.db")
     database: Database = create_database(url)
     settings = Settings(home=tmp_path, limits_cache_ttl_seconds=60, redis_url=redis_url)
     limits = build_limits(settings, database, build_keyspace(database))

@@ -169,6 +169,24 @@ def test_a_queue_delay_under_a_millisecond_merges_requests_arriving_together() -
         np.testing.assert_array_equal(result.outputs["y"], np.full((1, 4), i + 1, np.float32))
 
 
+def test_callers_kept_in_flight_leave_as_full_batches_without_a_queue_delay() -> None:
+    """16 callers, each sending its next call as soon as it has its answer: every batch
+    holds all 16 (the calls a finished batch's answers provoke meet in the queue), not
+    one call alone and then the other 15."""
+
+    async def scenario(batcher: Batcher, model: CountingModel, obs: RecordingObserver):
+        async def caller(i: int) -> None:
+            for _ in range(4):
+                result = await batcher.submit(row(i), deadline=soon(60))
+                np.testing.assert_array_equal(result.outputs["y"], row(i + 1)["x"])
+
+        await asyncio.gather(*(caller(i) for i in range(16)))
+
+    model = CountingModel()
+    run(scenario, model, max_batch_size=64, max_queue_delay_us=0)
+    assert model.executions == [16, 16, 16, 16]
+
+
 def test_expired_requests_are_dropped_before_execution_and_never_run() -> None:
     async def scenario(batcher: Batcher, model: CountingModel, obs: RecordingObserver):
         model.gate.clear()

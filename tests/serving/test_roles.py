@@ -157,6 +157,7 @@ class WorkerProcess:
             "MODELPORT_DATABASE_URL": settings.resolved_database_url,
             "MODELPORT_AUTO_MIGRATE": "false",
             "MODELPORT_ADMIN_KEY": ADMIN_KEY,
+            "MODELPORT_RUNTIME_EXECUTION": "manifest",  # threads, as the suite's (tests/conftest.py)
             "MODELPORT_RUNTIME_INTRA_OP_THREADS": "1",
         }
         if settings.redis_url:

@@ -4,13 +4,17 @@ a publishing service account), one API key each, and models of every visibility.
 from __future__ import annotations
 
 import os
+import shutil
+import sqlite3
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import pytest
 from starlette.testclient import TestClient
 
+from modelport.api import create_app
 from modelport.app import Services, build_services
 from modelport.clock import ManualClock
 from modelport.config import Settings
@@ -104,19 +108,67 @@ def clock() -> ManualClock:
     return ManualClock()
 
 
+@dataclass(frozen=True)
+class Seeded:
+    """The seeded world on SQLite, made once per test process: its database and home, and
+    the secrets and digests seeding returned. A test copies the files, so it still starts
+    from the seeded state alone and changes nothing another test sees."""
+
+    database: Path
+    home: Path
+    keys: dict[tuple[str, str], str]
+    digests: dict[str, str]
+
+    def restore(self, settings: Settings) -> None:
+        """Put the seeded database and home where ``settings`` look for them."""
+        shutil.copyfile(self.database, settings.database_url.removeprefix("sqlite:///"))
+        shutil.copytree(self.home, settings.home, dirs_exist_ok=True)
+
+
+@pytest.fixture(scope="session")
+def seeded_sqlite(tmp_path_factory: pytest.TempPathFactory, sqlite_template: Path) -> Seeded:
+    folder = tmp_path_factory.mktemp("tenancy-seed")
+    database = folder / "modelport.db"
+    shutil.copyfile(sqlite_template, database)
+    settings = Settings(
+        home=folder / "home", database_url=f"sqlite:///{database}", admin_key=ADMIN_KEY
+    )
+    services = build_services(settings)
+    try:
+        with TestClient(create_app(services)) as client:
+            world = seed(client, services)
+    finally:
+        services.close()
+    with sqlite3.connect(database) as conn:  # the write-ahead log into the file that is copied
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    return Seeded(database, settings.home, dict(world.keys), dict(world.digests))
+
+
+def seeds_from_copy(request: pytest.FixtureRequest, settings: Settings) -> bool:
+    """Whether this test's world comes from the seeded copy: on SQLite, for tests that
+    ask for the world (seeding takes a second on SQLite; PostgreSQL seeds each time)."""
+    return "world" in request.fixturenames and settings.database_url.startswith("sqlite")
+
+
 @pytest.fixture
-def services(settings: Settings, clock: ManualClock) -> Iterator[Services]:
+def services(
+    settings: Settings, clock: ManualClock, request: pytest.FixtureRequest
+) -> Iterator[Services]:
+    if seeds_from_copy(request, settings):
+        request.getfixturevalue("seeded_sqlite").restore(settings)
     built = build_services(settings, clock=clock)
     yield built
     built.close()
 
 
 @pytest.fixture
-def world(services: Services) -> Iterator[World]:
-    from modelport.api import create_app
-
+def world(services: Services, request: pytest.FixtureRequest) -> Iterator[World]:
     with TestClient(create_app(services)) as client:
-        yield seed(client, services)
+        if seeds_from_copy(request, services.settings):
+            seeded: Seeded = request.getfixturevalue("seeded_sqlite")
+            yield World(client, services, dict(seeded.keys), dict(seeded.digests))
+        else:
+            yield seed(client, services)
 
 
 @pytest.fixture

@@ -37,8 +37,9 @@ def run_example(model: LoadedModel, example: Example, index: int = 0) -> Example
 
 def compare_outputs(example: Example, outputs: Mapping[str, Any], index: int = 0) -> ExampleResult:
     """Whether ``outputs`` (what a model answered to the example's inputs) are the
-    example's expected outputs: same shape, byte strings equal, numbers within the
-    example's tolerance."""
+    example's expected outputs: same shape, byte strings equal (a ``str`` equal to its
+    UTF-8 bytes: onnxruntime answers strings as ``str``), numbers within the example's
+    tolerance."""
     problems: list[str] = []
     for expected in example.outputs:
         if expected.name not in outputs:
@@ -53,7 +54,7 @@ def compare_outputs(example: Example, outputs: Mapping[str, Any], index: int = 0
                 f"output '{expected.name}': shape {list(got.shape)} != {expected.shape}"
             )
         elif want.dtype == np.object_:
-            if not np.array_equal(got.astype(np.object_), want):
+            if _as_bytes(got) != want.reshape(-1).tolist():
                 problems.append(f"output '{expected.name}': values differ")
         elif got.dtype.kind not in "biuf":
             problems.append(f"output '{expected.name}': {got.dtype} values are not numbers")
@@ -69,3 +70,11 @@ def compare_outputs(example: Example, outputs: Mapping[str, Any], index: int = 0
                 f"atol={example.tolerance.atol:g}, rtol={example.tolerance.rtol:g}"
             )
     return ExampleResult(index=index, passed=not problems, problems=problems)
+
+
+def _as_bytes(array: np.ndarray) -> list[Any]:
+    """The elements of a tensor of strings, ``str`` ones as their UTF-8 bytes."""
+    return [
+        item.encode("utf-8") if isinstance(item, str) else item
+        for item in array.reshape(-1).tolist()
+    ]

@@ -17,12 +17,12 @@ really ends, and whatever it loads then is dropped. A load that raises fails
 its record and nothing else.
 
 Execution. A version's manifest chooses (``runtime.execution``): ``thread`` (the
-default) loads the model here and executes it on the executor's threads; ``process``
-has ``process_executors`` start worker processes that load it, and the host warms up
-and serves through them (``runtime.process``). A host built with ``execution``
-(the operator's ``runtime_execution``) runs every version so, whatever its manifest
-says. The host's memory accounting then
-measures the workers' resident memory.
+manifest's default) loads the model here and executes it on the executor's threads;
+``process`` has ``process_executors`` start worker processes that load it, and the host
+warms up and serves through them (``runtime.process``). A host built with ``execution``
+runs every version so, whatever its manifest says: the app builds its host with
+``Execution.PROCESS`` unless the operator's ``runtime_execution`` is ``manifest``. The
+host's memory accounting then measures the workers' resident memory.
 
 Serving. ``infer`` hands a request to the version's ``Batcher`` on the running
 event loop (one per loop, created on first use) and counts it in flight, so

@@ -109,6 +109,44 @@ def test_concurrent_requests_are_batched_and_split_back(
         np.testing.assert_array_equal(result.outputs["y"], np.full((2, 4), i + 1, np.float32))
 
 
+def test_calls_kept_in_flight_merge_into_batches_as_on_threads(
+    make_process_host: ProcessHostFactory, source: DictBlobSource
+) -> None:
+    """16 callers, each sending its next call when it has its answer: a model host
+    executes them in batches of 16, as a thread version does."""
+    batches: dict[str, list[int]] = {}
+
+    class Observer:
+        def version(self, model: str, version: str) -> Any:
+            from modelport.runtime.observer import NullObserver
+
+            inner = NullObserver().version(model, version)
+            sizes = batches.setdefault(model, [])
+            inner.batch_executed = lambda size, seconds: sizes.append(size)  # type: ignore[method-assign]
+            return inner
+
+    host = make_process_host(observer=Observer())
+    batchable = {**ADD_ONE_SPECS, "resources": {"max_batch_size": 64}}
+    keys = [
+        load(host, source, *onnx_manifest(source, add_one(), **batchable, **extra), name)
+        for name, extra in (("threaded", {}), ("separate", PROCESS))
+    ]
+    assert process_executor(host, keys[1]).pids
+
+    async def callers(key: VersionKey) -> None:
+        async def caller(i: int) -> None:
+            for _ in range(4):
+                x = np.full((1, 4), i, np.float32)
+                result = await host.infer(key, {"x": x}, deadline=time.monotonic() + 60)
+                np.testing.assert_array_equal(result.outputs["y"], x + 1)
+
+        await asyncio.gather(*(caller(i) for i in range(16)))
+
+    for key in keys:
+        asyncio.run(callers(key))
+    assert batches == {"acme/threaded": [16] * 4, "acme/separate": [16] * 4}
+
+
 def test_a_hung_execution_is_killed_at_its_deadline_and_the_next_call_succeeds(
     make_process_host: ProcessHostFactory, source: DictBlobSource
 ) -> None:
@@ -363,24 +401,40 @@ def texts(*items: bytes) -> np.ndarray:
     return out
 
 
-def test_string_tensors_cross_to_a_worker_and_back(
+def test_string_tensors_cross_to_a_worker_and_back_as_on_a_thread(
     make_process_host: ProcessHostFactory, source: DictBlobSource
 ) -> None:
-    from modelport.runtime.types import Execution
-
-    # Forced to process execution; the warm-up (the example, strings in and out) passes.
-    host = make_process_host(execution=Execution.PROCESS)
-    key = load(host, source, *echo_text_manifest(source), "texts")
-    assert process_executor(host, key).pids[0] != os.getpid()
+    """A model host answers a tensor of strings with the elements' type a thread answers
+    (onnxruntime gives ``str``), and both warm up on the example's strings."""
+    host = make_process_host()
+    threaded = load(host, source, *echo_text_manifest(source), "threaded-texts")
+    separate = load(host, source, *echo_text_manifest(source, **PROCESS), "texts")
+    assert process_executor(host, separate).pids[0] != os.getpid()
     # Empty, multi-byte and NUL-holding strings; then a batch that grows both segments.
     small = texts(b"", "naïve ✓".encode(), b"a\x00b")
     large = texts(*(f"row {i} ".encode() * 40 for i in range(2_000)))
     for text in (small, large):
         x = np.arange(len(text) * 4, dtype=np.float32).reshape(-1, 4)
-        outputs = infer(host, key, text=text, x=x)
+        on_thread = infer(host, threaded, text=text, x=x)
+        outputs = infer(host, separate, text=text, x=x)
         assert outputs["echo"].dtype == object and outputs["echo"].shape == text.shape
-        assert outputs["echo"].tolist() == text.tolist()
+        assert outputs["echo"].tolist() == [item.decode() for item in text.tolist()]
+        assert outputs["echo"].tolist() == on_thread["echo"].tolist()
+        assert {type(item) for item in outputs["echo"].tolist()} == {str}
+        assert {type(item) for item in on_thread["echo"].tolist()} == {str}
         np.testing.assert_array_equal(outputs["y"], x + 1)
+
+
+def test_a_host_forced_to_process_execution_carries_string_tensors(
+    make_process_host: ProcessHostFactory, source: DictBlobSource
+) -> None:
+    from modelport.runtime.types import Execution
+
+    host = make_process_host(execution=Execution.PROCESS)
+    key = load(host, source, *echo_text_manifest(source), "forced-texts")
+    assert process_executor(host, key).pids[0] != os.getpid()
+    x = np.zeros((2, 4), np.float32)
+    assert infer(host, key, text=texts(b"a", b"b"), x=x)["echo"].tolist() == ["a", "b"]
 
 
 def test_a_worker_lying_about_its_outputs_is_killed_with_a_clear_code(
@@ -394,7 +448,7 @@ def test_a_worker_lying_about_its_outputs_is_killed_with_a_clear_code(
     x = np.zeros((1, 4), np.float32)
     for lie in LIES:
         # An honest answer comes back whole (from a restarted worker after a lie).
-        assert infer(host, key, text=texts(b"honest"), x=x)["echo"].tolist() == [b"honest"]
+        assert infer(host, key, text=texts(b"honest"), x=x)["echo"].tolist() == ["honest"]
         (pid,) = process_executor(host, key).pids
         with pytest.raises(Internal) as raised:
             infer(host, key, text=texts(lie.encode()), x=x)

@@ -78,9 +78,36 @@ def test_string_tensors_cross_length_prefixed_beside_numbers() -> None:
     finally:
         segment.close()
     assert back["text"].dtype == object and back["text"].shape == (2, 2)
+    # Text and bytes mixed: all come back as bytes.
     assert back["text"].tolist() == [[b"", "naïve".encode()], [b"a\x00b", b"x" * 1000]]
     np.testing.assert_array_equal(back["n"], arrays["n"])
     np.testing.assert_array_equal(back["y"], arrays["y"])
+
+
+@pytest.mark.parametrize(
+    ("items", "kind", "back"),
+    [
+        (("hi", "naïve ✓", ""), "TEXT", ["hi", "naïve ✓", ""]),
+        ((b"hi", b"\xff"), "BYTES", [b"hi", b"\xff"]),
+        (("hi", b"there"), "BYTES", [b"hi", b"there"]),
+    ],
+    ids=["all text", "all bytes", "mixed"],
+)
+def test_string_tensors_come_back_with_the_type_they_left_with(
+    items: tuple[object, ...], kind: str, back: list[object]
+) -> None:
+    """Text comes back as text, as a thread version answers it; bytes (or a mix) as bytes."""
+    layout, data = _layout_of(text=strings(*items))
+    assert layout[0][1] == kind
+    read = tensors.read(_Bytes(bytearray(data)), layout, copy=True)["text"]
+    assert read.dtype == object and read.tolist() == back
+
+
+def test_text_that_is_not_utf8_is_a_layout_error() -> None:
+    layout, data = _layout_of(text=strings(b"\xff\xfe"))
+    layout[0][1] = "TEXT"  # a worker's lie: these bytes are no text
+    with pytest.raises(tensors.LayoutError, match="not UTF-8"):
+        tensors.read(_Bytes(bytearray(data)), layout, copy=True)
 
 
 @pytest.mark.parametrize(

@@ -46,6 +46,7 @@ class ModelportProcess:
         env |= {
             "MODELPORT_HOME": str(self.home),
             "MODELPORT_ADMIN_KEY": self.key,
+            "MODELPORT_RUNTIME_EXECUTION": "manifest",  # threads, as the suite's (tests/conftest.py)
             "MODELPORT_RUNTIME_INTRA_OP_THREADS": "1",
         }
         self.proc = subprocess.Popen(

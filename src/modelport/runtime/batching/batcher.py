@@ -4,10 +4,13 @@
 past their share of the queue, or the predicted wait already past the deadline),
 queues the rest and awaits the answer.
 The batcher is driven by events on its event loop, with no task of its own:
-whenever a request arrives, a batch finishes or a wait expires, ``_pump`` asks
-the queue for decisions while an executor instance is free, and hands each
-batch to the ``Executor``, which runs it on worker threads: no model code runs
-on the event loop. When a batch fails, every request in it receives the error.
+whenever a batch finishes or a wait expires, ``_pump`` asks the queue for decisions
+while an executor instance is free, and hands each batch to the ``Executor``, which
+runs it on worker threads (or worker processes): no model code runs on the event loop.
+A request's arrival pumps at the end of the loop's current turn rather than at once,
+so the requests submitted in one turn (the callers a finished batch woke up, each
+sending its next call) meet in the queue and leave as one batch, even with no queue
+delay. When a batch fails, every request in it receives the error.
 
 A request's deadline is armed as a timer: when it fires, a request still queued
 is taken out (never executed) and its caller gets ``deadline_exceeded``; one
@@ -66,6 +69,7 @@ class Batcher:
         self._free = max(1, executor.instances)
         self._running = 0
         self._timer: asyncio.Handle | None = None
+        self._pump_scheduled = False
         self._timer_at = 0.0
         self._idle: asyncio.Future[None] | None = None
         self._closing = False
@@ -104,7 +108,7 @@ class Batcher:
         self.observer.enqueued(priority)
         self.observer.queue_depth(len(self._queue))
         timer = self.loop.call_later(deadline - now, self._expire, request)
-        self._pump()
+        self._pump_soon()
         outcome = "error"
         try:
             result = await future
@@ -172,6 +176,16 @@ class Batcher:
         )
 
     # ---- dispatching
+    def _pump_soon(self) -> None:
+        # Once per turn of the loop, after the callbacks already due (see the module).
+        if not self._pump_scheduled:
+            self._pump_scheduled = True
+            self.loop.call_soon(self._pump_now)
+
+    def _pump_now(self) -> None:
+        self._pump_scheduled = False
+        self._pump()
+
     def _pump(self) -> None:
         """Dispatch what the queue says to while an executor instance is free."""
         config = self.config

@@ -5,7 +5,9 @@ the small JSON control message; the bytes stay in the segment. Arrays start at 6
 offsets so a model reads aligned data. A fixed-size dtype crosses as its raw bytes; a
 tensor of strings (``BYTES``: an object array of ``bytes`` or ``str``) crosses in the
 Open Inference Protocol's binary form, each element a 4-byte little-endian length and
-its bytes, and comes back as an object array of ``bytes``.
+its bytes. It comes back with the elements' type it left with, so a model host answers
+what a thread answers: a tensor whose elements are all ``str`` is marked ``TEXT`` and
+read back as ``str`` (UTF-8), any other as ``bytes``.
 
 ``read`` trusts nothing of the layout: the host reads layouts its worker wrote, and the
 worker runs the publisher's code. Each entry is checked (a known dtype without objects,
@@ -28,7 +30,10 @@ from modelport.runtime.tensors import decode_binary_tensor, encode_binary_tensor
 
 _ALIGN = 64
 BYTES = "BYTES"
-"""The layout's dtype of a tensor of strings."""
+"""The layout's dtype of a tensor of strings, read back as ``bytes``."""
+TEXT = "TEXT"
+"""The layout's dtype of a tensor of strings that were all ``str``, read back so."""
+_STRINGS = (BYTES, TEXT)
 MAX_DIMS = 32
 """Most dimensions a tensor in a layout may have."""
 MAX_ENTRIES = 4096
@@ -87,7 +92,8 @@ def plan(arrays: Mapping[str, np.ndarray]) -> Plan:
         offset = _aligned(offset)
         if array.dtype.hasobject:
             data = encoded[name] = _encode(name, array)
-            layout.append([name, BYTES, list(array.shape), offset, len(data)])
+            kind = TEXT if array.size and _all_str(array) else BYTES
+            layout.append([name, kind, list(array.shape), offset, len(data)])
             offset += len(data)
         else:
             layout.append([name, array.dtype.str, list(array.shape), offset, array.nbytes])
@@ -106,7 +112,7 @@ def write(segment: Buffer, arrays: Mapping[str, np.ndarray], planned: Plan) -> N
     """Copy ``arrays`` into ``segment`` where ``planned`` places them."""
     buffer = _buffer(segment)
     for name, dtype, shape, offset, nbytes in planned.layout:
-        if dtype == BYTES:
+        if dtype in _STRINGS:
             buffer[offset : offset + nbytes] = planned.encoded[name]
             continue
         target: np.ndarray = np.ndarray(shape, dtype=np.dtype(dtype), buffer=buffer, offset=offset)
@@ -115,15 +121,17 @@ def write(segment: Buffer, arrays: Mapping[str, np.ndarray], planned: Plan) -> N
 
 def read(segment: Buffer, layout: Any, *, copy: bool) -> dict[str, np.ndarray]:
     """The arrays ``layout`` describes in ``segment``: views, or copies (``copy``) that
-    outlive the segment (tensors of strings are always copies: ``bytes`` objects).
-    ``LayoutError`` when the layout is malformed or reaches outside the segment."""
+    outlive the segment (tensors of strings are always copies: ``bytes`` objects, or
+    ``str`` for ``TEXT``). ``LayoutError`` when the layout is malformed or reaches
+    outside the segment (or a ``TEXT`` element is not UTF-8)."""
     buffer = _buffer(segment)
     out: dict[str, np.ndarray] = {}
     for name, dtype, shape, offset, nbytes in _checked(layout, len(buffer)):
-        if dtype is None:
+        if isinstance(dtype, str):
             region = buffer[offset : offset + nbytes]
             try:
-                out[name] = decode_binary_tensor(name, BYTES, shape, region, role="tensor")
+                array = decode_binary_tensor(name, BYTES, shape, region, role="tensor")
+                out[name] = _as_text(name, array) if dtype == TEXT else array
             except InvalidInput as exc:
                 raise LayoutError(exc.message) from None
             continue
@@ -132,12 +140,25 @@ def read(segment: Buffer, layout: Any, *, copy: bool) -> dict[str, np.ndarray]:
     return out
 
 
-_Entry = tuple[str, np.dtype[Any] | None, list[int], int, int]
+def _all_str(array: np.ndarray) -> bool:
+    return all(isinstance(item, str) for item in array.reshape(-1).tolist())
+
+
+def _as_text(name: str, array: np.ndarray) -> np.ndarray:
+    out = np.empty(array.shape, dtype=np.object_)
+    try:
+        out.reshape(-1)[:] = [item.decode("utf-8") for item in array.reshape(-1).tolist()]
+    except UnicodeDecodeError:
+        raise LayoutError(f"tensor '{name}': a TEXT element is not UTF-8") from None
+    return out
+
+
+_Entry = tuple[str, np.dtype[Any] | str, list[int], int, int]
 
 
 def _checked(layout: Any, size: int) -> list[_Entry]:
     """``layout``'s entries, each checked against a segment of ``size`` bytes (the
-    dtype None for a tensor of strings)."""
+    dtype ``BYTES`` or ``TEXT`` for a tensor of strings)."""
     if not isinstance(layout, list) or len(layout) > MAX_ENTRIES:
         raise LayoutError(f"a layout is a list of at most {MAX_ENTRIES} entries")
     entries: list[_Entry] = []
@@ -156,8 +177,8 @@ def _checked(layout: Any, size: int) -> list[_Entry]:
                 f"tensor '{name}': bytes {offset!r}+{nbytes!r} are not inside the segment "
                 f"of {size} bytes"
             )
-        if dtype == BYTES:
-            entries.append((name, None, shape, offset, nbytes))
+        if dtype in _STRINGS:
+            entries.append((name, dtype, shape, offset, nbytes))
             continue
         numeric = _dtype(name, dtype)
         needed = math.prod(shape) * numeric.itemsize
