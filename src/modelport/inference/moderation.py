@@ -6,7 +6,8 @@ Where the caller's tenant has a policy that applies to synchronous calls (``sync
   blocked, the call ends with 400 ``content_blocked`` and costs nothing;
 - its BYTES outputs once the call is settled: blocked, the answer is withheld
   (``content_blocked``) but the call is billed as answered (the model ran);
-- a generative call's prompt (or chat) before it is admitted; its output, chunk by
+- a generative call's prompt (or chat) once admitted, before anything is reserved (as a
+  tensor call's inputs: the pipeline's moderate step); its output, chunk by
   chunk: each choice's text so far is moderated before the chunk is released, and a
   blocked one ends the stream (``content_blocked``; billed for what was produced).
 

@@ -1,22 +1,21 @@
-"""The streamed call: admit, reserve the upper bound, stream, settle what was delivered.
+"""The streamed call: a stream of chunks, metered as it goes, settled when it ends.
 
-The inference service (for the OpenAI-compatible ``/v1``) calls::
+The inference service (``InferenceService.stream``, for the OpenAI-compatible ``/v1``)
+runs a generative call through the pipeline (``inference.pipeline``: resolve,
+authorize, read, admit, moderate, reserve, dispatch) and hands back a ``CallStream``::
 
-    stream = await calls.stream(caller, target, request, deadline)  # 429 / 402 / 4xx / 5xx
+    stream = await inference.stream(caller, target, request, deadline)  # 429/402/4xx/5xx
     async with stream:                       # leaving the block ends the call
         async for chunk in stream:
             ...send chunk...
 
-``stream`` returns once the call is admitted by the admission step every call goes
-through (``inference.admission.admit``: rate, concurrency, budget, and its
-tokens-per-minute allowances charged with its token bound: the prompt's bytes plus
-``max_tokens``; the decision left on the ``Caller`` for the surface's headers), its
-upper bound held (``InferenceMeter``: the prompt's input tokens, at most one per byte,
-and ``max_tokens`` output tokens, drawn from the caller's hold where it names one,
-``Caller.hold_id``; 402 ``budget_exceeded`` when that does not fit) and the backend has accepted the request, so refusals come before
-any chunk, when a surface can still answer with a plain error. Chunks then come in
-order, each counted as delivered when it is handed over. The call ends, once, in one
-of these ways, and is settled and its admission released then:
+It comes back once the call is admitted (its token bound charged too: the prompt's
+bytes plus ``max_tokens``), its upper bound held (the prompt's input tokens, at most one
+per byte, and ``max_tokens`` output tokens, drawn from the caller's hold where it names
+one) and the backend's first chunk came, so refusals come before any chunk, when a
+surface can still answer with a plain error. Chunks then come in order, each counted as
+delivered when it is handed over. The call ends, once, in one of these ways, and its
+last steps (record, settle, release: ``Pipeline.finish``) run then:
 
 - the stream ended: ``succeeded``, the quantities delivered;
 - the consumer stopped (``aclose``, leaving the ``async with`` block, or its task
@@ -27,11 +26,11 @@ of these ways, and is settled and its admission released then:
 - the backend failed: ``failed`` (or the hold given back whole when it refused
   before running: ``Unavailable``, ``Overloaded``).
 
-The target is already resolved, and access and callable state checked, by the
-inference service that wires this in; this module owns the streamed lifecycle only.
-The chunks come from a ``StreamSource``: a version's backend, or an endpoint's routing
-(replicas, breakers and fallbacks up to the first chunk; a first chunk naming another
-version bills the call at that version's prices).
+This module owns the streamed lifecycle between dispatch and the end. The chunks come
+from a ``StreamSource``: a version's backend, or an endpoint's routing (replicas,
+breakers and fallbacks up to the first chunk; a first chunk naming another version
+bills the call at that version's prices). ``StreamingCalls`` runs the pipeline for a
+version resolved by its caller.
 """
 
 from __future__ import annotations
@@ -40,35 +39,44 @@ import asyncio
 import logging
 import math
 import time
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from types import TracebackType
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
-from modelport.errors import DeadlineExceeded, InvalidInput, ModelportError
-from modelport.inference.admission import admit
+from modelport.errors import DeadlineExceeded, ModelportError
+from modelport.inference.steps.read import MAX_CHOICES, MAX_TOKENS_LIMIT
 from modelport.inference.types import Caller
-from modelport.metering.meter import InferenceMeter, MeteredCall, stream_call
-from modelport.metering.types import CallInfo, Unit, UsageStatus
+from modelport.metering.meter import InferenceMeter, MeteredCall
+from modelport.metering.types import Unit, UsageStatus
 from modelport.runtime.types import ChatMessage, Priority
 from modelport.serving.capability import BYTES_PER_TOKEN
 from modelport.serving.types import StreamChunk, StreamRequest, VersionRef
-from modelport.tenancy.limits import Admission, LimitService
+from modelport.tenancy.limits import LimitService
+
+if TYPE_CHECKING:
+    from modelport.inference.pipeline import Env
+
+__all__ = [
+    "MAX_CHOICES",
+    "MAX_TOKENS_LIMIT",
+    "CallStream",
+    "GenerateRequest",
+    "OutputCheck",
+    "StreamSource",
+    "StreamTarget",
+    "StreamingCalls",
+    "status_of",
+]
 
 _log = logging.getLogger(__name__)
 
 _closing: set[asyncio.Task[None]] = set()
 """Calls being ended because they were dropped without being ended."""
 
-MAX_TOKENS_LIMIT = 1 << 20
-"""The most output tokens one request may ask for (its hold grows with it)."""
-
 CHAT_TEMPLATE_ALLOWANCE = 1024
 """Bytes held beyond a chat's contents: its template wraps them in tokens of its own
 (roles, separators, a default system prompt)."""
-
-MAX_CHOICES = 16
-"""The most choices (``n``) one request may ask for."""
 
 
 @dataclass(frozen=True)
@@ -143,112 +151,53 @@ class OutputCheck(Protocol):
     def ended(self) -> None: ...
 
 
-StreamEnded = Callable[["CallStream | None", BaseException | None], None]
-"""Told once a call ended and was settled, with what ended it (None: the stream ended
-whole); the stream is None when the call was refused before it had one. Must not
-block."""
+StreamEnd = Callable[[BaseException | None], Awaitable[None]]
+"""The call's last steps, run once when its stream ended, with what ended it (None: the
+stream ended whole)."""
 
 
 class StreamingCalls:
-    """Streamed calls from one source, admitted by ``limits`` and metered by ``meter``."""
+    """Streamed calls of a version already resolved, from one source, admitted by
+    ``limits`` and metered by ``meter``: the inference pipeline without its resolve
+    and authorize steps (``inference.pipeline``), for callers that found the version
+    themselves."""
 
     def __init__(
         self, *, backend: StreamSource, meter: InferenceMeter, limits: LimitService
     ) -> None:
+        from modelport.inference.pipeline import Pipeline  # it runs this module's streams
+
         self.backend = backend
         self.meter = meter
         self.limits = limits
+        self.moderation = None
+        self.cache = None
+        self.pipeline = Pipeline(cast("Env", self))
 
     async def stream(
-        self,
-        caller: Caller,
-        target: StreamTarget,
-        request: GenerateRequest,
-        deadline: float,
-        *,
-        on_end: StreamEnded | None = None,
-        check: OutputCheck | None = None,
+        self, caller: Caller, target: StreamTarget, request: GenerateRequest, deadline: float
     ) -> CallStream:
         """Admit, hold the upper bound, start the backend's stream; see the module
         docstring. ``caller``: who calls, with its repeatable call's id (``call_id``,
         charged once) and the hold it draws from (``hold_id``), if any; the rate
-        decision is left on it. ``deadline`` is an absolute ``time.monotonic()``;
-        ``on_end`` hears how the call ended, after its settlement; ``check`` sees each
-        chunk first."""
-        if not 1 <= request.max_tokens <= MAX_TOKENS_LIMIT:
-            raise InvalidInput(
-                f"max_tokens must be between 1 and {MAX_TOKENS_LIMIT}",
-                code="invalid_max_tokens",
-            )
-        if not 1 <= request.n <= MAX_CHOICES:
-            raise InvalidInput(f"n must be between 1 and {MAX_CHOICES}", code="invalid_n")
-        timeout = deadline - time.monotonic()
-        if timeout <= 0:
-            raise DeadlineExceeded("the deadline passed before the call started")
-        version = target.version
-        principal = caller.principal
-        # Tokens per minute count what the call may use at most, before it runs.
-        bound = request.prompt_bytes + request.output_bound
-        admission = await admit(self.limits, caller, version.model, tokens=bound)
-        try:
-            call = CallInfo(
-                tenant=principal.tenant or principal.id,
-                key_id=principal.key_id,
-                model=version.model,
-                version=version.version,
-                manifest_digest=version.manifest_digest,
-                task=target.task,
-                endpoint=target.endpoint,
-                request_id=request.request_id,
-                timeout_seconds=timeout,
-                call_id=caller.call_id,
-                hold_id=caller.hold_id,
-            )
-            metered = await self.meter.open(
-                stream_call(
-                    call, prompt_bytes=request.prompt_bytes, max_tokens=request.output_bound
-                )
-            )
-        except BaseException:
-            admission.release()
-            raise
-        try:
-            chunks = self.backend.stream(
-                StreamRequest(
-                    version=version,
-                    prompt=request.prompt,
-                    max_tokens=request.max_tokens,
-                    deadline=deadline,
-                    task=target.task,
-                    parameters=request.parameters,
-                    request_id=request.request_id,
-                    call_id=metered.reservation.id if metered.reservation else "",
-                    messages=request.messages,
-                    n=request.n,
-                    priority=request.priority,
-                    prediction_id=metered.prediction_id,
-                )
-            )
-        except BaseException as exc:
-            await self.meter.failed(metered, exc)
-            admission.release()
-            if on_end is not None:
-                on_end_safely(on_end, None, exc)
-            raise
-        stream = CallStream(
-            chunks,
-            metered,
-            self.meter,
-            admission,
-            deadline,
-            request.output_bound,
-            request.n,
-            on_end=on_end,
-            input_estimate=request.input_estimate,
-            check=check,
+        decision is left on it. ``deadline`` is an absolute ``time.monotonic()``."""
+        from modelport.inference.call import Call, Kind, Mode
+
+        call = Call(
+            caller,
+            None,
+            Mode.STREAM,
+            Kind.VERSION,
+            generate=request,
+            deadline=deadline,
+            ref=target.version,
+            task=target.task,
+            endpoint=target.endpoint,
+            source=self.backend,
         )
-        await stream.start()
-        return stream
+        await self.pipeline.run(call)
+        assert call.stream is not None
+        return call.stream
 
 
 class CallStream:
@@ -260,26 +209,23 @@ class CallStream:
         self,
         chunks: AsyncIterator[StreamChunk],
         metered: MeteredCall,
-        meter: InferenceMeter,
-        admission: Admission,
         deadline: float,
         max_tokens: int,
         choices: int = 1,
         *,
-        on_end: StreamEnded | None = None,
+        end: StreamEnd,
         input_estimate: int = 0,
         check: OutputCheck | None = None,
     ) -> None:
         self._chunks = chunks
         self._check = check
-        self._on_end = on_end
-        self._input_estimate = input_estimate
+        self._end_call = end
+        self.input_estimate = input_estimate
+        """The prompt's tokens when no backend counted them (``GenerateRequest``)."""
         self._started = time.monotonic()
         self._last_chunk_at: float | None = None
         """When the backend's latest chunk came: the engine worked for the call until then."""
         self._metered = metered
-        self._meter = meter
-        self._admission = admission
         self._deadline = deadline
         self._max_tokens = max_tokens
         self._open_choices = set(range(choices))
@@ -292,6 +238,14 @@ class CallStream:
     @property
     def prediction_id(self) -> str:
         return self._metered.prediction_id
+
+    @property
+    def worked_seconds(self) -> float | None:
+        """How long the engine worked for the call: from its submission to the last chunk
+        it produced (None: it produced none)."""
+        if self._last_chunk_at is None:
+            return None
+        return self._last_chunk_at - self._started
 
     @property
     def usage(self) -> dict[Unit, int]:
@@ -398,36 +352,21 @@ class CallStream:
         await self.aclose()
 
     async def _end(self, exc: BaseException | None) -> None:
-        """Close the backend's stream, settle, release the admission: once."""
+        """Close the backend's stream, then the call's last steps (record, settle,
+        release: ``Pipeline.finish``): once."""
         if self._ending is not None:
             await asyncio.shield(self._ending)
             return
         self._ending = asyncio.get_running_loop().create_future()
         try:
             await self._close_backend()
-            if self._last_chunk_at is not None:
-                # The time the engine worked for the call: from its submission to the
-                # last chunk it produced (``compute_ms`` on the usage events).
-                self._metered.record(compute_seconds=self._last_chunk_at - self._started)
-                if not self._metered.quantities.get(Unit.INPUT_TOKEN):
-                    # It ran, but no backend counted the prompt (a remote server that
-                    # reports usage only at the end, or never): estimated.
-                    self._metered.deliver(input_tokens=self._input_estimate)
-            if exc is None:
-                await self._meter.succeeded(self._metered)
-                self.status = UsageStatus.SUCCEEDED
-            else:
-                await self._meter.failed(self._metered, self._settled_as(exc))
-                self.status = _status_of(exc)
         finally:
-            self._admission.release()
-            self._ending.set_result(None)
-            if self._check is not None:
-                self._check.ended()
-            if self._on_end is not None:
-                on_end_safely(self._on_end, self, exc)
+            try:
+                await self._end_call(exc)
+            finally:
+                self._ending.set_result(None)
 
-    def _settled_as(self, exc: BaseException) -> BaseException:
+    def settled_as(self, exc: BaseException) -> BaseException:
         """What the meter settles the call by. A backend that became unavailable or
         overloaded once its stream had begun did run: the call is ``failed`` (priced by
         the failure rule), not given back whole as a refusal before running is."""
@@ -466,17 +405,8 @@ class CallStream:
             task.add_done_callback(_closing.discard)
 
 
-def on_end_safely(
-    on_end: StreamEnded, stream: CallStream | None, exc: BaseException | None
-) -> None:
-    """Tell ``on_end`` (a stream that never started is None); its failure is logged."""
-    try:
-        on_end(stream, exc)
-    except Exception:
-        _log.exception("a stream's end hook failed")
-
-
-def _status_of(exc: BaseException) -> UsageStatus:
+def status_of(exc: BaseException) -> UsageStatus:
+    """How a stream that ``exc`` ended is settled."""
     if isinstance(exc, DeadlineExceeded):
         return UsageStatus.TIMEOUT
     if isinstance(exc, asyncio.CancelledError | GeneratorExit):

@@ -16,8 +16,10 @@ import asyncio
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import cached_property
 
 from modelport.background.single_flight import SingleFlight
+from modelport.inference.tokens import counts_tokens
 from modelport.manifest import Manifest
 from modelport.registry.service import RegistryService
 from modelport.registry.types import LifecycleState, ModelVersion
@@ -44,6 +46,12 @@ class Target:
     borrowed: tuple[tuple[tuple[str, str, str], ...], ...] = ()
     """For each file its publisher does not hold but mounted, the (owner, name,
     visibility) of the models that lend it (``RegistryService.borrowed_files``)."""
+
+    @cached_property
+    def counts_tokens(self) -> bool:
+        """Whether the model reports its input tokens (``inference.tokens``): worked out
+        once per resolved version, not per call."""
+        return counts_tokens(self.manifest.inputs, self.manifest.outputs)
 
 
 class VersionTargets:

@@ -110,7 +110,9 @@ class InferenceRequest:
 
 Decoder = Callable[[Sequence[TensorSpec], Sequence[TensorSpec]], Awaitable[InferenceRequest]]
 """The surface's decoding of its request, checked against the target's declared inputs
-and outputs; called once the call is admitted (a refused call is never read)."""
+and outputs; called by the pipeline's read step, once the target is resolved and
+authorized and before the call is admitted (an endpoint's version, which admission is
+for, is chosen from the request)."""
 
 
 @dataclass(slots=True)

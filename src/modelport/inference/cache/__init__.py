@@ -4,7 +4,8 @@
 tensors, the parameters that change the answer, the outputs asked for); ``memory`` and
 ``redis`` are its two tiers; ``flags`` is what each tenant declared (no-cache, shared);
 ``cache.ResponseCache`` puts them together under the tenancy rule. ``modelport.app``
-builds it; ``InferenceService.call_model`` uses it.
+builds it; the pipeline's reserve step asks it and its settle step fills it
+(``inference.steps``).
 """
 
 from modelport.inference.cache.cache import Lookup, ResponseCache

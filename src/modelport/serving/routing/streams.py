@@ -2,7 +2,7 @@
 generative one.
 
 ``Router.streams(plan)`` gives a ``PlannedStream``, the stream source that the
-inference layer's ``StreamingCalls`` (which admits, holds and settles) draws one
+inference pipeline (which admits, holds and settles: ``inference.pipeline``) draws one
 stream from. Its ``stream`` opens the planned version through the dispatcher's
 ``open_stream`` (replicas, breakers, the fallback chain, all before the first
 chunk), then passes the chunks on. When the stream ends it:

@@ -1,0 +1,226 @@
+"""One pipeline of named steps for every inference call, whatever its target (a
+registry version or an endpoint) and its mode (one answer or a stream).
+
+The order is written once, here (``STEPS``)::
+
+    resolve → authorize → read → admit → moderate → reserve → dispatch
+            → record → settle → release → answer
+
+Each step is one function in its own module (``inference.steps``). A step that does
+not apply to a call's target or mode is left out of that call's plan by the pipeline
+(``Step.kinds``, ``Step.modes``), never re-implemented: ``read`` and ``answer`` are a
+unary call's (a stream's request comes parsed, its answer is the stream), and a stream
+handed an already resolved version (``StreamingCalls``) skips ``resolve`` and
+``authorize``.
+
+A unary call runs its plan to the end. A stream's plan stops after ``dispatch``, which
+hands the caller a ``CallStream``; its last steps (record, settle, release) run when the
+stream ends (``finish``), whatever ends it.
+
+When a step raises, the steps that began and hold something give it back, latest
+first (``Step.undo``): a reservation is settled failed (``settle.settle_failed``), an
+admission released (``release.release_on_failure``), an idempotency key freed
+(``read.free_claim``). Each gives back only what the call still holds: what settle or
+release already did is not undone, and a step that raised before taking anything has
+nothing to give.
+
+An ``observer`` (None by default) hears each step's name before it runs: the seam the
+tests watch the order through; tracing will wrap the same place.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+from modelport.inference.access_facts import AccessFacts
+from modelport.inference.cache import ResponseCache
+from modelport.inference.call import Call, Kind, Mode
+from modelport.inference.moderation import SyncModeration
+from modelport.inference.steps import (
+    admit,
+    answer,
+    authorize,
+    dispatch,
+    moderate,
+    read,
+    record,
+    release,
+    reserve,
+    resolve,
+    settle,
+)
+from modelport.inference.targets import VersionTargets
+from modelport.metering.meter import InferenceMeter
+from modelport.observability.predictions import PredictionLog
+from modelport.serving.backends.base import Backend
+from modelport.serving.plane import ServingPlane
+from modelport.serving.routing.interface import Dispatcher
+from modelport.serving.types import VersionRef
+from modelport.tenancy.limits import LimitService
+
+
+class Env(Protocol):
+    """What the steps use: the services a call goes through (``InferenceService`` is
+    one). ``moderation`` and ``cache`` are None where they are not wired."""
+
+    @property
+    def targets(self) -> VersionTargets: ...
+    @property
+    def facts(self) -> AccessFacts: ...
+    @property
+    def limits(self) -> LimitService: ...
+    @property
+    def meter(self) -> InferenceMeter: ...
+    @property
+    def serving(self) -> ServingPlane: ...
+    @property
+    def dispatcher(self) -> Dispatcher: ...
+    @property
+    def replicas_for(self) -> Callable[[VersionRef], Sequence[Backend]]: ...
+    @property
+    def prediction_log(self) -> PredictionLog: ...
+    @property
+    def default_timeout_seconds(self) -> float: ...
+    @property
+    def moderation(self) -> SyncModeration | None: ...
+    @property
+    def cache(self) -> ResponseCache | None: ...
+    @property
+    def pipeline(self) -> Pipeline: ...
+
+
+StepRun = Callable[[Env, Call], Awaitable[None]]
+Undo = Callable[[Env, Call, BaseException], Awaitable[None]]
+Observer = Callable[[Call, str], None]
+
+_BOTH_KINDS = frozenset(Kind)
+_BOTH_MODES = frozenset(Mode)
+
+
+@dataclass(frozen=True, slots=True)
+class Step:
+    """One named step: what it does, what gives back what it holds if a later step
+    raises, and the calls it applies to."""
+
+    name: str
+    run: StepRun
+    undo: Undo | None = None
+    kinds: frozenset[Kind] = _BOTH_KINDS
+    modes: frozenset[Mode] = _BOTH_MODES
+    resolving: bool = False
+    """Finds the target: skipped for a call handed a resolved version."""
+
+
+STEPS: tuple[Step, ...] = (
+    Step("resolve", resolve.resolve, resolving=True),
+    Step("authorize", authorize.authorize, resolving=True),
+    Step("read", read.read, undo=read.free_claim),
+    Step("admit", admit.admit, undo=release.release_on_failure),
+    Step("moderate", moderate.moderate),
+    Step("reserve", reserve.reserve, undo=settle.settle_failed),
+    Step("dispatch", dispatch.dispatch),
+    Step("record", record.record),
+    Step("settle", settle.settle),
+    Step("release", release.release),
+    Step("answer", answer.answer, modes=frozenset({Mode.UNARY})),
+)
+"""The order of every call's steps: written here only."""
+
+_STREAM_ENDS_AFTER = "dispatch"
+"""A stream's plan stops here; the rest runs when the stream ends."""
+
+PlanKey = tuple[Kind, Mode, bool]
+
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    """The steps one kind of call runs: ``head`` at once, ``tail`` when a stream ends
+    (empty for a unary call, whose head is the whole plan)."""
+
+    head: tuple[Step, ...]
+    tail: tuple[Step, ...]
+    undo: tuple[Step, ...]
+    """The head's steps that give back what they hold, latest first."""
+
+
+def plan_of(steps: Sequence[Step], kind: Kind, mode: Mode, resolved: bool) -> Plan:
+    """The steps of ``steps`` that apply to a call of ``kind`` in ``mode`` (``resolved``:
+    handed its version), split where a stream hands over."""
+    applied = [
+        step
+        for step in steps
+        if kind in step.kinds and mode in step.modes and not (resolved and step.resolving)
+    ]
+    head: list[Step] = applied
+    tail: list[Step] = []
+    if mode is Mode.STREAM:
+        cut = next(i for i, step in enumerate(applied) if step.name == _STREAM_ENDS_AFTER) + 1
+        head, tail = applied[:cut], applied[cut:]
+    undo = tuple(step for step in reversed(head) if step.undo is not None)
+    return Plan(tuple(head), tuple(tail), undo)
+
+
+class Pipeline:
+    """Runs calls through ``steps`` (``STEPS``) over ``env``'s services."""
+
+    def __init__(self, env: Env, steps: Sequence[Step] = STEPS) -> None:
+        self.env = env
+        self.steps = tuple(steps)
+        self.observer: Observer | None = None
+        """Told each step's name before it runs (tests, tracing)."""
+        self._plans: dict[PlanKey, Plan] = {}
+
+    def plan(self, call: Call) -> Plan:
+        """``call``'s steps, worked out once per kind of call."""
+        key = (call.kind, call.mode, call.target is None)
+        found = self._plans.get(key)
+        if found is None:
+            found = self._plans[key] = plan_of(self.steps, *key)
+        return found
+
+    async def run(self, call: Call) -> None:
+        """Run ``call``'s steps (a stream's up to its hand-over); on a failure, give back
+        what the steps that ran hold, then raise."""
+        plan = self.plan(call)
+        env, observer = self.env, self.observer
+        done = 0
+        try:
+            for step in plan.head:
+                if observer is not None:
+                    observer(call, step.name)
+                await step.run(env, call)
+                done += 1
+                if call.replayed is not None:
+                    return  # answered by the first answer under its idempotency key
+        except BaseException as exc:
+            # The step that raised may hold part of what it takes (read's idempotency key
+            # once claimed): its undo runs too. Each undo gives back only what is held.
+            begun = {step.name for step in plan.head[: done + 1]}
+            await self._undo([s for s in plan.undo if s.name in begun], call, exc)
+            raise
+
+    async def finish(self, call: Call, ended: BaseException | None) -> None:
+        """A stream ended (``ended``: what ended it, None when whole): its last steps.
+        Should one raise, what the call still holds is given back all the same."""
+        call.ended = ended
+        env, observer = self.env, self.observer
+        try:
+            for step in self.plan(call).tail:
+                if observer is not None:
+                    observer(call, step.name)
+                await step.run(env, call)
+        except BaseException as exc:
+            await self._undo(list(self.plan(call).undo), call, exc)
+            raise
+
+    async def _undo(self, steps: list[Step], call: Call, exc: BaseException) -> None:
+        """Each step's ``undo``, latest first; one that raises does not stop the rest."""
+        for index, step in enumerate(steps):
+            assert step.undo is not None
+            try:
+                await step.undo(self.env, call, exc)
+            except BaseException:
+                await self._undo(steps[index + 1 :], call, exc)
+                raise
