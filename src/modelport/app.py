@@ -1333,6 +1333,9 @@ def build_services(
     limits = build_limits(settings, database, keys, clock)
     metering = build_metering(settings, database, registry, keys, clock)
     repository_sync = build_repository_sync(settings, keys)
+    # The moderation's classifier models run through the inference service that the
+    # moderation checks: it reaches the service once built, when it first classifies.
+    moderation = build_moderation(database, changes, clock, lambda: inference)
     inference, model_repository = build_inference(
         settings,
         registry,
@@ -1347,9 +1350,9 @@ def build_services(
         repository_sync,
         changes,
         clock,
+        cache=build_response_cache(settings, tenancy, metrics, changes, keys, clock),
+        moderation=moderation,
     )
-    inference.cache = build_response_cache(settings, tenancy, metrics, changes, keys, clock)
-    moderation = build_moderation(database, changes, clock, inference)
     blobs = BlobService(database, blob_store, verify_below_bytes=settings.verify_below_bytes)
     webhooks = build_webhooks(settings, database, clock, secret_box, pools)
     from modelport.jobs.batch import BatchService
@@ -1467,13 +1470,16 @@ def build_files(
 
 
 def build_moderation(
-    database: Database, changes: ChangeBus, clock: Clock, inference: InferenceService
+    database: Database,
+    changes: ChangeBus,
+    clock: Clock,
+    inference: Callable[[], InferenceService],
 ) -> ModerationService:
     """Content moderation: policies cached per tenant (dropped on every process by the
-    change event), classifier models run through ``inference``, which moderates the
-    synchronous calls of tenants whose policy says so."""
+    change event), classifier models run through ``inference()`` (the service, once
+    built), which moderates the synchronous calls of tenants whose policy says so."""
     from modelport.changes import ModerationPolicyChanged
-    from modelport.inference.moderation import SyncModeration, classifier_of
+    from modelport.inference.moderation import classifier_of
     from modelport.moderation import ModelModerator, ModerationService
 
     service = ModerationService(
@@ -1484,7 +1490,6 @@ def build_moderation(
     )
     changes.subscribe(ModerationPolicyChanged, lambda change: service.forget(change.tenant))
     changes.on_reset(service.forget_all)
-    inference.moderation = SyncModeration(service)
     return service
 
 
@@ -1502,11 +1507,16 @@ def build_inference(
     repository_sync: RepositorySync,
     changes: ChangeBus,
     clock: Clock,
+    *,
+    cache: ResponseCache | None = None,
+    moderation: ModerationService | None = None,
 ) -> tuple[InferenceService, ModelRepository]:
     """The inference service over the serving layer, its caches (resolved versions,
     access facts) subscribed to the change events, and the model repository sharing
-    the resolutions."""
+    the resolutions; ``cache``: the response cache, where enabled; ``moderation``: the
+    tenants' content policies its synchronous calls are checked against."""
     from modelport.inference.access_facts import AccessFacts
+    from modelport.inference.moderation import SyncModeration
     from modelport.inference.repository import ModelRepository
     from modelport.inference.service import InferenceService
     from modelport.inference.targets import VersionTargets
@@ -1527,6 +1537,8 @@ def build_inference(
         replicas_for=router.replicas_for,  # the endpoints' replicas: one breaker per version
         prediction_log=prediction_log,
         default_timeout_seconds=settings.runtime_infer_timeout_seconds,
+        cache=cache,
+        moderation=SyncModeration(moderation) if moderation is not None else None,
     )
     repository = ModelRepository(
         targets,

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -149,8 +149,8 @@ def _recorded(future: asyncio.Future[DecisionRecord]) -> None:
         _log.error("recording a moderation decision failed", exc_info=future.exception())
 
 
-def classifier_of(inference: InferenceService) -> Classify:
-    """A classifier model called through ``inference`` on behalf of the policy's tenant
+def classifier_of(inference: Callable[[], InferenceService]) -> Classify:
+    """A classifier model called through ``inference()`` on behalf of the policy's tenant
     (its access rules apply; the call is metered to the tenant, and not moderated
     itself). The model takes the texts in its first BYTES input and answers one score
     per text in each floating-point output, named by its category."""
@@ -177,7 +177,7 @@ def classifier_of(inference: InferenceService) -> Classify:
             return InferenceRequest({spec.name: array})
 
         target = ModelTarget(owner, name, version or None)
-        result = await inference.call_model(caller, target, decode, moderate=False)
+        result = await inference().call_model(caller, target, decode, moderate=False)
         return {
             name: [float(v) for v in array.reshape(len(texts), -1).max(axis=1)]
             for name, array in result.outputs.items()

@@ -72,6 +72,8 @@ class InferenceService:
         replicas_for: Callable[[VersionRef], Sequence[Backend]],
         prediction_log: PredictionLog,
         default_timeout_seconds: float = 30.0,
+        cache: ResponseCache | None = None,
+        moderation: SyncModeration | None = None,
     ) -> None:
         self.targets = targets
         self.facts = facts
@@ -82,10 +84,10 @@ class InferenceService:
         self.replicas_for = replicas_for
         self.prediction_log = prediction_log
         self.default_timeout_seconds = default_timeout_seconds
-        self.moderation: SyncModeration | None = None
-        """Set by the composition root where content moderation is wired."""
-        self.cache: ResponseCache | None = None
-        """The response cache, set by the composition root where it is enabled."""
+        self.moderation = moderation
+        """Tenants' content policies, where content moderation is wired."""
+        self.cache = cache
+        """The response cache, where it is enabled."""
         self.pipeline = Pipeline(self)
         """Every call's steps, in their one order."""
 
