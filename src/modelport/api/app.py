@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any
 
-from fastapi import FastAPI
+from fastapi import APIRouter, FastAPI
+from starlette.routing import BaseRoute
 from starlette.types import ASGIApp
 
 from modelport import __version__
-from modelport.api.billing import install_billing
+from modelport.api.billing import include_billing
 from modelport.api.body_timeout import BodyReadTimeout
 from modelport.api.hygiene import RequestHygiene
 from modelport.api.limiting import RateLimitHeaders
@@ -46,7 +48,7 @@ from modelport.api.routes import (
     versions,
     webhooks,
 )
-from modelport.api.tenancy import install_tenancy
+from modelport.api.tenancy import include_tenancy, install_tenancy
 from modelport.api.v2 import routes as v2
 from modelport.api.v2.lane import InferenceLane
 from modelport.console.mount import install_console
@@ -130,30 +132,11 @@ def create_app(services: Services) -> FastAPI:
     install_error_handlers(app)
     install_docs(app, "/api/openapi.json")
     install_v2_document(app)
-    app.include_router(health.router)
-    app.include_router(uploads.router, prefix="/api")
-    app.include_router(blobs.router, prefix="/api")
-    app.include_router(models.router, prefix="/api")
-    app.include_router(versions.router, prefix="/api")
-    app.include_router(formats.router, prefix="/api")
-    app.include_router(aliases.router, prefix="/api")
-    app.include_router(limits.router, prefix="/api")
-    app.include_router(prices.router, prefix="/api")
-    app.include_router(usage_events.router, prefix="/api")
-    app.include_router(usage_authorizations.router, prefix="/api")
-    app.include_router(endpoints.router, prefix="/api")
-    app.include_router(backends.router, prefix="/api")
-    app.include_router(runtime.router, prefix="/api")
-    app.include_router(predictions.router, prefix="/api")
-    app.include_router(endpoint_traffic.router, prefix="/api")
-    app.include_router(webhooks.router, prefix="/api")
-    app.include_router(moderation.router, prefix="/api")
-    app.include_router(jobs.router, prefix="/api")
-    app.include_router(metrics.router)
+    app.router.routes.extend(_platform_routes())
     if services.oidc is not None:  # sign-in with the OpenID provider (docs/oidc.md)
         app.include_router(oidc.router)
+    app.router.routes.extend(_account_routes())
     install_tenancy(app)
-    install_billing(app)
     install_console(app, services.console_sessions, oidc=services.oidc)
     # First: the hot inference path should not be matched against every /api route.
     app.router.routes[:0] = [
@@ -164,3 +147,49 @@ def create_app(services: Services) -> FastAPI:
         *v1_batches.routes,
     ]
     return app
+
+
+# The routes are built once a process and shared by every application: FastAPI works
+# out a route's state (its signature, models, dependencies) on an application's first
+# request, once per included router, which cost more than the rest of an application's
+# start. They hold no state of an application's: handlers read the services from
+# ``request.app.state``.
+
+
+@functools.cache
+def _platform_routes() -> tuple[BaseRoute, ...]:
+    """The probes, the ``/api`` resources and the metrics."""
+    router = APIRouter()
+    router.include_router(health.router)
+    for module in (
+        uploads,
+        blobs,
+        models,
+        versions,
+        formats,
+        aliases,
+        limits,
+        prices,
+        usage_events,
+        usage_authorizations,
+        endpoints,
+        backends,
+        runtime,
+        predictions,
+        endpoint_traffic,
+        webhooks,
+        moderation,
+        jobs,
+    ):
+        router.include_router(module.router, prefix="/api")
+    router.include_router(metrics.router)
+    return tuple(router.routes)
+
+
+@functools.cache
+def _account_routes() -> tuple[BaseRoute, ...]:
+    """Tenancy's and billing's ``/api`` routes."""
+    router = APIRouter()
+    include_tenancy(router)
+    include_billing(router)
+    return tuple(router.routes)

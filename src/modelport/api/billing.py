@@ -1,13 +1,14 @@
-"""Install billing on the ASGI app: usage, invoices, statements, a publisher's revenue,
-balances and the admin's billing operations."""
+"""Billing's routes: usage, invoices, statements, a publisher's revenue, balances and the
+admin's billing operations."""
 
 from __future__ import annotations
 
-from fastapi import FastAPI
+from fastapi import APIRouter
 
 from modelport.api.routes import balances, billing, invoices, revenue, statements, usage
 
 
-def install_billing(app: FastAPI) -> None:
+def include_billing(router: APIRouter) -> None:
+    """Billing's routes, under ``/api``."""
     for module in (usage, invoices, statements, revenue, balances, billing):
-        app.include_router(module.router, prefix="/api")
+        router.include_router(module.router, prefix="/api")
