@@ -5,6 +5,8 @@ prepaid balance, and gamma is another tenant with a key of its own."""
 from __future__ import annotations
 
 import re
+import shutil
+import sqlite3
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -15,7 +17,7 @@ from starlette.testclient import TestClient
 from modelport.api import create_app
 from modelport.metering.types import BalanceScope
 from tests.api_openai.conftest import World, build_world
-from tests.metering.conftest import Platform, approve, make_platform
+from tests.metering.conftest import Platform, approve, make_platform, open_platform
 
 MODEL = "acme/summer"
 PRICE_MICROS = 2_500
@@ -79,14 +81,73 @@ def chat_world(
     built.services.close()
 
 
-@pytest.fixture
-def console(tmp_path: Path, database_url: str) -> Iterator[Console]:
-    platform = make_platform(tmp_path / "home", database_url)
+@dataclass(frozen=True)
+class SeededConsole:
+    """The files of a seeded console world (SQLite) and what its seeding handed out."""
+
+    database: Path
+    home: Path
+    platform_key: str
+    models: frozenset[str]
+    beta_key: str
+    beta_key_id: str
+    gamma_key: str
+
+    def open(self, home: Path, database: Path) -> Console:
+        """A platform over a copy of the seeded files, at ``home`` and ``database``."""
+        shutil.copyfile(self.database, database)
+        shutil.copytree(self.home, home, dirs_exist_ok=True)
+        platform = open_platform(home, f"sqlite:///{database}", self.platform_key)
+        platform.publisher.models.update(self.models)
+        return Console(platform, self.beta_key, self.beta_key_id, self.gamma_key)
+
+
+@pytest.fixture(scope="session")
+def seeded_console(
+    tmp_path_factory: pytest.TempPathFactory, sqlite_template: Path
+) -> SeededConsole:
+    """The console world seeded once per process on SQLite (seeding takes most of a
+    second); each test on SQLite gets a copy of its files."""
+    folder = tmp_path_factory.mktemp("console-seed")
+    database = folder / "modelport.db"
+    shutil.copyfile(sqlite_template, database)
+    platform = make_platform(folder / "home", f"sqlite:///{database}")
     try:
-        yield seed(platform)
+        world = seed(platform)
     finally:
         platform.close_client()
         platform.services.close()
+    with sqlite3.connect(database) as conn:  # the write-ahead log into the file that is copied
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    return SeededConsole(
+        database,
+        folder / "home",
+        platform.key,
+        frozenset(platform.publisher.models),
+        world.beta_key,
+        world.beta_key_id,
+        world.gamma_key,
+    )
+
+
+@pytest.fixture
+def console(tmp_path: Path, database_url: str, request: pytest.FixtureRequest) -> Iterator[Console]:
+    if database_url.startswith("sqlite"):
+        seeded: SeededConsole = request.getfixturevalue("seeded_console")
+        world = seeded.open(tmp_path / "home", Path(database_url.removeprefix("sqlite:///")))
+    else:
+        platform = make_platform(tmp_path / "home", database_url)
+        try:
+            world = seed(platform)
+        except BaseException:
+            platform.close_client()
+            platform.services.close()
+            raise
+    try:
+        yield world
+    finally:
+        world.platform.close_client()
+        world.services.close()
 
 
 def browser_client(console: Console, *, https: bool = False) -> TestClient:

@@ -9,7 +9,6 @@ import functools
 import html
 import json
 import re
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -20,6 +19,7 @@ import pytest
 from sqlalchemy import func, select
 from starlette.testclient import TestClient
 
+from modelport.clock import Clock, ManualClock
 from modelport.store.tables import ConsoleSessionRow
 from tests.console.conftest import MODEL, Console, browser_client, csrf_of, seed, sign_in
 from tests.metering.conftest import Platform, approve, make_platform
@@ -38,12 +38,15 @@ def provider() -> Iterator[LocalProvider]:
     started.stop()
 
 
-def oidc_platform(home: Path, database_url: str, provider: LocalProvider) -> Platform:
+def oidc_platform(
+    home: Path, database_url: str, provider: LocalProvider, *, clock: Clock | None = None
+) -> Platform:
     """The console fixture's platform, with sign-in through ``provider`` (no leeway, so
-    a short-lived token expires when it says)."""
+    a short-lived token expires when it says), waiting on ``clock``."""
     return make_platform(
         home,
         database_url,
+        clock=clock,
         oidc_issuer=provider.issuer,
         oidc_audience=AUDIENCE,
         oidc_client_id=CLIENT_ID,
@@ -235,19 +238,28 @@ def test_groups_without_a_mapping_are_refused(
 
 
 def test_an_expired_token_signs_the_person_out(
-    oidc_console: Console, provider: LocalProvider
+    tmp_path: Path, database_url: str, provider: LocalProvider
 ) -> None:
-    # Long enough that a loaded machine still uses the fresh token before it expires.
+    # The provider issues its tokens on the platform's clock, which the test moves past
+    # their expiry instead of waiting for it.
+    clock = ManualClock()
+    provider.now = lambda: clock.now().timestamp()
     provider.token_lifetime = 8
-    client = browser_client(oidc_console)
-    assert client.get(through_provider(client), follow_redirects=False).status_code == 303
-    signed_in = time.time()  # the token was issued before: it expires by signed_in + 8
-    assert client.get("/console/models").status_code == 200
-    time.sleep(max(0.0, signed_in + 8 + 1.5 - time.time()))
-    gone = client.get("/console/models", follow_redirects=False)
-    assert gone.status_code == 303
-    assert gone.headers["location"] == f"/console/sign-in?next={quote('/console/models', '')}"
-    assert session_count(oidc_console) == 0  # the session ended, not only the page
+    platform = oidc_platform(tmp_path / "home", database_url, provider, clock=clock)
+    try:
+        console = seed(platform)
+        client = browser_client(console)
+        assert client.get(through_provider(client), follow_redirects=False).status_code == 303
+        clock.advance(7)  # a second before the token expires (no leeway)
+        assert client.get("/console/models").status_code == 200
+        clock.advance(1)  # the second it expires
+        gone = client.get("/console/models", follow_redirects=False)
+        assert gone.status_code == 303
+        assert gone.headers["location"] == f"/console/sign-in?next={quote('/console/models', '')}"
+        assert session_count(console) == 0  # the session ended, not only the page
+    finally:
+        platform.close_client()
+        platform.services.close()
 
 
 @pytest.mark.parametrize(

@@ -34,50 +34,64 @@ from tests.limits.conftest import KEYS, Platform, PlatformFactory
 from tests.polling import eventually
 
 
-@pytest.fixture
-def silent_port() -> Iterator[int]:
-    """A server that accepts connections and never answers."""
-    server = socket.socket()
-    server.bind(("127.0.0.1", 0))
-    server.listen(16)
-    accepted: list[socket.socket] = []
-    stop = threading.Event()
+class SilentServer:
+    """A server that accepts connections and never answers, until ``hang_up``."""
 
-    def accept() -> None:
-        server.settimeout(0.1)
-        while not stop.is_set():
+    def __init__(self) -> None:
+        self._server = socket.socket()
+        self._server.bind(("127.0.0.1", 0))
+        self._server.listen(16)
+        self.port: int = self._server.getsockname()[1]
+        self._accepted: list[socket.socket] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._accept, daemon=True)
+        self._thread.start()
+
+    def _accept(self) -> None:
+        self._server.settimeout(0.1)
+        while not self._stop.is_set():
             try:
-                accepted.append(server.accept()[0])
+                self._accepted.append(self._server.accept()[0])
             except OSError:
                 continue
 
-    thread = threading.Thread(target=accept, daemon=True)
-    thread.start()
-    yield server.getsockname()[1]
-    stop.set()
-    thread.join()
-    for conn in accepted:
-        conn.close()
-    server.close()
+    def hang_up(self) -> None:
+        """Close every connection and stop listening: a call waiting for an answer, or
+        connecting anew, fails at once instead of at its timeout."""
+        if self._stop.is_set():
+            return
+        self._stop.set()
+        self._thread.join()
+        for conn in self._accepted:
+            conn.close()
+        self._server.close()
+
+
+@pytest.fixture
+def silent() -> Iterator[SilentServer]:
+    server = SilentServer()
+    yield server
+    server.hang_up()
 
 
 # ---- releasing
 
 
-def test_release_returns_at_once_when_redis_does_not_answer(silent_port: int) -> None:
-    silent = redis.Redis(
-        port=silent_port,
+def test_release_returns_at_once_when_redis_does_not_answer(silent: SilentServer) -> None:
+    client = redis.Redis(
+        port=silent.port,
         socket_timeout=10,
         socket_connect_timeout=10,
         retry=Retry(NoBackoff(), 0),
     )
-    slots = RedisConcurrencyLimiter(silent, KEYS, keep_alive=False, release_delay=0)
+    slots = RedisConcurrencyLimiter(client, KEYS, keep_alive=False, release_delay=0)
     started = time.monotonic()
     for i in range(100):
         slots.release(Lease(f"lease{i}", ("b",)))
     assert time.monotonic() - started < 2  # far under one round trip that never ends
+    silent.hang_up()  # rather than wait out the socket timeout of the round trip under way
     slots.close()  # the lost releases are logged, not raised: the leases expire
-    silent.close()
+    client.close()
 
 
 def test_a_released_slot_comes_free_promptly_for_every_process(

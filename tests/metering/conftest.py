@@ -18,6 +18,7 @@ from starlette.testclient import TestClient
 
 from modelport.api import create_app
 from modelport.app import Services, build_services
+from modelport.clock import Clock as ServiceClock
 from modelport.config import Settings
 from modelport.keyspace import Keyspace
 from modelport.metering.balances import BalanceRepository
@@ -262,12 +263,17 @@ def approve(services: Services, owner: str, name: str, version: str) -> None:
             registry_repo.append_event(session, vid, current, state, actor="seed", reason="seed")
 
 
-def make_platform(
-    home: Path, database_url: str, *, seed: bool = True, **overrides: Any
+def open_platform(
+    home: Path,
+    database_url: str,
+    key: str,
+    *,
+    clock: ServiceClock | None = None,
+    **overrides: Any,
 ) -> Platform:
-    """Services and an in-process client; with ``seed``, tenants acme (publishing
-    acme/adder, public and approved) and beta (a consumer key), else beta's key only
-    (another gateway over the same database)."""
+    """Services and an in-process client over whatever the database and home hold;
+    ``key``: beta's consumer key there; ``clock``: the one the services wait on (the
+    system's by default)."""
     settings = Settings(
         home=home,
         database_url=database_url,
@@ -276,24 +282,39 @@ def make_platform(
         runtime_intra_op_threads=1,
         **overrides,
     )
-    services = build_services(settings)
+    services = build_services(settings, clock=clock)
     client = TestClient(create_app(services), headers={"Authorization": f"Bearer {ADMIN_KEY}"})
     client.__enter__()
+    return Platform(client, services, Publisher(client, services), key)
+
+
+def make_platform(
+    home: Path,
+    database_url: str,
+    *,
+    seed: bool = True,
+    clock: ServiceClock | None = None,
+    **overrides: Any,
+) -> Platform:
+    """``open_platform`` after seeding: with ``seed``, tenants acme (publishing
+    acme/adder, public and approved) and beta (a consumer key), else beta's key only
+    (another gateway over the same database)."""
+    platform = open_platform(home, database_url, "", clock=clock, **overrides)
+    services, publisher = platform.services, platform.publisher
     tenancy = services.tenancy
-    publisher = Publisher(client, services)
     if not seed:
-        key = tenancy.create_key("beta", "app", name="other", actor="admin").secret
-        return Platform(client, services, publisher, key)
+        platform.key = tenancy.create_key("beta", "app", name="other", actor="admin").secret
+        return platform
     for slug in ("acme", "beta"):
         tenancy.create_tenant(slug, actor="admin")
     tenancy.add_member("beta", "app", roles=["consumer"], actor="admin")
-    key = tenancy.create_key("beta", "app", name="test", actor="admin").secret
+    platform.key = tenancy.create_key("beta", "app", name="test", actor="admin").secret
     public = {"owner": "acme", "name": "adder", "license": "MIT", "visibility": "public"}
-    assert client.post("/api/models", json=public).status_code == 201
+    assert platform.client.post("/api/models", json=public).status_code == 201
     publisher.models.add("acme/adder")
     publisher.adder()
     approve(services, "acme", "adder", "1")
-    return Platform(client, services, publisher, key)
+    return platform
 
 
 @pytest.fixture

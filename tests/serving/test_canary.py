@@ -12,12 +12,13 @@ import pytest
 
 from tests.serving.conftest import Serving, add_constant, before_executions_of, failing, slow
 
+MIN_REQUESTS = 5
 CANARY = {
     "policy": "canary",
     "steps": [50, 100],
     "interval_seconds": 60,
     "check_seconds": 10,
-    "min_requests": 5,
+    "min_requests": MIN_REQUESTS,
 }
 
 
@@ -100,8 +101,12 @@ def test_a_slow_candidate_is_halted(serving: Serving, monkeypatch: pytest.Monkey
     # second (a stall a loaded machine does not give a 1 ms call) for it to look as slow.
     before_executions_of(monkeypatch, "slow", lambda: time.sleep(0.5))
     deployment = start_canary(serving, slow(8))
-    seen = traffic(serving, 30)
-    assert {status for _, status in seen} == {200}
+    # Each of its calls costs half a second: only as many as the judge needs, more
+    # than min_requests from each version (the split is random).
+    seen: Counter[tuple[str, int]] = Counter()
+    while min(seen["1", 200], seen["2", 200]) <= MIN_REQUESTS:
+        seen += traffic(serving, 1)
+        assert {status for _, status in seen} == {200}
     body = halted(serving, deployment["id"])
     assert "p99 latency" in body["rollout"]["reason"]
     stable, candidate = (v["traffic"]["latency_ms"]["p99"] for v in body["versions"])

@@ -13,6 +13,7 @@ import base64
 import secrets
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlencode
@@ -61,6 +62,9 @@ class LocalProvider:
     key: RSAKey | ECKey = field(default_factory=lambda: rsa_key("k1"))
     token_lifetime: float = 300
     """How long the tokens its token endpoint issues live (seconds)."""
+    now: Callable[[], float] = time.time
+    """The time its tokens are issued at (a test that moves the platform's clock hands
+    the provider the same one)."""
     jwks_reads: int = 0
     codes: dict[str, PendingCode] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
@@ -90,7 +94,7 @@ class LocalProvider:
         **claims: Any,
     ) -> str:
         """A token as the provider issues it (or, with other arguments, as a forger would)."""
-        now = int(time.time())
+        now = int(self.now())
         payload = {
             "iss": issuer or self.issuer,
             "sub": subject,
