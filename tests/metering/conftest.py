@@ -18,6 +18,7 @@ from starlette.testclient import TestClient
 
 from modelport.api import create_app
 from modelport.app import Services, build_services
+from modelport.clock import ManualClock
 from modelport.config import Settings
 from modelport.keyspace import Keyspace
 from modelport.metering.balances import BalanceRepository
@@ -263,11 +264,16 @@ def approve(services: Services, owner: str, name: str, version: str) -> None:
 
 
 def make_platform(
-    home: Path, database_url: str, *, seed: bool = True, **overrides: Any
+    home: Path,
+    database_url: str,
+    *,
+    seed: bool = True,
+    clock: ManualClock | None = None,
+    **overrides: Any,
 ) -> Platform:
-    """Services and an in-process client; with ``seed``, tenants acme (publishing
-    acme/adder, public and approved) and beta (a consumer key), else beta's key only
-    (another gateway over the same database)."""
+    """Services (on ``clock``, the system's by default) and an in-process client; with
+    ``seed``, tenants acme (publishing acme/adder, public and approved) and beta (a
+    consumer key), else beta's key only (another gateway over the same database)."""
     settings = Settings(
         home=home,
         database_url=database_url,
@@ -276,7 +282,7 @@ def make_platform(
         runtime_intra_op_threads=1,
         **overrides,
     )
-    services = build_services(settings)
+    services = build_services(settings, clock=clock)
     client = TestClient(create_app(services), headers={"Authorization": f"Bearer {ADMIN_KEY}"})
     client.__enter__()
     tenancy = services.tenancy
