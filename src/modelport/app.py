@@ -648,15 +648,18 @@ def build_metering(
             return None
 
     lease = settings.metering_outbox_lease_seconds
+    clock = clock or SystemClock()
+    now = clock.now  # every time metering stores or expires by: reservations, leases, mandates
     prices = PriceBook(
         database,
         default_revenue_share_bps=settings.metering_revenue_share_bps,
         cache_ttl_seconds=settings.limits_cache_ttl_seconds,
-        clock=(clock or SystemClock()).monotonic,
+        now=now,
+        clock=clock.monotonic,
     )
-    ledger = Ledger(database)
-    outbox = Outbox(database, lease_seconds=lease)
-    reservations = Reservations(database, outbox)
+    ledger = Ledger(database, now=now)
+    outbox = Outbox(database, lease_seconds=lease, now=now)
+    reservations = Reservations(database, outbox, now=now)
     sink: UsageSink = LedgerSink(ledger)
     consumer = None
     closers = []
@@ -709,13 +712,14 @@ def build_metering(
         prices=prices,
         ledger=ledger,
         outbox=outbox,
-        balances=BalanceRepository(database),
+        balances=BalanceRepository(database, now=now),
         reservations=reservations,
-        authorizations=UsageAuthorizations(database),
+        authorizations=UsageAuthorizations(database, now=now),
         meter=InferenceMeter(
             prices,
             reservations,
             grace_seconds=settings.metering_reservation_grace_seconds,
+            now=now,
             reserver=GroupReserver(reservations),  # one transaction for concurrent holds
             journal=journal,
         ),
@@ -725,6 +729,7 @@ def build_metering(
         digest_of=digest_of,
         drain_interval_seconds=settings.metering_drain_interval_seconds,
         sweep_interval_seconds=settings.metering_sweep_interval_seconds,
+        now=now,
         closers=closers,
     )
 
@@ -993,8 +998,11 @@ def open_billing(settings: Settings) -> BillingService:
     return build_billing(create_database(settings.resolved_database_url))
 
 
-def build_health(settings: Settings, serving_metrics: ServingMetrics) -> HealthProber:
-    """Circuit breakers of every backend and the background prober that feeds them."""
+def build_health(
+    settings: Settings, serving_metrics: ServingMetrics, clock: Clock | None = None
+) -> HealthProber:
+    """Circuit breakers of every backend (their windows and cool-downs on ``clock``)
+    and the background prober that feeds them."""
     from modelport.serving.breaker import BreakerConfig
     from modelport.serving.health import HealthBoard, HealthProber
 
@@ -1005,7 +1013,7 @@ def build_health(settings: Settings, serving_metrics: ServingMetrics) -> HealthP
         open_seconds=settings.serving_breaker_open_seconds,
     )
     return HealthProber(
-        HealthBoard(breakers, metrics=serving_metrics),
+        HealthBoard(breakers, metrics=serving_metrics, clock=(clock or SystemClock()).monotonic),
         interval=settings.serving_health_interval_seconds,
         timeout=settings.serving_health_timeout_seconds,
     )
@@ -1311,7 +1319,7 @@ def build_services(
     from modelport.serving.routing.shadow_log import shadow_recorder
 
     serving_metrics = ServingMetrics(metrics.registry)
-    health = build_health(settings, serving_metrics)
+    health = build_health(settings, serving_metrics, clock)
     prediction_log, outcomes = build_prediction_log(settings, database, serving_metrics)
     serving = build_serving(
         settings,

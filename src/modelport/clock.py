@@ -1,13 +1,15 @@
 """The one clock of everything that waits on time, injectable so tests never sleep.
 
 ``Clock`` gives wall time (``now``: key expiry, rollback windows stored in the
-database), monotonic time (``monotonic``: the TTL caches of keys, limits, budgets,
-prices, access facts and resolutions, in-process rate limiters, canary steps, the
-waits of the background loops), ``sleep`` (on an event loop) and ``wait`` (in a
-thread). ``modelport.app.build_services`` builds one and hands it to every service;
-a test hands it a ``ManualClock`` and ``advance``-s it to pass a TTL or drive a whole
-staged rollout in milliseconds. (Deadlines of calls in flight stay on
-``time.monotonic``: they measure real work.)
+database, metering's reservations, leases and ledger times), monotonic time
+(``monotonic``: the TTL caches of keys, limits, budgets, prices, access facts and
+resolutions, in-process rate limiters, canary steps, circuit breakers' windows and
+cool-downs, the waits of the background loops), ``sleep`` (on an event loop) and
+``wait`` (in a thread). ``modelport.app.build_services`` builds one and hands it to
+every service; a test hands it a ``ManualClock`` and ``advance``-s it to pass a TTL,
+re-close a breaker or drive a whole staged rollout in milliseconds. (Deadlines of
+calls in flight stay on ``time.monotonic``: they bound real work, and one call's
+deadline is read by every layer it crosses, so they move together or not at all.)
 """
 
 from __future__ import annotations

@@ -7,16 +7,18 @@ from __future__ import annotations
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 import pytest
 from sqlalchemy import update
 
+from modelport.clock import ManualClock
 from modelport.errors import PaymentRequired
 from modelport.metering.reservations import Reservations
 from modelport.metering.types import BalanceScope, PriceSnapshot, ReservationState
 from modelport.store.tables import BudgetRow
 from modelport.tenancy.limits import BudgetRepository
-from tests.metering.conftest import Metering, budget_reserved, usage_event
+from tests.metering.conftest import Metering, budget_reserved, make_platform, usage_event
 
 PRICE = 1_000
 TENANT, KEY = BalanceScope.TENANT, BalanceScope.KEY
@@ -192,3 +194,27 @@ def test_a_settlement_of_the_month_before_never_takes_the_period_back(
     assert budget is not None
     assert (budget.period, budget.spent_micros) == ("2026-12", 5 * PRICE)  # 3 + 2
     assert budget_reserved(metering, "beta") == 0  # every hold given back
+
+
+def test_the_services_hold_and_expire_reservations_on_their_clock(
+    tmp_path: Path, database_url: str
+) -> None:
+    """The composed metering stamps and expires holds by the clock the services were
+    built with: a hold outlives any real time until that clock passes its expiry."""
+    start = datetime(2031, 1, 1, tzinfo=UTC)
+    clock = ManualClock(start)
+    platform = make_platform(tmp_path / "home", database_url, clock=clock)
+    try:
+        metering = platform.services.metering
+        metering.balances.credit(TENANT, "beta", PRICE, tenant="beta")
+        held = metering.reservations.reserve("beta", None, PRICE, ttl_seconds=30)
+        assert held is not None
+        assert held.created_at == start and held.expires_at == start + timedelta(seconds=30)
+        clock.advance(29)
+        assert metering.reservations.sweep() == 0
+        clock.advance(2)
+        assert metering.reservations.sweep() == 1
+        assert metering.balances.get(TENANT, "beta").reserved_micros == 0
+    finally:
+        platform.close_client()
+        platform.services.close()

@@ -12,6 +12,7 @@ from typing import Any
 import psutil
 import pytest
 
+from modelport.clock import ManualClock
 from modelport.config import Settings
 from modelport.jobs.queue import JobQueue
 from modelport.jobs.runner import JobRunner
@@ -183,6 +184,31 @@ def test_respond_async_answers_202_and_the_version_is_validated_when_the_job_end
     assert eventually(lambda: _job(model, job["id"])["state"] == "succeeded")
     events = model.client.get(f"/api/models/{REF}/versions/1/events").json()["items"]
     assert [event["to"] for event in events] == ["candidate", "validated"]
+
+
+def test_a_held_validation_request_lets_go_once_its_wait_has_passed_on_the_clock(
+    model: Registry, gate: GatedValidator
+) -> None:
+    """How long a validation request waits for its job is counted on the services'
+    clock: however long the job runs, the wait ends when that clock has passed it, with
+    the job as it is then."""
+    clock = ManualClock()
+    validations = model.services.validations
+    validations.now = clock.now  # the composition root hands it ``clock.now``
+    model.publish(REF, "1")
+    job_id = _validate(model, "1", ASYNC).json()["id"]
+    assert eventually(lambda: gate.entered == 1)
+
+    async def held() -> Any:
+        waiting = asyncio.create_task(validations.wait(job_id, 150))
+        await asyncio.sleep(0)  # the wait has taken its deadline
+        clock.advance(150)
+        return await waiting
+
+    job = asyncio.run(held())
+    assert job.state.value == "running" and not job.finished
+    gate.permits.release(1)
+    assert eventually(lambda: _job(model, job_id)["state"] == "succeeded")
 
 
 def test_a_full_queue_is_refused_and_a_version_queued_twice_is_one_job(

@@ -140,6 +140,32 @@ def test_a_failing_version_opens_the_breaker_that_v2_and_endpoint_calls_share(
     assert 'backend="local:acme/fraud:1",outcome="failed"' in attempts
 
 
+def test_breakers_count_their_window_and_cool_down_on_the_services_clock(
+    serving: Serving,
+) -> None:
+    """However long the test takes, an open breaker keeps its backend off until the
+    services' clock has passed the cool-down (10 s by default); then it lets a trial
+    through, and failures older than the window (30 s) no longer count."""
+    breaker = serving.services.health.board.breaker("remote:flaky")
+    for _ in range(5):
+        breaker.on_failure()
+    assert breaker.snapshot().state.value == "open"
+    assert breaker.snapshot().retry_after == 10.0
+    serving.clock.advance(9.5)
+    assert not breaker.try_acquire()
+    serving.clock.advance(0.5)
+    assert breaker.try_acquire()  # the half-open trial
+    breaker.on_success()
+    assert breaker.snapshot().state.value == "closed"
+
+    for _ in range(4):
+        breaker.on_failure()
+    serving.clock.advance(31)  # those four leave the window
+    breaker.on_failure()
+    assert breaker.snapshot().state.value == "closed"
+    assert breaker.snapshot().failures == 1
+
+
 def _x(rows: int) -> np.ndarray:
     return np.arange(rows * 4, dtype=np.float32).reshape(rows, 4)
 

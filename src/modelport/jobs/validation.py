@@ -34,9 +34,8 @@ import asyncio
 import contextlib
 import json
 import logging
-import time
 from collections.abc import Callable
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 import anyio.to_thread
@@ -227,14 +226,14 @@ class ValidationJobs:
         event = asyncio.Event()
         waiter = (asyncio.get_running_loop(), event)
         self._waiters.setdefault(job_id, []).append(waiter)
-        # A real deadline (time.monotonic): it bounds how long a request is held.
-        deadline = time.monotonic() + seconds
+        # On the injected clock (its wall time): the job's own times are on it too.
+        deadline = self.now() + timedelta(seconds=seconds)
         try:
             while True:
                 job = await anyio.to_thread.run_sync(self.queue.get, job_id)
                 if job is None:
                     raise NotFound(f"job '{job_id}' not found", code="job_not_found")
-                left = deadline - time.monotonic()
+                left = (deadline - self.now()).total_seconds()
                 if job.finished or left <= 0:
                     return job
                 event.clear()

@@ -154,6 +154,8 @@ class MeteredCall:
         self.prices = prices
         self.reservation = reservation
         self.started_at = started_at
+        # Real monotonic time, not the injected clock: the wall ms billed measure the
+        # call's real work (a ``ManualClock`` would bill nothing).
         self.started = started
         self.prediction_id = call.call_id or unique_id()
         self.compute_ms = 0.0

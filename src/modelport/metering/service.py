@@ -114,7 +114,7 @@ class MeteringService:
         journal, drain the outbox and, with a stream, consume it until it is empty. Rows
         a background drainer holds are waited for, up to ``timeout`` seconds. How many
         events this call delivered."""
-        deadline = time.monotonic() + timeout
+        deadline = time.monotonic() + timeout  # real: it waits on other threads' real work
         if self.journal is not None:
             self.journal.flush(timeout)
         total = 0
