@@ -46,8 +46,12 @@ REDIRECT = "http://127.0.0.1:9/auth/oidc/callback"
 
 
 @pytest.fixture
-def provider() -> Iterator[LocalProvider]:
-    started = LocalProvider(users={k: list(v) for k, v in USERS.items()}).start()
+def provider(clock: ManualClock) -> Iterator[LocalProvider]:
+    """The provider issues its tokens at the platform's time: an expiry the test passes
+    with ``clock.advance`` does not depend on how long the world took to build."""
+    started = LocalProvider(
+        users={k: list(v) for k, v in USERS.items()}, now=lambda: clock.now().timestamp()
+    ).start()
     yield started
     started.stop()
 
