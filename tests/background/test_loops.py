@@ -66,10 +66,11 @@ def test_a_failing_step_backs_off_is_logged_and_retried(
     assert failed[0].exc_info is not None and failed[0].exc_info[0] is ConnectionError
 
 
-def test_a_step_that_succeeds_again_runs_at_its_interval_again() -> None:
+def waits_after_three_failures(interval: float) -> list[float]:
+    """The waits a loop parks for over its first five steps, the first three failing."""
     clock = ManualClock()
     steps = Steps(failures=3)
-    loop = BackgroundLoop("recovering", steps, 30.0, clock=clock)
+    loop = BackgroundLoop("recovering", steps, interval, clock=clock)
     loop.start()
     try:
         waits = []
@@ -79,23 +80,16 @@ def test_a_step_that_succeeds_again_runs_at_its_interval_again() -> None:
         parked(clock, steps, 6)
     finally:
         loop.stop()
+    return waits
+
+
+def test_a_step_that_succeeds_again_runs_at_its_interval_again() -> None:
     # The backoff is never shorter than the interval, and gone once a step succeeded.
-    assert waits == pytest.approx([30.0, 30.0, 30.0, 30.0, 30.0])
+    assert waits_after_three_failures(30.0) == pytest.approx([30.0] * 5)
 
 
 def test_the_backoff_after_failures_is_reset_by_a_success() -> None:
-    clock = ManualClock()
-    steps = Steps(failures=3)
-    loop = BackgroundLoop("recovering", steps, 0.01, clock=clock)
-    loop.start()
-    try:
-        waits = []
-        for calls in range(1, 6):
-            waits.append(parked(clock, steps, calls))
-            clock.advance(waits[-1])
-    finally:
-        loop.stop()
-    assert waits == pytest.approx([0.05, 0.1, 0.2, 0.01, 0.01])
+    assert waits_after_three_failures(0.01) == pytest.approx([0.05, 0.1, 0.2, 0.01, 0.01])
 
 
 def test_the_backoff_may_start_higher_and_stop_lower() -> None:

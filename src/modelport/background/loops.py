@@ -52,7 +52,28 @@ class Backoff:
         return max(self.interval or 0.0, self.current)
 
 
-class BackgroundLoop:
+class _Repeating:
+    """What both forms share: a named step, its schedule and its backoff, on a clock."""
+
+    def __init__(
+        self,
+        name: str,
+        interval: float | None,
+        *,
+        clock: Clock | None,
+        first_after: float,
+        max_backoff: float,
+        min_backoff: float,
+        failure: str | None,
+    ) -> None:
+        self.name = name
+        self._failure = failure or f"{name} failed"
+        self._backoff = Backoff(interval, max_backoff, min_backoff)
+        self._clock: Clock = clock if clock is not None else SystemClock()
+        self._first_after = first_after
+
+
+class BackgroundLoop(_Repeating):
     """Runs ``step`` every ``interval`` seconds (start to start) in a daemon thread until
     stopped; with ``interval`` None, only when kicked. A step that raises is logged and
     retried after ``Backoff``'s wait, from ``min_backoff`` to ``max_backoff`` (logged as
@@ -71,12 +92,16 @@ class BackgroundLoop:
         min_backoff: float = MIN_BACKOFF,
         failure: str | None = None,
     ) -> None:
-        self.name = name
-        self._failure = failure or f"{name} failed"
+        super().__init__(
+            name,
+            interval,
+            clock=clock,
+            first_after=first_after,
+            max_backoff=max_backoff,
+            min_backoff=min_backoff,
+            failure=failure,
+        )
         self._step = step
-        self._backoff = Backoff(interval, max_backoff, min_backoff)
-        self._clock: Clock = clock if clock is not None else SystemClock()
-        self._first_after = first_after
         self._stop = threading.Event()
         self._wake = threading.Event()
         self._lock = threading.Lock()
@@ -134,7 +159,7 @@ class BackgroundLoop:
         self._wake.clear()
 
 
-class BackgroundTask:
+class BackgroundTask(_Repeating):
     """``BackgroundLoop``'s async form: awaits ``step`` every ``interval`` seconds (start
     to start) in a task on the running event loop, between ``start`` and ``stop`` (or
     for the block of ``running``). The same backoff, ``failure``, ``kick`` and
@@ -152,12 +177,16 @@ class BackgroundTask:
         min_backoff: float = MIN_BACKOFF,
         failure: str | None = None,
     ) -> None:
-        self.name = name
-        self._failure = failure or f"{name} failed"
+        super().__init__(
+            name,
+            interval,
+            clock=clock,
+            first_after=first_after,
+            max_backoff=max_backoff,
+            min_backoff=min_backoff,
+            failure=failure,
+        )
         self._step = step
-        self._backoff = Backoff(interval, max_backoff, min_backoff)
-        self._clock: Clock = clock if clock is not None else SystemClock()
-        self._first_after = first_after
         self._task: asyncio.Task[None] | None = None
         self._wake: asyncio.Event | None = None
         self._kicked = False
