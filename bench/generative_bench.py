@@ -33,7 +33,8 @@ import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 from transformers.generation.streamers import BaseStreamer
 
-from modelport.runtime.generative.engine import EngineConfig, TorchGenerativeEngine
+from modelport.runtime.generative.engine import EngineConfig
+from modelport.runtime.generative.torch_engine import TorchGenerativeEngine
 from modelport.runtime.generative.kv import kv_bytes_per_token
 from modelport.runtime.types import ChatMessage, GenerationRequest
 

@@ -7,12 +7,8 @@ import pytest
 import torch
 
 from modelport.errors import InvalidInput
-from modelport.runtime.generative.sampling import (
-    SamplingParams,
-    make_generator,
-    parse_sampling,
-    sample,
-)
+from modelport.runtime.generative.sampling import SamplingParams, parse_sampling
+from modelport.runtime.generative.torch_sampling import make_generator, sample
 from modelport.runtime.generative.stops import IncrementalDetokenizer, StopText, eos_token_ids
 
 

@@ -1,16 +1,20 @@
-"""``TorchGenerativeEngine``: continuous batching of a ``transformers`` causal LM.
+"""``BatchingEngine``: continuous batching of a causal LM over swappable kernels.
 
-``submit`` (on the event loop) tokenizes the request (a chat through the tokenizer's
-chat template), checks it against the context length, the KV budget and the waiting
-queue (``Scheduler.check``: errors before anything is queued or allocated) and queues
-one sequence per choice. The engine thread then loops, one step at a time::
+``submit`` (on the event loop) tokenizes the request (a chat through the model's chat
+template), checks it against the context length, the KV budget and the waiting queue
+(``Scheduler.check``: errors before anything is queued or allocated) and queues one
+sequence per choice. The engine thread then loops, one step at a time::
 
     IDLE --work--> STEP: take cancellations (free their sequences and KV)
                          -> schedule (admit / preempt)
-                         -> prefill the admitted, decode the others (one batched step)
-                         -> sample, detokenize, check stops -> chunks to the event loop
+                         -> kernels: prefill the admitted, decode the others
+                         -> detokenize, check stops -> chunks to the event loop
                          -> finished sequences leave (their KV is released)
          <--no work--
+
+What executes a step (tokenizer, KV cells, forward passes, sampling) is the kernels'
+(``kernels.Kernels``): ``torch_engine`` for ``transformers`` models, ``llama`` for GGUF
+files on llama.cpp.
 
 Chunks reach each ``Generation``'s asyncio queue through
 ``loop.call_soon_threadsafe``: the event loop never waits on the model. ``unload``
@@ -27,24 +31,16 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-import torch
-
 from modelport.errors import InvalidInput, Unavailable
-from modelport.runtime.generative.kv import KvLedger, kv_bytes_per_token
+from modelport.runtime.generative.kv import KvLedger
 from modelport.runtime.generative.metrics import EngineMetrics, GenerationMetrics
-from modelport.runtime.generative.runner import BatchRunner, DecodeRow, PrefillRow
-from modelport.runtime.generative.sampling import (
-    SamplingParams,
-    make_generator,
-    parse_sampling,
-    sample,
-)
+from modelport.runtime.generative.sampling import SamplingParams, parse_sampling
 from modelport.runtime.generative.scheduler import ScheduledSequence, Scheduler
-from modelport.runtime.generative.stops import IncrementalDetokenizer, StopText, eos_token_ids
+from modelport.runtime.generative.stops import IncrementalDetokenizer, StopText
 from modelport.runtime.types import GenerationChunk, GenerationRequest
 
 if TYPE_CHECKING:
-    from transformers import PreTrainedModel, PreTrainedTokenizerBase
+    from modelport.runtime.generative.kernels import Kernels
 
 _log = logging.getLogger(__name__)
 
@@ -73,16 +69,16 @@ class _End:
     """Wakes an iterator whose generation was cancelled or failed."""
 
 
-class TorchGeneration:
+class EngineGeneration:
     """One submitted request: chunks of its ``n`` choices in order of production."""
 
-    def __init__(self, engine: TorchGenerativeEngine, input_tokens: int, n: int) -> None:
+    def __init__(self, engine: BatchingEngine, input_tokens: int, n: int) -> None:
         self._engine = engine
         self._input_tokens = input_tokens
         self._open = n
         self._queue: asyncio.Queue[GenerationChunk | BaseException | _End] = asyncio.Queue()
         self.cancelled = False
-        self.sequences: list[_Sequence] = []
+        self.sequences: list[EngineSequence] = []
 
     @property
     def input_tokens(self) -> int:
@@ -114,36 +110,34 @@ class TorchGeneration:
             self._queue.put_nowait(item)
 
 
-class _Sequence(ScheduledSequence):
+class EngineSequence(ScheduledSequence):
     """One choice of a request, as the engine runs it."""
 
     def __init__(
         self,
-        generation: TorchGeneration,
+        generation: EngineGeneration,
         loop: asyncio.AbstractEventLoop,
         request: GenerationRequest,
         choice: int,
         prompt_ids: list[int],
         params: SamplingParams,
         tokenizer: Any,
-        device: str,
     ) -> None:
         super().__init__(len(prompt_ids), request.max_tokens, request.priority)
         self.generation, self.loop, self.choice = generation, loop, choice
         self.prompt_ids, self.params = prompt_ids, params
-        seed = None if params.seed is None else params.seed + choice
-        self.generator = make_generator(seed, device if device.startswith("cuda") else "cpu")
         self.detokenizer = IncrementalDetokenizer(tokenizer, prompt_ids)
         self.text = StopText(params.stop)
         self.output_ids: list[int] = []
-        self.slots: torch.Tensor | None = None
+        self.state: Any = None
+        """The kernels' (KV cells, sampler), from admission until it leaves."""
         self.submitted_at = time.monotonic()
         self.first_token_at: float | None = None
         self.unsent_tokens = 0
         self.unsent_logprobs: list[float] = []
 
 
-class TorchGenerativeEngine:
+class BatchingEngine:
     """A causal LM served by continuous batching (implements ``GenerativeEngine``).
 
     ``name`` (``owner/name:version``) labels the metrics; ``metrics`` is the registry
@@ -151,45 +145,46 @@ class TorchGenerativeEngine:
 
     def __init__(
         self,
-        model: PreTrainedModel,
-        tokenizer: PreTrainedTokenizerBase,
+        kernels: Kernels,
         config: EngineConfig,
         *,
         name: str = "",
         metrics: GenerationMetrics | None = None,
     ) -> None:
-        self.model = model.eval()
-        self.tokenizer = tokenizer
+        self.kernels = kernels
         self.config = config
         self.name = name
-        bytes_per_token = kv_bytes_per_token(model.config, model.dtype)
-        capacity = config.kv_budget_bytes // bytes_per_token
         self.scheduler = Scheduler(
-            ledger=KvLedger(capacity, bytes_per_token),
+            ledger=KvLedger(kernels.capacity_tokens, kernels.bytes_per_token),
             context_length=config.context_length,
             max_running=config.max_running,
             max_waiting=config.max_waiting,
             offline_waiting_share=config.offline_waiting_share,
             max_prefill_tokens=config.max_prefill_tokens,
         )
-        self.runner = BatchRunner(model, capacity, config.device)
-        self.eos = eos_token_ids(tokenizer, getattr(model, "generation_config", None))
         self.metrics_holder = metrics or GenerationMetrics()
         model_label, _, version_label = name.rpartition(":") if ":" in name else (name, "", "")
-        self.metrics: EngineMetrics = self.metrics_holder.engine(model_label, version_label)
+        self.metrics: EngineMetrics = self.metrics_holder.engine(
+            model_label, version_label, kernels.kind
+        )
         self._cond = threading.Condition()
-        self._cancelled: list[_Sequence] = []
+        self._cancelled: list[EngineSequence] = []
         self._stopping = False
-        self._weights_bytes = sum(p.nbytes for p in model.parameters())
         self._thread = threading.Thread(target=self._run, name=f"engine {name}", daemon=True)
         self._thread.start()
 
+    @property
+    def kind(self) -> str:
+        """Which kernels run this engine (``llama.cpp``, ``transformers``)."""
+        return self.kernels.kind
+
     # -- the event loop's side ---------------------------------------------------------
 
-    def submit(self, request: GenerationRequest) -> TorchGeneration:
+    def submit(self, request: GenerationRequest) -> EngineGeneration:
         if self._stopping:
             raise Unavailable(f"{self.name} is unloading", code="model_unloading", retry_after=1)
         params = parse_sampling(request.parameters)
+        self.kernels.check(params)
         if request.max_tokens < 1:
             raise InvalidInput("'max_tokens' must be at least 1", code="invalid_parameter")
         if not 1 <= request.n <= MAX_CHOICES:
@@ -198,17 +193,10 @@ class TorchGenerativeEngine:
         if not prompt_ids:
             raise InvalidInput("the prompt is empty", code="empty_prompt")
         loop = asyncio.get_running_loop()
-        generation = TorchGeneration(self, len(prompt_ids), request.n)
+        generation = EngineGeneration(self, len(prompt_ids), request.n)
         generation.sequences = [
-            _Sequence(
-                generation,
-                loop,
-                request,
-                i,
-                prompt_ids,
-                params,
-                self.tokenizer,
-                self.config.device,
+            EngineSequence(
+                generation, loop, request, i, prompt_ids, params, self.kernels.tokenizer
             )
             for i in range(request.n)
         ]
@@ -223,26 +211,17 @@ class TorchGenerativeEngine:
         return generation
 
     def encode(self, request: GenerationRequest) -> list[int]:
-        """The prompt's tokens: a chat rendered with the tokenizer's template (ending with
-        the assistant's turn), or the prompt with the tokenizer's special tokens."""
-        tok: Any = self.tokenizer
-        if request.messages is not None:
-            if not getattr(tok, "chat_template", None):
-                raise InvalidInput("this model has no chat template", code="no_chat_template")
-            messages = [{"role": m.role, "content": m.content} for m in request.messages]
-            text = tok.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
-            ids = tok(text, add_special_tokens=False)["input_ids"]
-        else:
-            ids = tok(request.prompt)["input_ids"]
-        return [int(i) for i in ids]
+        """The prompt's tokens: a chat rendered with the model's template (ending with the
+        assistant's turn), or the prompt with the tokenizer's special tokens."""
+        return self.kernels.encode(request)
 
-    def _cancel(self, generation: TorchGeneration) -> None:
+    def _cancel(self, generation: EngineGeneration) -> None:
         with self._cond:
             self._cancelled.extend(generation.sequences)
             self._cond.notify()
 
     def memory_bytes(self) -> int:
-        return self._weights_bytes + self.runner.pool_bytes()
+        return self.kernels.memory_bytes()
 
     def unload(self) -> None:
         with self._cond:
@@ -255,14 +234,13 @@ class TorchGenerativeEngine:
             for seq in left:
                 self.scheduler.finish(seq)
         error = Unavailable(f"{self.name} was unloaded", code="model_unloading", retry_after=1)
-        self._fail([s for s in left if isinstance(s, _Sequence)], error)
-        self.runner.pools.clear()
+        self._fail([s for s in left if isinstance(s, EngineSequence)], error)
+        self.kernels.unload()
         self._gauges()
 
     # -- the engine thread -------------------------------------------------------------
 
     def _run(self) -> None:
-        torch.set_grad_enabled(False)
         while True:
             with self._cond:
                 while not self._stopping and not (
@@ -275,54 +253,53 @@ class TorchGenerativeEngine:
                     self._leave(seq)
                 self._cancelled.clear()
                 out = self.scheduler.schedule()
-                admitted = [s for s in out.admitted if isinstance(s, _Sequence)]
+                admitted = [s for s in out.admitted if isinstance(s, EngineSequence)]
                 decoding = [
                     s
                     for s in self.scheduler.running
-                    if isinstance(s, _Sequence) and s not in out.admitted
+                    if isinstance(s, EngineSequence) and s not in out.admitted
                 ]
-                preempted = [s for s in out.preempted if isinstance(s, _Sequence)]
+                preempted = [s for s in out.preempted if isinstance(s, EngineSequence)]
             try:
-                with torch.inference_mode():
-                    self._step(admitted, decoding, preempted)
+                self._step(admitted, decoding, preempted)
             except Exception as exc:
                 _log.exception("generation step failed (%s)", self.name)
                 with self._cond:
                     failed = [*self.scheduler.running, *self.scheduler.waiting()]
                     for gone in failed:
                         self._leave(gone)
-                self._fail([s for s in failed if isinstance(s, _Sequence)], exc)
+                self._fail([s for s in failed if isinstance(s, EngineSequence)], exc)
             self._gauges()
 
     def _step(
-        self, admitted: list[_Sequence], decoding: list[_Sequence], preempted: list[_Sequence]
+        self,
+        admitted: list[EngineSequence],
+        decoding: list[EngineSequence],
+        preempted: list[EngineSequence],
     ) -> None:
         for seq in preempted:
-            self._release_slots(seq)
+            self._close(seq)
         if preempted:
             self.metrics.preemptions.inc(len(preempted))
-        for seq in admitted:
-            seq.slots = self.runner.allocate(seq.reserve_tokens)
-        finished: list[_Sequence] = []
+        if admitted:
+            hits = self.kernels.open(admitted)
+            self.metrics.prefix_queried_tokens.inc(sum(s.prefill_tokens for s in admitted))
+            if hits:
+                self.metrics.prefix_hit_tokens.inc(hits)
+        finished: list[EngineSequence] = []
         produced = 0
-        for rows, run in (
-            (admitted, self._prefill),
-            (decoding, self._decode),
-        ):
-            if not rows:
-                continue
-            logits = run(rows)
-            tokens, logprobs = sample(logits, [s.params for s in rows], [s.generator for s in rows])
+        for group in self.kernels.step(admitted, decoding):
             now = time.monotonic()
-            chunks: dict[TorchGeneration, list[GenerationChunk | BaseException]] = {}
-            for seq, token, logprob in zip(rows, tokens, logprobs, strict=True):
-                chunk = self._accept(seq, token, logprob, now)
+            chunks: dict[EngineGeneration, list[GenerationChunk | BaseException]] = {}
+            for sampled in group:
+                seq: EngineSequence = sampled.sequence
+                chunk = self._accept(seq, sampled.token, sampled.logprob, now)
                 if chunk is not None:
                     chunks.setdefault(seq.generation, []).append(chunk)
                     if chunk.finish_reason is not None:
                         finished.append(seq)
-            produced += len(rows)
-            # Sent before the decode that follows: a joining sequence's first token
+            produced += len(group)
+            # Sent before the next group is computed: a joining sequence's first token
             # does not wait for the others' step.
             for generation, items in chunks.items():
                 self._post(generation, items)
@@ -332,26 +309,8 @@ class TorchGenerativeEngine:
                 for seq in finished:
                     self._leave(seq)
 
-    def _prefill(self, rows: list[_Sequence]) -> torch.Tensor:
-        return self.runner.prefill(
-            [PrefillRow(s.prompt_ids + s.output_ids, self._slots(s)) for s in rows]
-        )
-
-    def _decode(self, rows: list[_Sequence]) -> torch.Tensor:
-        return self.runner.decode(
-            [
-                DecodeRow(s.output_ids[-1], s.prompt_tokens + len(s.output_ids) - 1, self._slots(s))
-                for s in rows
-            ]
-        )
-
-    @staticmethod
-    def _slots(seq: _Sequence) -> torch.Tensor:
-        assert seq.slots is not None, "a running sequence holds its KV slots"
-        return seq.slots
-
     def _accept(
-        self, seq: _Sequence, token: int, logprob: float | None, now: float
+        self, seq: EngineSequence, token: int, logprob: float | None, now: float
     ) -> GenerationChunk | None:
         """Take ``seq``'s next token; the chunk to send, if any (text, or its end)."""
         seq.output_ids.append(token)
@@ -364,7 +323,7 @@ class TorchGenerativeEngine:
             self.metrics.time_to_first_token.observe(now - seq.submitted_at)
         finish: str | None = None
         text = ""
-        if token in self.eos:
+        if self.kernels.is_end(token):
             finish = "stop"
         else:
             text = seq.text.add(seq.detokenizer.push(token))
@@ -398,20 +357,20 @@ class TorchGenerativeEngine:
         """Forget a finished, cancelled or failed sequence and free its KV (under the
         lock)."""
         self.scheduler.finish(seq)
-        if isinstance(seq, _Sequence):
-            self._release_slots(seq)
+        if isinstance(seq, EngineSequence):
+            self._close(seq)
 
-    def _release_slots(self, seq: _Sequence) -> None:
-        if seq.slots is not None:
-            self.runner.release(seq.slots)
-            seq.slots = None
+    def _close(self, seq: EngineSequence) -> None:
+        if seq.state is not None:
+            self.kernels.close(seq)
+            seq.state = None
 
-    def _fail(self, sequences: list[_Sequence], error: BaseException) -> None:
+    def _fail(self, sequences: list[EngineSequence], error: BaseException) -> None:
         for generation in {s.generation: None for s in sequences}:
             self._post(generation, [error])
 
     def _post(
-        self, generation: TorchGeneration, items: list[GenerationChunk | BaseException]
+        self, generation: EngineGeneration, items: list[GenerationChunk | BaseException]
     ) -> None:
         if generation.cancelled:
             return

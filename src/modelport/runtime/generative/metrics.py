@@ -17,6 +17,11 @@ Series (``model`` is ``owner/name``):
 - ``modelport_generation_waiting_sequences{model,version}``
 - ``modelport_generation_kv_cache_bytes{model,version}``: KV memory reserved by
   admitted sequences
+- ``modelport_generation_prefix_cache_queried_tokens_total{model,version}`` and
+  ``modelport_generation_prefix_cache_hit_tokens_total{model,version}``: prompt tokens
+  admitted, and those of them found already computed (the hit rate is their ratio)
+- ``modelport_generation_engine_info{model,version,engine}``: 1 for the engine that
+  runs the version (``llama.cpp`` or ``transformers``)
 """
 
 from __future__ import annotations
@@ -43,6 +48,8 @@ class EngineMetrics:
     running: Any
     waiting: Any
     kv_cache_bytes: Any
+    prefix_queried_tokens: Any
+    prefix_hit_tokens: Any
 
 
 class GenerationMetrics:
@@ -96,9 +103,29 @@ class GenerationMetrics:
             registry=r,
             multiprocess_mode="livesum",
         )
+        self.prefix_queried = Counter(
+            "modelport_generation_prefix_cache_queried_tokens",
+            "Prompt tokens of admitted sequences (the prefix cache was asked for them).",
+            LABELS,
+            registry=r,
+        )
+        self.prefix_hits = Counter(
+            "modelport_generation_prefix_cache_hit_tokens",
+            "Prompt tokens found already computed in the KV cache (not prefilled again).",
+            LABELS,
+            registry=r,
+        )
+        self.engine_info = Gauge(
+            "modelport_generation_engine_info",
+            "1 for the engine that runs a version (llama.cpp or transformers).",
+            (*LABELS, "engine"),
+            registry=r,
+            multiprocess_mode="livemax",
+        )
 
-    def engine(self, model: str, version: str) -> EngineMetrics:
+    def engine(self, model: str, version: str, kind: str = "transformers") -> EngineMetrics:
         labels = (model, version)
+        self.engine_info.labels(model, version, kind).set(1)
         return EngineMetrics(
             self.ttft.labels(*labels),
             self.tpot.labels(*labels),
@@ -108,4 +135,6 @@ class GenerationMetrics:
             self.running.labels(*labels),
             self.waiting.labels(*labels),
             self.kv_bytes.labels(*labels),
+            self.prefix_queried.labels(*labels),
+            self.prefix_hits.labels(*labels),
         )

@@ -1,19 +1,17 @@
-"""Sampling parameters of a request and the choice of each next token.
+"""Sampling parameters of a request, parsed and checked the same way for every engine.
 
-Each sequence owns a ``torch.Generator`` seeded from the request's ``seed`` (choice ``i``
-uses ``seed + i``), and rows are sampled one by one with their own generator: a
-sequence's draws depend on its seed alone, never on which other sequences share its
-batch. Temperature 0 is greedy (argmax). Log-probabilities are those of the model's
-distribution (before temperature, top-k and top-p), as vLLM reports them.
+Temperature 0 is greedy. Penalties follow OpenAI's definition: each candidate's logit
+loses ``frequency_penalty`` times the times it was generated, and ``presence_penalty``
+once if it was; ``logit_bias`` adds to the named tokens' logits (-100 bans, +100
+forces). ``response_format`` (``json_object`` or ``json_schema``) constrains the output
+with a grammar, where the engine has one (``unsupported_parameter`` where it does not).
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
-
-import torch
 
 from modelport.errors import InvalidInput
 
@@ -30,10 +28,29 @@ class SamplingParams:
     seed: int | None = None
     logprobs: bool = False
     stop: tuple[str, ...] = ()
+    min_p: float = 0.0
+    presence_penalty: float = 0.0
+    frequency_penalty: float = 0.0
+    logit_bias: tuple[tuple[int, float], ...] = ()
+    """(token id, bias) pairs."""
+    response_format: ResponseFormat | None = None
 
     @property
     def greedy(self) -> bool:
         return self.temperature == 0.0
+
+    @property
+    def penalized(self) -> bool:
+        return bool(self.presence_penalty or self.frequency_penalty)
+
+
+@dataclass(frozen=True)
+class ResponseFormat:
+    """Constrained output: any JSON object, or JSON valid against ``schema``."""
+
+    type: str
+    """``json_object`` or ``json_schema``."""
+    schema: Mapping[str, object] | None = None
 
 
 def _invalid(message: str) -> InvalidInput:
@@ -68,7 +85,61 @@ def parse_sampling(parameters: Mapping[str, object]) -> SamplingParams:
     if not isinstance(logprobs, bool):
         raise _invalid("'logprobs' must be true or false")
     stop = _stops(parameters.get("stop"))
-    return SamplingParams(temperature, top_p, top_k, seed, logprobs, stop)
+    min_p = _number(parameters, "min_p", 0.0)
+    if not 0.0 <= min_p <= 1.0:
+        raise _invalid("'min_p' must be between 0 and 1")
+    penalties = {}
+    for name in ("presence_penalty", "frequency_penalty"):
+        penalties[name] = _number(parameters, name, 0.0)
+        if not -2.0 <= penalties[name] <= 2.0:
+            raise _invalid(f"'{name}' must be between -2 and 2")
+    return SamplingParams(
+        temperature,
+        top_p,
+        top_k,
+        seed,
+        logprobs,
+        stop,
+        min_p=min_p,
+        logit_bias=_logit_bias(parameters.get("logit_bias")),
+        response_format=_response_format(parameters.get("response_format")),
+        **penalties,
+    )
+
+
+MAX_LOGIT_BIAS = 300
+
+
+def _logit_bias(value: object) -> tuple[tuple[int, float], ...]:
+    if value is None:
+        return ()
+    if not isinstance(value, Mapping):
+        raise _invalid("'logit_bias' must map token ids to numbers")
+    if len(value) > MAX_LOGIT_BIAS:
+        raise _invalid(f"'logit_bias' holds at most {MAX_LOGIT_BIAS} tokens")
+    pairs = []
+    for key, bias in value.items():
+        try:
+            token = int(str(key))
+        except ValueError:
+            raise _invalid(f"'logit_bias' key {key!r} is not a token id") from None
+        if isinstance(bias, bool) or not isinstance(bias, int | float) or not -100 <= bias <= 100:
+            raise _invalid("'logit_bias' values must be numbers from -100 to 100")
+        if token < 0:
+            raise _invalid(f"'logit_bias' key {key!r} is not a token id")
+        pairs.append((token, float(bias)))
+    return tuple(sorted(pairs))
+
+
+def _response_format(value: object) -> ResponseFormat | None:
+    if value is None or isinstance(value, ResponseFormat):
+        return value
+    if not isinstance(value, Mapping) or value.get("type") not in ("json_object", "json_schema"):
+        raise _invalid("'response_format' must be a json_object or json_schema format")
+    schema = value.get("schema")
+    if value["type"] == "json_schema" and not isinstance(schema, Mapping):
+        raise _invalid("a json_schema response_format needs its schema (an object)")
+    return ResponseFormat(str(value["type"]), schema if isinstance(schema, Mapping) else None)
 
 
 def _stops(value: object) -> tuple[str, ...]:
@@ -82,53 +153,3 @@ def _stops(value: object) -> tuple[str, ...]:
     if any(not s or len(s) > MAX_STOP_LENGTH for s in items):
         raise _invalid(f"each 'stop' sequence holds 1 to {MAX_STOP_LENGTH} characters")
     return tuple(dict.fromkeys(items))
-
-
-def make_generator(seed: int | None, device: str | torch.device = "cpu") -> torch.Generator:
-    """A generator seeded with ``seed``, or from fresh entropy without one."""
-    generator = torch.Generator(device=device)
-    if seed is None:
-        generator.seed()
-    else:
-        generator.manual_seed(seed & 0xFFFF_FFFF_FFFF_FFFF)
-    return generator
-
-
-def sample(
-    logits: torch.Tensor,
-    params: Sequence[SamplingParams],
-    generators: Sequence[torch.Generator],
-) -> tuple[list[int], list[float | None]]:
-    """The next token of each row of ``logits`` ([rows, vocab]) and, where asked, its
-    log-probability."""
-    logits = logits.float()
-    tokens = torch.argmax(logits, dim=-1)
-    for row, p in enumerate(params):
-        if not p.greedy:
-            tokens[row] = _draw(logits[row], p, generators[row])
-    chosen = tokens.tolist()
-    logprobs: list[float | None] = [None] * len(params)
-    wanted = [row for row, p in enumerate(params) if p.logprobs]
-    if wanted:
-        index = torch.tensor(wanted)
-        picked = torch.log_softmax(logits[index], dim=-1).gather(-1, tokens[index, None])
-        for row, value in zip(wanted, picked[:, 0].tolist(), strict=True):
-            logprobs[row] = value
-    return chosen, logprobs
-
-
-def _draw(logits: torch.Tensor, p: SamplingParams, generator: torch.Generator) -> torch.Tensor:
-    scores = logits / p.temperature
-    if p.top_k and p.top_k < scores.shape[-1]:
-        kth = torch.topk(scores, p.top_k).values[-1]
-        scores = scores.masked_fill(scores < kth, float("-inf"))
-    if p.top_p < 1.0:
-        ordered, order = torch.sort(scores, descending=True)
-        cumulative = torch.softmax(ordered, dim=-1).cumsum(-1)
-        # Keep the smallest prefix whose mass reaches top_p (the first token always stays).
-        drop = cumulative - torch.softmax(ordered, dim=-1) >= p.top_p
-        scores = scores.scatter(-1, order, ordered.masked_fill(drop, float("-inf")))
-    probs = torch.softmax(scores, dim=-1)
-    if probs.device != generator.device:
-        probs = probs.to(generator.device)
-    return torch.multinomial(probs, 1, generator=generator)[0].to(logits.device)

@@ -105,10 +105,8 @@ class TransformersGenerativeFormat:
         self, files: dict[str, Path], manifest: Manifest, *, name: str = ""
     ) -> GenerativeEngine:
         # The engine (and torch with it) is imported only when a model is loaded.
-        from modelport.runtime.generative.engine import (
-            EngineConfig,
-            TorchGenerativeEngine,
-        )
+        from modelport.runtime.generative.engine import EngineConfig
+        from modelport.runtime.generative.torch_engine import TorchGenerativeEngine
 
         loaded = self.load_model(files, manifest)
         context = _positive_int(manifest, "context_length") or int(
