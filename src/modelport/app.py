@@ -383,6 +383,8 @@ def build_generative_host(
                 "max_waiting": settings.llm_max_waiting,
                 "offline_waiting_share": settings.runtime_offline_queue_share,
                 "metrics": generation_metrics,
+                "engine": settings.llm_engine,
+                "threads": settings.llm_threads,
             }
         }
     )

@@ -316,6 +316,16 @@ class Settings(BaseSettings):
     llm_max_waiting: int = Field(default=256, ge=0)
     """Requests one generative version holds waiting at most; more get 429 queue_full."""
 
+    llm_engine: Literal["auto", "transformers"] = "auto"
+    """Which engine runs causal LMs: ``auto``, llama.cpp for a GGUF file where the library
+    runs (quantized weights stay quantized) and ``transformers`` for the rest;
+    ``transformers``, every one on ``transformers`` (GGUF de-quantized). A manifest's
+    ``runtime.engine`` pins one version either way."""
+
+    llm_threads: int = Field(default=0, ge=0)
+    """CPU threads each llama.cpp version computes with; 0: every CPU the process may use
+    (the event loop's share of a step is small beside the model's)."""
+
     load_on_demand: bool = True
     """Load a version on its first inference request (a cold start) instead of refusing it."""
 

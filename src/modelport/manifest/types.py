@@ -248,7 +248,8 @@ class Manifest(_Strict):
             "default: on threads of the serving process) or 'process' (in worker processes "
             "that a deadline can kill); 'deterministic' (a boolean, default false): the "
             "same input always gives the same answer, so answers may be cached; for "
-            "'transformers': task, context_length, parameters, quantization, kv_cache_bytes."
+            "'transformers': task, context_length, parameters, quantization, kv_cache_bytes, "
+            "engine ('llama.cpp' or 'transformers': pins the generative engine)."
         ),
     )
     postprocessing: Postprocessing | None = Field(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from enum import StrEnum
 
@@ -156,12 +157,51 @@ class Contract(StrEnum):
 
 
 @dataclass(frozen=True)
+class ToolCall:
+    """A function call an assistant message made (OpenAI's ``tool_calls`` item)."""
+
+    id: str
+    name: str
+    arguments: str
+    """The arguments as the model wrote them: a JSON object's text."""
+
+
+@dataclass(frozen=True)
 class ChatMessage:
     """One message of a chat."""
 
     role: str
-    """``system``, ``user``, ``assistant`` (or another role the model's template knows)."""
+    """``system``, ``user``, ``assistant``, ``tool`` (or another role the model's
+    template knows)."""
     content: str
+    tool_calls: tuple[ToolCall, ...] = ()
+    """An assistant message's calls."""
+    tool_call_id: str | None = None
+    """A ``tool`` message: the call it answers."""
+
+    def as_template(self) -> dict[str, object]:
+        """The message as chat templates read it (``transformers``' convention)."""
+        out: dict[str, object] = {"role": self.role, "content": self.content}
+        if self.tool_calls:
+            out["tool_calls"] = [
+                {
+                    "id": c.id,
+                    "type": "function",
+                    "function": {"name": c.name, "arguments": _arguments(c.arguments)},
+                }
+                for c in self.tool_calls
+            ]
+        if self.tool_call_id is not None:
+            out["tool_call_id"] = self.tool_call_id
+        return out
+
+
+def _arguments(text: str) -> object:
+    """Templates index the arguments as an object; the text where it is not JSON."""
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text
 
 
 @dataclass(frozen=True)

@@ -8,6 +8,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from modelport.inference.tools import parse_answer, tool_calls_json
 from modelport.metering.types import Unit
 
 CHAT = "chat.completion"
@@ -76,7 +77,13 @@ def text_logprobs(tokens: Sequence[tuple[str, float]], offset: int = 0) -> dict[
 
 
 def chat_completion(
-    call_id: str, created: int, model: str, choices: Sequence[Choice], usage: Mapping[Unit, int]
+    call_id: str,
+    created: int,
+    model: str,
+    choices: Sequence[Choice],
+    usage: Mapping[Unit, int],
+    *,
+    tools: bool = False,
 ) -> dict[str, Any]:
     return {
         "id": call_id,
@@ -86,15 +93,28 @@ def chat_completion(
         "choices": [
             {
                 "index": c.index,
-                "message": {"role": "assistant", "content": c.text},
+                **assistant_message(c.text, c.finish_reason or "stop", tools=tools),
                 "logprobs": chat_logprobs(c.logprobs) if c.logprobs else None,
-                "finish_reason": c.finish_reason or "stop",
             }
             for c in choices
         ],
         "usage": usage_json(usage),
         "system_fingerprint": None,
     }
+
+
+def assistant_message(text: str, finish_reason: str, *, tools: bool) -> dict[str, Any]:
+    """A choice's ``message`` and ``finish_reason``; with tools, the constrained answer
+    read back as words or ``tool_calls`` (``finish_reason`` ``tool_calls``)."""
+    if not tools:
+        return {"message": {"role": "assistant", "content": text}, "finish_reason": finish_reason}
+    answer = parse_answer(text)
+    message: dict[str, Any] = {"role": "assistant", "content": answer.content}
+    if answer.calls:
+        message["tool_calls"] = tool_calls_json(answer.calls)
+        if finish_reason == "stop":
+            finish_reason = "tool_calls"
+    return {"message": message, "finish_reason": finish_reason}
 
 
 def text_completion(

@@ -18,6 +18,7 @@ from modelport.api.openai.encode import (
     Choice,
     ChunkHeader,
     add_usage,
+    assistant_message,
     chat_chunk,
     text_chunk,
     token_logprobs,
@@ -106,12 +107,38 @@ async def collect(calls: Calls) -> list[Choice]:
     return choices
 
 
-async def chat_events(calls: Calls, header: ChunkHeader) -> AsyncGenerator[bytes, None]:
+async def chat_events(
+    calls: Calls, header: ChunkHeader, *, tools: bool = False
+) -> AsyncGenerator[bytes, None]:
     """``chat.completion.chunk`` events: per choice, the assistant role first, then its
     text, then its finish reason; the usage chunk when asked for; ``[DONE]``. An error
-    after the first event ends the stream with an ``error`` event instead."""
-    async for data in _events(calls, header, chat=True):
+    after the first event ends the stream with an ``error`` event instead. With tools,
+    each choice's answer is read whole (a JSON object until its end) and sent as one
+    delta: its words, or its ``tool_calls``."""
+    events = _tool_events(calls, header) if tools else _events(calls, header, chat=True)
+    async for data in events:
         yield data
+
+
+async def _tool_events(calls: Calls, header: ChunkHeader) -> AsyncGenerator[bytes, None]:
+    try:
+        choices = await collect(calls)
+    except Exception as exc:
+        yield event({"error": error_of(exc)}, "error")
+        return
+    for choice in choices:
+        done = assistant_message(choice.text, choice.finish_reason or "stop", tools=True)
+        message = done["message"]
+        yield event(chat_chunk(header, choice.index, {"role": "assistant", "content": ""}))
+        if message.get("tool_calls"):
+            deltas = [{"index": i, **call} for i, call in enumerate(message["tool_calls"])]
+            yield event(chat_chunk(header, choice.index, {"tool_calls": deltas}))
+        elif message["content"]:
+            yield event(chat_chunk(header, choice.index, {"content": message["content"]}))
+        yield event(chat_chunk(header, choice.index, {}, done["finish_reason"]))
+    if header.include_usage:
+        yield event(header.usage(CHAT_CHUNK, calls.usage))
+    yield DONE
 
 
 async def completion_events(calls: Calls, header: ChunkHeader) -> AsyncGenerator[bytes, None]:

@@ -2,23 +2,25 @@
 
 Fields OpenAI defines and the platform serves are checked (a bad value is 400 with
 ``param`` naming the field); fields it does not know are ignored, as OpenAI does;
-fields OpenAI defines that the platform cannot honour (tools, penalties, logit bias,
-JSON mode, ``echo``, ``best_of``, ``suffix``, token-id prompts) are refused with
-``unsupported_parameter`` rather than silently dropped, unless they hold their
-neutral value. ``null`` is the same as an absent field.
+fields OpenAI defines that the platform cannot honour (``functions``, ``echo``,
+``best_of``, ``suffix``, token-id prompts) are refused with ``unsupported_parameter``
+rather than silently dropped, unless they hold their neutral value; an engine that
+cannot honour one it was given (constrained decoding on the ``transformers`` engine)
+refuses it the same way. ``null`` is the same as an absent field.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import orjson
 
 from modelport.errors import InvalidInput
 from modelport.inference.streaming import MAX_CHOICES, MAX_TOKENS_LIMIT
-from modelport.runtime.types import ChatMessage, Priority
+from modelport.inference.tools import ToolPlan, parse_tools
+from modelport.runtime.types import ChatMessage, Priority, ToolCall
 
 DEFAULT_COMPLETION_MAX_TOKENS = 16
 """OpenAI's default ``max_tokens`` for ``/v1/completions``."""
@@ -56,6 +58,8 @@ class Sampling:
 class ChatRequest:
     sampling: Sampling
     messages: tuple[ChatMessage, ...]
+    """As the engine renders them (with the tools described, when there are tools)."""
+    tools: ToolPlan | None = None
 
 
 @dataclass(frozen=True)
@@ -96,7 +100,14 @@ def parse_chat(doc: Mapping[str, Any]) -> ChatRequest:
     if top is not None and not logprobs:
         raise _invalid("top_logprobs needs logprobs set to true", "top_logprobs")
     sampling = _sampling(doc, DEFAULT_CHAT_MAX_TOKENS, logprobs=logprobs, top_logprobs=top)
-    return ChatRequest(sampling, messages)
+    plan = parse_tools(doc.get("tools"), doc.get("tool_choice"))
+    if plan is None:
+        return ChatRequest(sampling, messages)
+    if "response_format" in sampling.parameters:
+        raise _invalid("response_format cannot be combined with tools", "response_format")
+    constrained = {"type": "json_schema", "schema": plan.schema}
+    parameters = {**sampling.parameters, "response_format": constrained}
+    return ChatRequest(replace(sampling, parameters=parameters), plan.messages(messages), plan)
 
 
 def parse_completion(doc: Mapping[str, Any]) -> CompletionRequest:
@@ -184,6 +195,16 @@ def _sampling(
     seed = _int(doc, "seed", -(1 << 63), (1 << 64) - 1)
     if seed is not None:
         parameters["seed"] = seed
+    for penalty in ("presence_penalty", "frequency_penalty"):
+        value = _number(doc, penalty, -2.0, 2.0)
+        if value:
+            parameters[penalty] = value
+    bias = _logit_bias(doc.get("logit_bias"))
+    if bias:
+        parameters["logit_bias"] = bias
+    response_format = _response_format(doc.get("response_format"))
+    if response_format is not None:
+        parameters["response_format"] = response_format
     if logprobs:
         parameters["logprobs"] = True
         if top_logprobs:
@@ -237,12 +258,41 @@ def _messages(raw: Any) -> tuple[ChatMessage, ...]:
         role = message.get("role")
         if role not in ROLES:
             raise _invalid(f"{where}.role must be one of {', '.join(sorted(ROLES))}", where)
-        if message.get("tool_calls") or message.get("function_call"):
+        if message.get("function_call"):
             raise InvalidInput(
-                "tool calls are not supported", code="unsupported_parameter", param=where
+                "function_call is deprecated and not supported: use tool_calls",
+                code="unsupported_parameter",
+                param=where,
             )
-        messages.append(ChatMessage("system" if role == "developer" else role, _content(message)))
+        calls = _tool_calls(message.get("tool_calls"), where) if role == "assistant" else ()
+        call_id = message.get("tool_call_id")
+        if role == "tool" and not isinstance(call_id, str):
+            raise _invalid(f"{where}.tool_call_id is required for a tool message", where)
+        content = "" if calls and message.get("content") is None else _content(message)
+        role = "system" if role == "developer" else role
+        messages.append(ChatMessage(role, content, calls, call_id if role == "tool" else None))
     return tuple(messages)
+
+
+def _tool_calls(raw: Any, where: str) -> tuple[ToolCall, ...]:
+    if raw is None:
+        return ()
+    if not isinstance(raw, list):
+        raise _invalid(f"{where}.tool_calls must be a list", where)
+    calls = []
+    for call in raw:
+        function = call.get("function") if isinstance(call, dict) else None
+        if (
+            not isinstance(function, dict)
+            or not isinstance(call.get("id"), str)
+            or not isinstance(function.get("name"), str)
+            or not isinstance(function.get("arguments"), str)
+        ):
+            raise _invalid(
+                f"{where}.tool_calls items need an id and a function's name and arguments", where
+            )
+        calls.append(ToolCall(call["id"], function["name"], function["arguments"]))
+    return tuple(calls)
 
 
 def _content(message: Mapping[str, Any]) -> str:
@@ -294,22 +344,22 @@ def _stop(raw: Any) -> list[str]:
 
 
 _NEUTRAL: dict[str, tuple[Any, ...]] = {
-    "presence_penalty": (0, 0.0),
-    "frequency_penalty": (0, 0.0),
-    "logit_bias": ({},),
-    "tools": ([],),
     "functions": ([],),
-    "tool_choice": ("none",),
+    "function_call": ("none",),
     "echo": (False,),
     "best_of": (1,),
     "suffix": ("",),
+    "tools": ([],),
+    "tool_choice": ("none",),
 }
-_CHAT_ONLY = ("tools", "functions", "tool_choice")
+_CHAT_ONLY = ("functions", "function_call", "tools", "tool_choice")
 _COMPLETION_ONLY = ("echo", "best_of", "suffix")
+MAX_LOGIT_BIAS = 300
 
 
 def _refuse_unsupported(doc: Mapping[str, Any], *, chat: bool) -> None:
-    skipped = _COMPLETION_ONLY if chat else _CHAT_ONLY
+    # Tools are the chat's (``parse_tools``); each endpoint ignores the other's fields.
+    skipped = (*_COMPLETION_ONLY, "tools", "tool_choice") if chat else _CHAT_ONLY
     for name, neutral in _NEUTRAL.items():
         value = doc.get(name)
         if name in skipped or value is None or any(value == v for v in neutral):
@@ -317,15 +367,46 @@ def _refuse_unsupported(doc: Mapping[str, Any], *, chat: bool) -> None:
         raise InvalidInput(
             f"{name} is not supported by this server", code="unsupported_parameter", param=name
         )
-    response_format = doc.get("response_format")
-    if response_format is not None and (
-        not isinstance(response_format, dict) or response_format.get("type") != "text"
-    ):
-        raise InvalidInput(
-            "response_format other than text is not supported",
-            code="unsupported_parameter",
-            param="response_format",
+
+
+def _logit_bias(raw: Any) -> dict[str, float] | None:
+    """OpenAI's ``logit_bias``: token ids (as strings) to a bias from -100 to 100."""
+    if raw is None or raw == {}:
+        return None
+    if not isinstance(raw, dict) or len(raw) > MAX_LOGIT_BIAS:
+        raise _invalid(
+            f"logit_bias must map at most {MAX_LOGIT_BIAS} token ids to numbers", "logit_bias"
         )
+    for key, value in raw.items():
+        if not str(key).isdigit():
+            raise _invalid(f"logit_bias key {key!r} is not a token id", "logit_bias")
+        if (
+            isinstance(value, bool)
+            or not isinstance(value, int | float)
+            or not -100 <= value <= 100
+        ):
+            raise _invalid("logit_bias values must be numbers from -100 to 100", "logit_bias")
+    return {str(k): float(v) for k, v in raw.items()}
+
+
+def _response_format(raw: Any) -> dict[str, Any] | None:
+    """``text`` (None), ``json_object``, or ``json_schema`` with its schema."""
+    if raw is None:
+        return None
+    kind = raw.get("type") if isinstance(raw, dict) else None
+    if kind == "text":
+        return None
+    if kind == "json_object":
+        return {"type": "json_object"}
+    if kind == "json_schema":
+        spec = raw.get("json_schema")
+        schema = spec.get("schema") if isinstance(spec, dict) else None
+        if not isinstance(schema, dict):
+            raise _invalid("response_format.json_schema needs its schema", "response_format")
+        return {"type": "json_schema", "schema": schema}
+    raise _invalid(
+        "response_format.type must be text, json_object or json_schema", "response_format"
+    )
 
 
 # ---- scalars

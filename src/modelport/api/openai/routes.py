@@ -125,7 +125,14 @@ async def get_model(request: Request) -> Response:
 async def chat_completions(request: Request) -> Response | EventStream:
     principal = await require_principal_async(request)
     parsed = parse_chat(await _body(request))
-    return await _generate(request, principal, parsed.sampling, (None,), parsed.messages)
+    return await _generate(
+        request,
+        principal,
+        parsed.sampling,
+        (None,),
+        parsed.messages,
+        tools=parsed.tools is not None,
+    )
 
 
 async def completions(request: Request) -> Response | EventStream:
@@ -140,6 +147,8 @@ async def _generate(
     sampling: Sampling,
     prompts: tuple[str | None, ...],
     messages: tuple[ChatMessage, ...] | None,
+    *,
+    tools: bool = False,
 ) -> Response | EventStream:
     services = get_services(request)
     target = target_of(sampling.model)
@@ -172,9 +181,11 @@ async def _generate(
             sampling.model,
             sampling.include_usage,
         )
-        events = chat_events(calls, header) if chat else completion_events(calls, header)
+        events = (
+            chat_events(calls, header, tools=tools) if chat else completion_events(calls, header)
+        )
         return EventStream(events)
-    answer = await answered(request, caller, _complete(opening, sampling.model, chat))
+    answer = await answered(request, caller, _complete(opening, sampling.model, chat, tools))
     if answer is None:
         return Response(status_code=CLIENT_CLOSED)
     return json_response(answer)
@@ -202,13 +213,15 @@ async def _open(
         raise not_a_text_model(sampling.model, target) from None
 
 
-async def _complete(opening: Awaitable[Calls], model: str, chat: bool) -> dict[str, Any]:
+async def _complete(
+    opening: Awaitable[Calls], model: str, chat: bool, tools: bool
+) -> dict[str, Any]:
     calls = await opening
     choices = await collect(calls)
     created = int(time.time())
     if chat:
         return chat_completion(
-            "chatcmpl-" + calls.prediction_id, created, model, choices, calls.usage
+            "chatcmpl-" + calls.prediction_id, created, model, choices, calls.usage, tools=tools
         )
     return text_completion("cmpl-" + calls.prediction_id, created, model, choices, calls.usage)
 

@@ -155,7 +155,7 @@ class BatchingEngine:
         self.config = config
         self.name = name
         self.scheduler = Scheduler(
-            ledger=KvLedger(kernels.capacity_tokens, kernels.bytes_per_token),
+            ledger=KvLedger(kernels.capacity_tokens, kernels.bytes_per_token, kernels.reclaimable),
             context_length=config.context_length,
             max_running=config.max_running,
             max_waiting=config.max_waiting,
@@ -195,9 +195,7 @@ class BatchingEngine:
         loop = asyncio.get_running_loop()
         generation = EngineGeneration(self, len(prompt_ids), request.n)
         generation.sequences = [
-            EngineSequence(
-                generation, loop, request, i, prompt_ids, params, self.kernels.tokenizer
-            )
+            EngineSequence(generation, loop, request, i, prompt_ids, params, self.kernels.tokenizer)
             for i in range(request.n)
         ]
         with self._cond:
@@ -292,12 +290,12 @@ class BatchingEngine:
             now = time.monotonic()
             chunks: dict[EngineGeneration, list[GenerationChunk | BaseException]] = {}
             for sampled in group:
-                seq: EngineSequence = sampled.sequence
-                chunk = self._accept(seq, sampled.token, sampled.logprob, now)
+                row: EngineSequence = sampled.sequence
+                chunk = self._accept(row, sampled.token, sampled.logprob, now)
                 if chunk is not None:
-                    chunks.setdefault(seq.generation, []).append(chunk)
+                    chunks.setdefault(row.generation, []).append(chunk)
                     if chunk.finish_reason is not None:
-                        finished.append(seq)
+                        finished.append(row)
             produced += len(group)
             # Sent before the next group is computed: a joining sequence's first token
             # does not wait for the others' step.

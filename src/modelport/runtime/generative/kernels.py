@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from modelport.runtime.generative.kv import Reclaimable
 from modelport.runtime.generative.sampling import SamplingParams
 from modelport.runtime.types import GenerationRequest
 
@@ -43,6 +44,8 @@ class Kernels(Protocol):
     capacity_tokens: int
     """KV cells for all sequences together."""
     bytes_per_token: int
+    reclaimable: Reclaimable | None
+    """Cells kept beyond the running sequences (a prefix cache), given back on demand."""
     tokenizer: Any
     """Has ``decode(ids, skip_special_tokens=True) -> str`` (incremental detokenization)."""
 

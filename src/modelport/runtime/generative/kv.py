@@ -7,7 +7,7 @@ reason to take memory back from a running sequence is priority (preemption).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     import torch
@@ -27,16 +27,30 @@ def kv_bytes_per_token(model_config: PretrainedConfig, dtype: torch.dtype) -> in
     return 2 * layers * kv_heads * head_dim * int(dtype.itemsize)
 
 
+class Reclaimable(Protocol):
+    """KV cells held by something that gives them back on demand (a prefix cache)."""
+
+    held_tokens: int
+
+    def reclaim(self, tokens: int) -> None:
+        """Free at least ``tokens`` of the held cells (or all of them)."""
+        ...
+
+
 class KvLedger:
     """Tokens of KV memory reserved out of a fixed capacity (not thread-safe: its owner
-    serialises the calls)."""
+    serialises the calls). Cells a ``cache`` holds count as free: a reservation that
+    needs them reclaims them first."""
 
-    def __init__(self, capacity_tokens: int, bytes_per_token: int) -> None:
+    def __init__(
+        self, capacity_tokens: int, bytes_per_token: int, cache: Reclaimable | None = None
+    ) -> None:
         if capacity_tokens < 1:
             raise ValueError("the KV budget holds no token")
         self.capacity_tokens = capacity_tokens
         self.bytes_per_token = bytes_per_token
         self.used_tokens = 0
+        self.cache = cache
 
     @property
     def free_tokens(self) -> int:
@@ -52,6 +66,10 @@ class KvLedger:
     def reserve(self, tokens: int) -> None:
         if not self.fits(tokens):
             raise RuntimeError(f"{tokens} KV tokens asked, {self.free_tokens} free")
+        if self.cache is not None:
+            short = tokens - (self.free_tokens - self.cache.held_tokens)
+            if short > 0:
+                self.cache.reclaim(short)
         self.used_tokens += tokens
 
     def release(self, tokens: int) -> None:

@@ -17,7 +17,7 @@ import torch
 from modelport.errors import InvalidInput
 from modelport.runtime.generative.engine import BatchingEngine, EngineConfig
 from modelport.runtime.generative.kernels import Sampled
-from modelport.runtime.generative.kv import kv_bytes_per_token
+from modelport.runtime.generative.kv import Reclaimable, kv_bytes_per_token
 from modelport.runtime.generative.runner import BatchRunner, DecodeRow, PrefillRow
 from modelport.runtime.generative.sampling import SamplingParams
 from modelport.runtime.generative.stops import eos_token_ids
@@ -40,6 +40,7 @@ class TorchKernels:
     """Steps of a ``transformers`` causal LM on torch (implements ``Kernels``)."""
 
     kind = "transformers"
+    reclaimable: Reclaimable | None = None
 
     def __init__(
         self, model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, config: EngineConfig
@@ -111,9 +112,7 @@ class TorchKernels:
     def _decode(self, rows: list[Any]) -> torch.Tensor:
         return self.runner.decode(
             [
-                DecodeRow(
-                    s.output_ids[-1], s.prompt_tokens + len(s.output_ids) - 1, s.state.slots
-                )
+                DecodeRow(s.output_ids[-1], s.prompt_tokens + len(s.output_ids) - 1, s.state.slots)
                 for s in rows
             ]
         )

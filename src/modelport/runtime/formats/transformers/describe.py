@@ -50,9 +50,18 @@ def describe_package(files: Mapping[str, Path]) -> dict[str, Any]:
     import torch
 
     from modelport.runtime.formats.transformers.folder import linked_folder
+    from modelport.runtime.formats.transformers.gguf_engine import (
+        LLAMA_CPP,
+        choose_engine,
+        describe_llama,
+    )
     from modelport.runtime.formats.transformers.loading import load_causal_lm, load_encoder
 
     layout = check_package(files)
+    if layout.gguf is not None and choose_engine(layout, pinned=None) == LLAMA_CPP:
+        return describe_llama(
+            files[layout.gguf], {"quantization": quantization(files[layout.gguf])}
+        )
     with linked_folder(files, layout) as folder:
         config = read_config(folder, layout)
     if layout.gguf is not None:
@@ -86,18 +95,24 @@ def _causal(loaded: LoadedCausalLM, runtime: dict[str, Any]) -> dict[str, Any]:
             loaded.model, loaded.tokenizer, prompt=EXAMPLE_PROMPT, max_tokens=EXAMPLE_TOKENS
         )
         example = example_from(greedy, prompt=EXAMPLE_PROMPT)
+    examples = [example] if greedy.tokens else []
+    if loaded.layout.gguf is not None:
+        runtime = {**runtime, "engine": "transformers"}
+    return causal_fields(chat, runtime, loaded.parameters, examples)
+
+
+def causal_fields(
+    chat: bool, runtime: dict[str, Any], parameters: int, examples: list[dict[str, Any]]
+) -> dict[str, Any]:
+    """A causal LM's manifest fields, whichever engine computed its example."""
     return {
         "inputs": [{"name": "messages" if chat else "prompt", "datatype": "BYTES", "shape": [1]}],
         "outputs": [
             {"name": "text", "datatype": "BYTES", "shape": [1]},
             {"name": "tokens", "datatype": "INT64", "shape": [-1]},
         ],
-        "runtime": {
-            **runtime,
-            "task": "chat" if chat else "completions",
-            "parameters": loaded.parameters,
-        },
-        "examples": [example] if greedy.tokens else [],
+        "runtime": {**runtime, "task": "chat" if chat else "completions", "parameters": parameters},
+        "examples": examples,
     }
 
 

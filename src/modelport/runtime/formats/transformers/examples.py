@@ -35,7 +35,7 @@ TOKENS = "tokens"
 TEXT = "text"
 
 
-def _one_text(example: Example, name: str) -> str | None:
+def one_text(example: Example, name: str) -> str | None:
     tensor = next((t for t in example.inputs if t.name == name), None)
     if tensor is None:
         return None
@@ -80,8 +80,8 @@ def expected_tokens(example: Example) -> list[int]:
 def generate_example(loaded: LoadedCausalLM, example: Example) -> dict[str, np.ndarray]:
     """Decode the example's prompt (or chat) greedily, as many tokens as it expects: the
     outputs ``tokens`` (INT64) and ``text`` (one UTF-8 byte string) to compare."""
-    prompt = _one_text(example, PROMPT)
-    chat = _one_text(example, MESSAGES)
+    prompt = one_text(example, PROMPT)
+    chat = one_text(example, MESSAGES)
     if (prompt is None) == (chat is None):
         raise InvalidInput(
             "a generative example has one input: 'prompt' or 'messages'", code="bad_example"

@@ -1,12 +1,13 @@
 """Causal LMs of the ``transformers`` format, served by the continuous-batching engine
-(``modelport.runtime.generative.engine``).
+(``modelport.runtime.generative.engine``) on llama.cpp kernels (a GGUF file, where the
+library runs) or ``transformers`` kernels (see ``gguf_engine`` for the choice).
 
-Memory: the weights (parameters times the bytes of the dtype when the manifest says
-how many, ``runtime.parameters``; else the weight files' size, eight times for a GGUF
-file, which is de-quantized on load) plus the version's KV cache budget
-(``runtime.kv_cache_bytes``, else the ``llm_kv_cache_bytes`` setting). The context
-length is the manifest's ``runtime.context_length``, else the model's
-``max_position_embeddings``.
+Memory: the weights (on llama.cpp, the GGUF file's size: quantized weights stay
+quantized; on ``transformers``, parameters times the bytes of the dtype when the
+manifest says how many, ``runtime.parameters``, else the weight files' size, eight
+times for a GGUF file, which is de-quantized on load) plus the version's KV cache
+budget (``runtime.kv_cache_bytes``, else the ``llm_kv_cache_bytes`` setting). The
+context length is the manifest's ``runtime.context_length``, else the model's.
 """
 
 from __future__ import annotations
@@ -26,7 +27,16 @@ from modelport.runtime.formats.transformers.device import (
     resolve_device,
     resolve_dtype,
 )
+from modelport.runtime.formats.transformers.gguf_engine import (
+    AUTO,
+    LLAMA_CPP,
+    choose_engine,
+    llama_example_outputs,
+    load_kernels,
+    pinned_engine,
+)
 from modelport.runtime.formats.transformers.loading import LoadedCausalLM, load_causal_lm
+from modelport.runtime.formats.transformers.package import check_package, inspect_layout
 
 if TYPE_CHECKING:
     from modelport.runtime.formats.base import GenerativeEngine
@@ -61,8 +71,14 @@ class TransformersGenerativeFormat:
         max_waiting: int = 256,
         offline_waiting_share: float = 0.5,
         metrics: GenerationMetrics | None = None,
+        engine: str = AUTO,
+        threads: int = 0,
     ) -> None:
         require_llm()
+        self.engine_setting = engine
+        """``auto`` (llama.cpp for GGUF where it runs) or ``transformers`` (always)."""
+        self.threads = threads
+        """llama.cpp threads per version; 0: every CPU the process may use."""
         self.metrics = metrics
         """Where every engine's series go (one ``/metrics`` page); None: the engine's own."""
         self.device_setting = device
@@ -76,8 +92,15 @@ class TransformersGenerativeFormat:
         """KV cache bytes the version may use."""
         return _positive_int(manifest, "kv_cache_bytes") or self.kv_cache_bytes
 
+    def engine_for(self, manifest: Manifest) -> str:
+        """The engine that runs this version here (``llama.cpp`` or ``transformers``)."""
+        layout = inspect_layout(entry.path for entry in manifest.files)
+        return choose_engine(layout, pinned=pinned_engine(manifest), setting=self.engine_setting)
+
     def weights_bytes(self, manifest: Manifest) -> int:
         """Memory the weights take once loaded, from the manifest alone."""
+        if self.engine_for(manifest) == LLAMA_CPP:
+            return sum(e.size for e in manifest.files if e.path.endswith(".gguf"))
         parameters = _positive_int(manifest, "parameters")
         if parameters is not None:
             dtype = self.dtype_setting if self.dtype_setting != "auto" else "float32"
@@ -105,9 +128,27 @@ class TransformersGenerativeFormat:
         self, files: dict[str, Path], manifest: Manifest, *, name: str = ""
     ) -> GenerativeEngine:
         # The engine (and torch with it) is imported only when a model is loaded.
-        from modelport.runtime.generative.engine import EngineConfig
+        from modelport.runtime.generative.engine import BatchingEngine, EngineConfig
         from modelport.runtime.generative.torch_engine import TorchGenerativeEngine
 
+        if self.engine_for(manifest) == LLAMA_CPP:
+            layout = check_package(files)
+            assert layout.gguf is not None
+            kernels = load_kernels(
+                files[layout.gguf],
+                kv_budget_bytes=self.kv_budget(manifest),
+                max_running=self.max_running,
+                threads=self.threads,
+            )
+            context = _positive_int(manifest, "context_length") or kernels.context_length
+            llama_config = EngineConfig(
+                kv_budget_bytes=self.kv_budget(manifest),
+                context_length=context,
+                max_running=self.max_running,
+                max_waiting=self.max_waiting,
+                offline_waiting_share=self.offline_waiting_share,
+            )
+            return BatchingEngine(kernels, llama_config, name=name, metrics=self.metrics)
         loaded = self.load_model(files, manifest)
         context = _positive_int(manifest, "context_length") or int(
             getattr(loaded.model.config, "max_position_embeddings", 0) or 2048
@@ -132,5 +173,11 @@ class TransformersGenerativeFormat:
         outputs ``tokens`` and ``text`` (validation compares them, outside this process)."""
         from modelport.runtime.formats.transformers.examples import generate_example
 
+        if self.engine_for(manifest) == LLAMA_CPP:
+            layout = check_package(files)
+            assert layout.gguf is not None
+            path = files[layout.gguf]
+            kernels = load_kernels(path, kv_budget_bytes=16 << 20, max_running=1, threads=0)
+            return functools.partial(llama_example_outputs, path, kernels=kernels)
         loaded = self.load_model(files, manifest)
         return functools.partial(generate_example, loaded)
