@@ -34,8 +34,8 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 from transformers.generation.streamers import BaseStreamer
 
 from modelport.runtime.generative.engine import EngineConfig
-from modelport.runtime.generative.torch_engine import TorchGenerativeEngine
 from modelport.runtime.generative.kv import kv_bytes_per_token
+from modelport.runtime.generative.torch_engine import TorchGenerativeEngine
 from modelport.runtime.types import ChatMessage, GenerationRequest
 
 GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"

@@ -18,9 +18,9 @@ transformers = pytest.importorskip("transformers")
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers  # noqa: E402
 from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast  # noqa: E402
 
-from modelport.runtime.generative.engine import EngineConfig
-from modelport.runtime.generative.torch_engine import TorchGenerativeEngine  # noqa: E402
+from modelport.runtime.generative.engine import EngineConfig  # noqa: E402
 from modelport.runtime.generative.metrics import GenerationMetrics  # noqa: E402
+from modelport.runtime.generative.torch_engine import TorchGenerativeEngine  # noqa: E402
 
 torch.set_num_threads(1)
 

@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 
 from modelport.runtime.generative.engine import EngineConfig
-from modelport.runtime.generative.torch_engine import TorchGenerativeEngine
 from modelport.runtime.generative.kv import kv_bytes_per_token
 from modelport.runtime.generative.metrics import GenerationMetrics
+from modelport.runtime.generative.torch_engine import TorchGenerativeEngine
 from modelport.runtime.types import ChatMessage, GenerationRequest
 from tests.runtime.generative.helpers import collect, reference
 

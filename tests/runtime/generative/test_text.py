@@ -8,8 +8,8 @@ import torch
 
 from modelport.errors import InvalidInput
 from modelport.runtime.generative.sampling import SamplingParams, parse_sampling
-from modelport.runtime.generative.torch_sampling import make_generator, sample
 from modelport.runtime.generative.stops import IncrementalDetokenizer, StopText, eos_token_ids
+from modelport.runtime.generative.torch_sampling import make_generator, sample
 
 
 def test_text_that_may_begin_a_stop_is_held_back() -> None:

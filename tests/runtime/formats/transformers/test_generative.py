@@ -73,8 +73,8 @@ def test_the_generative_plugin_refuses_an_encoder() -> None:
 
 def test_load_builds_the_engine_with_the_budget_and_context(tiny_llama: Path) -> None:
     from modelport.runtime.generative.engine import EngineConfig
-    from modelport.runtime.generative.torch_engine import TorchGenerativeEngine
     from modelport.runtime.generative.metrics import GenerationMetrics
+    from modelport.runtime.generative.torch_engine import TorchGenerativeEngine
 
     files = package_files(tiny_llama)
     metrics = GenerationMetrics()

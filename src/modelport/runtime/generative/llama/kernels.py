@@ -158,7 +158,7 @@ class LlamaKernels:
             state.pending = tokens[len(state.computed) :]
             seq.state = state
             self._live.append(seq)
-        return hits
+        return hits + self._share_prefixes(seqs)
 
     def close(self, seq: Any) -> None:
         state: _LlamaState = seq.state
@@ -178,7 +178,6 @@ class LlamaKernels:
 
     # -- Kernels: the step -------------------------------------------------------------
     def step(self, prefill: list[Any], decode: list[Any]) -> Iterator[list[Sampled]]:
-        self._share_prefixes(prefill)
         for seq in decode:
             seq.state.pending = [seq.output_ids[-1]]
         rows = [*prefill, *decode]
@@ -193,9 +192,10 @@ class LlamaKernels:
             out.append(Sampled(seq, token, logprob))
         yield out
 
-    def _share_prefixes(self, prefill: list[Any]) -> None:
+    def _share_prefixes(self, prefill: list[Any]) -> int:
         """Admitted sequences that share a prompt prefix nobody computed yet: the first
-        computes it alone, the others copy its cells."""
+        computes it alone, the others copy its cells. Answers the tokens copied."""
+        copied = 0
         groups: dict[tuple[int, ...], list[Any]] = {}
         for seq in prefill:
             state: _LlamaState = seq.state
@@ -224,7 +224,9 @@ class LlamaKernels:
                 self._lib.llama_memory_seq_rm(self._memory, state.seq_id, -1, -1)
                 self._lib.llama_memory_seq_cp(self._memory, leader.seq_id, state.seq_id, 0, shared)
                 tokens = state.computed + state.pending
+                copied += shared - len(state.computed)
                 state.computed, state.pending = tokens[:shared], tokens[shared:]
+        return copied
 
     def _decode(self, rows: list[Any], *, logits: bool = True) -> None:
         """One ``llama_decode`` of every row's pending tokens; they join its cells."""
