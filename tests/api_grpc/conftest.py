@@ -7,13 +7,17 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+import httpx
 import pytest
 import tritonclient.grpc as triton
 
 from modelport.app import Services
+from modelport.errors import ModelportError
 from tests.api_v2.conftest import Publisher, V2Factory
 from tests.conftest import ADMIN_KEY, LiveServer
 from tests.isolation import free_port
+from tests.metering.conftest import approve
+from tests.polling import eventually
 
 pytest_plugins = ["tests.api_v2.conftest"]  # make_v2
 
@@ -48,3 +52,41 @@ def grpc_world(make_v2: V2Factory) -> Iterator[GrpcWorld]:
     finally:
         client.close()
         server.stop()
+
+
+def deploy(world: GrpcWorld, endpoint: str, ref: str, tenant: str = "acme") -> None:
+    """Make ``endpoint`` and deploy ``ref`` (``owner/name:version``) to it through the live
+    server, whose controller rolls it out; returns once it is active and routed."""
+    admin = httpx.Client(base_url=world.http, headers={"Authorization": f"Bearer {ADMIN_KEY}"})
+    with admin:
+        created = admin.post("/api/endpoints", json={"name": endpoint, "tenant": tenant})
+        assert created.status_code == 201, created.text
+        model, version = ref.split(":")
+        owner, name = model.split("/")
+        approve(world.services, owner, name, version)
+        deployed = admin.post(
+            f"/api/endpoints/{endpoint}/deployments",
+            json={"versions": [{"model": model, "version": version, "weight": 100}]},
+        )
+        assert deployed.status_code == 202, deployed.text
+        ident = deployed.json()["id"]
+        router = world.services.serving.router
+
+        def routed() -> bool:
+            state = admin.get(f"/api/endpoints/{endpoint}/deployments/{ident}").json()["state"]
+            assert state in ("pending", "active"), state
+            route = router.table.find(endpoint)
+            return state == "active" and route is not None and route.deployment == ident
+
+        assert eventually(routed, 30), "the deployment was never routed"
+
+
+def consumer_key(services: Services, tenant: str, member: str = "app") -> str:
+    """A new key of a ``consumer`` member of ``tenant`` (made if absent)."""
+    tenancy = services.tenancy
+    try:
+        tenancy.create_tenant(tenant, actor="admin")
+    except ModelportError:
+        pass  # made already (the publisher makes its tenants)
+    tenancy.add_member(tenant, member, roles=["consumer"], actor="admin")
+    return tenancy.create_key(tenant, member, name="test", actor="admin").secret
