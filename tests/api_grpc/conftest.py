@@ -4,6 +4,7 @@ surface on a free port, and the official ``tritonclient.grpc`` client against it
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -84,9 +85,7 @@ def deploy(world: GrpcWorld, endpoint: str, ref: str, tenant: str = "acme") -> N
 def consumer_key(services: Services, tenant: str, member: str = "app") -> str:
     """A new key of a ``consumer`` member of ``tenant`` (made if absent)."""
     tenancy = services.tenancy
-    try:
+    with contextlib.suppress(ModelportError):  # made already (the publisher makes its own)
         tenancy.create_tenant(tenant, actor="admin")
-    except ModelportError:
-        pass  # made already (the publisher makes its tenants)
     tenancy.add_member(tenant, member, roles=["consumer"], actor="admin")
     return tenancy.create_key(tenant, member, name="test", actor="admin").secret
