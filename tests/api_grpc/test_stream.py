@@ -40,15 +40,19 @@ def world(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[World]:
 class Stream:
     """tritonclient's bidirectional stream, its answers gathered in order."""
 
-    def __init__(self, world: World, token: str) -> None:
-        services = world.services
-        assert services.grpc is not None and services.grpc.port is not None
-        self.client = triton.InferenceServerClient(f"127.0.0.1:{services.grpc.port}")
+    def __init__(self, port: int | None, token: str) -> None:
+        assert port is not None
+        self.client = triton.InferenceServerClient(f"127.0.0.1:{port}")
         self.answers: queue.Queue[Answer] = queue.Queue()
         self.client.start_stream(
             callback=lambda result, error: self.answers.put((result, error)),
             headers=key(token),
         )
+
+    @classmethod
+    def of(cls, world: World, token: str) -> Stream:
+        assert world.services.grpc is not None
+        return cls(world.services.grpc.port, token)
 
     def send(self, model: str, prompt: str, **parameters: Any) -> None:
         text = triton.InferInput("text_input", [1], "BYTES")
@@ -86,7 +90,7 @@ def _value(parameter: Any) -> Any:
 def test_a_generative_model_streams_its_text_then_the_calls_tokens(world: World) -> None:
     world.price("acme/writer", "output_token", 5)
     world.credit(1_000_000)
-    stream = Stream(world, world.key)
+    stream = Stream.of(world, world.key)
     try:
         stream.send("acme/writer", "the quick brown fox", max_tokens=8)
         chunks, final = stream.call()
@@ -119,7 +123,7 @@ def test_a_generative_model_streams_its_text_then_the_calls_tokens(world: World)
 
 def test_an_endpoint_streams_by_its_name(world: World) -> None:
     world.deploy("chat", "acme/writer:1")
-    stream = Stream(world, world.key)
+    stream = Stream.of(world, world.key)
     try:
         stream.send("chat", "hello there")
         chunks, final = stream.call()
@@ -131,7 +135,7 @@ def test_an_endpoint_streams_by_its_name(world: World) -> None:
 
 
 def test_a_stream_without_a_key_is_refused_whole(world: World) -> None:
-    stream = Stream(world, "mp_not_a_key")
+    stream = Stream.of(world, "mp_not_a_key")
     try:
         # The stream ends as it opens, before any request is sent on it.
         result, error = stream.next()
