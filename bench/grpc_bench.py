@@ -18,8 +18,10 @@ key, one row per call, for a fixed time per point:
   ``grpc.aio`` and the platform's generated messages.
 
 The two run back to back at each concurrency (HTTP first), so drift in the machine's load
-hits them alike. Each point prints calls/s and p50/p99 latency in ms, then gRPC's ratio
-to HTTP (calls/s: higher is better; latency: lower is better).
+hits them alike. Each point prints calls/s, p50/p99 latency in ms and the server
+process's CPU time per call (user + system, every thread: the figure the machine's load
+and the client's own cost do not move much), then gRPC's ratio to HTTP (calls/s: higher
+is better; latency and CPU: lower is better).
 """
 
 from __future__ import annotations
@@ -27,17 +29,21 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import subprocess
 import sys
 import tempfile
 import time
-from contextlib import ExitStack
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
 import grpc
 import numpy as np
 import orjson
-from serving_bench import ADMIN_KEY, FEATURES, MODEL, build_mlp, free_port, process, publish
+import psutil
+from serving_bench import ADMIN_KEY, FEATURES, MODEL, build_mlp, free_port, publish, wait_ready
 
 from modelport.api.grpc import oip_pb2 as pb
 
@@ -49,6 +55,8 @@ class Point:
     calls: int
     seconds: float
     latencies: list[float]
+    cpu_seconds: float = 0.0
+    """The server process's CPU time (user + system, all its threads) during the point."""
 
     @property
     def rate(self) -> float:
@@ -58,11 +66,40 @@ class Point:
         ordered = sorted(self.latencies)
         return ordered[min(len(ordered) - 1, int(q * len(ordered)))] * 1000
 
+    @property
+    def cpu_per_call_ms(self) -> float:
+        return self.cpu_seconds / self.calls * 1000
+
     def __str__(self) -> str:
         return (
             f"{self.rate:9.0f} calls/s  p50 {self.percentile(0.5):7.3f} ms  "
-            f"p99 {self.percentile(0.99):7.3f} ms"
+            f"p99 {self.percentile(0.99):7.3f} ms  server CPU {self.cpu_per_call_ms:.3f} ms/call"
         )
+
+
+@contextmanager
+def server(command: list[str], env: dict[str, str], url: str) -> Iterator[psutil.Process]:
+    """``modelport serve`` as a child process, once ready; stopped on leaving."""
+    proc = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL)
+    try:
+        wait_ready(url)
+        yield psutil.Process(proc.pid)
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def measured(serving: psutil.Process, run: Callable[[], Awaitable[Point]]) -> Point:
+    """``run``'s point with the server's CPU time during it."""
+    before = serving.cpu_times()
+    point = asyncio.run(run())
+    after = serving.cpu_times()
+    point.cpu_seconds = (after.user - before.user) + (after.system - before.system)
+    return point
 
 
 def http_request(port: int, row: np.ndarray) -> bytes:
@@ -169,20 +206,21 @@ def main() -> None:
             *(sys.executable, "-m", "modelport.cli", "serve"),
             *("--port", str(port), "--grpc-port", str(grpc_port), "--log-level", "warning"),
         ]
-        stack.enter_context(process(command, env, url))
+        serving = stack.enter_context(server(command, env, url))
         publish(url, model)
         asyncio.run(run_http(port, row, 4, 1.0))  # warm up both paths
         asyncio.run(run_grpc(grpc_port, row, 4, 1.0))
         print(f"model {MODEL} (MLP, 1 row of {FEATURES} FP32), {args.duration:g} s per point")
         for c in levels:
-            http = asyncio.run(run_http(port, row, c, args.duration))
+            http = measured(serving, partial(run_http, port, row, c, args.duration))
             print(f"HTTP binary c={c:<3} {http}", flush=True)
-            rpc = asyncio.run(run_grpc(grpc_port, row, c, args.duration))
+            rpc = measured(serving, partial(run_grpc, grpc_port, row, c, args.duration))
             print(f"gRPC        c={c:<3} {rpc}", flush=True)
             print(
                 f"gRPC / HTTP c={c:<3} calls/s x{rpc.rate / http.rate:.2f}  "
                 f"p50 x{rpc.percentile(0.5) / http.percentile(0.5):.2f}  "
-                f"p99 x{rpc.percentile(0.99) / http.percentile(0.99):.2f}",
+                f"p99 x{rpc.percentile(0.99) / http.percentile(0.99):.2f}  "
+                f"server CPU/call x{rpc.cpu_per_call_ms / http.cpu_per_call_ms:.2f}",
                 flush=True,
             )
 
