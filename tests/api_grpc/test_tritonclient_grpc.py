@@ -280,3 +280,26 @@ def test_the_admin_key_header_is_the_same_as_http(grpc_world: GrpcWorld) -> None
     upper = {"authorization": AUTH["Authorization"].replace("Bearer", "BEARER")}
     result = grpc_world.client.infer("acme/adder", [x_input()], headers=upper)
     np.testing.assert_array_equal(result.as_numpy("y"), X + 1)
+
+
+def test_a_gateway_serves_grpc_and_refuses_what_it_cannot_run(make_v2) -> None:  # type: ignore[no-untyped-def]
+    """A gateway has no model host: the surface runs, and a call of a local version gets
+    the gateway's refusal as UNAVAILABLE with its code."""
+    from modelport.config import Role
+    from tests.conftest import LiveServer
+    from tests.isolation import free_port
+
+    port = free_port()
+    _, services, publisher = make_v2(lifespan=False, grpc_port=port, role=Role.GATEWAY)
+    server = LiveServer(services).start()
+    client = triton.InferenceServerClient(f"127.0.0.1:{port}")
+    try:
+        publisher.adder()
+        assert client.is_server_live() and client.is_server_ready()
+        metadata = client.get_model_metadata("acme/adder", headers=ADMIN, as_json=True)
+        assert metadata["name"] == "acme/adder"
+        status, code = refusal(lambda: client.infer("acme/adder", [x_input()], headers=ADMIN))
+        assert (status, code) == ("StatusCode.UNAVAILABLE", "role_lacks_service")
+    finally:
+        client.close()
+        server.stop()
