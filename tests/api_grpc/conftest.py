@@ -14,13 +14,11 @@ import tritonclient.grpc as triton
 
 from modelport.app import Services
 from modelport.errors import ModelportError
-from tests.api_v2.conftest import Publisher, V2Factory
+from tests.api_v2.conftest import Publisher, V2Factory, make_v2  # noqa: F401  (fixture)
 from tests.conftest import ADMIN_KEY, LiveServer
 from tests.isolation import free_port
 from tests.metering.conftest import approve
 from tests.polling import eventually
-
-pytest_plugins = ["tests.api_v2.conftest"]  # make_v2
 
 ADMIN = {"authorization": f"Bearer {ADMIN_KEY}"}
 
@@ -41,7 +39,7 @@ class GrpcWorld:
 
 
 @pytest.fixture
-def grpc_world(make_v2: V2Factory) -> Iterator[GrpcWorld]:
+def grpc_world(make_v2: V2Factory) -> Iterator[GrpcWorld]:  # noqa: F811
     port = free_port()
     _, services, publisher = make_v2(lifespan=False, grpc_port=port)
     server = LiveServer(services).start()

@@ -12,7 +12,7 @@ import httpx
 import pytest
 
 from modelport.api.grpc.codec import TEXT_INPUT
-from tests.api_grpc.conftest import GrpcWorld, grpc_world  # noqa: F401 (a fixture)
+from tests.api_grpc.conftest import GrpcWorld
 from tests.api_grpc.test_stream import Stream
 from tests.conftest import ADMIN_KEY
 from tests.registry.helpers import put_blob
@@ -35,7 +35,7 @@ def tiny_llama(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture
-def llama_world(grpc_world: GrpcWorld, tiny_llama: Path) -> Iterator[GrpcWorld]:  # noqa: F811
+def llama_world(grpc_world: GrpcWorld, tiny_llama: Path) -> Iterator[GrpcWorld]:
     files = package_files(tiny_llama)
     for path in files.values():
         put_blob(grpc_world.services.blob_store, path.read_bytes())
