@@ -303,3 +303,31 @@ def test_a_gateway_serves_grpc_and_refuses_what_it_cannot_run(make_v2) -> None: 
     finally:
         client.close()
         server.stop()
+
+
+def test_loads_unloads_and_forbidden_calls_are_audited_as_on_http(grpc_world: GrpcWorld) -> None:
+    from modelport.tenancy.types import AuditQuery
+
+    client, publisher, services = grpc_world.client, grpc_world.publisher, grpc_world.services
+    publisher.adder()
+    member = key(consumer_key(services, "acme"))
+    client.load_model("acme/adder", headers={**ADMIN, "x-request-id": "load-1"})
+    client.unload_model("acme/adder", headers=ADMIN)
+    refusal(lambda: client.load_model("acme/adder", headers=member))
+    refusal(lambda: client.load_model("acme/adder"))  # nobody to attribute it to
+    events = services.tenancy.audit_log(AuditQuery(tenant="acme", limit=10)).items
+    found = sorted(
+        (e.action, e.outcome, e.status, e.actor, e.request_id)
+        for e in events
+        if e.action.startswith("grpc.")
+    )
+    assert found[0] == ("grpc.RepositoryModelLoad", "denied", 403, "acme/app", found[0][4])
+    assert found[1:] == [
+        ("grpc.RepositoryModelLoad", "success", 200, "admin", "load-1"),
+        ("grpc.RepositoryModelUnload", "success", 200, "admin", found[2][4]),
+    ]
+    targets = {e.target for e in events if e.action.startswith("grpc.")}
+    assert targets == {
+        "/inference.GRPCInferenceService/RepositoryModelLoad",
+        "/inference.GRPCInferenceService/RepositoryModelUnload",
+    }

@@ -27,6 +27,8 @@ import asyncio
 import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from contextvars import ContextVar
+from dataclasses import dataclass
 from functools import wraps
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -45,6 +47,7 @@ from modelport.api.grpc.codec import (
     text_response,
 )
 from modelport.api.grpc.status import message_of, status_of, trailers_of
+from modelport.api.problems import status_of as http_status_of
 from modelport.api.v2.metadata import model_statistics, server_metadata
 from modelport.api.v2.options import model_parameters, priority_of, timeout_seconds
 from modelport.api.v2.types import InferenceRequest as V2Request
@@ -64,6 +67,7 @@ from modelport.manifest import TensorSpec
 from modelport.metering.types import Unit
 from modelport.runtime.types import Priority
 from modelport.tenancy import Permission, Principal
+from modelport.tenancy.audit import NewAuditEvent
 
 if TYPE_CHECKING:
     from modelport.app import Services
@@ -83,22 +87,50 @@ Response = TypeVar("Response")
 Handler = Callable[[Any, Request, grpc.aio.ServicerContext], Awaitable[Response]]
 
 
+@dataclass(slots=True)
+class _Audit:
+    """Who a call is, once authenticated, and which tenant it is about: for its audit
+    event (see ``_refusals``)."""
+
+    principal: Principal | None = None
+    request_id: str = ""
+    tenant: str | None = None
+
+
+_AUDIT: ContextVar[_Audit | None] = ContextVar("grpc_audit", default=None)
+_AUDITED = frozenset({"RepositoryModelLoad", "RepositoryModelUnload"})
+"""The mutating methods: audited whatever their outcome, as HTTP's mutating requests."""
+
+
 def _refusals(method: Handler[Request, Response]) -> Handler[Request, Response]:
     """A ``ModelportError`` ends the call with its status (``api.grpc.status``); any other
-    exception is logged and answered INTERNAL without its details."""
+    exception is logged and answered INTERNAL without its details. As on HTTP, an
+    authenticated call of a mutating method, and any call refused as forbidden, leaves an
+    audit event (its status the HTTP status of the same outcome)."""
+    name = method.__name__
 
     @wraps(method)
     async def run(self: Any, request: Request, context: grpc.aio.ServicerContext) -> Response:
+        audit = _Audit()
+        _AUDIT.set(audit)  # this call's own task: no reset needed
         try:
-            return await method(self, request, context)
+            response = await method(self, request, context)
         except ModelportError as exc:
+            if name in _AUDITED or exc.kind == "forbidden":
+                await self._audit(name, audit, http_status_of(exc), exc.code)
             await context.abort(status_of(exc), message_of(exc), trailers_of(exc))
         except (asyncio.CancelledError, grpc.aio.AbortError):
             raise
         except Exception:  # one failed call must not take the connection down
-            _log.exception("gRPC %s failed", method.__name__)
+            _log.exception("gRPC %s failed", name)
             refused = Internal("internal error")
+            if name in _AUDITED:
+                await self._audit(name, audit, 500, refused.code)
             await context.abort(status_of(refused), message_of(refused), trailers_of(refused))
+        else:
+            if name in _AUDITED:
+                await self._audit(name, audit, 200, "")
+            return response
         raise AssertionError("abort returns by raising")  # pragma: no cover
 
     return run
@@ -123,7 +155,34 @@ class InferenceServicer:
         return principal
 
     async def _caller(self, context: grpc.aio.ServicerContext) -> Caller:
-        return Caller(await self._principal(context), _request_id(context))
+        caller = Caller(await self._principal(context), _request_id(context))
+        audit = _AUDIT.get()
+        if audit is not None:
+            audit.principal, audit.request_id = caller.principal, caller.request_id
+        return caller
+
+    async def _audit(self, method: str, audit: _Audit, status: int, reason: str) -> None:
+        """Record the call's audit event (none for an unauthenticated call: nobody to
+        attribute it to); a failure to write it is logged, the call's outcome stands."""
+        principal = audit.principal
+        if principal is None:
+            return
+        event = NewAuditEvent(
+            actor=principal.id,
+            actor_tenant=principal.tenant,
+            key_id=principal.key_id,
+            action=f"grpc.{method}",
+            method="GRPC",
+            target=f"/{SERVICE_NAME}/{method}",
+            tenant=audit.tenant,
+            status=status,
+            reason=reason,
+            request_id=audit.request_id,
+        )
+        try:
+            await anyio.to_thread.run_sync(self.services.tenancy.record, event)
+        except Exception:  # the action itself already happened; do not hide its outcome
+            _log.exception("could not write the audit event %s", event)
 
     # ---- health and server metadata
     @_refusals
@@ -368,6 +427,9 @@ class InferenceServicer:
 
     # ---- access, through the inference service as every surface asks it
     async def _require(self, caller: Caller, target: ModelTarget, permission: Permission) -> None:
+        audit = _AUDIT.get()
+        if audit is not None:
+            audit.tenant = target.owner
         await self.inference.require_model(caller.principal, target.owner, target.name, permission)
 
     async def _route(self, caller: Caller, name: str) -> Any:
