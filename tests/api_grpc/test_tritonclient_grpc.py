@@ -18,6 +18,7 @@ from modelport.metering.types import Unit
 from modelport.tenancy.limits import ScopeType
 from tests.api_grpc.conftest import ADMIN, GrpcWorld, consumer_key, deploy, key
 from tests.api_v2.conftest import AUTH, infer_body
+from tests.conftest import ADMIN_KEY
 
 X = np.arange(12, dtype=np.float32).reshape(3, 4)
 
@@ -160,6 +161,10 @@ def test_an_endpoint_is_called_by_its_name(grpc_world: GrpcWorld) -> None:
     publisher.adder("acme/fraud", "1")
     deploy(grpc_world, "fraud", "acme/fraud:1")
     assert client.is_model_ready("fraud", headers=ADMIN)
+    with httpx_client(grpc_world, {"Authorization": f"Bearer {ADMIN_KEY}"}) as http:
+        made = http.post("/api/endpoints", json={"name": "empty", "tenant": "acme"})
+        assert made.status_code == 201, made.text
+    assert not client.is_model_ready("empty", headers=ADMIN)  # no active deployment yet
     metadata = client.get_model_metadata("fraud", headers=ADMIN, as_json=True)
     assert metadata["name"] == "fraud" and metadata["versions"] == ["acme/fraud:1"]
     result = client.infer("fraud", [x_input()], headers=ADMIN)

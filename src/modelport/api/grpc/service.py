@@ -52,7 +52,7 @@ from modelport.api.v2.metadata import model_statistics, server_metadata
 from modelport.api.v2.options import model_parameters, priority_of, timeout_seconds
 from modelport.api.v2.types import InferenceRequest as V2Request
 from modelport.api.v2.validate import validate_request
-from modelport.errors import Internal, InvalidInput, ModelportError, NotFound
+from modelport.errors import Internal, InvalidInput, ModelportError, NotFound, Unavailable
 from modelport.ids import unique_id
 from modelport.inference.streaming import MAX_TOKENS_LIMIT, GenerateRequest
 from modelport.inference.types import (
@@ -250,7 +250,12 @@ class InferenceServicer:
         caller = await self._caller(context)
         target = _target(request.name, request.version)
         if isinstance(target, EndpointTarget):
-            await self._route(caller, target.name)
+            try:
+                await self._route(caller, target.name)
+            except Unavailable as exc:
+                if exc.code != "no_active_deployment":
+                    raise
+                return pb.ModelReadyResponse(ready=False)
             return pb.ModelReadyResponse(ready=True)
         await self._require(caller, target, Permission.MODEL_READ)
         _, ready = await self.repository.ready(target.owner, target.name, target.version)
