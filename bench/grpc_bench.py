@@ -17,7 +17,11 @@ key, one row per call, for a fixed time per point:
   loops over one channel (one HTTP/2 connection, as tritonclient uses), with
   ``grpc.aio`` and the platform's generated messages.
 
-The two run back to back at each concurrency (HTTP first), so drift in the machine's load
+- **gRPC minimal** (``bench/minimal_grpc_server.py``): the same gRPC client against a
+  bare ``grpc.aio`` server on uvloop answering ``ModelInfer`` with ``session.run``
+  inline (no platform at all): what ``grpc.aio`` itself costs per call.
+
+They run back to back at each concurrency (HTTP first), so drift in the machine's load
 hits them alike. Each point prints calls/s, p50/p99 latency in ms and the server
 process's CPU time per call (user + system, every thread: the figure the machine's load
 and the client's own cost do not move much), then gRPC's ratio to HTTP (calls/s: higher
@@ -43,11 +47,21 @@ import grpc
 import numpy as np
 import orjson
 import psutil
-from serving_bench import ADMIN_KEY, FEATURES, MODEL, build_mlp, free_port, publish, wait_ready
+from serving_bench import (
+    ADMIN_KEY,
+    FEATURES,
+    MODEL,
+    batch_stats,
+    build_mlp,
+    free_port,
+    publish,
+    wait_ready,
+)
 
 from modelport.api.grpc import oip_pb2 as pb
 
 PATH = f"/v2/models/{MODEL}/versions/1/infer"
+HERE = Path(__file__).resolve().parent
 
 
 @dataclass
@@ -57,6 +71,8 @@ class Point:
     latencies: list[float]
     cpu_seconds: float = 0.0
     """The server process's CPU time (user + system, all its threads) during the point."""
+    mean_batch: float | None = None
+    """The platform's mean executed batch size during the point (rows per batch)."""
 
     @property
     def rate(self) -> float:
@@ -71,18 +87,40 @@ class Point:
         return self.cpu_seconds / self.calls * 1000
 
     def __str__(self) -> str:
+        batch = "" if self.mean_batch is None else f"  mean batch {self.mean_batch:.1f}"
         return (
             f"{self.rate:9.0f} calls/s  p50 {self.percentile(0.5):7.3f} ms  "
             f"p99 {self.percentile(0.99):7.3f} ms  server CPU {self.cpu_per_call_ms:.3f} ms/call"
+            f"{batch}"
         )
 
 
+def wait_live(port: int, timeout: float = 60.0) -> None:
+    """Until a gRPC server answers ``ServerLive`` on ``port``."""
+    deadline = time.monotonic() + timeout
+    with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
+        live = channel.unary_unary(
+            "/inference.GRPCInferenceService/ServerLive",
+            request_serializer=pb.ServerLiveRequest.SerializeToString,
+            response_deserializer=pb.ServerLiveResponse.FromString,
+        )
+        while time.monotonic() < deadline:
+            try:
+                live(pb.ServerLiveRequest(), timeout=1)
+                return
+            except grpc.RpcError:
+                time.sleep(0.1)
+    raise RuntimeError(f"no gRPC server answered on port {port}")
+
+
 @contextmanager
-def server(command: list[str], env: dict[str, str], url: str) -> Iterator[psutil.Process]:
-    """``modelport serve`` as a child process, once ready; stopped on leaving."""
+def server(
+    command: list[str], env: dict[str, str], ready: Callable[[], None]
+) -> Iterator[psutil.Process]:
+    """A server as a child process, once ``ready`` returns; stopped on leaving."""
     proc = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL)
     try:
-        wait_ready(url)
+        ready()
         yield psutil.Process(proc.pid)
     finally:
         proc.terminate()
@@ -93,12 +131,19 @@ def server(command: list[str], env: dict[str, str], url: str) -> Iterator[psutil
             proc.wait()
 
 
-def measured(serving: psutil.Process, run: Callable[[], Awaitable[Point]]) -> Point:
-    """``run``'s point with the server's CPU time during it."""
+def measured(
+    serving: psutil.Process, run: Callable[[], Awaitable[Point]], url: str | None = None
+) -> Point:
+    """``run``'s point with the server's CPU time during it (and, given the platform's
+    ``url``, its mean executed batch, from ``/metrics``)."""
+    batches = batch_stats(url) if url else None
     before = serving.cpu_times()
     point = asyncio.run(run())
     after = serving.cpu_times()
     point.cpu_seconds = (after.user - before.user) + (after.system - before.system)
+    if url and batches:
+        rows, count = (a - b for a, b in zip(batch_stats(url), batches, strict=True))
+        point.mean_batch = rows / count if count else 0.0
     return point
 
 
@@ -206,16 +251,29 @@ def main() -> None:
             *(sys.executable, "-m", "modelport.cli", "serve"),
             *("--port", str(port), "--grpc-port", str(grpc_port), "--log-level", "warning"),
         ]
-        serving = stack.enter_context(server(command, env, url))
+        serving = stack.enter_context(server(command, env, partial(wait_ready, url)))
         publish(url, model)
-        asyncio.run(run_http(port, row, 4, 1.0))  # warm up both paths
+        model_path = work / "mlp.onnx"
+        model_path.write_bytes(model)
+        minimal_port = free_port()
+        minimal_command = [
+            *(sys.executable, str(HERE / "minimal_grpc_server.py")),
+            *("--port", str(minimal_port), "--model", str(model_path)),
+        ]
+        minimal = stack.enter_context(
+            server(minimal_command, dict(os.environ), partial(wait_live, minimal_port))
+        )
+        asyncio.run(run_http(port, row, 4, 1.0))  # warm up every path
         asyncio.run(run_grpc(grpc_port, row, 4, 1.0))
+        asyncio.run(run_grpc(minimal_port, row, 4, 1.0))
         print(f"model {MODEL} (MLP, 1 row of {FEATURES} FP32), {args.duration:g} s per point")
         for c in levels:
-            http = measured(serving, partial(run_http, port, row, c, args.duration))
+            http = measured(serving, partial(run_http, port, row, c, args.duration), url)
             print(f"HTTP binary c={c:<3} {http}", flush=True)
-            rpc = measured(serving, partial(run_grpc, grpc_port, row, c, args.duration))
+            rpc = measured(serving, partial(run_grpc, grpc_port, row, c, args.duration), url)
             print(f"gRPC        c={c:<3} {rpc}", flush=True)
+            floor = measured(minimal, partial(run_grpc, minimal_port, row, c, args.duration))
+            print(f"gRPC minim. c={c:<3} {floor}", flush=True)
             print(
                 f"gRPC / HTTP c={c:<3} calls/s x{rpc.rate / http.rate:.2f}  "
                 f"p50 x{rpc.percentile(0.5) / http.percentile(0.5):.2f}  "
