@@ -211,29 +211,48 @@ async def run_http(port: int, row: np.ndarray, concurrency: int, seconds: float)
     return Point(len(latencies), time.perf_counter() - start, latencies)
 
 
-async def run_grpc(port: int, row: np.ndarray, concurrency: int, seconds: float) -> Point:
+async def run_grpc(
+    port: int, row: np.ndarray, concurrency: int, seconds: float, channels: int = 1
+) -> Point:
     request = pb.ModelInferRequest(model_name=MODEL, model_version="1")
     request.inputs.add(name="features", datatype="FP32", shape=[1, FEATURES])
     request.raw_input_contents.append(row.tobytes())
     latencies: list[float] = []
-    async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
-        call = channel.unary_unary(
-            "/inference.GRPCInferenceService/ModelInfer",
-            request_serializer=pb.ModelInferRequest.SerializeToString,
-            response_deserializer=pb.ModelInferResponse.FromString,
-        )
+    # Distinct channel arguments: gRPC would otherwise share one connection between them.
+    opened = [
+        grpc.aio.insecure_channel(f"127.0.0.1:{port}", options=[("modelport.bench.channel", i)])
+        for i in range(channels)
+    ]
+    try:
+        calls = [
+            channel.unary_unary(
+                "/inference.GRPCInferenceService/ModelInfer",
+                request_serializer=pb.ModelInferRequest.SerializeToString,
+                response_deserializer=pb.ModelInferResponse.FromString,
+            )
+            for channel in opened
+        ]
         start = time.perf_counter()
         until = start + seconds
         await asyncio.gather(
-            *(grpc_loop(call, request, until, latencies) for _ in range(concurrency))
+            *(grpc_loop(calls[i % channels], request, until, latencies) for i in range(concurrency))
         )
         return Point(len(latencies), time.perf_counter() - start, latencies)
+    finally:
+        for channel in opened:
+            await channel.close()
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--duration", type=float, default=5.0, help="seconds per point")
     parser.add_argument("--concurrency", default="1,64", help="comma-separated levels")
+    parser.add_argument(
+        "--channels",
+        type=int,
+        default=1,
+        help="gRPC channels (connections) the concurrent calls share (tritonclient: one)",
+    )
     args = parser.parse_args()
     levels = [int(c) for c in args.concurrency.split(",")]
     row = np.random.default_rng(0).standard_normal((1, FEATURES)).astype("<f4")
@@ -270,9 +289,13 @@ def main() -> None:
         for c in levels:
             http = measured(serving, partial(run_http, port, row, c, args.duration), url)
             print(f"HTTP binary c={c:<3} {http}", flush=True)
-            rpc = measured(serving, partial(run_grpc, grpc_port, row, c, args.duration), url)
+            rpc = measured(
+                serving, partial(run_grpc, grpc_port, row, c, args.duration, args.channels), url
+            )
             print(f"gRPC        c={c:<3} {rpc}", flush=True)
-            floor = measured(minimal, partial(run_grpc, minimal_port, row, c, args.duration))
+            floor = measured(
+                minimal, partial(run_grpc, minimal_port, row, c, args.duration, args.channels)
+            )
             print(f"gRPC minim. c={c:<3} {floor}", flush=True)
             print(
                 f"gRPC / HTTP c={c:<3} calls/s x{rpc.rate / http.rate:.2f}  "
