@@ -298,6 +298,11 @@ class InferenceServicer:
         except ModelportError as exc:
             await context.abort(status_of(exc), message_of(exc), trailers_of(exc))
             return
+        except Exception:  # answered INTERNAL without its details, as the other methods
+            _log.exception("gRPC ModelStreamInfer failed to authenticate")
+            refused = Internal("internal error")
+            await context.abort(status_of(refused), message_of(refused), trailers_of(refused))
+            return
         async for request in requests:
             try:
                 async for response in self._generate(principal, request, context):
