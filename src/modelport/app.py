@@ -58,6 +58,7 @@ from modelport.tenancy.service import TenancyService
 from modelport.tenancy.types import Tenant
 
 if TYPE_CHECKING:
+    from modelport.api.grpc.server import GrpcSurface
     from modelport.inference.access_facts import AccessFacts
     from modelport.inference.cache import ResponseCache
     from modelport.inference.repository import ModelRepository
@@ -165,6 +166,9 @@ class Services:
     lifecycle: Lifecycle = field(default_factory=Lifecycle)
     """Who starts and stops what, in which order: the API's lifespan runs
     ``lifecycle.running()``, ``close`` closes its resources."""
+    grpc: GrpcSurface | None = None
+    """The Open Inference Protocol over gRPC, where ``GRPC_PORT`` is set: it listens
+    while the lifecycle runs (``build_grpc``)."""
 
     def close(self) -> None:
         """Close every resource the process holds, in the reverse of their building."""
@@ -1412,7 +1416,7 @@ def build_services(
     lifecycle.serve("serving plane", serving.running)  # deployment controller, routes
     lifecycle.serve("model repository sync", model_repository.syncing)
     lifecycle.serve("job runner", job_runner.running)  # claims and runs jobs; stops first
-    return Services(
+    services = Services(
         settings=settings,
         database=database,
         pools=pools,
@@ -1458,6 +1462,32 @@ def build_services(
             now=clock.now,
         ),
     )
+    services.grpc = build_grpc(settings, services)
+    return services
+
+
+def build_grpc(settings: Settings, services: Services) -> GrpcSurface | None:
+    """The OIP gRPC surface over ``services`` where ``GRPC_PORT`` is set, registered with
+    the lifecycle last: it starts taking calls once everything it calls runs, and stops
+    first."""
+    if settings.grpc_port is None:
+        return None
+    from modelport.api.grpc.server import GrpcOptions, GrpcSurface
+    from modelport.api.grpc.service import InferenceServicer
+
+    surface = GrpcSurface(
+        InferenceServicer(services),
+        GrpcOptions(
+            host=settings.grpc_host or "127.0.0.1",
+            port=settings.grpc_port,
+            max_message_bytes=settings.max_inference_request_bytes,
+            tls_cert_path=settings.tls_cert_path,
+            tls_key_path=settings.tls_key_path,
+            shared_port=settings.workers > 1,
+        ),
+    )
+    services.lifecycle.serve("grpc surface", surface.running)
+    return surface
 
 
 def build_files(

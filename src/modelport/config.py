@@ -115,6 +115,15 @@ class Settings(BaseSettings):
     tls_key_path: Path | None = None
     """PEM private key of ``tls_cert_path`` (``serve --tls-key``)."""
 
+    grpc_port: int | None = Field(default=None, ge=1, le=65535)
+    """Port of the Open Inference Protocol over gRPC (``inference.GRPCInferenceService``,
+    ``serve --grpc-port``; Triton's is 8001). Unset (the default): no gRPC listener, so a
+    process opens no port its operator did not ask for. With ``tls_cert_path`` and
+    ``tls_key_path`` it serves TLS too. Roles ``all`` and ``gateway`` only."""
+
+    grpc_host: str | None = None
+    """Address the gRPC surface listens on; default ``serve --host`` (else 127.0.0.1)."""
+
     upload_ttl_seconds: int = Field(default=24 * 3600, gt=0)
     """An upload untouched this long expires and its staged bytes are removed."""
 

@@ -166,3 +166,24 @@ def test_serve_on_a_taken_port_is_one_line_naming_it(tmp_path: Path) -> None:
         "what holds it, or choose another with --port)"
     ], out
     assert "Traceback" not in out and "serving on" not in out
+
+
+def test_serve_with_a_grpc_port_says_where_grpc_listens_and_answers_there(
+    tmp_path: Path,
+) -> None:
+    import tritonclient.grpc as triton
+
+    port, grpc_port = free_port(), free_port()
+    proc = _serve(tmp_path, port, "--dev", "--grpc-port", str(grpc_port))
+    try:
+        lines = _first_lines(proc, "modelport serving on")
+        client = triton.InferenceServerClient(f"127.0.0.1:{grpc_port}")
+        try:
+            # Printed once both listen: the first call needs no retry.
+            assert client.is_server_live() and client.is_server_ready()
+        finally:
+            client.close()
+    finally:
+        proc.terminate()
+        proc.communicate(timeout=30)
+    assert f"http://127.0.0.1:{port} and grpc://127.0.0.1:{grpc_port}" in lines[-1]

@@ -58,6 +58,14 @@ if TYPE_CHECKING:
     help="PEM private key of --tls-cert (default MODELPORT_TLS_KEY_PATH).",
 )
 @click.option(
+    "--grpc-port",
+    type=click.IntRange(min=1, max=65535),
+    default=None,
+    help="Also serve the Open Inference Protocol over gRPC on this port (default "
+    "MODELPORT_GRPC_PORT, else no gRPC), on --host unless MODELPORT_GRPC_HOST says "
+    "otherwise; with TLS when --tls-cert is given.",
+)
+@click.option(
     "--access-log/--no-access-log",
     default=False,
     show_default=True,
@@ -74,6 +82,7 @@ def serve(
     log_level: str | None,
     tls_cert: Path | None,
     tls_key: Path | None,
+    grpc_port: int | None,
     access_log: bool,
 ) -> None:
     """Start the platform: HTTP API on HOST:PORT (uvloop, httptools); HTTPS with
@@ -100,6 +109,10 @@ def serve(
         settings = settings.model_copy(update={"tls_cert_path": tls_cert})
     if tls_key is not None:
         settings = settings.model_copy(update={"tls_key_path": tls_key})
+    if grpc_port is not None:
+        settings = settings.model_copy(update={"grpc_port": grpc_port})
+    if settings.grpc_host is None:
+        settings = settings.model_copy(update={"grpc_host": host})
     configure_logging(settings)
     options: dict[str, Any] = {
         "host": host,
@@ -124,7 +137,10 @@ def serve(
     except ModelportError as exc:
         app.terminal.abort(exc.message)
     scheme = "https" if "ssl_certfile" in options else "http"
-    announcement = f"modelport serving on {scheme}://{host}:{port} (home: {settings.home})"
+    announcement = (
+        f"modelport serving on {scheme}://{host}:{port}{grpc_announcement(settings)} "
+        f"(home: {settings.home})"
+    )
     _serve_announced(asgi, options, sock, lambda: app.terminal.info(announcement))
 
 
@@ -170,6 +186,17 @@ def bound_socket(host: str, port: int) -> socket.socket:
         ) from None
     sock.set_inheritable(True)
     return sock
+
+
+def grpc_announcement(settings: Settings) -> str:
+    """Where the gRPC surface listens, for the start-up line ('' when it is off; a
+    worker role serves none)."""
+    from modelport.config import Role
+
+    if settings.grpc_port is None or settings.role is Role.WORKER:
+        return ""
+    scheme = "grpcs" if settings.tls_cert_path is not None else "grpc"
+    return f" and {scheme}://{settings.grpc_host}:{settings.grpc_port}"
 
 
 def warn_without_sandbox(app: Application, settings: Settings) -> None:
@@ -254,10 +281,15 @@ def _serve_workers(app: Application, settings: Settings, options: dict[str, Any]
             "PROMETHEUS_MULTIPROC_DIR": str(metrics_dir),
         }
     )
+    if settings.grpc_port is not None and settings.grpc_host is not None:
+        # Every worker listens on the gRPC port too (SO_REUSEPORT, as for HTTP).
+        os.environ["MODELPORT_GRPC_PORT"] = str(settings.grpc_port)
+        os.environ["MODELPORT_GRPC_HOST"] = settings.grpc_host
     scheme = "https" if "ssl_certfile" in options else "http"
     announcement = (
-        f"modelport serving on {scheme}://{options['host']}:{options['port']} "
-        f"with {settings.workers} workers (home: {settings.home})"
+        f"modelport serving on {scheme}://{options['host']}:{options['port']}"
+        f"{grpc_announcement(settings)} with {settings.workers} workers "
+        f"(home: {settings.home})"
     )
     try:
         if reuse_port_supported():
