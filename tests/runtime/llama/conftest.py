@@ -11,11 +11,11 @@ import pytest
 
 pytest.importorskip("llama_cpp")
 
-from modelport.runtime.generative.engine import BatchingEngine, EngineConfig  # noqa: E402
-from modelport.runtime.generative.llama.kernels import LlamaConfig, LlamaKernels  # noqa: E402
-from modelport.runtime.generative.metrics import GenerationMetrics  # noqa: E402
-from modelport.runtime.types import GenerationRequest  # noqa: E402
-from tests.runtime.formats.transformers.packages import smollm2_gguf  # noqa: E402
+from modelport.runtime.generative.engine import BatchingEngine, EngineConfig
+from modelport.runtime.generative.llama.kernels import LlamaConfig, LlamaKernels
+from modelport.runtime.generative.metrics import GenerationMetrics
+from modelport.runtime.types import GenerationRequest
+from tests.runtime.formats.transformers.packages import smollm2_gguf
 
 # A real model decodes: not for the fast tier.
 pytestmark = pytest.mark.slow
