@@ -78,13 +78,30 @@ def test_a_version_and_an_alias_name_the_version_to_call(world: World) -> None:
         ({"messages": []}, "invalid_parameter", "messages"),
         ({"messages": [{"role": "robot", "content": "x"}]}, "invalid_parameter", "messages[0]"),
         ({"stream_options": {"include_usage": True}}, "invalid_parameter", "stream_options"),
-        ({"presence_penalty": 1.0}, "unsupported_parameter", "presence_penalty"),
-        ({"response_format": {"type": "json_object"}}, "unsupported_parameter", "response_format"),
+        ({"presence_penalty": 2.5}, "invalid_parameter", "presence_penalty"),
+        ({"logit_bias": {"hello": 1}}, "invalid_parameter", "logit_bias"),
+        ({"logit_bias": {"7": 101}}, "invalid_parameter", "logit_bias"),
+        ({"response_format": {"type": "xml"}}, "invalid_parameter", "response_format"),
+        ({"response_format": {"type": "json_schema"}}, "invalid_parameter", "response_format"),
+        ({"tools": [{"type": "function"}]}, "invalid_parameter", "tools"),
         (
-            {"tools": [{"type": "function", "function": {"name": "f"}}]},
-            "unsupported_parameter",
-            "tools",
+            {
+                "tools": [{"type": "function", "function": {"name": "f"}}],
+                "tool_choice": {"type": "function", "function": {"name": "g"}},
+            },
+            "invalid_parameter",
+            "tool_choice",
         ),
+        (
+            {
+                "tools": [{"type": "function", "function": {"name": "f"}}],
+                "response_format": {"type": "json_object"},
+            },
+            "invalid_parameter",
+            "response_format",
+        ),
+        ({"tool_choice": "required"}, "invalid_parameter", "tool_choice"),
+        ({"functions": [{"name": "f"}]}, "unsupported_parameter", "functions"),
     ],
 )
 def test_bad_parameters_are_400_naming_the_parameter(
