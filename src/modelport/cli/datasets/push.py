@@ -82,7 +82,7 @@ def push(
             for split, source in splits:
                 size = source.stat().st_size
                 task = progress.add_task(source.name, total=size)
-                digest = digest_file(source, lambda n, t=task: progress.advance(t, n))
+                digest = digest_file(source, functools.partial(progress.advance, task))
                 file = LocalFile(source.name, source, size, digest)
                 if not uploader.has(digest):
                     uploader.upload(file, functools.partial(progress.advance, task))
