@@ -41,6 +41,7 @@ from modelport.inference.service import InferenceService
 from modelport.jobs.service import JobService, Submission
 from modelport.jobs.types import EVALUATE, JobState, StageSpec
 from modelport.metering.types import PriceSnapshot, Unit
+from modelport.registry.names import check_model_name, check_owner, check_version
 from modelport.registry.service import RegistryService
 from modelport.registry.types import Model, ModelVersion
 from modelport.store import Database
@@ -73,7 +74,7 @@ def _ref(value: str, field: str) -> tuple[str, str]:
         raise InvalidInput(
             f"{field} {value!r} is not owner/name", code="invalid_target", field=field
         )
-    return owner, name
+    return check_owner(owner), check_model_name(name)
 
 
 def task_matches(model_task: str, dataset_task: str) -> bool:
@@ -163,6 +164,9 @@ class EvaluationService:
             )
         owner, name = _ref(new.model, "model")
         dataset_owner, dataset_name = _ref(new.dataset, "dataset")
+        check_version(new.dataset_version)
+        if new.version is not None:
+            check_version(new.version)
         dataset = await anyio.to_thread.run_sync(
             self.datasets.version, principal, dataset_owner, dataset_name, new.dataset_version
         )

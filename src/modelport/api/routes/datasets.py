@@ -8,7 +8,7 @@ import anyio.to_thread
 from fastapi import APIRouter, Request, Response
 from pydantic import BaseModel, ConfigDict, Field
 
-from modelport.api.access import note_tenant
+from modelport.api.access import note_tenant, require_owner_tenant
 from modelport.api.auth import CurrentPrincipal
 from modelport.api.deps import get_services
 from modelport.datasets.types import Dataset, DatasetVersion
@@ -66,6 +66,7 @@ def create_dataset(
 ) -> dict[str, Any]:
     """A new dataset in a tenant's namespace (409 ``dataset_exists``)."""
     note_tenant(request, body.owner)
+    require_owner_tenant(request, principal, body.owner)
     dataset = get_services(request).datasets.create(
         principal,
         body.owner,
