@@ -260,3 +260,42 @@ def test_a_failed_evaluation_job_marks_the_evaluation_failed(
     assert done["state"] == "failed" and done["error"]["code"] == "budget_exceeded", done
     assert done["metrics"] is None
     assert _board(world).json()["verified"] == []
+
+
+def test_a_dataset_lists_only_blobs_its_tenant_holds(
+    world: World, classifier: Trained, weak_classifier: Trained
+) -> None:
+    """Another tenant's split file, even when its digest is known, cannot be published
+    into a dataset: the bytes are held per tenant, as model files are."""
+    _iris_world(world, classifier, weak_classifier)
+    services = world.services
+    acme_split = world.client.get("/api/datasets/acme/iris-eval/versions/1").json()
+    stolen = acme_split["manifest"]["splits"][0]
+    services.tenancy.add_member("beta", "pub", roles=["publisher"], actor="admin")
+    beta = services.tenancy.create_key("beta", "pub", name="p", actor="admin").secret
+    created = world.client.post(
+        "/api/datasets", json={"owner": "beta", "name": "copy"}, headers=world.bearer(beta)
+    )
+    assert created.status_code == 201, created.text
+    manifest = {**acme_split["manifest"], "splits": [stolen]}
+    refused = world.client.post(
+        "/api/datasets/beta/copy/versions",
+        json={"version": "1", "manifest": manifest},
+        headers=world.bearer(beta),
+    )
+    assert (refused.status_code, refused.json()["code"]) == (400, "missing_blob")
+    # Its own copy of the bytes, declared at the wrong size, is refused too.
+    data = services.blobs.get(stolen["file"]["digest"])
+    services.blobs.put(data, tenant="beta")
+    wrong = {**stolen, "file": {**stolen["file"], "size": len(data) + 1}}
+    resized = world.client.post(
+        "/api/datasets/beta/copy/versions",
+        json={"version": "1", "manifest": {**manifest, "splits": [wrong]}},
+        headers=world.bearer(beta),
+    )
+    assert (resized.status_code, resized.json()["code"]) == (400, "blob_size_mismatch")
+    # A namespace that is not the key's own.
+    foreign = world.client.post(
+        "/api/datasets", json={"owner": "acme", "name": "mine"}, headers=world.bearer(beta)
+    )
+    assert foreign.status_code in (403, 404), foreign.text

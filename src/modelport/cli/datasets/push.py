@@ -81,11 +81,12 @@ def push(
         with app.terminal.progress() as progress:
             for split, source in splits:
                 size = source.stat().st_size
-                task = progress.add_task(source.name, total=size)
-                digest = digest_file(source, functools.partial(progress.advance, task))
+                hashing = progress.add_task(f"digesting {source.name}", total=size)
+                digest = digest_file(source, functools.partial(progress.advance, hashing))
                 file = LocalFile(source.name, source, size, digest)
                 if not uploader.has(digest):
-                    uploader.upload(file, functools.partial(progress.advance, task))
+                    sending = progress.add_task(source.name, total=size)
+                    uploader.upload(file, functools.partial(progress.advance, sending))
                 entry = {k: v for k, v in split.items() if k != "path"}
                 entry["file"] = {"path": source.name, "digest": digest, "size": size}
                 entry.setdefault("rows", _rows(source))
