@@ -78,7 +78,9 @@ def parquet_bytes(columns: dict[str, np.ndarray]) -> bytes:
 
     arrays = {}
     for name, values in columns.items():
-        if values.ndim == 2:
+        if values.dtype == object:
+            arrays[name] = pa.array(list(values), type=pa.string())
+        elif values.ndim == 2:
             flat = pa.array(values.reshape(-1))
             arrays[name] = pa.FixedSizeListArray.from_arrays(flat, values.shape[1])
         else:

@@ -24,7 +24,7 @@ class SplitRows:
         specs = [column_spec(c) for c in manifest.columns]
         source = parquet.open_blob(blobs, split.file.digest)
         try:
-            self._rows = parquet.ParquetRows(source, specs)
+            self._rows = parquet.ParquetRows(source, specs, texts=True)
         except InvalidInput as exc:
             raise InvalidInput(
                 f"split {split.name!r} does not hold the declared columns: {exc.message}",
