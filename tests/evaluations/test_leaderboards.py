@@ -6,6 +6,9 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
+from modelport.evaluations import service as evaluation_service
 from modelport.metering.types import BalanceScope
 from tests.evaluations.conftest import (
     CLASSIFICATION_COLUMNS,
@@ -299,3 +302,30 @@ def test_a_dataset_lists_only_blobs_its_tenant_holds(
         "/api/datasets", json={"owner": "acme", "name": "mine"}, headers=world.bearer(beta)
     )
     assert foreign.status_code in (403, 404), foreign.text
+
+
+def test_a_cancelled_evaluation_reads_failed_and_charges_nothing(
+    world: World, classifier: Trained, weak_classifier: Trained
+) -> None:
+    _iris_world(world, classifier, weak_classifier)
+    submitted = world.evaluate(model="acme/iris", dataset="acme/iris-eval")
+    assert submitted.status_code == 202, submitted.text
+    evaluation = submitted.json()
+    assert evaluation["state"] == "queued" and evaluation["job_id"]
+    cancel = world.client.post(f"/api/jobs/{evaluation['job_id']}:cancel", headers=world.bearer())
+    assert cancel.status_code == 202, cancel.text
+    world.jobs.drain()
+    shown = world.client.get(f"/api/evaluations/{evaluation['id']}", headers=world.bearer())
+    assert (shown.json()["state"], shown.json()["error"]["code"]) == ("failed", "cancelled")
+    assert not [e for e in world.platform.entries() if e.event.prediction_id.startswith("eval:")]
+
+
+def test_a_split_past_the_row_bound_is_refused(
+    world: World, classifier: Trained, weak_classifier: Trained, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _iris_world(world, classifier, weak_classifier)
+    monkeypatch.setattr(evaluation_service, "MAX_ROWS", 299)
+    refused = world.evaluate(model="acme/iris", dataset="acme/iris-eval")
+    assert (refused.status_code, refused.json()["code"]) == (400, "split_too_large")
+    small = world.evaluate(model="acme/iris", dataset="acme/iris-eval", split="small")
+    assert small.status_code == 202, small.text

@@ -51,6 +51,8 @@ from modelport.tenancy.policy import Decision, Namespace, Permission
 from modelport.tenancy.types import GrantSet, Principal
 
 STAGE_TIMEOUT_SECONDS = 6 * 3600.0
+MAX_ROWS = 1_000_000
+"""The most rows one evaluation scores: its answers are held until they are scored."""
 KNOWN_METRICS: dict[str, frozenset[str]] = {
     "classification": frozenset({"accuracy", "f1_macro", "log_loss"}),
     "regression": frozenset({"mae", "rmse", "r2"}),
@@ -170,7 +172,13 @@ class EvaluationService:
         dataset = await anyio.to_thread.run_sync(
             self.datasets.version, principal, dataset_owner, dataset_name, new.dataset_version
         )
-        dataset.manifest.split(new.split)  # 400 unknown_split
+        split = dataset.manifest.split(new.split)  # 400 unknown_split
+        if split.rows > MAX_ROWS:
+            raise InvalidInput(
+                f"split {split.name!r} has {split.rows} rows; an evaluation scores at most "
+                f"{MAX_ROWS}",
+                code="split_too_large",
+            )
         await self.inference.require_model(principal, owner, name, Permission.MODEL_CALL)
         version = await anyio.to_thread.run_sync(self.registry.resolve, owner, name, new.version)
         refuse(callable_refusal(principal, owner, version.ref, version.state.value))

@@ -5,7 +5,8 @@ Each shard is one ``InferenceService.infer`` call as the submitting principal, a
 offline priority, metered under the call id ``eval:<job>:<shard>`` (so a stage run
 again after a crash is charged once for each shard, as a tensor batch's shards are;
 each call reserves for itself, as batch jobs' calls do). The split is read a shard at a
-time; the answers of the scored output are kept, then scored once. The scores, the rows
+time; the answers of the scored output are kept, then scored once. A cancel stops it
+between shards, recording nothing. The scores, the rows
 and the measured latency (the calls' mean wall time per row) are written once to the
 evaluation (``repository.record_result``).
 """
@@ -82,6 +83,7 @@ class EvaluateStage:
         spent = 0.0
         job = context.job
         for position, start in enumerate(range(0, rows.rows, SHARD_ROWS)):
+            context.cancel.check()  # a cancelled evaluation stops between shards
             shard = await anyio.to_thread.run_sync(rows.read, start, start + SHARD_ROWS)
             inputs = {name: shard[name] for name in features}
 
@@ -110,6 +112,7 @@ class EvaluateStage:
         truth = np.concatenate(labels)
         scores = await anyio.to_thread.run_sync(metrics.score, evaluation.task, truth, outputs)
         latency_ms = 1000.0 * spent / rows.rows
+        context.cancel.settle()  # from here the scores are written whole
         await anyio.to_thread.run_sync(
             partial(self._record, evaluation.id, scores, rows.rows, latency_ms)
         )
