@@ -220,7 +220,10 @@ def test_a_private_dataset_and_an_uncallable_model_are_refused_to_other_tenants(
     board = _board(world, "classification/acme/secret-eval")
     assert board.status_code == 404
     # A grant of the dataset's name shares it, as it does a model.
-    services.tenancy.create_grant("acme", "beta", actor="admin", model="secret-eval")
+    grant = world.client.post(
+        "/api/grants", json={"grantee": "beta", "namespace": "acme", "model": "secret-eval"}
+    )
+    assert grant.status_code == 201, grant.text
     granted = world.run(model="acme/iris", dataset="acme/secret-eval", output="probabilities")
     assert granted["state"] == "succeeded", granted["error"]
 

@@ -86,6 +86,11 @@ class DatasetService:
         self._decide(principal, dataset, permission)
         return dataset
 
+    def exists(self, owner: str, name: str) -> bool:
+        """Whether ``owner/name`` is a dataset (a grant may name it)."""
+        with self.database.transaction() as session:
+            return repo.find(session, owner, name) is not None
+
     def visible(self, principal: Principal, dataset: Dataset) -> bool:
         try:
             self._decide(principal, dataset, Permission.MODEL_READ)
