@@ -1487,7 +1487,10 @@ def build_evaluations(
     from modelport.jobs.types import EVALUATE
 
     datasets = DatasetService(database, blobs, grants=tenancy.grants_to, now=clock.now)
-    jobs.stages.register(EVALUATE, EvaluateStage(database, datasets, blobs, now=clock.now))
+    jobs.stages.register(
+        EVALUATE,
+        EvaluateStage(database, datasets, blobs, now=clock.now, timer=clock.monotonic),
+    )
     evaluations = EvaluationService(
         database,
         datasets,

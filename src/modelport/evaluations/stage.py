@@ -52,6 +52,7 @@ class EvaluateStage:
         now: Callable[[], datetime],
         timer: Callable[[], float] = time.perf_counter,
     ) -> None:
+        """``timer``: the clock the calls' latency is measured on (the services' one)."""
         self.database = database
         self.datasets = datasets
         self.blobs = blobs
