@@ -29,6 +29,8 @@ SERVICES = {
     "files",
     "webhooks",
     "moderation",
+    "datasets",
+    "evaluations",
 }
 FOUNDATION = {"store", "blobs", "runtime", "sandbox"}
 PLAIN = {"errors", "digests", "manifest", "config", "testing", "observability"}
@@ -51,6 +53,8 @@ FORBIDDEN: dict[str, set[str]] = {
     "inference": SURFACES | {"app"},
     "webhooks": SURFACES | {"app"},
     "moderation": SURFACES | {"app", "inference"},
+    "datasets": SURFACES | {"app", "evaluations", "inference"},
+    "evaluations": SURFACES | {"app"},
     # the web console calls the platform's own HTTP API, in process: no service directly
     # (tenancy only for the API key format, to name the key it signs in with)
     "console": (SERVICES - {"tenancy"}) | {"runtime", "blobs", "app", "api"},

@@ -59,6 +59,8 @@ from modelport.tenancy.types import Tenant
 
 if TYPE_CHECKING:
     from modelport.api.grpc.server import GrpcSurface
+    from modelport.datasets.service import DatasetService
+    from modelport.evaluations.service import EvaluationService
     from modelport.inference.access_facts import AccessFacts
     from modelport.inference.cache import ResponseCache
     from modelport.inference.repository import ModelRepository
@@ -154,6 +156,10 @@ class Services:
     """A job's outputs inline or by signed, expiring URL, and the blobs behind them."""
     console_sessions: ConsoleSessions
     """The web console's signed-in sessions (``/console``), their credentials sealed."""
+    datasets: DatasetService
+    """Datasets as assets: versioned split files with visibility and grants."""
+    evaluations: EvaluationService
+    """Evaluations run as jobs, publishers' claims, and the leaderboards."""
     engines: GenerativeHost | None = None
     """This process's generative engines; None in the ``gateway`` role, or when no
     generative format is installed (the ``modelport[llm]`` extra)."""
@@ -1378,6 +1384,9 @@ def build_services(
         settings, database, blobs, inference, clock, notifier, moderation, files
     )
     validations = build_validations(settings, database, blobs, registry, jobs, job_runner, clock)
+    datasets, evaluations = build_evaluations(
+        database, blobs, registry, tenancy, metering, inference, jobs, clock
+    )
     uploads = UploadService(
         database,
         blob_store,
@@ -1461,6 +1470,8 @@ def build_services(
             ttl_seconds=settings.console_session_ttl_seconds,
             now=clock.now,
         ),
+        datasets=datasets,
+        evaluations=evaluations,
     )
     services.grpc = build_grpc(settings, services)
     return services
@@ -1488,6 +1499,41 @@ def build_grpc(settings: Settings, services: Services) -> GrpcSurface | None:
     )
     services.lifecycle.serve("grpc surface", surface.running)
     return surface
+
+
+def build_evaluations(
+    database: Database,
+    blobs: BlobService,
+    registry: RegistryService,
+    tenancy: TenancyService,
+    metering: MeteringService,
+    inference: InferenceService,
+    jobs: JobService,
+    clock: Clock,
+) -> tuple[DatasetService, EvaluationService]:
+    """Datasets, and evaluations as jobs: the ``evaluate`` stage registered with the
+    runner's stages; prices and grants read through their services."""
+    from modelport.datasets.service import DatasetService
+    from modelport.evaluations.service import EvaluationService
+    from modelport.evaluations.stage import EvaluateStage
+    from modelport.jobs.types import EVALUATE
+
+    datasets = DatasetService(database, blobs, grants=tenancy.grants_to, now=clock.now)
+    jobs.stages.register(
+        EVALUATE,
+        EvaluateStage(database, datasets, blobs, now=clock.now, timer=clock.monotonic),
+    )
+    evaluations = EvaluationService(
+        database,
+        datasets,
+        registry,
+        inference,
+        jobs,
+        prices=metering.prices.prices,
+        grants=tenancy.grants_to,
+        now=clock.now,
+    )
+    return datasets, evaluations
 
 
 def build_files(

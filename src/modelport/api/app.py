@@ -28,8 +28,10 @@ from modelport.api.routes import (
     aliases,
     backends,
     blobs,
+    datasets,
     endpoint_traffic,
     endpoints,
+    evaluations,
     formats,
     health,
     jobs,
@@ -180,6 +182,8 @@ def _platform_routes() -> tuple[BaseRoute, ...]:
         webhooks,
         moderation,
         jobs,
+        datasets,
+        evaluations,
     ):
         router.include_router(module.router, prefix="/api")
     router.include_router(metrics.router)

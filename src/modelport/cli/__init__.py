@@ -56,7 +56,7 @@ def _register() -> None:
             continue
         modelport.add_command(getattr(module, name))
     groups = ["models", "versions", "alias", "formats", "tenants", "keys", "billing"]
-    groups += ["endpoints", "prices", "limits", "grants", "jobs", "secrets"]
+    groups += ["endpoints", "prices", "limits", "grants", "jobs", "secrets", "datasets"]
     for group in groups:
         try:
             module = __import__(f"modelport.cli.{group}", fromlist=[group])

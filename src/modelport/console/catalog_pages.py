@@ -110,9 +110,10 @@ async def _model_context(
             message=model.error,
             session=session,
         )
-    versions, aliases = await asyncio.gather(
+    versions, aliases, evaluations = await asyncio.gather(
         api.get(f"/api/models/{ref}/versions"),
         api.get(f"/api/models/{ref}/aliases"),
+        api.get(f"/api/models/{ref}/evaluations"),
     )
     version_items = versions.body.get("items", []) if versions.ok else []
     alias_items = aliases.body.get("items", []) if aliases.ok else []
@@ -164,6 +165,7 @@ async def _model_context(
         "example": example,
         "dollars": dollars,
         "lineage": lineage,
+        "evaluations": evaluations.body.get("items", []) if evaluations.ok else [],
     }
 
 

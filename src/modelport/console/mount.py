@@ -21,6 +21,7 @@ from modelport.console import (
     chat_pages,
     endpoint_pages,
     jobs_pages,
+    leaderboard_pages,
     limits_pages,
     oidc_pages,
     operator_pages,
@@ -95,6 +96,7 @@ def _page_routes() -> tuple[BaseRoute, ...]:
         billing_pages,
         limits_pages,
         jobs_pages,
+        leaderboard_pages,
         workbench_pages,
         operator_pages,
     ):

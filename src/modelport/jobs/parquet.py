@@ -6,7 +6,9 @@ A file's columns are the target's inputs, by name, no more and no fewer. A colum
 numbers is an input of rank 1; a column of lists (fixed-size or not, nested for higher
 ranks) an input of rank 1 + its nesting, every row's lists of one length. The leaf type
 is the input's datatype exactly (a ``double`` column feeds an ``FP64`` input, not an
-``FP32`` one): nothing is cast behind the caller's back. A mismatch is a 400
+``FP32`` one): nothing is cast behind the caller's back. Strings never feed a tensor
+batch; a dataset's split (``datasets.splits``) reads a string or binary column as a
+``BYTES`` tensor of rank 1 (``ParquetRows(..., texts=True)``). A mismatch is a 400
 ``batch_columns_mismatch``; a file that is not Parquet, or holds nulls or no rows, a 400
 ``invalid_batch_file``; without pyarrow, a 400 ``parquet_unavailable``.
 
@@ -112,8 +114,13 @@ class ParquetRows:
     """A Parquet file of rows for the target's ``inputs``, read a range of rows at a
     time (see the module docstring)."""
 
-    def __init__(self, source: BinaryIO, inputs: Sequence[TensorSpec]) -> None:
+    def __init__(
+        self, source: BinaryIO, inputs: Sequence[TensorSpec], *, texts: bool = False
+    ) -> None:
+        """``texts``: a ``BYTES`` tensor of rank 1 may be a column of strings or binaries
+        (a dataset's texts, ``datasets.splits``); tensor batches keep it off."""
         pyarrow, parquet, _ = _pyarrow()
+        self._texts = texts
         try:
             self._file = parquet.ParquetFile(source)
         except (pyarrow.ArrowException, OSError) as exc:
@@ -129,7 +136,8 @@ class ParquetRows:
                 f"{list(self._specs)}, each once"
             )
         for spec in inputs:
-            _check_type(spec, schema.field(spec.name).type)
+            if not (texts and _is_text(pyarrow, spec, schema.field(spec.name).type)):
+                _check_type(spec, schema.field(spec.name).type)
         metadata = self._file.metadata
         self.rows = int(metadata.num_rows)
         if self.rows == 0:
@@ -146,7 +154,9 @@ class ParquetRows:
         table = self._file.read_row_groups(groups, columns=list(self._specs))
         table = table.slice(start - starts[groups[0]], stop - start)
         return {
-            name: _as_array(spec, table.column(name).combine_chunks())
+            name: _texts(table.column(name).combine_chunks())
+            if self._texts and spec.datatype == "BYTES"
+            else _as_array(spec, table.column(name).combine_chunks())
             for name, spec in self._specs.items()
         }
 
@@ -180,6 +190,30 @@ def _check_type(spec: TensorSpec, arrow_type: Any) -> None:
                 f"column '{spec.name}' holds lists of {width}; the input has shape "
                 f"{list(spec.shape)}"
             )
+
+
+def _is_text(pyarrow: Any, spec: TensorSpec, arrow_type: Any) -> bool:
+    """A column of strings or binaries for a ``BYTES`` tensor of rank 1."""
+    types = pyarrow.types
+    textual = types.is_string(arrow_type) or types.is_large_string(arrow_type)
+    textual = textual or types.is_binary(arrow_type) or types.is_large_binary(arrow_type)
+    if spec.datatype != "BYTES" or not textual:
+        return False
+    if len(spec.shape) != 1:
+        raise _mismatch(
+            f"column '{spec.name}' holds texts, one a row; the input has shape {list(spec.shape)}"
+        )
+    return True
+
+
+def _texts(column: Any) -> np.ndarray:
+    """A column of strings or binaries as a ``BYTES`` tensor (UTF-8 bytes, one a row)."""
+    if column.null_count:
+        raise _bad_file("a text column holds nulls")
+    return np.array(
+        [v.encode() if isinstance(v, str) else bytes(v) for v in column.to_pylist()],
+        dtype=object,
+    )
 
 
 def _is_list(pyarrow: Any, arrow_type: Any) -> bool:

@@ -116,9 +116,12 @@ class JobService:
         """Gives back a queued job's upfront hold when it is cancelled (``jobs.billing``:
         a runner that stopped cleanly gave the job back holding it)."""
 
-    def submit(self, principal: Principal, submission: Submission) -> tuple[Job, bool]:
+    def submit(
+        self, principal: Principal, submission: Submission, *, internal: bool = False
+    ) -> tuple[Job, bool]:
         """Store a new job (or, with an idempotency key seen before, find its job); the
-        job and whether it is new."""
+        job and whether it is new. ``internal``: a platform service's own job, whose
+        pipeline may name ``INTERNAL_STAGES`` (an evaluation's)."""
         tenant = principal.tenant
         if tenant is None:
             raise InvalidInput(
@@ -138,7 +141,7 @@ class JobService:
             parse_target(submission.target_kind, submission.target)
         if submission.webhook is not None:
             self.notifier.check_webhook(submission.webhook)
-        pipeline = self._pipeline(tenant, submission)
+        pipeline = self._pipeline(tenant, submission, internal=internal)
         input_digest = self._inputs(tenant, submission)
         fingerprint = _fingerprint(submission, input_digest, pipeline)
         key = submission.idempotency_key
@@ -259,7 +262,9 @@ class JobService:
         return tensors.loads(self.blobs.get(job.output_digest))
 
     # ---- parts
-    def _pipeline(self, tenant: str, submission: Submission) -> tuple[StageSpec, ...]:
+    def _pipeline(
+        self, tenant: str, submission: Submission, *, internal: bool = False
+    ) -> tuple[StageSpec, ...]:
         if submission.pipeline is None:
             params: dict[str, Any] = {}
             if submission.select is not None:
@@ -278,7 +283,9 @@ class JobService:
         if len(set(names)) != len(names):
             raise InvalidInput("stage names must be unique", code="invalid_pipeline")
         for spec in pipeline:
-            if spec.implementation not in self.stages or spec.implementation in INTERNAL_STAGES:
+            if spec.implementation not in self.stages or (
+                spec.implementation in INTERNAL_STAGES and not internal
+            ):
                 raise InvalidInput(
                     f"unknown stage implementation '{spec.implementation}'; there are "
                     f"{', '.join(self.stages.names())}",

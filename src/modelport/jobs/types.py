@@ -103,9 +103,12 @@ inference is retried (a backend may be briefly away)."""
 
 VALIDATE_VERSION = "validate_version"
 """A version's validation (``jobs.validation``)."""
-INTERNAL_STAGES = frozenset({VALIDATE_VERSION})
+EVALUATE = "evaluate"
+"""The stage implementation of an evaluation (``evaluations.stage``)."""
+INTERNAL_STAGES = frozenset({VALIDATE_VERSION, EVALUATE})
 """Stage implementations only the platform's own jobs run (a version's validation,
-``jobs.validation``): a submitted pipeline may not name them."""
+``jobs.validation``; an evaluation, ``evaluations``): a submitted pipeline may not name
+them."""
 
 MODERATE_INPUT = StageSpec(
     "moderate_input", "moderate", retries=0, retryable=False, params={"on": "input"}

@@ -976,3 +976,78 @@ class ConsoleSessionRow(Base):
     csrf_token: Mapped[str] = mapped_column(String(64))
     created_at: Mapped[datetime]
     expires_at: Mapped[datetime] = mapped_column(index=True)
+
+
+# ---- datasets and evaluations ------------------------------------------------
+
+
+class DatasetRow(Base):
+    """A dataset: a name in a tenant's namespace, with its visibility and license
+    (fixed at creation, as a model's are)."""
+
+    __tablename__ = "datasets"
+    __table_args__ = (UniqueConstraint("owner", "name"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    owner: Mapped[str] = mapped_column(String(64), index=True)
+    name: Mapped[str] = mapped_column(String(128))
+    visibility: Mapped[str] = mapped_column(String(16))
+    description: Mapped[str] = mapped_column(Text, default="")
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+    created_by: Mapped[str] = mapped_column(String(128), default="")
+
+
+class DatasetVersionRow(Base):
+    """An immutable dataset version: its manifest (splits, columns, task, license) and
+    the manifest's digest, its identity. Nothing in this row ever changes."""
+
+    __tablename__ = "dataset_versions"
+    __table_args__ = (UniqueConstraint("dataset_id", "version"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    dataset_id: Mapped[int] = mapped_column(ForeignKey("datasets.id"), index=True)
+    version: Mapped[str] = mapped_column(String(64))
+    digest: Mapped[str] = mapped_column(String(71))
+    task: Mapped[str] = mapped_column(String(16))
+    license: Mapped[str] = mapped_column(String(128))
+    manifest: Mapped[dict[str, Any]] = mapped_column(JSON)
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+    created_by: Mapped[str] = mapped_column(String(128), default="")
+
+
+class EvaluationRow(Base):
+    """A model version's scores on a dataset split: ``verified`` (run by the platform as
+    a job, its results written once when the job ends) or ``claimed`` (stated by the
+    model's publisher). Linked to both digests; results never change once written."""
+
+    __tablename__ = "evaluations"
+    __table_args__ = (
+        Index("ix_evaluations_board", "task", "dataset_owner", "dataset_name", "state"),
+        Index("ix_evaluations_model", "model_owner", "model_name"),
+    )
+
+    id: Mapped[str] = mapped_column(String(32), primary_key=True)
+    kind: Mapped[str] = mapped_column(String(16))
+    tenant: Mapped[str] = mapped_column(String(64), index=True)
+    created_by: Mapped[str] = mapped_column(String(128))
+    job_id: Mapped[str | None] = mapped_column(String(32), unique=True)
+    model_owner: Mapped[str] = mapped_column(String(64))
+    model_name: Mapped[str] = mapped_column(String(128))
+    model_version: Mapped[str] = mapped_column(String(64))
+    version_digest: Mapped[str] = mapped_column(String(71))
+    dataset_owner: Mapped[str] = mapped_column(String(64))
+    dataset_name: Mapped[str] = mapped_column(String(128))
+    dataset_version: Mapped[str] = mapped_column(String(64))
+    dataset_digest: Mapped[str] = mapped_column(String(71))
+    split: Mapped[str] = mapped_column(String(64))
+    task: Mapped[str] = mapped_column(String(16))
+    output: Mapped[str] = mapped_column(String(128))
+    published: Mapped[bool] = mapped_column(default=False, server_default=false())
+    state: Mapped[str] = mapped_column(String(16))
+    metrics: Mapped[dict[str, Any] | None] = mapped_column(JSON)
+    rows: Mapped[int | None] = mapped_column(Integer)
+    latency_ms: Mapped[float | None] = mapped_column(Float)
+    error_code: Mapped[str | None] = mapped_column(String(64))
+    error_message: Mapped[str | None] = mapped_column(Text)
+    created_at: Mapped[datetime]
+    finished_at: Mapped[datetime | None]

@@ -111,6 +111,32 @@ OPERATIONS: dict[tuple[str, str], Operation] = {
     ("get", "/api/jobs/{job_id}/outputs/{digest}"): Operation(
         "getJobOutput", "Download one of a job's outputs (signed URL or key)"
     ),
+    # datasets, evaluations, leaderboards
+    ("post", "/api/datasets"): Operation("createDataset", "Create a dataset"),
+    ("get", "/api/datasets"): Operation("listDatasets", "List the datasets you can see"),
+    ("get", "/api/datasets/{owner}/{name}"): Operation(
+        "getDataset", "Get a dataset and its versions"
+    ),
+    ("post", "/api/datasets/{owner}/{name}/versions"): Operation(
+        "publishDatasetVersion", "Publish an immutable dataset version"
+    ),
+    ("get", "/api/datasets/{owner}/{name}/versions/{version}"): Operation(
+        "getDatasetVersion", "Get a dataset version"
+    ),
+    ("post", "/api/evaluations"): Operation(
+        "submitEvaluation", "Evaluate a model on a dataset split"
+    ),
+    ("get", "/api/evaluations/{evaluation_id}"): Operation("getEvaluation", "Get an evaluation"),
+    ("get", "/api/models/{owner}/{name}/evaluations"): Operation(
+        "listModelEvaluations", "List a model's evaluations, verified and claimed"
+    ),
+    ("post", "/api/models/{owner}/{name}/versions/{version}/claims"): Operation(
+        "claimScores", "Claim your own scores for a version (shown as claimed)"
+    ),
+    ("get", "/api/leaderboards"): Operation("listLeaderboards", "List the leaderboards"),
+    ("get", "/api/leaderboards/{task}/{owner}/{name}"): Operation(
+        "getLeaderboard", "Get a leaderboard: verified scores ranked, claims apart"
+    ),
     # endpoints, deployments, backends
     ("post", "/api/endpoints"): Operation("createEndpoint", "Create an endpoint"),
     ("get", "/api/endpoints"): Operation("listEndpoints", "List endpoints"),
@@ -259,6 +285,8 @@ TAGS = [
     {"name": "predictions", "description": "The prediction log and true outcomes."},
     {"name": "webhooks", "description": "Signed webhooks: the signing secret, deliveries."},
     {"name": "jobs", "description": "Durable background jobs, run stage by stage."},
+    {"name": "datasets", "description": "Datasets: versioned split files, like models."},
+    {"name": "evaluations", "description": "Evaluations, claims and leaderboards."},
     {"name": "tenants", "description": "Tenants and their members."},
     {"name": "keys", "description": "API keys: create, rotate, revoke."},
     {"name": "grants", "description": "Access given to other tenants."},

@@ -1,0 +1,17 @@
+"""``modelport datasets``: publish datasets and list them."""
+
+from __future__ import annotations
+
+import click
+
+from modelport.cli.datasets.list import list_datasets
+from modelport.cli.datasets.push import push
+
+
+@click.group()
+def datasets() -> None:
+    """Datasets: versioned split files with a task, columns and a license."""
+
+
+datasets.add_command(push)
+datasets.add_command(list_datasets)

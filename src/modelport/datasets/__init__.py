@@ -1,0 +1,1 @@
+"""Datasets as assets: named, versioned, content-addressed packages of split files."""
