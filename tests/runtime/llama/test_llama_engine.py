@@ -28,7 +28,7 @@ def llama_cpp_greedy(gguf: Path, prompt: str, max_tokens: int) -> str:
     """What llama.cpp's own completion (the code its OpenAI server runs) answers."""
     import llama_cpp
 
-    llm = llama_cpp.Llama(str(gguf), n_ctx=2048, n_threads=THREADS, verbose=False)
+    llm = llama_cpp.Llama(str(gguf), n_ctx=2048, n_threads=THREADS, verbose=False, flash_attn=True)
     try:
         out = llm.create_completion(prompt, max_tokens=max_tokens, temperature=0)
     finally:

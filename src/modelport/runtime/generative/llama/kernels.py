@@ -61,6 +61,10 @@ class LlamaConfig:
     """0: every CPU the process may use."""
     max_kept_prefixes: int = 16
     """Sequences whose cells are kept after they leave, for prefix reuse (0: none)."""
+    flash_attention: bool = True
+    """Attention that skips other sequences' cells: a prefix reused from the cache, or a
+    preempted sequence resumed from its kept cells, decodes exactly as if computed in
+    one go (without it, sums over padded cell ranges round differently)."""
 
 
 @dataclass
@@ -109,8 +113,11 @@ class LlamaKernels:
         cparams.n_threads = threads
         cparams.n_threads_batch = threads
         cparams.kv_unified = True
-        # As llama.cpp's Python server runs by default: greedy answers equal its own.
-        cparams.flash_attn_type = lib.LLAMA_FLASH_ATTN_TYPE_DISABLED
+        cparams.flash_attn_type = (
+            lib.LLAMA_FLASH_ATTN_TYPE_ENABLED
+            if config.flash_attention
+            else lib.LLAMA_FLASH_ATTN_TYPE_DISABLED
+        )
         cparams.no_perf = True
         ctx = lib.llama_init_from_model(model, cparams)
         if not ctx:
