@@ -335,10 +335,11 @@ def build_host(
     metrics: RuntimeMetrics,
     check_load: LoadCheck | None = None,
     clock: Clock | None = None,
+    tracer: Tracer | None = None,
 ) -> ModelHost:
     """The in-process model host, configured from the ``runtime_*`` settings;
     ``check_load`` (``signature_check``) runs before every load; worker crashes are
-    counted on ``clock`` (``runtime_process_*``)."""
+    counted on ``clock`` (``runtime_process_*``); ``tracer``: its batchers' spans."""
     import psutil
 
     from modelport.runtime.admission import MemoryBudget
@@ -383,6 +384,7 @@ def build_host(
         load_timeout=settings.runtime_load_timeout_seconds,
         observer=metrics,
         check_load=check_load,
+        tracer=tracer,
         process_executors=ProcessExecutors(
             formats.spec,
             ledger=ledger,
@@ -860,10 +862,11 @@ def build_serving(
     box: SecretBox | None = None,
     processing: ProcessingPools | None = None,
     resolver: Resolver | None = None,
+    tracer: Tracer | None = None,
 ) -> ServingPlane:
     """Endpoints, deployments and their router, over this process's model host (and
     its generative ``engines``), or (``host`` None: a gateway) over remote backends
-    alone."""
+    alone; ``tracer``: spans of replica attempts and shadow copies."""
     from modelport.serving.backends.absent import AbsentBackend
     from modelport.serving.backends.catalog import BackendCatalog
     from modelport.serving.backends.local import LocalBackend
@@ -907,12 +910,14 @@ def build_serving(
                 attempt_timeout_seconds=settings.serving_attempt_timeout_seconds,
             ),
             metrics=serving_metrics,
+            tracer=tracer,
         ),
         # One backend per version: a failing version opens its own breaker, not the host's.
         PerVersionReplicas(replica),
         shadow_max_in_flight=settings.serving_shadow_max_in_flight,
         remotes=remotes.backend,
         record_shadow=record_shadow,
+        tracer=tracer,
     )
     endpoints = EndpointService(
         database,
@@ -1405,7 +1410,9 @@ def build_services(
     )
     registry = build_registry(settings, database, blob_store, changes, metrics)
     check = signature_check(registry)
-    host = build_host(settings, metrics, check, clock) if settings.role is Role.ALL else None
+    host = (
+        build_host(settings, metrics, check, clock, tracer) if settings.role is Role.ALL else None
+    )
     processing = (
         build_processing(settings, blob_store, metrics, clock, pools) if host is not None else None
     )
@@ -1440,6 +1447,7 @@ def build_services(
         box=secret_box,
         processing=processing,
         resolver=resolver,
+        tracer=tracer,
     )
     limits = build_limits(settings, database, keys, clock)
     metering = build_metering(settings, database, registry, keys, clock)

@@ -63,13 +63,12 @@ class RequestIdFilter(logging.Filter):
             record.request_id = REQUEST_ID.get() or "-"
         if not hasattr(record, "trace_id"):
             context = trace.get_current_span().get_span_context()
+            trace_id = span_id = "-"
             if context.is_valid:
-                record.trace_id = format(context.trace_id, "032x")
-                record.span_id = format(context.span_id, "016x")
-                record.trace_ids = f" trace={record.trace_id} span={record.span_id}"
-            else:
-                record.trace_id = record.span_id = "-"
-                record.trace_ids = ""
+                trace_id = format(context.trace_id, "032x")
+                span_id = format(context.span_id, "016x")
+            record.trace_id, record.span_id = trace_id, span_id
+            record.trace_ids = "" if trace_id == "-" else f" trace={trace_id} span={span_id}"
         elif not hasattr(record, "trace_ids"):
             record.trace_ids = ""
         return True

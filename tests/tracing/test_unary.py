@@ -52,5 +52,28 @@ def test_a_unary_call_has_a_span_per_step_under_its_server_span(traced: Traced) 
         "release",
         "answer",
     ]
-    # Every span of the call is in the caller's trace.
-    assert len(trace_of(spans, server)) == len(spans)
+    # Every span of the call is in the caller's trace; the executed batch has its own.
+    assert trace_of(spans, server) == [s for s in spans if s.name != "execute batch"]
+
+
+def test_the_dispatch_step_holds_the_attempt_the_wait_and_the_execution(traced: Traced) -> None:
+    traced.publisher.adder()
+    response = traced.client.post("/v2/models/acme/adder/infer", json=infer_body("x", ROWS))
+    assert response.status_code == 200, response.text
+    spans = traced.spans()
+    server = one(spans, "POST /v2/models/{owner}/{name}/infer")
+    (dispatch,) = [s for s in children(spans, server) if s.name == "dispatch"]
+    (attempt,) = children(spans, dispatch)
+    assert attempt.name == "attempt"
+    assert attempt.attributes is not None
+    assert attempt.attributes[tracing.VERSION] == "acme/adder:1"
+    assert attempt.attributes[tracing.FALLBACK] is False
+    # The runtime's part: the request's wait in its queue, then its share of the batch.
+    wait, execute = children(spans, attempt)
+    assert wait.name in ("batch wait", "queue wait")
+    assert execute.name == "execute"
+    # The executed batch is a trace of its own, linked to the call it merged.
+    batch = one(spans, "execute batch")
+    assert batch.parent is None and batch.context is not None
+    assert [link.context.span_id for link in batch.links] == [attempt.context.span_id]  # type: ignore[union-attr]
+    assert [link.context.span_id for link in execute.links] == [batch.context.span_id]

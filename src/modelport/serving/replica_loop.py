@@ -17,7 +17,9 @@ endpoint's fallback chain, for every kind of call (``serving.call_mode``).
    version is used only through it, on its own replicas by this same loop.
 
 The answer's provenance names its version, its backend, the fallback step and every
-attempt made.
+attempt made. With a tracer, each attempt is a span of its own (``attempt``, or
+``fallback attempt`` on the fallback chain's versions) naming its backend and version:
+a failed one records its error.
 """
 
 from __future__ import annotations
@@ -27,7 +29,10 @@ import time
 from collections.abc import Sequence
 from functools import partial
 
+from opentelemetry.trace import Tracer
+
 from modelport.errors import DeadlineExceeded, ModelportError, Unavailable
+from modelport.observability import tracing
 from modelport.observability.serving_metrics import ServingMetrics
 from modelport.serving.backend_failures import (
     REFUSED,
@@ -53,8 +58,10 @@ class ReplicaLoop:
         max_attempts: int,
         attempt_timeout_seconds: float | None,
         metrics: ServingMetrics | None = None,
+        tracer: Tracer | None = None,
     ) -> None:
         self.board = board
+        self.tracer = tracer
         self.max_attempts = max_attempts
         self.attempt_timeout_seconds = attempt_timeout_seconds
         self.metrics = metrics
@@ -85,7 +92,7 @@ class ReplicaLoop:
                 failure,
                 mode=mode,
                 attempts=attempts,
-                run_version=partial(self.run_version, mode),
+                run_version=partial(self.run_version, mode, fallback=True),
                 endpoint=endpoint,
                 metrics=self.metrics,
             )
@@ -97,9 +104,12 @@ class ReplicaLoop:
         request: ReqT,
         replicas: Sequence[Backend],
         attempts: list[Attempt],
+        *,
+        fallback: bool = False,
     ) -> WonT:
         """The call accepted by the first replica of the request's version that takes
-        it; each try is appended to ``attempts``. Raises the last failure when none does."""
+        it; each try is appended to ``attempts`` (``fallback``: a version of the fallback
+        chain). Raises the last failure when none does."""
         version = request.version
         ref = version.ref
         what = f"{mode.what} {ref}"
@@ -131,7 +141,19 @@ class ReplicaLoop:
                 # A slow replica must leave time to try the next one.
                 until = min(until, now + self.attempt_timeout_seconds)
             try:
-                won = await mode.attempt(backend, request, until)
+                if self.tracer is None:
+                    won = await mode.attempt(backend, request, until)
+                else:
+                    with tracing.span_under(
+                        self.tracer,
+                        "fallback attempt" if fallback else "attempt",
+                        attributes={
+                            tracing.BACKEND: backend.name,
+                            tracing.VERSION: ref,
+                            tracing.FALLBACK: fallback,
+                        },
+                    ):
+                        won = await mode.attempt(backend, request, until)
             except asyncio.CancelledError:
                 breaker.on_ignored(epoch)
                 raise
