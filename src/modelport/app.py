@@ -960,6 +960,7 @@ def build_jobs(
     notifier: JobNotifier | None = None,
     moderation: ModerationService | None = None,
     files: FileService | None = None,
+    tracer: Tracer | None = None,
 ) -> tuple[JobService, JobRunner]:
     """The job service and this process's runner over the built-in stages; a job
     submitted here wakes the runner at once. ``notifier``: checks a job's webhook URL at
@@ -996,6 +997,7 @@ def build_jobs(
         clock=clock,
         notifier=notifier,
         holds=billing,
+        tracer=tracer,
     )
     service = JobService(
         database,
@@ -1481,7 +1483,7 @@ def build_services(
     notifier = WebhookNotifier(webhooks)
     files = build_files(settings, database, blobs, clock)
     jobs, job_runner = build_jobs(
-        settings, database, blobs, inference, clock, notifier, moderation, files
+        settings, database, blobs, inference, clock, notifier, moderation, files, tracer
     )
     validations = build_validations(settings, database, blobs, registry, jobs, job_runner, clock)
     uploads = UploadService(
