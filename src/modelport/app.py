@@ -260,9 +260,11 @@ def build_tracing(environ: Mapping[str, str] | None = None) -> Tracing:
     if "otlp" in exporters:
         from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 
-        # The exporter reads its endpoint, headers, timeout and compression from the
-        # same variables (the process's environment).
-        processors.append(BatchSpanProcessor(OTLPSpanExporter()))
+        traces = env.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
+        if not traces and endpoint:
+            traces = endpoint.rstrip("/") + "/v1/traces"  # the signal's path, as the spec says
+        # Its headers, timeout and compression come from the process's OTEL_* variables.
+        processors.append(BatchSpanProcessor(OTLPSpanExporter(endpoint=traces or None)))
     if "console" in exporters:
         processors.append(BatchSpanProcessor(ConsoleSpanExporter()))
     for processor in processors:
