@@ -40,7 +40,7 @@ def test_a_fallback_attempt_is_a_span_of_its_own(traced: Traced) -> None:
     assert server.attributes[tracing.PREDICTION_ID] == answer.json()["prediction_id"]
     assert server.attributes[tracing.ENDPOINT] == "fraud"
     steps = [s.name for s in children(spans, server)]
-    for step in ("resolve", "authorize", "admit", "moderate", "reserve", "dispatch", "record"):
+    for step in ("authorize", "admit", "moderate", "reserve", "dispatch", "record"):
         assert step in steps, steps
     (dispatch,) = [s for s in children(spans, server) if s.name == "dispatch"]
     primary, fallback = children(spans, dispatch)
@@ -52,7 +52,7 @@ def test_a_fallback_attempt_is_a_span_of_its_own(traced: Traced) -> None:
     assert fallback.attributes[tracing.VERSION] == "acme/fraud:3"
     assert fallback.attributes[tracing.FALLBACK] is True
     assert fallback.status.is_ok
-    assert trace_of(spans, server) == [s for s in spans if s.name != "execute batch"]
+    assert trace_of(spans, server) == spans
 
 
 def test_the_shadow_copy_is_a_span_of_its_own(traced: Traced) -> None:
@@ -71,8 +71,8 @@ def test_the_shadow_copy_is_a_span_of_its_own(traced: Traced) -> None:
     assert shadow.parent is not None and shadow.parent.span_id == dispatch.context.span_id  # type: ignore[union-attr]
     assert shadow.attributes is not None
     assert shadow.attributes[tracing.VERSION] == "acme/fraud:2"
-    (copy,) = children(spans, shadow)
-    assert copy.name == "attempt"
+    # The copy's own wait and execution, under its span.
+    assert "execute" in [s.name for s in children(spans, shadow)]
 
 
 @pytest.fixture

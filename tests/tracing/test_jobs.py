@@ -54,7 +54,7 @@ def test_a_jobs_stages_continue_the_submitting_requests_trace(traced: Traced) ->
         "postprocess",
     ]
     call_steps = [s.name for s in children(spans, stages[1])]
-    for step in ("resolve", "authorize", "admit", "reserve", "dispatch", "record", "settle"):
+    for step in ("authorize", "admit", "reserve", "dispatch", "record", "settle"):
         assert step in call_steps, call_steps
     infer = stages[1].attributes
     assert infer is not None

@@ -26,7 +26,8 @@ nothing to give.
 
 An ``observer`` (None by default) hears each step's name before it runs: the seam the
 tests watch the order through. With a ``tracer`` (tracing on), each step runs in a span
-of its own name, child of the call's span: the surface's server span (or a job stage's),
+of its own name (but ``resolve``, ``read``, ``release`` and ``answer``, which only find
+or move data), child of the call's span: the surface's server span (or a job stage's),
 or an ``inference`` span the pipeline opens where the call has none. A stream's last
 steps run under the same call span when it ends, which then carries the stream's time to
 first token and its tokens. With no tracer the loop does no tracing work at all.
@@ -120,20 +121,27 @@ class Step:
     modes: frozenset[Mode] = _BOTH_MODES
     resolving: bool = False
     """Finds the target: skipped for a call handed a resolved version."""
+    traced: bool = True
+    """In a span of its own when tracing is on; False for the steps that only find or
+    move data (their time is the call span's)."""
+    nests: bool = False
+    """Its span is made current while it runs, for the spans it leads to (replica
+    attempts, the runtime's wait and execution, the shadow); the other steps' spans are
+    only started and ended, which costs less."""
 
 
 STEPS: tuple[Step, ...] = (
-    Step("resolve", resolve.resolve, resolving=True),
+    Step("resolve", resolve.resolve, resolving=True, traced=False),
     Step("authorize", authorize.authorize, resolving=True),
-    Step("read", read.read, undo=read.free_claim),
+    Step("read", read.read, undo=read.free_claim, traced=False),
     Step("admit", admit.admit, undo=release.release_on_failure),
     Step("moderate", moderate.moderate),
     Step("reserve", reserve.reserve, undo=settle.settle_failed),
-    Step("dispatch", dispatch.dispatch),
+    Step("dispatch", dispatch.dispatch, nests=True),
     Step("record", record.record),
     Step("settle", settle.settle),
-    Step("release", release.release),
-    Step("answer", answer.answer, modes=frozenset({Mode.UNARY})),
+    Step("release", release.release, traced=False),
+    Step("answer", answer.answer, modes=frozenset({Mode.UNARY}), traced=False),
 )
 """The order of every call's steps: written here only."""
 
@@ -200,16 +208,17 @@ class Pipeline:
         env, observer, tracer = self.env, self.observer, self.tracer
         if tracer is not None:
             _open_call_span(tracer, call)
+            if not call.span.is_recording():  # type: ignore[union-attr]
+                tracer = None  # sampled out: its steps' spans would be dropped anyway
         done = 0
         try:
             for step in plan.head:
                 if observer is not None:
                     observer(call, step.name)
-                if tracer is None:
+                if tracer is None or not step.traced:
                     await step.run(env, call)
                 else:
-                    with tracing.span_under(tracer, step.name, call.span):
-                        await step.run(env, call)
+                    await _traced_step(tracer, step, env, call)
                 done += 1
                 if call.replayed is not None:
                     break  # answered by the first answer under its idempotency key
@@ -233,16 +242,17 @@ class Pipeline:
         Should one raise, what the call still holds is given back all the same."""
         call.ended = ended
         env, observer, tracer = self.env, self.observer, self.tracer
+        if call.span is None or not call.span.is_recording():
+            tracer = None
         try:
             for step in self.plan(call).tail:
                 if observer is not None:
                     observer(call, step.name)
-                if tracer is None:
+                if tracer is None or not step.traced:
                     await step.run(env, call)
                 else:
                     # Under the call's span, whichever task ends the stream.
-                    with tracing.span_under(tracer, step.name, call.span):
-                        await step.run(env, call)
+                    await _traced_step(tracer, step, env, call)
         except BaseException as exc:
             try:
                 await self._undo(list(self.plan(call).undo), call, exc)
@@ -265,15 +275,34 @@ class Pipeline:
                 raise
 
 
+async def _traced_step(tracer: Tracer, step: Step, env: Env, call: Call) -> None:
+    """``step`` in a span of its name, child of the call's span."""
+    if step.nests:
+        with tracing.span_under(tracer, step.name, call.span):
+            await step.run(env, call)
+        return
+    assert call.span is not None
+    span = tracer.start_span(step.name, context=trace.set_span_in_context(call.span))
+    try:
+        await step.run(env, call)
+    except BaseException as exc:
+        span.record_exception(exc)
+        span.set_status(trace.StatusCode.ERROR, type(exc).__name__)
+        raise
+    finally:
+        span.end()
+
+
 def _open_call_span(tracer: Tracer, call: Call) -> None:
-    """The call's span: the current one (a surface's server span, a job stage's), or an
-    ``inference`` span of the pipeline's own where there is none to join."""
+    """The call's span: the current one (a surface's server span, a job stage's, sampled
+    or not), or an ``inference`` span of the pipeline's own where there is none."""
     current = trace.get_current_span()
-    if current.is_recording():
+    if current.get_span_context().is_valid:
         call.span, call.owns_span = current, False
     else:
         call.span, call.owns_span = tracer.start_span("inference"), True
-    call.span.set_attribute(tracing.REQUEST_ID, call.caller.request_id or "")
+    if call.span.is_recording():
+        call.span.set_attribute(tracing.REQUEST_ID, call.caller.request_id or "")
 
 
 def _annotate(call: Call) -> None:

@@ -1,16 +1,17 @@
 """The runtime's part of a call's trace, recorded after the fact by the batcher.
 
 A request waits in its version's queue, then runs in a batch with others. When its batch
-is answered, the batcher records (on the event loop, with the times it measured):
+is answered, the batcher records (on the event loop, with the times it measured), for
+each request whose caller's span is sampled, two spans under the span that submitted it
+(the call's ``dispatch`` step, or an endpoint's replica attempt):
 
-- one span for the executed batch, ``execute batch``, in a trace of its own, linked to
-  the span of every call it merged (a batch has many parents, so it has none);
-- per request, under the span that submitted it (the call's ``dispatch`` step, or its
-  replica attempt): its wait, named ``batch wait`` when an executor was free as it came
-  (it waited for the batch to form) and ``queue wait`` when every executor was busy,
-  then ``execute``, its share of the batch, linked to the batch's span.
+- its wait, named ``batch wait`` when an executor was free as it came (it waited for
+  the batch to form) and ``queue wait`` when every executor was busy;
+- ``execute``: the executed batch, with its rows and requests as attributes, linked to
+  the span of every other call it merged (sampled or not: a link names a span, it does
+  not need it exported).
 
-Only requests whose caller's span is sampled get spans; with no tracer the batcher
+No span is made for a request whose caller was sampled out; with no tracer the batcher
 records nothing and asks for no context.
 """
 
@@ -26,7 +27,6 @@ from opentelemetry.trace import Link, SpanContext, Tracer
 BATCH_WAIT = "batch wait"
 QUEUE_WAIT = "queue wait"
 EXECUTE = "execute"
-EXECUTE_BATCH = "execute batch"
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,9 +39,9 @@ class Traced:
 
 
 def traced_request(executor_free: bool) -> Traced | None:
-    """The current (submitting) span's context, if it is sampled, else None."""
+    """The current (submitting) span's context, if there is one, else None."""
     context = trace.get_current_span().get_span_context()
-    if not context.is_valid or not context.trace_flags.sampled:
+    if not context.is_valid:
         return None
     return Traced(context, executor_free)
 
@@ -65,8 +65,11 @@ def record_batch(
     size: int,
     error: BaseException | None = None,
 ) -> None:
-    """The spans of a batch that ran from ``started_at`` until now (see the module
-    docstring): ``requests`` are its traced ones, ``size`` all of its requests."""
+    """The spans of a batch of ``size`` requests that ran from ``started_at`` until now;
+    ``requests``: those with a caller's span (see the module docstring)."""
+    sampled = [r for r in requests if r.traced.parent.trace_flags.sampled]
+    if not sampled:
+        return
     now = time.monotonic()
     wall = time.time_ns()
 
@@ -78,31 +81,21 @@ def record_batch(
         "modelport.batch.rows": rows,
         "modelport.batch.requests": size,
     }
-    batch = tracer.start_span(
-        EXECUTE_BATCH,
-        context=trace.set_span_in_context(trace.INVALID_SPAN),
-        links=[Link(r.traced.parent) for r in requests],
-        attributes=attributes,
-        start_time=at(started_at),
-    )
-    if error is not None:
-        batch.record_exception(error)
-        batch.set_status(trace.StatusCode.ERROR, type(error).__name__)
-    batch.end(wall)
-    to_batch = [Link(batch.get_span_context())]
-    for request in requests:
+    for request in sampled:
         parent = trace.set_span_in_context(trace.NonRecordingSpan(request.traced.parent))
         wait = BATCH_WAIT if request.traced.executor_free else QUEUE_WAIT
         tracer.start_span(wait, context=parent, start_time=at(request.enqueued_at)).end(
             at(request.started_at)
         )
+        merged = [Link(other.traced.parent) for other in requests if other is not request]
         execute = tracer.start_span(
             EXECUTE,
             context=parent,
-            links=to_batch,
+            links=merged,
             attributes=attributes,
             start_time=at(request.started_at),
         )
         if error is not None:
+            execute.record_exception(error)
             execute.set_status(trace.StatusCode.ERROR, type(error).__name__)
         execute.end(wall)

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 
 import numpy as np
+from opentelemetry import trace
 from opentelemetry.trace import Tracer
 
 from modelport.errors import ModelportError
@@ -145,8 +146,12 @@ class ShadowRunner:
 
     async def _traced(self, run: Awaitable[None], endpoint: Endpoint, shadow: VersionRef) -> None:
         """``run`` in a ``shadow`` span (the task was started in the call's context)."""
-        if self.tracer is None:
-            await run
+        # The call's span may have ended by now: whether it was sampled is what counts.
+        if (
+            self.tracer is None
+            or not trace.get_current_span().get_span_context().trace_flags.sampled
+        ):
+            await run  # no tracing, or the call was sampled out
             return
         attributes = {tracing.ENDPOINT: endpoint.name, tracing.VERSION: shadow.ref}
         with tracing.span_under(self.tracer, "shadow", attributes=attributes):
