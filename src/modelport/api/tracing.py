@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from opentelemetry import context, trace
 from opentelemetry.trace import SpanKind, StatusCode, Tracer
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -43,26 +44,36 @@ class TraceMiddleware:
         method: str = scope["method"]
         route = self.templates.template(path)
         state: dict[str, Any] = scope.setdefault("state", {})
-        with tracing.span_under(
-            self.tracer,
+        span = self.tracer.start_span(
             f"{method} {route}",
-            tracing.context_of(headers),
+            context=tracing.context_of(headers) if headers else None,
             kind=SpanKind.SERVER,
             attributes={"http.request.method": method, "http.route": route, "url.path": path},
-        ) as span:
+        )
 
-            async def send_traced(message: Message) -> None:
-                if message["type"] == "http.response.start":
-                    status: int = message["status"]
-                    span.set_attribute("http.response.status_code", status)
-                    request_id = state.get("request_id")
-                    if request_id:
-                        span.set_attribute(tracing.REQUEST_ID, request_id)
-                    if status >= 500:
-                        span.set_status(StatusCode.ERROR)
-                await send(message)
+        async def send_traced(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                status: int = message["status"]
+                span.set_attribute("http.response.status_code", status)
+                request_id = state.get("request_id")
+                if request_id:
+                    span.set_attribute(tracing.REQUEST_ID, request_id)
+                if status >= 500:
+                    span.set_status(StatusCode.ERROR)
+            await send(message)
 
+        # Made current by hand: the context manager's layers cost more than the span
+        # itself for a request sampled out, and every request pays them.
+        token = context.attach(trace.set_span_in_context(span))
+        try:
             await self.app(scope, receive, send_traced)
+        except BaseException as exc:
+            span.record_exception(exc)
+            span.set_status(StatusCode.ERROR, type(exc).__name__)
+            raise
+        finally:
+            context.detach(token)
+            span.end()
 
 
 def _trace_headers(scope: Scope) -> dict[str, str]:

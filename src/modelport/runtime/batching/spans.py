@@ -8,11 +8,10 @@ each request whose caller's span is sampled, two spans under the span that submi
 - its wait, named ``batch wait`` when an executor was free as it came (it waited for
   the batch to form) and ``queue wait`` when every executor was busy;
 - ``execute``: the executed batch, with its rows and requests as attributes, linked to
-  the span of every other call it merged (sampled or not: a link names a span, it does
-  not need it exported).
+  the span of every other sampled call it merged.
 
-No span is made for a request whose caller was sampled out; with no tracer the batcher
-records nothing and asks for no context.
+Nothing is kept or made for a request whose caller was sampled out; with no tracer the
+batcher records nothing and asks for no context.
 """
 
 from __future__ import annotations
@@ -39,9 +38,10 @@ class Traced:
 
 
 def traced_request(executor_free: bool) -> Traced | None:
-    """The current (submitting) span's context, if there is one, else None."""
+    """The current (submitting) span's context if it is sampled, else None: a request
+    sampled out costs nothing more."""
     context = trace.get_current_span().get_span_context()
-    if not context.is_valid:
+    if not context.trace_flags.sampled:
         return None
     return Traced(context, executor_free)
 
@@ -66,10 +66,7 @@ def record_batch(
     error: BaseException | None = None,
 ) -> None:
     """The spans of a batch of ``size`` requests that ran from ``started_at`` until now;
-    ``requests``: those with a caller's span (see the module docstring)."""
-    sampled = [r for r in requests if r.traced.parent.trace_flags.sampled]
-    if not sampled:
-        return
+    ``requests``: those whose caller's span is sampled (see the module docstring)."""
     now = time.monotonic()
     wall = time.time_ns()
 
@@ -81,7 +78,7 @@ def record_batch(
         "modelport.batch.rows": rows,
         "modelport.batch.requests": size,
     }
-    for request in sampled:
+    for request in requests:
         parent = trace.set_span_in_context(trace.NonRecordingSpan(request.traced.parent))
         wait = BATCH_WAIT if request.traced.executor_free else QUEUE_WAIT
         tracer.start_span(wait, context=parent, start_time=at(request.enqueued_at)).end(
