@@ -126,8 +126,8 @@ class Step:
     move data (their time is the call span's)."""
     nests: bool = False
     """Its span is made current while it runs, for the spans it leads to (replica
-    attempts, the runtime's wait and execution, the shadow); the other steps' spans are
-    only started and ended, which costs less."""
+    attempts, the runtime's wait and execution, the shadow; a moderation classifier's
+    call); the other steps' spans are only started and ended, which costs less."""
 
 
 STEPS: tuple[Step, ...] = (
@@ -135,7 +135,8 @@ STEPS: tuple[Step, ...] = (
     Step("authorize", authorize.authorize, resolving=True),
     Step("read", read.read, undo=read.free_claim, traced=False),
     Step("admit", admit.admit, undo=release.release_on_failure),
-    Step("moderate", moderate.moderate),
+    # Current while it runs: a moderation classifier's own call joins its span.
+    Step("moderate", moderate.moderate, nests=True),
     Step("reserve", reserve.reserve, undo=settle.settle_failed),
     Step("dispatch", dispatch.dispatch, nests=True),
     Step("record", record.record),
