@@ -195,6 +195,9 @@ class WorkerServices:
     """Publishers' pre- and post-processing workers, for the versions this worker runs."""
     pools: ThreadPools = field(default_factory=ThreadPools)
     """The process's thread pools, closed after the services that submit to them."""
+    tracing: Tracing = field(default_factory=Tracing)
+    """The process's tracer (off unless the ``OTEL_*`` variables turn it on): a gateway's
+    call continues its trace here."""
 
     def close(self) -> None:
         if self.processing is not None:
@@ -202,6 +205,7 @@ class WorkerServices:
         self.host.close()
         self.pools.close()
         self.database.dispose()
+        self.tracing.shutdown()
 
 
 _SAMPLERS = {
@@ -1731,8 +1735,12 @@ def build_response_cache(
     )
 
 
-def build_worker_services(settings: Settings, *, clock: Clock | None = None) -> WorkerServices:
-    """The services of a ``worker`` process (see ``WorkerServices``)."""
+def build_worker_services(
+    settings: Settings, *, clock: Clock | None = None, tracing: Tracing | None = None
+) -> WorkerServices:
+    """The services of a ``worker`` process (see ``WorkerServices``); ``tracing`` as for
+    ``build_services``."""
+    tracing = tracing or build_tracing()
     database = open_database(settings)
     blob_store = build_blob_store(settings)
     metrics = build_metrics()
@@ -1745,10 +1753,11 @@ def build_worker_services(settings: Settings, *, clock: Clock | None = None) -> 
         blob_store=blob_store,
         registry=registry,
         metrics=metrics,
-        host=build_host(settings, metrics, signature_check(registry), clock),
+        host=build_host(settings, metrics, signature_check(registry), clock, tracing.tracer),
         clock=clock or SystemClock(),
         processing=build_processing(settings, blob_store, metrics, clock, pools),
         pools=pools,
+        tracing=tracing,
     )
 
 

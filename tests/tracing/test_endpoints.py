@@ -7,15 +7,29 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
+from starlette.testclient import TestClient
 
+from modelport.api.worker import create_worker_app
+from modelport.app import build_worker_services
 from modelport.clock import ManualClock
+from modelport.config import Role
 from modelport.observability import tracing
+from tests.api_v2.conftest import AUTH
 from tests.conftest import LiveServer
 from tests.polling import eventually
 from tests.serving.conftest import Serving, add_constant, failing
-from tests.tracing.conftest import Traced, TracedFactory, children, named, one, trace_of
+from tests.tracing.conftest import (
+    Traced,
+    TracedFactory,
+    children,
+    in_memory_tracing,
+    named,
+    one,
+    trace_of,
+)
 
 PREDICT = "POST /api/endpoints/{name}:predict"
+TRACEPARENT = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
 
 
 def serving_of(platform: Traced) -> Serving:
@@ -129,3 +143,30 @@ def test_a_remote_backend_continues_the_calls_trace(
     assert received.context.trace_id == attempt.context.trace_id
     assert received.parent is not None and received.parent.is_remote
     assert received.parent.span_id == attempt.context.span_id
+
+
+def test_a_worker_continues_the_gateways_trace(traced: Traced) -> None:
+    serving_of(traced).publish("acme/adder", "1")
+    settings = traced.services.settings.model_copy(update={"role": Role.WORKER})
+    tracing_, exporter = in_memory_tracing()
+    services = build_worker_services(settings, tracing=tracing_)
+    try:
+        with TestClient(create_worker_app(services), headers=AUTH) as client:
+            answer = client.post(
+                "/v2/models/acme/adder/versions/1/infer",
+                json={
+                    "inputs": [
+                        {"name": "x", "datatype": "FP32", "shape": [1, 4], "data": [1, 2, 3, 4]}
+                    ]
+                },
+                headers={"traceparent": TRACEPARENT},
+            )
+            assert answer.status_code == 200, answer.text
+    finally:
+        services.close()
+    spans = list(exporter.get_finished_spans())
+    server = one(spans, "POST /v2/models/{owner}/{name}/versions/{version}/infer")
+    assert server.parent is not None and server.parent.is_remote
+    assert format(server.parent.span_id, "016x") == TRACEPARENT.split("-")[2]
+    # Its host's wait and execution, under the request's span.
+    assert [s.name for s in children(spans, server)][-1] == "execute"
