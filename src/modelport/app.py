@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import gc
+import os
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import partial
@@ -36,6 +37,7 @@ from modelport.files import FileService
 from modelport.keyspace import Keyspace
 from modelport.manifest import Manifest
 from modelport.netpolicy import Resolver, UrlPolicy, system_resolver
+from modelport.observability.tracing import Tracing
 from modelport.registry.service import RegistryService
 from modelport.registry.signing import Signer
 from modelport.registry.validation import SubprocessValidator
@@ -58,6 +60,9 @@ from modelport.tenancy.service import TenancyService
 from modelport.tenancy.types import Tenant
 
 if TYPE_CHECKING:
+    from opentelemetry.sdk.trace.sampling import Sampler
+    from opentelemetry.trace import Tracer
+
     from modelport.api.grpc.server import GrpcSurface
     from modelport.datasets.service import DatasetService
     from modelport.evaluations.service import EvaluationService
@@ -175,6 +180,8 @@ class Services:
     grpc: GrpcSurface | None = None
     """The Open Inference Protocol over gRPC, where ``GRPC_PORT`` is set: it listens
     while the lifecycle runs (``build_grpc``)."""
+    tracing: Tracing = field(default_factory=Tracing)
+    """The process's tracer (off unless the ``OTEL_*`` variables turn it on)."""
 
     def close(self) -> None:
         """Close every resource the process holds, in the reverse of their building."""
@@ -198,6 +205,9 @@ class WorkerServices:
     """Publishers' pre- and post-processing workers, for the versions this worker runs."""
     pools: ThreadPools = field(default_factory=ThreadPools)
     """The process's thread pools, closed after the services that submit to them."""
+    tracing: Tracing = field(default_factory=Tracing)
+    """The process's tracer (off unless the ``OTEL_*`` variables turn it on): a gateway's
+    call continues its trace here."""
 
     def close(self) -> None:
         if self.processing is not None:
@@ -205,6 +215,100 @@ class WorkerServices:
         self.host.close()
         self.pools.close()
         self.database.dispose()
+        self.tracing.shutdown()
+
+
+_SAMPLERS = {
+    "always_on",
+    "always_off",
+    "traceidratio",
+    "parentbased_always_on",
+    "parentbased_always_off",
+    "parentbased_traceidratio",
+}
+
+
+def build_tracing(environ: Mapping[str, str] | None = None) -> Tracing:
+    """The process's tracer, as the standard OpenTelemetry variables say (``environ``:
+    the process's by default); off (no tracer, no SDK imported) unless they ask for it.
+
+    ``OTEL_TRACES_EXPORTER``: ``otlp`` (OTLP over HTTP, ``OTEL_EXPORTER_OTLP_ENDPOINT``
+    or ``…_TRACES_ENDPOINT``), ``console``, or ``none``; unset, it is ``otlp`` when an
+    OTLP endpoint is set, else ``none``. ``OTEL_SDK_DISABLED=true`` turns it off.
+    ``OTEL_TRACES_SAMPLER`` and ``OTEL_TRACES_SAMPLER_ARG`` choose the sampler
+    (``parentbased_always_on`` by default), ``OTEL_SERVICE_NAME`` the service
+    (``modelport`` by default). Needs the ``otel`` extra (the SDK and the exporter)."""
+    env = os.environ if environ is None else environ
+    if env.get("OTEL_SDK_DISABLED", "").strip().lower() == "true":
+        return Tracing()
+    endpoint = env.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") or env.get(
+        "OTEL_EXPORTER_OTLP_ENDPOINT"
+    )
+    named = env.get("OTEL_TRACES_EXPORTER") or ("otlp" if endpoint else "none")
+    exporters = [name.strip().lower() for name in named.split(",") if name.strip()]
+    exporters = [name for name in exporters if name != "none"]
+    if not exporters:
+        return Tracing()
+    unknown = [name for name in exporters if name not in ("otlp", "console")]
+    if unknown:
+        raise ValueError(f"OTEL_TRACES_EXPORTER: unsupported exporter {unknown[0]!r}")
+    protocol = env.get("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL") or env.get(
+        "OTEL_EXPORTER_OTLP_PROTOCOL", "http/protobuf"
+    )
+    if "otlp" in exporters and protocol != "http/protobuf":
+        raise ValueError(
+            f"OTEL_EXPORTER_OTLP_PROTOCOL: only http/protobuf is built in, not {protocol!r}"
+        )
+    try:
+        from opentelemetry.sdk.resources import SERVICE_NAME, Resource
+        from opentelemetry.sdk.trace import SpanProcessor, TracerProvider
+        from opentelemetry.sdk.trace.export import BatchSpanProcessor, ConsoleSpanExporter
+    except ImportError as exc:  # the base install has the API only
+        raise ValueError(
+            "tracing is on (OTEL_TRACES_EXPORTER) but the OpenTelemetry SDK is not installed: "
+            "install modelport[otel]"
+        ) from exc
+    resource = Resource.create({SERVICE_NAME: env.get("OTEL_SERVICE_NAME") or "modelport"})
+    provider = TracerProvider(resource=resource, sampler=build_sampler(env))
+    processors: list[SpanProcessor] = []
+    if "otlp" in exporters:
+        from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+
+        traces = env.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
+        if not traces and endpoint:
+            traces = endpoint.rstrip("/") + "/v1/traces"  # the signal's path, as the spec says
+        # Its headers, timeout and compression come from the process's OTEL_* variables.
+        processors.append(BatchSpanProcessor(OTLPSpanExporter(endpoint=traces or None)))
+    if "console" in exporters:
+        processors.append(BatchSpanProcessor(ConsoleSpanExporter()))
+    for processor in processors:
+        provider.add_span_processor(processor)
+    return Tracing(provider.get_tracer("modelport"), shutdown=provider.shutdown)
+
+
+def build_sampler(env: Mapping[str, str]) -> Sampler:
+    """``OTEL_TRACES_SAMPLER`` (with ``OTEL_TRACES_SAMPLER_ARG``, a ratio) as a sampler;
+    a caller's sampled flag is followed by the ``parentbased_*`` ones."""
+    from opentelemetry.sdk.trace import sampling
+
+    name = (env.get("OTEL_TRACES_SAMPLER") or "parentbased_always_on").strip().lower()
+    if name not in _SAMPLERS:
+        raise ValueError(f"OTEL_TRACES_SAMPLER: unsupported sampler {name!r}")
+    argument = env.get("OTEL_TRACES_SAMPLER_ARG", "").strip()
+    try:
+        ratio = float(argument) if argument else 1.0
+    except ValueError:
+        raise ValueError(f"OTEL_TRACES_SAMPLER_ARG: not a ratio: {argument!r}") from None
+    if not 0.0 <= ratio <= 1.0:
+        raise ValueError(f"OTEL_TRACES_SAMPLER_ARG: {ratio} is not between 0 and 1")
+    root: Sampler
+    if name.endswith("always_on"):
+        root = sampling.ALWAYS_ON
+    elif name.endswith("always_off"):
+        root = sampling.ALWAYS_OFF
+    else:
+        root = sampling.TraceIdRatioBased(ratio)
+    return sampling.ParentBased(root) if name.startswith("parentbased_") else root
 
 
 def build_metrics() -> RuntimeMetrics:
@@ -247,10 +351,11 @@ def build_host(
     metrics: RuntimeMetrics,
     check_load: LoadCheck | None = None,
     clock: Clock | None = None,
+    tracer: Tracer | None = None,
 ) -> ModelHost:
     """The in-process model host, configured from the ``runtime_*`` settings;
     ``check_load`` (``signature_check``) runs before every load; worker crashes are
-    counted on ``clock`` (``runtime_process_*``)."""
+    counted on ``clock`` (``runtime_process_*``); ``tracer``: its batchers' spans."""
     import psutil
 
     from modelport.runtime.admission import MemoryBudget
@@ -295,6 +400,7 @@ def build_host(
         load_timeout=settings.runtime_load_timeout_seconds,
         observer=metrics,
         check_load=check_load,
+        tracer=tracer,
         process_executors=ProcessExecutors(
             formats.spec,
             ledger=ledger,
@@ -774,10 +880,11 @@ def build_serving(
     box: SecretBox | None = None,
     processing: ProcessingPools | None = None,
     resolver: Resolver | None = None,
+    tracer: Tracer | None = None,
 ) -> ServingPlane:
     """Endpoints, deployments and their router, over this process's model host (and
     its generative ``engines``), or (``host`` None: a gateway) over remote backends
-    alone."""
+    alone; ``tracer``: spans of replica attempts and shadow copies."""
     from modelport.serving.backends.absent import AbsentBackend
     from modelport.serving.backends.catalog import BackendCatalog
     from modelport.serving.backends.local import LocalBackend
@@ -821,12 +928,14 @@ def build_serving(
                 attempt_timeout_seconds=settings.serving_attempt_timeout_seconds,
             ),
             metrics=serving_metrics,
+            tracer=tracer,
         ),
         # One backend per version: a failing version opens its own breaker, not the host's.
         PerVersionReplicas(replica),
         shadow_max_in_flight=settings.serving_shadow_max_in_flight,
         remotes=remotes.backend,
         record_shadow=record_shadow,
+        tracer=tracer,
     )
     endpoints = EndpointService(
         database,
@@ -869,6 +978,7 @@ def build_jobs(
     notifier: JobNotifier | None = None,
     moderation: ModerationService | None = None,
     files: FileService | None = None,
+    tracer: Tracer | None = None,
 ) -> tuple[JobService, JobRunner]:
     """The job service and this process's runner over the built-in stages; a job
     submitted here wakes the runner at once. ``notifier``: checks a job's webhook URL at
@@ -905,6 +1015,7 @@ def build_jobs(
         clock=clock,
         notifier=notifier,
         holds=billing,
+        tracer=tracer,
     )
     service = JobService(
         database,
@@ -1291,16 +1402,21 @@ def build_services(
     clock: Clock | None = None,
     generative_formats: Mapping[str, GenerativeFormat] | None = None,
     resolver: Resolver | None = None,
+    tracing: Tracing | None = None,
 ) -> Services:
     """Every service of a process of role ``all`` or ``gateway`` (which gets no model
     host: no executor threads, no model cache); ``clock`` (the system's by default) is
     the one all of them wait on; ``generative_formats``: the generative format plugins
     this process's engines load (by format name); ``resolver``: the name resolution the
-    outgoing-connection policy of remote backends checks (the system's by default). The ``worker`` role builds
+    outgoing-connection policy of remote backends checks (the system's by default);
+    ``tracing``: the tracer (``build_tracing``'s, from the ``OTEL_*`` variables, by
+    default; tests hand one with an in-memory exporter). The ``worker`` role builds
     ``WorkerServices``."""
     if settings.role is Role.WORKER:
         raise ValueError("the worker role builds WorkerServices (build_worker_services)")
     clock = clock or SystemClock()
+    tracing = tracing or build_tracing()
+    tracer = tracing.tracer
     pools = ThreadPools()
     database = open_database(settings)
     keys = build_keyspace(database)
@@ -1314,7 +1430,9 @@ def build_services(
     )
     registry = build_registry(settings, database, blob_store, changes, metrics)
     check = signature_check(registry)
-    host = build_host(settings, metrics, check, clock) if settings.role is Role.ALL else None
+    host = (
+        build_host(settings, metrics, check, clock, tracer) if settings.role is Role.ALL else None
+    )
     processing = (
         build_processing(settings, blob_store, metrics, clock, pools) if host is not None else None
     )
@@ -1349,6 +1467,7 @@ def build_services(
         box=secret_box,
         processing=processing,
         resolver=resolver,
+        tracer=tracer,
     )
     limits = build_limits(settings, database, keys, clock)
     metering = build_metering(settings, database, registry, keys, clock)
@@ -1372,6 +1491,7 @@ def build_services(
         clock,
         cache=build_response_cache(settings, tenancy, metrics, changes, keys, clock),
         moderation=moderation,
+        tracer=tracer,
     )
     blobs = BlobService(database, blob_store, verify_below_bytes=settings.verify_below_bytes)
     webhooks = build_webhooks(settings, database, clock, secret_box, pools)
@@ -1381,7 +1501,7 @@ def build_services(
     notifier = WebhookNotifier(webhooks)
     files = build_files(settings, database, blobs, clock)
     jobs, job_runner = build_jobs(
-        settings, database, blobs, inference, clock, notifier, moderation, files
+        settings, database, blobs, inference, clock, notifier, moderation, files, tracer
     )
     validations = build_validations(settings, database, blobs, registry, jobs, job_runner, clock)
     datasets, evaluations = build_evaluations(
@@ -1395,6 +1515,7 @@ def build_services(
     )
     lifecycle = Lifecycle()
     # Resources, each closed after those registered after it (which may use it).
+    lifecycle.own("tracing", tracing.shutdown)  # last: flushes what the others traced
     lifecycle.own("database", database.dispose)
     lifecycle.own("change bus", changes.close)
     lifecycle.own("key invalidation", tenancy.invalidation.close)
@@ -1464,6 +1585,7 @@ def build_services(
         batches=BatchService(database, jobs, files, now=clock.now),
         job_outputs=build_job_outputs(settings, jobs, blobs, secret_box, clock),
         oidc=oidc,
+        tracing=tracing,
         console_sessions=ConsoleSessions(
             database,
             secret_box,
@@ -1596,6 +1718,7 @@ def build_inference(
     *,
     cache: ResponseCache | None = None,
     moderation: ModerationService | None = None,
+    tracer: Tracer | None = None,
 ) -> tuple[InferenceService, ModelRepository]:
     """The inference service over the serving layer, its caches (resolved versions,
     access facts) subscribed to the change events, and the model repository sharing
@@ -1625,6 +1748,7 @@ def build_inference(
         default_timeout_seconds=settings.runtime_infer_timeout_seconds,
         cache=cache,
         moderation=SyncModeration(moderation) if moderation is not None else None,
+        tracer=tracer,
     )
     repository = ModelRepository(
         targets,
@@ -1689,8 +1813,12 @@ def build_response_cache(
     )
 
 
-def build_worker_services(settings: Settings, *, clock: Clock | None = None) -> WorkerServices:
-    """The services of a ``worker`` process (see ``WorkerServices``)."""
+def build_worker_services(
+    settings: Settings, *, clock: Clock | None = None, tracing: Tracing | None = None
+) -> WorkerServices:
+    """The services of a ``worker`` process (see ``WorkerServices``); ``tracing`` as for
+    ``build_services``."""
+    tracing = tracing or build_tracing()
     database = open_database(settings)
     blob_store = build_blob_store(settings)
     metrics = build_metrics()
@@ -1703,10 +1831,11 @@ def build_worker_services(settings: Settings, *, clock: Clock | None = None) -> 
         blob_store=blob_store,
         registry=registry,
         metrics=metrics,
-        host=build_host(settings, metrics, signature_check(registry), clock),
+        host=build_host(settings, metrics, signature_check(registry), clock, tracing.tracer),
         clock=clock or SystemClock(),
         processing=build_processing(settings, blob_store, metrics, clock, pools),
         pools=pools,
+        tracing=tracing,
     )
 
 

@@ -6,7 +6,10 @@ and the one configuration of the process's logging (text or JSON lines).
   fields also travel on the record (``record.event``, ``record.fields``) for the JSON
   format. A field whose name says it holds a secret is never written (``[redacted]``).
 - ``REQUEST_ID``: the request id of the request being served (set by the request context
-  middleware and the inference lane); every record carries it as ``request_id``.
+  middleware and the inference lane); every record carries it as ``request_id``, and,
+  inside a span (tracing on), the span's ``trace_id`` and ``span_id`` (hex, as W3C
+  ``traceparent`` writes them; ``-`` outside one), so a log line, a trace and a
+  prediction record join.
 - ``configure(format, level)``: called once at start-up by the serving commands
   (``MODELPORT_LOG_FORMAT=text|json``, ``MODELPORT_LOG_LEVEL``); uvicorn's loggers go
   through the same handler.
@@ -21,11 +24,13 @@ from contextvars import ContextVar
 from datetime import UTC, datetime
 from typing import IO, Any, Literal
 
+from opentelemetry import trace
+
 LogFormat = Literal["text", "json"]
 REQUEST_ID: ContextVar[str | None] = ContextVar("modelport_request_id", default=None)
 _SECRET_WORDS = ("secret", "password", "token", "api_key", "credential", "authorization")
 _HANDLER_NAME = "modelport"
-TEXT_FORMAT = "%(asctime)s %(levelname)s %(name)s [%(request_id)s] %(message)s"
+TEXT_FORMAT = "%(asctime)s %(levelname)s %(name)s [%(request_id)s%(trace_ids)s] %(message)s"
 
 
 def _safe(name: str, value: Any) -> Any:
@@ -50,17 +55,29 @@ def _text(value: Any) -> str:
 
 
 class RequestIdFilter(logging.Filter):
-    """Puts the current request's id (or ``-``) on every record as ``request_id``."""
+    """Puts the current request's id (or ``-``) on every record as ``request_id``, and
+    the current span's ids (or ``-``) as ``trace_id`` and ``span_id``."""
 
     def filter(self, record: logging.LogRecord) -> bool:
         if not hasattr(record, "request_id"):
             record.request_id = REQUEST_ID.get() or "-"
+        if not hasattr(record, "trace_id"):
+            context = trace.get_current_span().get_span_context()
+            trace_id = span_id = "-"
+            if context.is_valid:
+                trace_id = format(context.trace_id, "032x")
+                span_id = format(context.span_id, "016x")
+            record.trace_id, record.span_id = trace_id, span_id
+            record.trace_ids = "" if trace_id == "-" else f" trace={trace_id} span={span_id}"
+        elif not hasattr(record, "trace_ids"):
+            record.trace_ids = ""
         return True
 
 
 class JsonFormatter(logging.Formatter):
     """One JSON object a line: ``time``, ``level``, ``logger``, ``message``,
-    ``request_id``, the event and its fields when the record is one, ``exception``."""
+    ``request_id``, ``trace_id`` and ``span_id`` (inside a span), the event and its
+    fields when the record is one, ``exception``."""
 
     def format(self, record: logging.LogRecord) -> str:
         doc: dict[str, Any] = {
@@ -70,6 +87,10 @@ class JsonFormatter(logging.Formatter):
             "message": record.getMessage(),
             "request_id": getattr(record, "request_id", None) or REQUEST_ID.get(),
         }
+        trace_id = getattr(record, "trace_id", None)
+        if trace_id and trace_id != "-":
+            doc["trace_id"] = trace_id
+            doc["span_id"] = getattr(record, "span_id", None)
         name = getattr(record, "event", None)
         if name is not None:
             doc["event"] = name

@@ -135,7 +135,9 @@ def reference() -> tuple[str, int]:
     """SmolLM2's greedy answer to ``QUESTION`` from llama.cpp's own chat completion, and
     its prompt's length in tokens."""
     llama_cpp = pytest.importorskip("llama_cpp")
-    llm = llama_cpp.Llama(str(smollm2_dir() / GGUF), n_ctx=2048, n_threads=2, verbose=False, flash_attn=True)
+    llm = llama_cpp.Llama(
+        str(smollm2_dir() / GGUF), n_ctx=2048, n_threads=2, verbose=False, flash_attn=True
+    )
     try:
         answer: Any = llm.create_chat_completion(
             messages=QUESTION, max_tokens=MAX_TOKENS, temperature=0

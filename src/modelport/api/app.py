@@ -51,11 +51,14 @@ from modelport.api.routes import (
     webhooks,
 )
 from modelport.api.tenancy import include_tenancy, install_tenancy
+from modelport.api.tracing import TraceMiddleware
 from modelport.api.v2 import routes as v2
 from modelport.api.v2.lane import InferenceLane
 from modelport.console.mount import install_console
 
 if TYPE_CHECKING:
+    from opentelemetry.trace import Tracer
+
     from modelport.app import Services
     from modelport.observability.http_metrics import HttpMetrics
 
@@ -75,10 +78,12 @@ class ModelportAPI(FastAPI):
         *,
         body_read_timeout_seconds: float = 10.0,
         http_metrics: HttpMetrics | None = None,
+        tracer: Tracer | None = None,
         **options: Any,
     ) -> None:
         self.body_read_timeout_seconds = body_read_timeout_seconds
         self.http_metrics = http_metrics
+        self.tracer = tracer
         self._described: tuple[dict[str, Any], dict[str, Any]] | None = None
         super().__init__(**options)
 
@@ -94,13 +99,17 @@ class ModelportAPI(FastAPI):
         # ErrorBoundary again outside Starlette's own error middleware, which raises what
         # it rendered once more: an error in a middleware must not close the connection.
         lane = InferenceLane(ErrorBoundary(super().build_middleware_stack()))
-        guarded = BodyReadTimeout(lane, seconds=self.body_read_timeout_seconds)
+        guarded: ASGIApp = BodyReadTimeout(lane, seconds=self.body_read_timeout_seconds)
+        # The templates come from the routes, not the OpenAPI document: generating that
+        # costs far more than the rest of an application's start.
+        templates = RouteTemplates.of(self.router.routes)
+        if self.tracer is not None:
+            # The server span around all the rest, so that a request's every log record
+            # and step is in it (tracing off: not installed at all).
+            guarded = TraceMiddleware(guarded, self.tracer, templates)
         if self.http_metrics is None:
             return guarded
-        # Outermost: every request counts, the ones refused by the layers above too. The
-        # templates come from the routes, not the OpenAPI document: generating that costs
-        # far more than the rest of an application's start.
-        templates = RouteTemplates.of(self.router.routes)
+        # Outermost: every request counts, the ones refused by the layers above too.
         return RequestMetrics(guarded, self.http_metrics, templates)
 
 
@@ -123,6 +132,7 @@ def create_app(services: Services) -> FastAPI:
         telemetry={"tracing": False, "metrics": False, "logs": False},
         body_read_timeout_seconds=services.settings.body_read_timeout_seconds,
         http_metrics=services.http_metrics,
+        tracer=services.tracing.tracer,
     )
     app.state.services = services
     app.add_middleware(RateLimitHeaders)

@@ -24,6 +24,8 @@ from starlette.routing import Route
 
 from modelport import __version__
 from modelport.api.problems import install_error_handlers
+from modelport.api.request_metrics import RouteTemplates
+from modelport.api.tracing import TraceMiddleware
 from modelport.api.v2.codec import encode_infer_response, parse_infer_request
 from modelport.api.v2.options import (
     TIMEOUT_HEADER,
@@ -196,4 +198,8 @@ def create_worker_app(services: WorkerServices) -> FastAPI:
     app.state.services = services
     install_error_handlers(app)
     app.router.routes.extend(WorkerSurface(services).routes())
+    tracer = services.tracing.tracer
+    if tracer is not None:  # a gateway's call continues its trace here (W3C traceparent)
+        templates = RouteTemplates.of(app.router.routes)
+        app.add_middleware(TraceMiddleware, tracer=tracer, templates=templates)
     return app

@@ -28,6 +28,8 @@ from modelport.inference.types import (
 )
 
 if TYPE_CHECKING:
+    from opentelemetry.trace import Span
+
     from modelport.inference.cache import Lookup
     from modelport.inference.moderation import StreamOutputCheck
     from modelport.inference.streaming import CallStream, GenerateRequest, StreamSource
@@ -80,6 +82,10 @@ class Call:
     """False: not moderated (a moderation classifier's own call)."""
     encode: Encoder | None = None
     """An endpoint call's encoding, for an answer kept under its idempotency key."""
+    span: Span | None = None
+    """The call's span, with tracing on: its steps' parent (``Pipeline``)."""
+    owns_span: bool = False
+    """The pipeline opened ``span`` (no surface's span to join) and ends it."""
 
     # resolve
     resolved: Resolved | None = None

@@ -25,7 +25,12 @@ release already did is not undone, and a step that raised before taking anything
 nothing to give.
 
 An ``observer`` (None by default) hears each step's name before it runs: the seam the
-tests watch the order through; tracing will wrap the same place.
+tests watch the order through. With a ``tracer`` (tracing on), each step runs in a span
+of its own name (but ``resolve``, ``read``, ``release`` and ``answer``, which only find
+or move data), child of the call's span: the surface's server span (or a job stage's),
+or an ``inference`` span the pipeline opens where the call has none. A stream's last
+steps run under the same call span when it ends, which then carries the stream's time to
+first token and its tokens. With no tracer the loop does no tracing work at all.
 """
 
 from __future__ import annotations
@@ -33,6 +38,9 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
+
+from opentelemetry import trace
+from opentelemetry.trace import Span, Tracer
 
 from modelport.inference.access_facts import AccessFacts
 from modelport.inference.cache import ResponseCache
@@ -53,6 +61,8 @@ from modelport.inference.steps import (
 )
 from modelport.inference.targets import VersionTargets
 from modelport.metering.meter import InferenceMeter
+from modelport.metering.types import Unit
+from modelport.observability import tracing
 from modelport.observability.predictions import PredictionLog
 from modelport.serving.backends.base import Backend
 from modelport.serving.plane import ServingPlane
@@ -111,20 +121,28 @@ class Step:
     modes: frozenset[Mode] = _BOTH_MODES
     resolving: bool = False
     """Finds the target: skipped for a call handed a resolved version."""
+    traced: bool = True
+    """In a span of its own when tracing is on; False for the steps that only find or
+    move data (their time is the call span's)."""
+    nests: bool = False
+    """Its span is made current while it runs, for the spans it leads to (replica
+    attempts, the runtime's wait and execution, the shadow; a moderation classifier's
+    call); the other steps' spans are only started and ended, which costs less."""
 
 
 STEPS: tuple[Step, ...] = (
-    Step("resolve", resolve.resolve, resolving=True),
+    Step("resolve", resolve.resolve, resolving=True, traced=False),
     Step("authorize", authorize.authorize, resolving=True),
-    Step("read", read.read, undo=read.free_claim),
+    Step("read", read.read, undo=read.free_claim, traced=False),
     Step("admit", admit.admit, undo=release.release_on_failure),
-    Step("moderate", moderate.moderate),
+    # Current while it runs: a moderation classifier's own call joins its span.
+    Step("moderate", moderate.moderate, nests=True),
     Step("reserve", reserve.reserve, undo=settle.settle_failed),
-    Step("dispatch", dispatch.dispatch),
+    Step("dispatch", dispatch.dispatch, nests=True),
     Step("record", record.record),
     Step("settle", settle.settle),
-    Step("release", release.release),
-    Step("answer", answer.answer, modes=frozenset({Mode.UNARY})),
+    Step("release", release.release, traced=False),
+    Step("answer", answer.answer, modes=frozenset({Mode.UNARY}), traced=False),
 )
 """The order of every call's steps: written here only."""
 
@@ -165,11 +183,15 @@ def plan_of(steps: Sequence[Step], kind: Kind, mode: Mode, resolved: bool) -> Pl
 class Pipeline:
     """Runs calls through ``steps`` (``STEPS``) over ``env``'s services."""
 
-    def __init__(self, env: Env, steps: Sequence[Step] = STEPS) -> None:
+    def __init__(
+        self, env: Env, steps: Sequence[Step] = STEPS, tracer: Tracer | None = None
+    ) -> None:
         self.env = env
         self.steps = tuple(steps)
         self.observer: Observer | None = None
-        """Told each step's name before it runs (tests, tracing)."""
+        """Told each step's name before it runs (tests)."""
+        self.tracer = tracer
+        """Spans for the call and each step (None: tracing is off)."""
         self._plans: dict[PlanKey, Plan] = {}
 
     def plan(self, call: Call) -> Plan:
@@ -184,36 +206,64 @@ class Pipeline:
         """Run ``call``'s steps (a stream's up to its hand-over); on a failure, give back
         what the steps that ran hold, then raise."""
         plan = self.plan(call)
-        env, observer = self.env, self.observer
+        env, observer, tracer = self.env, self.observer, self.tracer
+        if tracer is not None:
+            _open_call_span(tracer, call)
+            if not call.span.is_recording():  # type: ignore[union-attr]
+                tracer = None  # sampled out: its steps' spans would be dropped anyway
         done = 0
         try:
             for step in plan.head:
                 if observer is not None:
                     observer(call, step.name)
-                await step.run(env, call)
+                if tracer is None or not step.traced:
+                    await step.run(env, call)
+                else:
+                    await _traced_step(tracer, step, env, call)
                 done += 1
                 if call.replayed is not None:
-                    return  # answered by the first answer under its idempotency key
+                    break  # answered by the first answer under its idempotency key
         except BaseException as exc:
             # The step that raised may hold part of what it takes (read's idempotency key
             # once claimed): its undo runs too. Each undo gives back only what is held.
             begun = {step.name for step in plan.head[: done + 1]}
-            await self._undo([s for s in plan.undo if s.name in begun], call, exc)
+            try:
+                await self._undo([s for s in plan.undo if s.name in begun], call, exc)
+            finally:
+                if tracer is not None:
+                    _close_call_span(call, exc)
             raise
+        if tracer is not None:
+            _annotate(call)
+            if call.mode is Mode.UNARY or call.stream is None:
+                _close_call_span(call, None)
 
     async def finish(self, call: Call, ended: BaseException | None) -> None:
         """A stream ended (``ended``: what ended it, None when whole): its last steps.
         Should one raise, what the call still holds is given back all the same."""
         call.ended = ended
-        env, observer = self.env, self.observer
+        env, observer, tracer = self.env, self.observer, self.tracer
+        if call.span is None or not call.span.is_recording():
+            tracer = None
         try:
             for step in self.plan(call).tail:
                 if observer is not None:
                     observer(call, step.name)
-                await step.run(env, call)
+                if tracer is None or not step.traced:
+                    await step.run(env, call)
+                else:
+                    # Under the call's span, whichever task ends the stream.
+                    await _traced_step(tracer, step, env, call)
         except BaseException as exc:
-            await self._undo(list(self.plan(call).undo), call, exc)
+            try:
+                await self._undo(list(self.plan(call).undo), call, exc)
+            finally:
+                if tracer is not None:
+                    _close_call_span(call, exc)
             raise
+        if tracer is not None:
+            _annotate(call)
+            _close_call_span(call, ended)
 
     async def _undo(self, steps: list[Step], call: Call, exc: BaseException) -> None:
         """Each step's ``undo``, latest first; one that raises does not stop the rest."""
@@ -224,3 +274,68 @@ class Pipeline:
             except BaseException:
                 await self._undo(steps[index + 1 :], call, exc)
                 raise
+
+
+async def _traced_step(tracer: Tracer, step: Step, env: Env, call: Call) -> None:
+    """``step`` in a span of its name, child of the call's span."""
+    if step.nests:
+        with tracing.span_under(tracer, step.name, call.span):
+            await step.run(env, call)
+        return
+    assert call.span is not None
+    span = tracer.start_span(step.name, context=trace.set_span_in_context(call.span))
+    try:
+        await step.run(env, call)
+    except BaseException as exc:
+        span.record_exception(exc)
+        span.set_status(trace.StatusCode.ERROR, type(exc).__name__)
+        raise
+    finally:
+        span.end()
+
+
+def _open_call_span(tracer: Tracer, call: Call) -> None:
+    """The call's span: the current one (a surface's server span, a job stage's, sampled
+    or not), or an ``inference`` span of the pipeline's own where there is none."""
+    current = trace.get_current_span()
+    if current.get_span_context().is_valid:
+        call.span, call.owns_span = current, False
+    else:
+        call.span, call.owns_span = tracer.start_span("inference"), True
+    if call.span.is_recording():
+        call.span.set_attribute(tracing.REQUEST_ID, call.caller.request_id or "")
+
+
+def _annotate(call: Call) -> None:
+    """The call's ids (and a stream's first token and tokens) on its span."""
+    span = call.span
+    if span is None or not span.is_recording():
+        return
+    if call.caller.call_id is not None:
+        span.set_attribute(tracing.CALL_ID, call.caller.call_id)
+    if call.metered is not None:
+        span.set_attribute(tracing.PREDICTION_ID, call.metered.prediction_id)
+    if call.endpoint is not None:
+        span.set_attribute(tracing.ENDPOINT, call.endpoint)
+    if call.ref is not None:
+        span.set_attribute(tracing.VERSION, f"{call.ref.model}/{call.ref.version}")
+    stream = call.stream
+    if stream is not None:
+        first = stream.first_chunk_seconds
+        if first is not None:
+            span.set_attribute(tracing.FIRST_TOKEN_MS, round(first * 1000, 3))
+        usage = stream.usage
+        span.set_attribute(tracing.INPUT_TOKENS, usage[Unit.INPUT_TOKEN])
+        span.set_attribute(tracing.OUTPUT_TOKENS, usage[Unit.OUTPUT_TOKEN])
+
+
+def _close_call_span(call: Call, exc: BaseException | None) -> None:
+    """End the call's span if the pipeline opened it (a surface's span is its own)."""
+    span: Span | None = call.span
+    if span is None or not call.owns_span:
+        return
+    call.owns_span = False
+    if exc is not None:
+        span.record_exception(exc)
+        span.set_status(trace.StatusCode.ERROR, type(exc).__name__)
+    span.end()

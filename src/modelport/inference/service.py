@@ -21,6 +21,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 import anyio.to_thread
+from opentelemetry.trace import Tracer
 
 from modelport.inference.access import require_model
 from modelport.inference.access_facts import AccessFacts
@@ -74,6 +75,7 @@ class InferenceService:
         default_timeout_seconds: float = 30.0,
         cache: ResponseCache | None = None,
         moderation: SyncModeration | None = None,
+        tracer: Tracer | None = None,
     ) -> None:
         self.targets = targets
         self.facts = facts
@@ -88,8 +90,8 @@ class InferenceService:
         """Tenants' content policies, where content moderation is wired."""
         self.cache = cache
         """The response cache, where it is enabled."""
-        self.pipeline = Pipeline(self)
-        """Every call's steps, in their one order."""
+        self.pipeline = Pipeline(self, tracer=tracer)
+        """Every call's steps, in their one order (each in a span with ``tracer``)."""
 
     # ---- the caches a change must reach
     def forget(self, owner: str, name: str) -> None:

@@ -225,6 +225,7 @@ class CallStream:
         self._started = time.monotonic()
         self._last_chunk_at: float | None = None
         """When the backend's latest chunk came: the engine worked for the call until then."""
+        self._first_chunk_at: float | None = None
         self._metered = metered
         self._deadline = deadline
         self._max_tokens = max_tokens
@@ -246,6 +247,14 @@ class CallStream:
         if self._last_chunk_at is None:
             return None
         return self._last_chunk_at - self._started
+
+    @property
+    def first_chunk_seconds(self) -> float | None:
+        """From the stream's start to the backend's first chunk with output tokens (its
+        time to first token; None: none came)."""
+        if self._first_chunk_at is None:
+            return None
+        return self._first_chunk_at - self._started
 
     @property
     def usage(self) -> dict[Unit, int]:
@@ -326,6 +335,8 @@ class CallStream:
                 "the stream was still running at the deadline", code="deadline_exceeded"
             ) from None
         self._last_chunk_at = time.monotonic()
+        if self._first_chunk_at is None and (chunk.output_tokens or chunk.text):
+            self._first_chunk_at = self._last_chunk_at
         if chunk.input_tokens:
             # The engine took the prompt: its tokens are used, whatever comes next.
             self._metered.deliver(input_tokens=chunk.input_tokens)

@@ -75,6 +75,7 @@ def add_job(session: Session, job: NewJob) -> None:
             webhook=job.webhook,
             idempotency_key=job.idempotency_key,
             fingerprint=job.fingerprint,
+            trace_context=job.trace_context,
             state=JobState.QUEUED.value,
             stage=0,
             cancel_requested=False,
@@ -501,6 +502,7 @@ def _job(row: JobRow, stages: Sequence[StageRun]) -> Job:
         lease_expires_at=row.lease_expires_at,
         lease_generation=row.lease_generation,
         stages=tuple(stages),
+        trace_context=dict(row.trace_context) if row.trace_context else None,
     )
 
 

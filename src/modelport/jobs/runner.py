@@ -60,6 +60,7 @@ from functools import partial
 from typing import Any, Protocol, TypeVar
 
 import anyio.to_thread
+from opentelemetry.trace import SpanKind, Tracer
 from sqlalchemy.orm import Session
 
 from modelport.blobs.service import BlobService
@@ -69,6 +70,7 @@ from modelport.jobs.principals import principal_of
 from modelport.jobs.queue import JobQueue
 from modelport.jobs.stages import Stage, StageContext, StageRegistry, StageServices
 from modelport.jobs.types import Job, JobState, Lease, LeaseLost, StageState, StreamedOutput
+from modelport.observability import tracing
 from modelport.sandbox.cancel import Cancellation, Cancelled
 from modelport.tenancy.types import Principal
 
@@ -137,8 +139,12 @@ class JobRunner:
         holds: JobHolds | None = None,
         kind_concurrency: Mapping[str, int] | None = None,
         installation_concurrency: Mapping[str, int] | None = None,
+        tracer: Tracer | None = None,
     ) -> None:
         self.queue = queue
+        self.tracer = tracer
+        """With tracing on: a ``job`` span per run of a job, continuing the submitting
+        request's trace (``Job.trace_context``), and a ``stage`` span per attempt."""
         self.stages = stages
         self.services = services
         self.concurrency = concurrency
@@ -301,7 +307,18 @@ class JobRunner:
     # ---- one job
     async def _run_job(self, lease: Lease) -> None:
         try:
-            await self._stages_of(lease)
+            if self.tracer is None:
+                await self._stages_of(lease)
+            else:
+                job = await self._get(lease.job_id)
+                with tracing.span_under(
+                    self.tracer,
+                    "job",
+                    tracing.context_of(job.trace_context),
+                    kind=SpanKind.CONSUMER,
+                    attributes={tracing.JOB_ID: job.id, "modelport.job.target": job.target},
+                ):
+                    await self._stages_of(lease)
         except LeaseLost:
             _log.warning("job %s: lease %d lost; another runner has it", *_lease(lease))
         except asyncio.CancelledError:
@@ -422,8 +439,17 @@ class JobRunner:
     async def _produce(self, stage: Stage, context: StageContext) -> str:
         """Run the stage and store its output: the digest. Both happen inside the
         attempt, so the lease is renewed while a big output is written too."""
-        output = await stage.run(context)
-        return await store_output(self.services.blobs, output, tenant=context.job.tenant)
+        if self.tracer is None:
+            output = await stage.run(context)
+            return await store_output(self.services.blobs, output, tenant=context.job.tenant)
+        attributes: dict[str, str | int] = {
+            tracing.JOB_ID: context.job.id,
+            "modelport.job.stage": context.spec.name,
+            "modelport.job.attempt": context.attempt,
+        }
+        with tracing.span_under(self.tracer, "stage", attributes=attributes):
+            output = await stage.run(context)
+            return await store_output(self.services.blobs, output, tenant=context.job.tenant)
 
     async def _attempt(
         self,

@@ -46,6 +46,7 @@ from modelport.jobs.types import (
     Progress,
     StageSpec,
 )
+from modelport.observability import tracing
 from modelport.store import Database
 from modelport.tenancy.types import Principal
 
@@ -161,6 +162,8 @@ class JobService:
             idempotency_key=key,
             fingerprint=fingerprint,
             created_at=self.now(),
+            # The submitting request's trace, continued by the job's stages where they run.
+            trace_context=tracing.carrier() or None,
         )
         try:
             with self.database.transaction() as session:

@@ -158,6 +158,8 @@ class NewJob:
     idempotency_key: str | None
     fingerprint: str
     created_at: datetime
+    trace_context: dict[str, str] | None = None
+    """The submitting request's W3C trace context (``observability.tracing.carrier``)."""
 
 
 @dataclass(frozen=True)
@@ -213,6 +215,8 @@ class Job:
     lease_generation: int = 0
     """How many times the job was claimed: the fencing token of its current lease."""
     stages: tuple[StageRun, ...] = ()
+    trace_context: dict[str, str] | None = None
+    """The submitting request's W3C trace context: the job's stages continue its trace."""
 
     @property
     def finished(self) -> bool:

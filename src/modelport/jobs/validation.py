@@ -55,6 +55,7 @@ from modelport.jobs.principals import principal_doc
 from modelport.jobs.queue import JobQueue
 from modelport.jobs.stages import StageContext
 from modelport.jobs.types import VALIDATE_VERSION, Job, JobState, NewJob, StageSpec
+from modelport.observability import tracing
 from modelport.registry.lifecycle import parse_state
 from modelport.registry.service import RegistryService
 from modelport.registry.types import LifecycleEvent
@@ -206,6 +207,7 @@ class ValidationJobs:
                 idempotency_key=None,
                 fingerprint=input_digest,
                 created_at=self.now(),
+                trace_context=tracing.carrier() or None,
             )
             repo.add_job(session, job)
         if self.submitted is not None:

@@ -49,6 +49,7 @@ from typing import Any
 
 import numpy as np
 import psutil
+from opentelemetry.trace import Tracer
 
 from modelport.errors import Conflict, ModelportError, NotFound, Unavailable, Unprocessable
 from modelport.logs import log_event
@@ -147,8 +148,11 @@ class ModelHost:
         process_executors: ProcessExecutorFactory | None = None,
         crash_ledger: CrashLedger | None = None,
         execution: Execution | None = None,
+        tracer: Tracer | None = None,
     ) -> None:
         self.cache = cache
+        self.tracer = tracer
+        """Handed to every batcher: the waits and batches of traced calls (None: off)."""
         self._process_executors = process_executors
         self.execution = execution
         """Where every version executes, whatever its manifest says; None: as it says."""
@@ -576,6 +580,7 @@ class ModelHost:
             hosted.observer,
             name=hosted.key.ref,
             execute_estimate=hosted.execute_estimate,
+            tracer=self.tracer,
         )
         hosted.batchers[loop] = batcher
         return batcher

@@ -21,6 +21,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 import numpy as np
+from opentelemetry.trace import Tracer
 
 from modelport.errors import DeadlineExceeded, Unavailable
 from modelport.manifest import Manifest, TensorSpec
@@ -74,6 +75,7 @@ class Dispatcher:
         *,
         config: DispatchConfig = DispatchConfig(),
         metrics: ServingMetrics | None = None,
+        tracer: Tracer | None = None,
     ) -> None:
         self.board = board
         self.config = config
@@ -83,6 +85,7 @@ class Dispatcher:
             max_attempts=config.max_attempts,
             attempt_timeout_seconds=config.attempt_timeout_seconds,
             metrics=metrics,
+            tracer=tracer,
         )
         self._unary = UnaryMode()
         self._stream = StreamMode(metrics)

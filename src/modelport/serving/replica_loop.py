@@ -17,7 +17,10 @@ endpoint's fallback chain, for every kind of call (``serving.call_mode``).
    version is used only through it, on its own replicas by this same loop.
 
 The answer's provenance names its version, its backend, the fallback step and every
-attempt made.
+attempt made. With a tracer, each attempt of an endpoint's call is a span of its own
+(``attempt``, or ``fallback attempt`` on the fallback chain's versions) naming its
+backend and version: a failed one records its error. A version called directly has one
+replica and no chain: its attempt is its ``dispatch`` step.
 """
 
 from __future__ import annotations
@@ -27,7 +30,11 @@ import time
 from collections.abc import Sequence
 from functools import partial
 
+from opentelemetry import trace
+from opentelemetry.trace import Tracer
+
 from modelport.errors import DeadlineExceeded, ModelportError, Unavailable
+from modelport.observability import tracing
 from modelport.observability.serving_metrics import ServingMetrics
 from modelport.serving.backend_failures import (
     REFUSED,
@@ -53,8 +60,10 @@ class ReplicaLoop:
         max_attempts: int,
         attempt_timeout_seconds: float | None,
         metrics: ServingMetrics | None = None,
+        tracer: Tracer | None = None,
     ) -> None:
         self.board = board
+        self.tracer = tracer
         self.max_attempts = max_attempts
         self.attempt_timeout_seconds = attempt_timeout_seconds
         self.metrics = metrics
@@ -75,7 +84,9 @@ class ReplicaLoop:
         else by the ``fallback`` chain; provenance says which."""
         attempts: list[Attempt] = []
         try:
-            won = await self.run_version(mode, request, replicas, attempts)
+            won = await self.run_version(
+                mode, request, replicas, attempts, traced=bool(endpoint or fallback)
+            )
         except ModelportError as failure:
             if failure.kind in CALLER_ERRORS:
                 raise
@@ -85,7 +96,7 @@ class ReplicaLoop:
                 failure,
                 mode=mode,
                 attempts=attempts,
-                run_version=partial(self.run_version, mode),
+                run_version=partial(self.run_version, mode, fallback=True, traced=True),
                 endpoint=endpoint,
                 metrics=self.metrics,
             )
@@ -97,9 +108,14 @@ class ReplicaLoop:
         request: ReqT,
         replicas: Sequence[Backend],
         attempts: list[Attempt],
+        *,
+        fallback: bool = False,
+        traced: bool = True,
     ) -> WonT:
         """The call accepted by the first replica of the request's version that takes
-        it; each try is appended to ``attempts``. Raises the last failure when none does."""
+        it; each try is appended to ``attempts`` (``fallback``: a version of the fallback
+        chain; ``traced``: each try in a span, with tracing on). Raises the last failure
+        when none does."""
         version = request.version
         ref = version.ref
         what = f"{mode.what} {ref}"
@@ -131,7 +147,19 @@ class ReplicaLoop:
                 # A slow replica must leave time to try the next one.
                 until = min(until, now + self.attempt_timeout_seconds)
             try:
-                won = await mode.attempt(backend, request, until)
+                if self.tracer is None or not traced or not trace.get_current_span().is_recording():
+                    won = await mode.attempt(backend, request, until)
+                else:
+                    with tracing.span_under(
+                        self.tracer,
+                        "fallback attempt" if fallback else "attempt",
+                        attributes={
+                            tracing.BACKEND: backend.name,
+                            tracing.VERSION: ref,
+                            tracing.FALLBACK: fallback,
+                        },
+                    ):
+                        won = await mode.attempt(backend, request, until)
             except asyncio.CancelledError:
                 breaker.on_ignored(epoch)
                 raise

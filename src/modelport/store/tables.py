@@ -793,6 +793,8 @@ class WebhookDeliveryRow(Base):
     last_status_code: Mapped[int | None] = mapped_column(Integer)
     last_error: Mapped[str | None] = mapped_column(Text)
     redelivery_of: Mapped[str | None] = mapped_column(String(32))
+    trace_context: Mapped[dict[str, str] | None] = mapped_column(JSON)
+    """The W3C trace context of what enqueued it, sent with every attempt."""
     dedupe_key: Mapped[str | None] = mapped_column(String(160))
     """The caller's key of an enqueue (e.g. a job and its final state): the same key
     again answers this delivery instead of making another."""
@@ -895,6 +897,9 @@ class JobRow(Base):
     lease_expires_at: Mapped[datetime | None]
     lease_generation: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
     """Incremented by every claim: the fencing token a runner's writes carry."""
+    trace_context: Mapped[dict[str, str] | None] = mapped_column(JSON)
+    """The submitting request's W3C trace context (``traceparent``, ``tracestate``):
+    the job's stages continue its trace. None when it was not traced."""
 
 
 class JobStageRow(Base):

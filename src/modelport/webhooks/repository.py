@@ -64,6 +64,7 @@ def _delivery(row: WebhookDeliveryRow) -> Delivery:
         last_status_code=row.last_status_code,
         last_error=row.last_error,
         redelivery_of=row.redelivery_of,
+        trace_context=dict(row.trace_context) if row.trace_context else None,
     )
 
 
@@ -397,6 +398,7 @@ def _insert(session: Session, delivery: Delivery, dedupe_key: str | None) -> Non
             last_status_code=delivery.last_status_code,
             last_error=delivery.last_error,
             redelivery_of=delivery.redelivery_of,
+            trace_context=delivery.trace_context,
             dedupe_key=dedupe_key,
         )
     )

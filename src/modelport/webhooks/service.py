@@ -32,6 +32,7 @@ from modelport.clock import Clock
 from modelport.errors import Conflict, InvalidInput, ModelportError
 from modelport.ids import unique_id
 from modelport.logs import log_event
+from modelport.observability import tracing
 from modelport.webhooks.backoff import retry_delay
 from modelport.webhooks.repository import WebhookRepository
 from modelport.webhooks.sender import Sender
@@ -195,6 +196,7 @@ class WebhookService:
             last_status_code=None,
             last_error=None,
             redelivery_of=None,
+            trace_context=tracing.carrier() or None,
         )
 
     # ---- secrets
@@ -271,6 +273,7 @@ class WebhookService:
             last_status_code=None,
             last_error=None,
             redelivery_of=original.id,
+            trace_context=original.trace_context,
         )
         self._repo.add_delivery(again)
         self._loop.kick()
@@ -326,6 +329,8 @@ class WebhookService:
             return Outcome(None, "webhook_secret_not_found: the tenant has no secret", 0)
         body = delivery.body.encode()
         headers = signed_headers(signing, delivery.message_id, int(timestamp), body)
+        if delivery.trace_context:
+            headers.update(delivery.trace_context)  # traceparent, tracestate
         return self._sender.send(target, body, headers)
 
     def drain(self, rounds: int = 100) -> int:

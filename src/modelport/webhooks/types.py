@@ -79,6 +79,9 @@ class Delivery:
     last_status_code: int | None
     last_error: str | None
     redelivery_of: str | None
+    trace_context: dict[str, str] | None = None
+    """The W3C trace context of what enqueued it: sent with every attempt, so the
+    receiver may continue the trace."""
 
 
 @dataclass(frozen=True)

@@ -30,10 +30,12 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+from opentelemetry.trace import Tracer
 
 from modelport.errors import DeadlineExceeded, Internal, ModelportError, Overloaded, Unavailable
 from modelport.runtime.batching.queue import PendingRequest, RequestQueue, RequestState
 from modelport.runtime.batching.requests import batch_group, batch_rows
+from modelport.runtime.batching.spans import Timed, Traced, record_batch, traced_request
 from modelport.runtime.executor import BatchOutcome, Executor
 from modelport.runtime.observer import VersionObserver
 from modelport.runtime.types import BatchingConfig, InferenceResult, InferenceTimings, Priority
@@ -46,6 +48,8 @@ class _Payload:
     inputs: Mapping[str, np.ndarray]
     future: asyncio.Future[InferenceResult]
     started_at: float = 0.0
+    traced: Traced | None = None
+    """The caller's sampled span (tracing on), for the request's spans."""
 
 
 class Batcher:
@@ -59,8 +63,11 @@ class Batcher:
         *,
         name: str = "model",
         execute_estimate: float = 0.0,
+        tracer: Tracer | None = None,
     ) -> None:
         self.executor = executor
+        self.tracer = tracer
+        """Records the waits and batches of traced calls (``batching.spans``); None: off."""
         self.config = config
         self.observer = observer
         self.name = name
@@ -102,7 +109,11 @@ class Batcher:
             enqueued_at=now,
             rows=batch_rows(inputs),
             group=batch_group(inputs, parameters) if self.config.batching else None,
-            payload=_Payload(inputs, future),
+            payload=_Payload(
+                inputs,
+                future,
+                traced=traced_request(self._free > 0) if self.tracer is not None else None,
+            ),
         )
         self._queue.push(request)
         self.observer.enqueued(priority)
@@ -249,6 +260,8 @@ class Batcher:
     def _finish(self, batch: list[PendingRequest], outcome: BatchOutcome | BaseException) -> None:
         self._free += 1
         self._running -= 1
+        if self.tracer is not None:
+            self._trace(batch, outcome)
         if isinstance(outcome, BatchOutcome):
             self.observer.batch_executed(outcome.rows, outcome.execute_seconds)
             if self._executed:
@@ -278,6 +291,25 @@ class Batcher:
                 )
             )
         self._pump()
+
+    def _trace(self, batch: list[PendingRequest], outcome: BatchOutcome | BaseException) -> None:
+        assert self.tracer is not None
+        timed = [
+            Timed(r.payload.traced, r.enqueued_at, r.payload.started_at)
+            for r in batch
+            if r.payload.traced is not None
+        ]
+        if not timed:
+            return
+        record_batch(
+            self.tracer,
+            self.name,
+            timed,
+            started_at=batch[0].payload.started_at,
+            rows=outcome.rows if isinstance(outcome, BatchOutcome) else sum(r.rows for r in batch),
+            size=len(batch),
+            error=None if isinstance(outcome, BatchOutcome) else outcome,
+        )
 
     # ---- shutdown
     async def drain(self) -> None:

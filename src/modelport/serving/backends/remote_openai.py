@@ -44,6 +44,7 @@ from modelport.errors import (
     Unavailable,
 )
 from modelport.netpolicy import UrlPolicy
+from modelport.observability import tracing
 from modelport.serving.backends.base import STREAMING_UNSUPPORTED
 from modelport.serving.backends.guard import PolicyTransport
 from modelport.serving.backends.http_errors import probe_health, remote_error
@@ -182,7 +183,7 @@ class RemoteOpenAIBackend:
             response = await self._client.post(
                 path,
                 json=body,
-                headers={CALL_ID_HEADER: request.call_id} if request.call_id else None,
+                headers=_headers(request.call_id),
                 timeout=httpx.Timeout(remaining),
             )
         except httpx.TimeoutException:
@@ -230,7 +231,7 @@ class RemoteOpenAIBackend:
             "POST",
             path,
             json=body,
-            headers={CALL_ID_HEADER: request.call_id} if request.call_id else None,
+            headers=_headers(request.call_id),
             timeout=httpx.Timeout(remaining),
         )
         try:
@@ -325,3 +326,11 @@ def _message(response: httpx.Response) -> str:
     if isinstance(error, str):
         return error
     return response.text[:200]
+
+
+def _headers(call_id: str) -> dict[str, str]:
+    """A request's own headers: its repeatable call's id, and the call's trace (W3C
+    ``traceparent``, with tracing on)."""
+    headers = {CALL_ID_HEADER: call_id} if call_id else {}
+    tracing.inject(headers)
+    return headers

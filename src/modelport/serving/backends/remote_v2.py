@@ -38,6 +38,7 @@ from modelport.errors import (
     Unavailable,
 )
 from modelport.netpolicy import UrlPolicy
+from modelport.observability import tracing
 from modelport.runtime.types import Priority
 from modelport.serving.backends import v2_wire
 from modelport.serving.backends.base import refuse_stream
@@ -139,6 +140,7 @@ class RemoteV2Backend:
         headers["Inference-Timeout"] = f"{remaining:.6f}"
         if request.call_id:
             headers[CALL_ID_HEADER] = request.call_id
+        tracing.inject(headers)  # the call's trace continues on the server (W3C)
         remote = quote(self.models.get(version.model, version.model), safe="/")
         path = f"/v2/models/{remote}/versions/{quote(version.version, safe='')}/infer"
         started = time.perf_counter()

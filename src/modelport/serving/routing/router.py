@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+from opentelemetry.trace import Tracer
 
 from modelport.errors import InvalidInput, ModelportError
 from modelport.runtime.types import Priority
@@ -95,10 +96,12 @@ class Router:
         rng: random.Random | None = None,
         remotes: Callable[[str], Backend | None] | None = None,
         record_shadow: Callable[[ShadowResult], object] | None = None,
+        tracer: Tracer | None = None,
     ) -> None:
         """``replicas_for`` gives a version's local replicas; ``remotes`` finds a declared
         remote backend by name (for versions a deployment runs on named backends);
-        ``record_shadow`` receives every shadow result (e.g. to the prediction log)."""
+        ``record_shadow`` receives every shadow result (e.g. to the prediction log);
+        ``tracer``: each shadow copy in a span of its own."""
         self.dispatcher = dispatcher
         self.replicas_for = replicas_for
         self.remotes = remotes or (lambda name: None)
@@ -106,7 +109,11 @@ class Router:
         self.stats = stats or TrafficStats()
         self.table = RoutingTable()
         self.shadow = ShadowRunner(
-            dispatcher, self.stats, max_in_flight=shadow_max_in_flight, record=record_shadow
+            dispatcher,
+            self.stats,
+            max_in_flight=shadow_max_in_flight,
+            record=record_shadow,
+            tracer=tracer,
         )
         self._rng = rng or random.Random()
 

@@ -20,13 +20,16 @@ import contextlib
 import dataclasses
 import logging
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
 import numpy as np
+from opentelemetry import trace
+from opentelemetry.trace import Tracer
 
 from modelport.errors import ModelportError
+from modelport.observability import tracing
 from modelport.runtime.types import Priority
 from modelport.serving.backends.base import Backend
 from modelport.serving.endpoints.types import Endpoint
@@ -92,10 +95,13 @@ class ShadowRunner:
         *,
         max_in_flight: int,
         record: Callable[[ShadowResult], object] | None = None,
+        tracer: Tracer | None = None,
     ) -> None:
         """``record`` receives every shadow result (e.g. to the prediction log); it must
-        not block."""
+        not block. ``tracer``: each copy runs in a ``shadow`` span, child of the call's
+        span that offered it."""
         self.dispatcher = dispatcher
+        self.tracer = tracer
         self.stats = stats
         self.max_in_flight = max_in_flight
         self.record = record
@@ -128,11 +134,28 @@ class ShadowRunner:
             outputs=None,
         )
         task = asyncio.get_running_loop().create_task(
-            self._run(endpoint, deployment, copy, replicas, primary, primary_seconds)
+            self._traced(
+                self._run(endpoint, deployment, copy, replicas, primary, primary_seconds),
+                endpoint,
+                shadow,
+            )
         )
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
         return True
+
+    async def _traced(self, run: Awaitable[None], endpoint: Endpoint, shadow: VersionRef) -> None:
+        """``run`` in a ``shadow`` span (the task was started in the call's context)."""
+        # The call's span may have ended by now: whether it was sampled is what counts.
+        if (
+            self.tracer is None
+            or not trace.get_current_span().get_span_context().trace_flags.sampled
+        ):
+            await run  # no tracing, or the call was sampled out
+            return
+        attributes = {tracing.ENDPOINT: endpoint.name, tracing.VERSION: shadow.ref}
+        with tracing.span_under(self.tracer, "shadow", attributes=attributes):
+            await run
 
     async def _run(
         self,
@@ -196,7 +219,11 @@ class ShadowRunner:
             call_id="",  # not a metered call: nobody is billed for it
         )
         task = asyncio.get_running_loop().create_task(
-            self._run_stream(endpoint, deployment, copy, replicas, primary, primary_seconds)
+            self._traced(
+                self._run_stream(endpoint, deployment, copy, replicas, primary, primary_seconds),
+                endpoint,
+                shadow,
+            )
         )
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
