@@ -94,9 +94,10 @@ class GenerateRequest:
     """A decoded generative request."""
 
     prompt: str
-    max_tokens: int
+    max_tokens: int | None
     """Most output tokens to generate per choice: with ``n``, the upper bound the call
-    is held for."""
+    is held for. None (a chat that sets none): to the end of the model's context, which
+    the read step fills in from the version (``to_context_end``)."""
     parameters: Mapping[str, Any] = field(default_factory=dict)
     request_id: str = ""
     messages: tuple[ChatMessage, ...] | None = None
@@ -104,6 +105,9 @@ class GenerateRequest:
     completion of ``prompt``."""
     n: int = 1
     priority: Priority = Priority.INTERACTIVE
+    to_context_end: bool = False
+    """``max_tokens`` is the model's context, filled in by the read step: the engine
+    cuts it to what the prompt leaves."""
     subject: str | None = None
     """For an endpoint: who the call is for, so a canary keeps a subject on one version
     (as a tensor call's ``subject``); None: chosen by the weights alone."""
@@ -130,6 +134,7 @@ class GenerateRequest:
     @property
     def output_bound(self) -> int:
         """The most output tokens the call may produce, all choices together."""
+        assert self.max_tokens is not None, "the read step fills max_tokens in"
         return self.max_tokens * self.n
 
 

@@ -220,6 +220,9 @@ class GenerationRequest:
     chat template. None for a plain completion of ``prompt``."""
     n: int = 1
     """Choices to generate; each chunk says which (``GenerationChunk.choice``)."""
+    to_context_end: bool = False
+    """The caller set no bound: ``max_tokens`` is the model's context, and the engine
+    cuts it to what the context (and the KV budget) leaves after the prompt."""
     priority: Priority = Priority.INTERACTIVE
     """``interactive`` is scheduled before ``batch``, and both before ``offline``; a
     waiting sequence may preempt running ones of a lower class (``offline`` first)."""

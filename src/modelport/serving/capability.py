@@ -114,7 +114,10 @@ def unmet_by_stream(capabilities: Capabilities, request: StreamRequest) -> str |
         size = len(request.prompt.encode("utf-8"))
     else:
         size = sum(len(m.content.encode("utf-8")) for m in request.messages)
-    tokens = math.ceil(size / BYTES_PER_TOKEN) + request.max_tokens
+    # Without a bound asked for, the output takes what the context leaves.
+    tokens = math.ceil(size / BYTES_PER_TOKEN) + (
+        0 if request.to_context_end else request.max_tokens
+    )
     if tokens > limit:
         return f"needs about {tokens} tokens of context, has {limit}"
     return None

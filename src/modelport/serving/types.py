@@ -106,6 +106,8 @@ class StreamRequest:
     """A chat to answer (``GenerationRequest.messages``); None for a completion."""
     n: int = 1
     """Choices to generate: ``max_tokens`` bounds each."""
+    to_context_end: bool = False
+    """As ``GenerationRequest.to_context_end``: no bound was asked for."""
     priority: Priority = Priority.INTERACTIVE
     prediction_id: str = ""
     """The metered call's prediction id (a shadow copy is recorded against it)."""

@@ -37,7 +37,8 @@ class Calls:
 
     streams: list[CallStream]
     n: int
-    max_tokens: int
+    max_tokens: int | None
+    """Per choice; None: to the model's context's end (the engine says ``length``)."""
     logprobs: bool
 
     @property
@@ -78,10 +79,14 @@ async def open_calls(
     return Calls(streams, first.n, first.max_tokens, logprobs)
 
 
-def _finish(choice: Choice, max_tokens: int, tokens: int) -> str:
+def _finish(choice: Choice, max_tokens: int | None, tokens: int) -> str:
     """A choice's finish reason where the engine gave none: its stream ended at the
     bound it was held for (``length``), or plainly (``stop``)."""
-    return choice.finish_reason or ("length" if tokens >= max_tokens else "stop")
+    return choice.finish_reason or (_ended(max_tokens, tokens))
+
+
+def _ended(max_tokens: int | None, tokens: int) -> str:
+    return "length" if max_tokens is not None and tokens >= max_tokens else "stop"
 
 
 async def collect(calls: Calls) -> list[Choice]:
@@ -187,7 +192,7 @@ async def _events(calls: Calls, header: ChunkHeader, *, chat: bool) -> AsyncGene
         for index in range(count):  # choices whose stream ended without saying why
             if finished[index]:
                 continue
-            reason = "length" if tokens[index] >= calls.max_tokens else "stop"
+            reason = _ended(calls.max_tokens, tokens[index])
             if chat:
                 if not started[index]:
                     yield event(chat_chunk(header, index, {"role": "assistant", "content": ""}))

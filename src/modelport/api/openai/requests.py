@@ -24,9 +24,6 @@ from modelport.runtime.types import ChatMessage, Priority, ToolCall
 
 DEFAULT_COMPLETION_MAX_TOKENS = 16
 """OpenAI's default ``max_tokens`` for ``/v1/completions``."""
-DEFAULT_CHAT_MAX_TOKENS = 1024
-"""``max_tokens`` of a chat that sets none: what its call is held for (OpenAI lets the
-model run to its context; a hold needs a bound)."""
 MAX_STOP = 4
 MAX_PROMPTS = 16
 """Prompts one ``/v1/completions`` request may batch (each is its own metered call)."""
@@ -41,7 +38,9 @@ class Sampling:
     """What chat and completions requests share."""
 
     model: str
-    max_tokens: int
+    max_tokens: int | None
+    """None (a chat that sets none): to the end of the model's context, as OpenAI does;
+    the call is held for the model's context length."""
     n: int = 1
     stream: bool = False
     include_usage: bool = False
@@ -99,7 +98,7 @@ def parse_chat(doc: Mapping[str, Any]) -> ChatRequest:
     top = _int(doc, "top_logprobs", 0, MAX_TOP_LOGPROBS)
     if top is not None and not logprobs:
         raise _invalid("top_logprobs needs logprobs set to true", "top_logprobs")
-    sampling = _sampling(doc, DEFAULT_CHAT_MAX_TOKENS, logprobs=logprobs, top_logprobs=top)
+    sampling = _sampling(doc, None, logprobs=logprobs, top_logprobs=top)
     plan = parse_tools(doc.get("tools"), doc.get("tool_choice"))
     if plan is None:
         return ChatRequest(sampling, messages)
@@ -161,7 +160,7 @@ def _model(doc: Mapping[str, Any]) -> str:
 
 
 def _sampling(
-    doc: Mapping[str, Any], default_max: int, *, logprobs: bool, top_logprobs: int | None
+    doc: Mapping[str, Any], default_max: int | None, *, logprobs: bool, top_logprobs: int | None
 ) -> Sampling:
     model = _model(doc)
     max_tokens = _int(doc, "max_completion_tokens", 1, MAX_TOKENS_LIMIT, "invalid_max_tokens")

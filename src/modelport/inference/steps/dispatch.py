@@ -83,7 +83,7 @@ async def dispatch(env: Env, call: Call) -> None:
 async def _stream(env: Env, call: Call) -> None:
     metered, request, ref, source = call.metered, call.generate, call.ref, call.source
     assert metered is not None and request is not None and ref is not None
-    assert source is not None
+    assert source is not None and request.max_tokens is not None  # the read step's
     chunks = source.stream(
         StreamRequest(
             version=ref,
@@ -96,6 +96,7 @@ async def _stream(env: Env, call: Call) -> None:
             call_id=metered.reservation.id if metered.reservation else "",
             messages=request.messages,
             n=request.n,
+            to_context_end=request.to_context_end,
             priority=request.priority,
             prediction_id=metered.prediction_id,
         )

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 import anyio
@@ -37,6 +38,10 @@ MAX_TOKENS_LIMIT = 1 << 20
 
 MAX_CHOICES = 16
 """The most choices (``n``) one request may ask for."""
+
+DEFAULT_CONTEXT_BOUND = 1024
+"""The hold of a generation that asks for no bound, for a version whose manifest
+declares no context length (a remote server's)."""
 
 
 async def read(env: Env, call: Call) -> None:
@@ -100,7 +105,7 @@ async def _read_endpoint(env: Env, call: Call) -> None:
 async def _read_stream(env: Env, call: Call) -> None:
     request = call.generate
     assert request is not None
-    if not 1 <= request.max_tokens <= MAX_TOKENS_LIMIT:
+    if request.max_tokens is not None and not 1 <= request.max_tokens <= MAX_TOKENS_LIMIT:
         raise InvalidInput(
             f"max_tokens must be between 1 and {MAX_TOKENS_LIMIT}", code="invalid_max_tokens"
         )
@@ -114,9 +119,23 @@ async def _read_stream(env: Env, call: Call) -> None:
     elif call.source is None:
         assert call.ref is not None
         call.source = env.replicas_for(call.ref)[0]
+    if request.max_tokens is None:
+        assert call.ref is not None
+        call.generate = replace(
+            request, max_tokens=context_bound(call.ref.manifest.runtime), to_context_end=True
+        )
     call.timeout = call.deadline - time.monotonic()
     if call.timeout <= 0:
         raise DeadlineExceeded("the deadline passed before the call started")
+
+
+def context_bound(runtime: Mapping[str, object]) -> int:
+    """What a generation that asks for no bound is held for: the model's context
+    (``runtime.context_length``), else ``DEFAULT_CONTEXT_BOUND`` tokens."""
+    declared = runtime.get("context_length")
+    if isinstance(declared, int) and not isinstance(declared, bool) and declared > 0:
+        return min(declared, MAX_TOKENS_LIMIT)
+    return DEFAULT_CONTEXT_BOUND
 
 
 async def choose(

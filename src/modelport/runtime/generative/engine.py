@@ -28,7 +28,7 @@ import logging
 import threading
 import time
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from modelport.errors import InvalidInput, Unavailable
@@ -192,6 +192,12 @@ class BatchingEngine:
         prompt_ids = self.encode(request)
         if not prompt_ids:
             raise InvalidInput("the prompt is empty", code="empty_prompt")
+        if request.to_context_end:
+            room = min(self.config.context_length, self.scheduler.ledger.capacity_tokens)
+            # At least one token: a prompt that leaves none is refused by the check below.
+            request = replace(
+                request, max_tokens=max(1, min(request.max_tokens, room - len(prompt_ids)))
+            )
         loop = asyncio.get_running_loop()
         generation = EngineGeneration(self, len(prompt_ids), request.n)
         generation.sequences = [

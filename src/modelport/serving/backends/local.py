@@ -225,6 +225,7 @@ class LocalBackend:
                 messages=request.messages,
                 n=request.n,
                 priority=request.priority,
+                to_context_end=request.to_context_end,
             )
         )
         try:

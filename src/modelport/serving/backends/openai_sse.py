@@ -25,10 +25,19 @@ from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 from modelport.errors import Unavailable
+from modelport.runtime.types import ChatMessage
 from modelport.serving.types import StreamChunk, StreamRequest
 
 STREAMED_TASKS = frozenset({"chat", "completions"})
-PASSED_PARAMETERS = ("temperature", "top_p", "stop", "seed")
+PASSED_PARAMETERS = (
+    "temperature",
+    "top_p",
+    "stop",
+    "seed",
+    "presence_penalty",
+    "frequency_penalty",
+    "logit_bias",
+)
 
 
 def stream_body(request: StreamRequest, task: str, model: str) -> dict[str, Any]:
@@ -37,20 +46,45 @@ def stream_body(request: StreamRequest, task: str, model: str) -> dict[str, Any]
         "model": model,
         "stream": True,
         "stream_options": {"include_usage": True},
-        "max_tokens": request.max_tokens,
         "n": request.n,
     }
+    if not request.to_context_end:  # else the server's own default: to the context's end
+        body["max_tokens"] = request.max_tokens
     parameters = request.parameters
     body |= {k: parameters[k] for k in PASSED_PARAMETERS if k in parameters}
+    response_format = parameters.get("response_format")
+    if isinstance(response_format, dict):
+        body["response_format"] = openai_response_format(response_format)
     if task == "chat":
         messages = request.messages
         if messages is None:
             body["messages"] = [{"role": "user", "content": request.prompt}]
         else:
-            body["messages"] = [{"role": m.role, "content": m.content} for m in messages]
+            body["messages"] = [_message(m) for m in messages]
     else:
         body["prompt"] = request.prompt
     return body
+
+
+def openai_response_format(parsed: dict[str, Any]) -> dict[str, Any]:
+    """The engine's ``response_format`` in OpenAI's request form again."""
+    if parsed.get("type") == "json_schema":
+        schema = parsed.get("schema") or {}
+        return {"type": "json_schema", "json_schema": {"name": "answer", "schema": schema}}
+    return {"type": "json_object"}
+
+
+def _message(message: ChatMessage) -> dict[str, Any]:
+    out: dict[str, Any] = {"role": message.role, "content": message.content}
+    if message.tool_calls:
+        out["tool_calls"] = [
+            {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}}
+            for c in message.tool_calls
+        ]
+        out["content"] = message.content or None
+    if message.tool_call_id is not None:
+        out["tool_call_id"] = message.tool_call_id
+    return out
 
 
 class SseEvents:
