@@ -63,3 +63,35 @@ def test_a_stream_draws_from_the_callers_hold_as_a_unary_call_does(world: World)
         repeatable_id("job:j:embed"): (PRICE, "settled"),
         repeatable_id("job:j:write"): (4 * PRICE, "settled"),
     }
+
+
+def test_a_generation_without_a_bound_is_held_for_the_context_and_runs_to_its_end(
+    world: World,
+) -> None:
+    """No ``max_tokens`` (a chat that sets none): the call is held for the model's context
+    (``DEFAULT_CONTEXT_BOUND`` for a version that declares none), and the engine is told
+    the bound is the context's end, to cut after the prompt."""
+    from modelport.inference.steps.read import DEFAULT_CONTEXT_BOUND
+
+    world.credit(CREDIT * 100)
+    world.price("acme/writer", "output_token", PRICE)
+    principal = Principal(
+        id="beta/app", roles=frozenset({"consumer"}), tenant="beta", key_id=world.key_id
+    )
+    inference = world.services.inference
+
+    async def call() -> tuple[str, dict[str, tuple[int, str]]]:
+        request = GenerateRequest(prompt="hello world", max_tokens=None)
+        caller = Caller(principal, call_id="unbounded")
+        target = ModelTarget("acme", "writer")
+        stream = await inference.stream(caller, target, request, time.monotonic() + 30)
+        held = _rows(world)
+        async with stream:
+            return "".join([chunk.text async for chunk in stream]), held
+
+    text, held = asyncio.run(call())
+    assert text == "hello world"
+    assert [amount for amount, _ in held.values()] == [DEFAULT_CONTEXT_BOUND * PRICE]
+    sent = world.engine.records[-1].request
+    assert (sent.max_tokens, sent.to_context_end) == (DEFAULT_CONTEXT_BOUND, True)
+    assert world.balance()[0] == CREDIT * 100 - 2 * PRICE  # two tokens delivered

@@ -96,7 +96,8 @@ def test_priority_offline_is_accepted() -> None:
 
 def test_defaults_and_nulls() -> None:
     chat = parse_chat({"model": "m/x", "messages": [{"role": "user", "content": "hi"}], "n": None})
-    assert (chat.sampling.max_tokens, chat.sampling.n, chat.sampling.parameters) == (1024, 1, {})
+    # No bound asked for: to the end of the context (the read step fills it in).
+    assert (chat.sampling.max_tokens, chat.sampling.n, chat.sampling.parameters) == (None, 1, {})
     completion = parse_completion({"model": "m/x", "prompt": ["a", "b"], "max_tokens": None})
     assert completion.prompts == ("a", "b") and completion.sampling.max_tokens == 16
 

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import asyncio
 import json
+from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import jsonschema
 import pytest
@@ -89,8 +91,7 @@ def test_a_cancelled_stream_frees_its_cells_at_once(make_engine: EngineFactory) 
 
 def end_now(engine: BatchingEngine) -> dict[str, float]:
     """A logit bias that makes the end-of-generation token the first one."""
-    eos = next(t for t in range(engine.kernels.vocab.n_vocab) if engine.kernels.is_end(t))  # type: ignore[attr-defined]
-    return {str(eos): 100.0}
+    return {str(ends(engine)[0]): 100.0}
 
 
 def test_a_preempted_sequence_resumes_with_its_greedy_answer(make_engine: EngineFactory) -> None:
@@ -252,3 +253,34 @@ def test_unloading_ends_open_generations(make_engine: EngineFactory) -> None:
         return "no error"
 
     assert asyncio.run(run()) == "model_unloading"
+
+
+def test_a_generation_without_a_bound_stops_at_the_contexts_end(make_engine: EngineFactory) -> None:
+    engine = make_engine()
+    engine.config = replace(engine.config, context_length=24)
+    engine.scheduler.context_length = 24
+    prompt_tokens = len(engine.encode(greedy(PROMPT)))
+    request = GenerationRequest(
+        prompt=PROMPT,
+        max_tokens=24,  # the context: the read step's bound
+        parameters={"temperature": 0, "logit_bias": {str(t): -100 for t in ends(engine)}},
+        to_context_end=True,
+    )
+
+    async def run() -> tuple[int, str | None]:
+        chunks = [c async for c in engine.submit(request)]
+        return sum(c.tokens for c in chunks), chunks[-1].finish_reason
+
+    assert asyncio.run(run()) == (24 - prompt_tokens, "length")
+    # Without the flag the same bound does not fit beside the prompt.
+    async def bounded() -> None:
+        engine.submit(replace(request, to_context_end=False))
+
+    with pytest.raises(InvalidInput) as caught:
+        asyncio.run(bounded())
+    assert caught.value.code == "context_length_exceeded"
+
+
+def ends(engine: BatchingEngine) -> list[int]:
+    kernels: Any = engine.kernels
+    return [t for t in range(kernels.vocab.n_vocab) if kernels.is_end(t)]
