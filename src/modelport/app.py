@@ -73,6 +73,8 @@ if TYPE_CHECKING:
     from modelport.inference.targets import VersionTargets
     from modelport.jobs.batch import BatchService
     from modelport.jobs.outputs import JobOutputs
+    from modelport.runtime.formats.base import GenerativeFormat
+    from modelport.runtime.generative.metrics import GenerationMetrics
     from modelport.jobs.runner import JobNotifier, JobRunner
     from modelport.jobs.service import JobService
     from modelport.jobs.stages import StageRegistry
@@ -490,23 +492,47 @@ def build_generative_host(
 
         generation_metrics = GenerationMetrics(registry=metrics.registry)
 
-    formats = generative_formats(
-        {
-            "transformers": {
-                **transformers_options(settings),
-                "kv_cache_bytes": settings.llm_kv_cache_bytes,
-                "max_running": settings.llm_max_running,
-                "max_waiting": settings.llm_max_waiting,
-                "offline_waiting_share": settings.runtime_offline_queue_share,
-                "metrics": generation_metrics,
-                "engine": settings.llm_engine,
-                "threads": settings.llm_threads,
-            }
-        }
-    )
+    options: dict[str, object] = {
+        **transformers_options(settings),
+        "kv_cache_bytes": settings.llm_kv_cache_bytes,
+        "max_running": settings.llm_max_running,
+        "max_waiting": settings.llm_max_waiting,
+        "offline_waiting_share": settings.runtime_offline_queue_share,
+        "engine": settings.llm_engine,
+        "threads": settings.llm_threads,
+    }
+    formats = generative_formats({"transformers": {**options, "metrics": generation_metrics}})
     if not formats:
         return None
+    if settings.runtime_execution == "process":
+        formats = hosted_generative_formats(settings, formats, options, generation_metrics)
     return GenerativeHost(cache=host.cache, formats=formats, check_load=check_load)
+
+
+def hosted_generative_formats(
+    settings: Settings,
+    formats: Mapping[str, GenerativeFormat],
+    options: Mapping[str, object],
+    metrics: GenerationMetrics | None,
+) -> dict[str, GenerativeFormat]:
+    """The generative plugins with their engines in sandboxed model hosts (``process``
+    execution): a publisher's GGUF, weights and tokenizer are parsed there, never in
+    this process."""
+    from modelport.runtime.process.hosted_format import HostedGenerativeFormat
+    from modelport.runtime.process.launching import SandboxLauncher
+
+    launcher = SandboxLauncher(build_sandbox(settings), scratch_root=settings.home / "model-hosts")
+    return {
+        name: HostedGenerativeFormat(
+            plugin,
+            entry=f"{type(plugin).__module__}:{type(plugin).__qualname__}",
+            options=options,
+            launcher=launcher,
+            start_timeout=settings.runtime_process_start_timeout_seconds,
+            metrics=metrics,
+        )
+        for name, plugin in formats.items()
+    }
 
 
 def build_keyspace(database: Database) -> Keyspace:

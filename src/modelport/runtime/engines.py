@@ -67,15 +67,20 @@ class GenerativeHost:
         self._loads: dict[VersionKey, asyncio.Future[GenerativeEngine]] = {}
 
     def engine(self, key: VersionKey) -> GenerativeEngine | None:
-        """The loaded engine of ``key``, if any (no I/O)."""
-        return self._engines.get(key)
+        """The loaded engine of ``key``, if any (no I/O). An engine whose model host has
+        ended is forgotten: the next call loads the version again."""
+        engine = self._engines.get(key)
+        if engine is not None and getattr(engine, "dead", None) is not None:
+            self._engines.pop(key, None)
+            return None
+        return engine
 
     async def ensure_loaded(
         self, key: VersionKey, manifest: Manifest, source: BlobSource
     ) -> GenerativeEngine:
         """The engine of ``key``, loaded (in a worker thread) if it is not yet. The load
         goes on for later requests when this caller is cancelled."""
-        engine = self._engines.get(key)
+        engine = self.engine(key)
         if engine is not None:
             return engine
         load = self._loads.get(key)

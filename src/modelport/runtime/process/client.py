@@ -30,7 +30,12 @@ from modelport import errors
 from modelport.errors import Internal, ModelportError, Unavailable
 from modelport.manifest import Manifest
 from modelport.runtime.process import tensors
-from modelport.runtime.process.launching import Launched, WorkerLauncher, unisolated
+from modelport.runtime.process.launching import (
+    WORKER_MODULE,
+    Launched,
+    WorkerLauncher,
+    unisolated,
+)
 from modelport.runtime.process.protocol import Message, receive, send, send_fds
 from modelport.runtime.process.segments import Segment
 
@@ -49,6 +54,8 @@ class WorkerSpec:
     options: Mapping[str, object]
     files: Mapping[str, Path]
     manifest: Manifest
+    name: str = ""
+    """``owner/name:version``: labels what the worker logs and measures."""
 
     def message(self) -> Message:
         return {
@@ -57,6 +64,7 @@ class WorkerSpec:
             "options": dict(self.options),
             "files": {path: str(local) for path, local in self.files.items()},
             "manifest": self.manifest.model_dump(mode="json"),
+            "name": self.name,
         }
 
 
@@ -81,11 +89,20 @@ class Worker:
     """One worker process. Not thread-safe: one caller at a time (its executor thread)."""
 
     def __init__(
-        self, spec: WorkerSpec, *, name: str, launcher: WorkerLauncher | None = None
+        self,
+        spec: WorkerSpec,
+        *,
+        name: str,
+        launcher: WorkerLauncher | None = None,
+        module: str = WORKER_MODULE,
     ) -> None:
         self.spec = spec
         self.name = name
         self.launcher = launcher or unisolated()
+        self.module = module
+        """The worker's main: tensor execution, or a generative engine's host."""
+        self.ready: Message = {}
+        """The worker's ``ready`` message."""
         self.isolation: str | None = None
         """How the running worker is confined (``bubblewrap``, ``none``)."""
         self._launched: Launched | None = None
@@ -112,6 +129,7 @@ class Worker:
                 [str(theirs.fileno())],
                 files=list(self.spec.files.values()),
                 fd=theirs.fileno(),
+                module=self.module,
             )
             self._process = self._launched.process
             self.isolation = self._launched.isolation
@@ -136,7 +154,17 @@ class Worker:
             ) from None
         if answer["op"] != "ready":
             self.kill()
-            raise _rebuild(answer, default_code="load_failed", unavailable=True)
+            raise rebuild(answer, default_code="load_failed", unavailable=True)
+        self.ready = answer
+
+    @property
+    def connection(self) -> Connection:
+        """The control socket of the running worker (``WorkerGone`` when it is not)."""
+        return self._connection()
+
+    def how(self) -> str:
+        """How the worker ended (waiting a little for its exit status)."""
+        return self._how(wait=True)
 
     def execute(
         self, inputs: Mapping[str, np.ndarray], deadline: float | None
@@ -170,7 +198,7 @@ class Worker:
                     self._misbehaved(f"its outputs' layout does not hold: {exc}")
                 return outputs, float(seconds)
             else:
-                raise _rebuild(answer, default_code="execution_failed", unavailable=False)
+                raise rebuild(answer, default_code="execution_failed", unavailable=False)
 
     def _misbehaved(self, how: str) -> NoReturn:
         """The worker answered outside the protocol: it is killed (nothing it says from
@@ -286,7 +314,7 @@ class Worker:
         self._passed.clear()
 
 
-def _rebuild(answer: Message, *, default_code: str, unavailable: bool) -> ModelportError:
+def rebuild(answer: Message, *, default_code: str, unavailable: bool) -> ModelportError:
     """The worker's error as the host raises it: a ``ModelportError`` of the same class
     and code when the model raised one, else ``default_code``."""
     cls: Any = getattr(errors, str(answer.get("class")), None)

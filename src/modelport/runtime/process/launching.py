@@ -27,6 +27,7 @@ from modelport.sandbox import Limits, Sandbox, SandboxMode
 from modelport.sandbox.cgroups import Cgroup
 
 WORKER_MODULE = "modelport.runtime.process.worker"
+GENERATIVE_WORKER_MODULE = "modelport.runtime.process.generative_worker"
 
 THREAD_VARIABLES = (
     "OMP_NUM_THREADS",
@@ -70,9 +71,11 @@ class WorkerLauncher(Protocol):
     """Starts worker processes. ``launch`` is called once per worker, from any thread;
     the process it returns leads its own process group (the host kills the group)."""
 
-    def launch(self, args: Sequence[str], *, files: Sequence[Path], fd: int) -> Launched:
-        """Start the worker module with ``args``, able to read ``files`` and holding the
-        control socket ``fd``; raises ``SandboxUnavailable`` where the operator's
+    def launch(
+        self, args: Sequence[str], *, files: Sequence[Path], fd: int, module: str = WORKER_MODULE
+    ) -> Launched:
+        """Start the worker ``module`` with ``args``, able to read ``files`` and holding
+        the control socket ``fd``; raises ``SandboxUnavailable`` where the operator's
         isolation cannot be had."""
         ...
 
@@ -89,14 +92,16 @@ class SandboxLauncher:
         if scratch_root is not None:
             sweep_dead(scratch_root)
 
-    def launch(self, args: Sequence[str], *, files: Sequence[Path], fd: int) -> Launched:
+    def launch(
+        self, args: Sequence[str], *, files: Sequence[Path], fd: int, module: str = WORKER_MODULE
+    ) -> Launched:
         confinement = self.sandbox.confinement()  # fails closed before anything is made
         if self.scratch_root is not None:
             self.scratch_root.mkdir(parents=True, exist_ok=True)
         scratch = Path(tempfile.mkdtemp(prefix="model-host-", dir=self.scratch_root))
         try:
             started = self.sandbox.start(
-                [WORKER_MODULE, *args],
+                [module, *args],
                 scratch=scratch,
                 limits=HOST_LIMITS,
                 shared=_resolved(files),

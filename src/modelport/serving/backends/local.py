@@ -229,6 +229,11 @@ class LocalBackend:
             )
         )
         try:
+            # An engine in a model host answers whether it took the request (its
+            # refusal raised here); one in this process took it on submission.
+            accepted = getattr(generation, "accepted", None)
+            if accepted is not None:
+                await accepted()
             yield StreamChunk(0, "", 0, self.name, input_tokens=generation.input_tokens)
             index = 1
             chunks = aiter(generation)
