@@ -1233,6 +1233,7 @@ def build_registry(
     metrics: RuntimeMetrics | None = None,
 ) -> RegistryService:
     """The registry, signing with this installation's key and validating in a subprocess."""
+    from modelport.registry.search_index import search_index_for
     from modelport.registry.trust import TrustPolicy, parse_trusted_keys
 
     signer = Signer.load_or_create(settings.resolved_signing_key_path)
@@ -1245,7 +1246,13 @@ def build_registry(
         sandbox=build_sandbox(settings, metrics),
     )
     return RegistryService(
-        database, blob_store, signer=signer, validator=validator, changes=changes, trust=trust
+        database,
+        blob_store,
+        signer=signer,
+        validator=validator,
+        changes=changes,
+        trust=trust,
+        search=search_index_for(database.dialect),
     )
 
 

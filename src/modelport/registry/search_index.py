@@ -1,0 +1,212 @@
+"""The catalog's full-text index, one interface over two engines.
+
+Each model has one document: its name, tags and task, its description, and its card
+(what its versions' manifests describe and tag). SQLite keeps the documents in an FTS5
+table ranked by ``bm25``; PostgreSQL in a ``tsvector`` column under a GIN index ranked
+by ``ts_rank_cd``. Both weigh a name far above tags and task, those above the
+description, and that above the card. Both tables are made by migration
+``0024_catalog_search_fts``, not declared in ``store.tables``: neither engine's column
+types exist in the other.
+
+Call order: the registry's writes call ``put`` (or ``remove``) inside the transaction
+that changed the model, so the index never disagrees with a committed model; ``hits``
+and ``name_prefix`` are read inside any transaction.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol
+
+import orjson
+from sqlalchemy import Float, Integer, Subquery, TextClause, select, text
+from sqlalchemy.orm import Session
+from sqlalchemy.types import Boolean
+
+from modelport.registry.search_terms import SearchTerms, fts5_match, name_key, tsquery
+from modelport.store.tables import ModelRow, ModelTagRow, ModelVersionRow
+
+MAX_CARD = 20_000
+"""Characters of card text kept per model: a model with many versions describes itself
+many times over; the first mentions are enough to be found."""
+
+
+@dataclass(frozen=True)
+class SearchDocument:
+    """What the index holds of one model."""
+
+    name: str
+    tags: str
+    task: str
+    description: str
+    card: str
+
+    @property
+    def name_key(self) -> str:
+        return name_key(self.name)
+
+
+class SearchIndex(Protocol):
+    """A full-text index of the catalog's models (see the module docstring)."""
+
+    def put(self, session: Session, model_id: int, document: SearchDocument) -> None:
+        """Index (or re-index) a model, in the caller's transaction."""
+        ...
+
+    def remove(self, session: Session, model_id: int) -> None:
+        """Forget a model, in the caller's transaction."""
+        ...
+
+    def hits(self, terms: SearchTerms) -> Subquery:
+        """Models matching every term: columns ``model_id``, ``score`` (higher is
+        better) and ``exact`` (the name is the query's words)."""
+        ...
+
+    def name_prefix(self, prefix: str) -> Subquery:
+        """Models with a name word starting with ``prefix`` (letters and digits only):
+        column ``model_id``."""
+        ...
+
+
+def document_of(session: Session, model_id: int) -> SearchDocument:
+    """A model's document, read from its rows in the caller's transaction."""
+    name, task, description = session.execute(
+        select(ModelRow.name, ModelRow.task, ModelRow.description).where(ModelRow.id == model_id)
+    ).one()
+    tags = session.scalars(
+        select(ModelTagRow.tag).where(ModelTagRow.model_id == model_id).order_by(ModelTagRow.tag)
+    )
+    manifests = session.scalars(
+        select(ModelVersionRow.manifest)
+        .where(ModelVersionRow.model_id == model_id)
+        .order_by(ModelVersionRow.id)
+    )
+    return SearchDocument(
+        name=name,
+        tags=" ".join(tags),
+        task=task,
+        description=description,
+        card=card_text(manifests),
+    )
+
+
+def card_text(manifests: object) -> str:
+    """The distinct descriptions and tags of a model's version manifests (JSON texts)."""
+    seen: dict[str, None] = {}
+    for raw in manifests:  # type: ignore[attr-defined]
+        data = orjson.loads(raw)
+        for part in (data.get("description") or "", " ".join(data.get("tags") or ())):
+            if part:
+                seen.setdefault(part, None)
+    return "\n".join(seen)[:MAX_CARD]
+
+
+class SqliteSearchIndex:
+    """FTS5 table ``model_search`` whose rowid is the model's id."""
+
+    # bm25 weights, one per column in table order: name, tags, task, description, card,
+    # name_key (unindexed).
+    WEIGHTS = "10.0, 4.0, 4.0, 1.0, 0.5, 0.0"
+
+    def put(self, session: Session, model_id: int, document: SearchDocument) -> None:
+        self.remove(session, model_id)
+        session.execute(
+            text(
+                "INSERT INTO model_search (rowid, name, tags, task, description, card, "
+                "name_key) VALUES (:id, :name, :tags, :task, :description, :card, :key)"
+            ),
+            {"id": model_id, **_fields(document)},
+        )
+
+    def remove(self, session: Session, model_id: int) -> None:
+        session.execute(text("DELETE FROM model_search WHERE rowid = :id"), {"id": model_id})
+
+    def hits(self, terms: SearchTerms) -> Subquery:
+        return _typed(
+            text(
+                "SELECT rowid AS model_id, "
+                f"-bm25(model_search, {self.WEIGHTS}) AS score, "
+                "name_key = :key AS exact "
+                "FROM model_search WHERE model_search MATCH :match"
+            ).bindparams(key=terms.key, match=fts5_match(terms)),
+            "hits",
+        )
+
+    def name_prefix(self, prefix: str) -> Subquery:
+        return (
+            text("SELECT rowid AS model_id FROM model_search WHERE model_search MATCH :match")
+            .bindparams(match=fts5_match(SearchTerms((prefix,)), column="name"))
+            .columns(model_id=Integer)
+            .subquery("named")
+        )
+
+
+class PostgresSearchIndex:
+    """Table ``model_search``: a weighted ``tsvector`` per model, under a GIN index."""
+
+    # ts_rank_cd's weights of the labels D, C, B, A: card, description, tags and task, name.
+    WEIGHTS = "{0.05, 0.2, 0.4, 1.0}"
+    DOCUMENT = (
+        "setweight(to_tsvector('simple', :name), 'A') || "
+        "setweight(to_tsvector('simple', :tags || ' ' || :task), 'B') || "
+        "setweight(to_tsvector('simple', :description), 'C') || "
+        "setweight(to_tsvector('simple', :card), 'D')"
+    )
+
+    def put(self, session: Session, model_id: int, document: SearchDocument) -> None:
+        session.execute(
+            text(
+                "INSERT INTO model_search (model_id, name_key, document) "
+                f"VALUES (:id, :key, {self.DOCUMENT}) "
+                "ON CONFLICT (model_id) DO UPDATE SET "
+                "name_key = excluded.name_key, document = excluded.document"
+            ),
+            {"id": model_id, **_fields(document)},
+        )
+
+    def remove(self, session: Session, model_id: int) -> None:
+        session.execute(text("DELETE FROM model_search WHERE model_id = :id"), {"id": model_id})
+
+    def hits(self, terms: SearchTerms) -> Subquery:
+        return _typed(
+            text(
+                "SELECT s.model_id AS model_id, "
+                "ts_rank_cd(CAST(:weights AS float4[]), s.document, q.q) AS score, "
+                "s.name_key = :key AS exact "
+                "FROM model_search AS s, to_tsquery('simple', :match) AS q(q) "
+                "WHERE s.document @@ q.q"
+            ).bindparams(weights=self.WEIGHTS, key=terms.key, match=tsquery(terms)),
+            "hits",
+        )
+
+    def name_prefix(self, prefix: str) -> Subquery:
+        return (
+            text("SELECT model_id FROM model_search WHERE document @@ to_tsquery('simple', :match)")
+            .bindparams(match=tsquery(SearchTerms((prefix,)), weights="A"))
+            .columns(model_id=Integer)
+            .subquery("named")
+        )
+
+
+def search_index_for(dialect: str) -> SearchIndex:
+    """The index of a database's engine (``Database.dialect``)."""
+    if dialect == "sqlite":
+        return SqliteSearchIndex()
+    if dialect == "postgresql":
+        return PostgresSearchIndex()
+    raise ValueError(f"no catalog search index for the {dialect!r} database")
+
+
+def _fields(document: SearchDocument) -> dict[str, str]:
+    return {
+        "name": document.name,
+        "tags": document.tags,
+        "task": document.task,
+        "description": document.description,
+        "card": document.card,
+        "key": document.name_key,
+    }
+
+
+def _typed(clause: TextClause, name: str) -> Subquery:
+    return clause.columns(model_id=Integer, score=Float, exact=Boolean).subquery(name)
