@@ -168,14 +168,26 @@ class PostgresSearchIndex:
         session.execute(text("DELETE FROM model_search WHERE model_id = :id"), {"id": model_id})
 
     def hits(self, terms: SearchTerms) -> Subquery:
+        # ts_rank_cd sums every mention, so a description saying a word four times would
+        # outscore a name saying it once: the field that holds every word sets the tier
+        # (name 2, tags or task 1, else 0) and the bounded rank (normalization 32:
+        # rank / (rank + 1)) orders within it.
         return _typed(
             text(
                 "SELECT s.model_id AS model_id, "
-                "ts_rank_cd(CAST(:weights AS float4[]), s.document, q.q) AS score, "
+                "CASE WHEN s.document @@ to_tsquery('simple', :named) THEN 2 "
+                "WHEN s.document @@ to_tsquery('simple', :tagged) THEN 1 ELSE 0 END "
+                "+ ts_rank_cd(CAST(:weights AS float4[]), s.document, q.q, 32) AS score, "
                 "s.name_key = :key AS exact "
                 "FROM model_search AS s, to_tsquery('simple', :match) AS q(q) "
                 "WHERE s.document @@ q.q"
-            ).bindparams(weights=self.WEIGHTS, key=terms.key, match=tsquery(terms)),
+            ).bindparams(
+                weights=self.WEIGHTS,
+                key=terms.key,
+                match=tsquery(terms),
+                named=tsquery(terms, weights="A"),
+                tagged=tsquery(terms, weights="AB"),
+            ),
             "hits",
         )
 

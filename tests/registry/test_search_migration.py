@@ -1,0 +1,53 @@
+"""Migration 0024_catalog_search_fts: it backfills the catalog's index from the models
+already there with the very documents the registry writes, on SQLite and PostgreSQL."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from alembic import command
+from sqlalchemy import inspect, text
+
+from modelport.app import Services
+from modelport.store import upgrade
+from modelport.store.migrate import alembic_config
+from tests.registry.helpers import Registry, manifest_for
+
+BEFORE = "0023_job_lease_generation"
+
+
+def _documents(services: Services) -> list[tuple[Any, ...]]:
+    database = services.registry.database
+    query = (
+        "SELECT rowid, name, tags, task, description, card, name_key FROM model_search"
+        if database.dialect == "sqlite"
+        else "SELECT model_id, name_key, CAST(document AS text) FROM model_search"
+    )
+    with database.transaction() as session:
+        return sorted(tuple(row) for row in session.execute(text(query + " ORDER BY 1")))
+
+
+def test_the_backfill_writes_what_the_registry_writes(
+    registry: Registry, services: Services
+) -> None:
+    registry.create_model(
+        "acme/fraud-risk", task="classification", tags=["payments", "cards"], visibility="public"
+    )
+    registry.create_model("acme/reviews", description="Sentiment of product reviews")
+    registry.publish("acme/fraud-risk", "1", {**manifest_for(registry.data), "tags": ["v1"]})
+    registry.publish(
+        "acme/fraud-risk", "2", manifest_for(registry.data, description="Retrained on 2026")
+    )
+    written = _documents(services)
+    assert len(written) == 2
+
+    url = services.registry.database.url
+    services.registry.database.dispose()
+    command.downgrade(alembic_config(url), BEFORE)
+    try:
+        assert "model_search" not in inspect(services.registry.database.engine).get_table_names()
+    finally:
+        upgrade(url)
+    assert _documents(services) == written
+    found = registry.client.get("/api/models", params={"q": "retrained"}).json()
+    assert [m["model"] for m in found["items"]] == ["acme/fraud-risk"]
