@@ -19,9 +19,9 @@ BEFORE = "0023_job_lease_generation"
 def _documents(services: Services) -> list[tuple[Any, ...]]:
     database = services.registry.database
     query = (
-        "SELECT rowid, name, tags, task, description, card, name_key FROM model_search"
+        "SELECT rowid, name, tags, task, description, card, formats FROM model_search"
         if database.dialect == "sqlite"
-        else "SELECT model_id, name_key, CAST(document AS text) FROM model_search"
+        else "SELECT model_id, formats, CAST(document AS text) FROM model_search"
     )
     with database.transaction() as session:
         return sorted(tuple(row) for row in session.execute(text(query + " ORDER BY 1")))

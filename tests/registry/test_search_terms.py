@@ -8,7 +8,6 @@ from modelport.registry.search_terms import (
     MAX_TERMS,
     SearchTerms,
     fts5_match,
-    name_key,
     parse_terms,
     tsquery,
 )
@@ -48,8 +47,8 @@ def test_match_expressions_quote_every_word() -> None:
     assert tsquery(terms, weights="A") == "'fraud':A & 'ri':*A"
 
 
-def test_a_name_key_is_its_words() -> None:
-    assert name_key("fraud-risk.v2") == "fraud risk v2" == SearchTerms(("fraud", "risk", "v2")).key
+def test_the_key_is_the_words() -> None:
+    assert SearchTerms(("fraud", "risk", "v2")).key == "fraud risk v2"
 
 
 @pytest.mark.parametrize(

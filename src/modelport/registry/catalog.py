@@ -14,10 +14,10 @@ and the count of matches; one that finds nothing also carries suggestions.
 from __future__ import annotations
 
 from sqlalchemy import ColumnElement, Select, and_, exists, func, or_, select
-from sqlalchemy.orm import Session
+from sqlalchemy.orm import InstrumentedAttribute, Session
 
 from modelport.errors import InvalidInput
-from modelport.registry.facets import FACETS, Matching, band_filter, count_facets
+from modelport.registry.facets import FACETS, PriceBands, count_facets
 from modelport.registry.licenses import normalize_license
 from modelport.registry.repository import model_record, tags_of
 from modelport.registry.search_index import SearchIndex
@@ -53,16 +53,23 @@ def search(session: Session, query: CatalogQuery, index: SearchIndex) -> Catalog
     terms = parse_terms(query.q)
     if query.q and terms is None:  # only punctuation: nothing can match
         return CatalogPage(items=(), next_cursor=None, facets=_no_facets(), total=0)
-    filters = _filters(query)
+    bands = PriceBands(utcnow())
+    filters = _filters(query, bands)
     if terms is None:
-        return _listed(session, query, filters)
-    return _ranked(session, query, filters, terms, index)
+        return _listed(session, query, filters, bands, index)
+    return _ranked(session, query, filters, bands, terms, index)
 
 
 def _listed(
-    session: Session, query: CatalogQuery, filters: dict[str, ColumnElement[bool]]
+    session: Session,
+    query: CatalogQuery,
+    filters: dict[str, ColumnElement[bool]],
+    bands: PriceBands,
+    index: SearchIndex,
 ) -> CatalogPage:
     stmt = select(ModelRow).where(*filters.values()).order_by(ModelRow.id).limit(query.limit + 1)
+    if "price" in filters:
+        stmt = bands.join(stmt)
     if query.cursor:
         stmt = stmt.where(ModelRow.id > _CURSOR.decode(query.cursor))
     rows = list(session.scalars(stmt))
@@ -71,35 +78,39 @@ def _listed(
     page = _page(session, rows, _CURSOR.encode(rows[-1].id) if more else None)
     if not query.facets:
         return page
-    return _with_facets(session, page, lambda skip: _ids(filters, skip))
+    docs = index.documents()
+    matching = _unfaceted(filters).outerjoin(docs, docs.c.model_id == ModelRow.id)
+    return _with_facets(session, page, matching, docs.c.formats, query)
 
 
 def _ranked(
     session: Session,
     query: CatalogQuery,
     filters: dict[str, ColumnElement[bool]],
+    bands: PriceBands,
     terms: SearchTerms,
     index: SearchIndex,
 ) -> CatalogPage:
     hits = index.hits(terms)
     offset = _RANKED.decode(query.cursor) if query.cursor else 0
+    exact = _name_words(ModelRow.name) == terms.key
     stmt = (
         select(ModelRow)
         .join(hits, hits.c.model_id == ModelRow.id)
         .where(*filters.values())
-        .order_by(hits.c.exact.desc(), hits.c.score.desc(), ModelRow.id)
+        .order_by(exact.desc(), hits.c.score.desc(), ModelRow.id)
         .offset(offset)
         .limit(query.limit + 1)
     )
+    if "price" in filters:
+        stmt = bands.join(stmt)
     rows = list(session.scalars(stmt))
     more = len(rows) > query.limit
     rows = rows[: query.limit]
     page = _page(session, rows, _RANKED.encode(offset + query.limit) if more else None)
 
-    def matching(skip: str | None) -> Select[int]:
-        return _ids(filters, skip).join(hits, hits.c.model_id == ModelRow.id)
-
-    page = _with_facets(session, page, matching)
+    matching = _unfaceted(filters).join(hits, hits.c.model_id == ModelRow.id)
+    page = _with_facets(session, page, matching, hits.c.formats, query)
     if page.total == 0:
         visible = filters.get("visible")
         page = CatalogPage(
@@ -119,20 +130,44 @@ def _page(session: Session, rows: list[ModelRow], cursor: str | None) -> Catalog
     )
 
 
-def _with_facets(session: Session, page: CatalogPage, matching: Matching) -> CatalogPage:
-    now = utcnow()
-    total = session.scalar(select(func.count()).select_from(matching(None).subquery())) or 0
-    facets = count_facets(session, matching, now) if total else _no_facets()
+def _with_facets(
+    session: Session,
+    page: CatalogPage,
+    matching: Select[int],
+    formats: ColumnElement[str],
+    query: CatalogQuery,
+) -> CatalogPage:
+    wanted = {
+        name: value
+        for name, value in (
+            ("task", query.task),
+            ("format", query.format),
+            ("license", _license_key(query.license) if query.license else None),
+            ("price", query.price),
+        )
+        if value
+    }
+    facets, total = count_facets(session, matching, formats, wanted, utcnow())
     return CatalogPage(items=page.items, next_cursor=page.next_cursor, facets=facets, total=total)
 
 
-def _ids(filters: dict[str, ColumnElement[bool]], skip: str | None) -> Select[int]:
-    return select(ModelRow.id).where(*(c for name, c in filters.items() if name != skip))
+def _name_words(name: InstrumentedAttribute[str]) -> ColumnElement[str]:
+    """A model name as the words a query spells it with (names are lower-case letters,
+    digits and ``.``, ``_``, ``-``): ``fraud-risk`` is ``fraud risk``, the query's
+    ``SearchTerms.key``. Computed on the row already read, so finding the exact name
+    costs no lookup per match."""
+    return func.replace(func.replace(func.replace(name, "-", " "), "_", " "), ".", " ")
 
 
-def _filters(query: CatalogQuery) -> dict[str, ColumnElement[bool]]:
+def _unfaceted(filters: dict[str, ColumnElement[bool]]) -> Select[int]:
+    """The ids of the models matching every filter that is no facet (facets filter their
+    counts themselves)."""
+    return select(ModelRow.id).where(*(c for name, c in filters.items() if name not in FACETS))
+
+
+def _filters(query: CatalogQuery, bands: PriceBands) -> dict[str, ColumnElement[bool]]:
     """Each given filter's condition on ``ModelRow``, by name (facets leave their own
-    out); ``visible`` is never left out."""
+    out); ``visible`` is never left out. A ``price`` condition needs ``bands`` joined."""
     found: dict[str, ColumnElement[bool]] = {}
     if query.task:
         found["task"] = ModelRow.task == query.task
@@ -149,7 +184,7 @@ def _filters(query: CatalogQuery) -> dict[str, ColumnElement[bool]]:
             ModelVersionRow.format == query.format, ModelVersionRow.model_id == ModelRow.id
         )
     if query.price:
-        found["price"] = band_filter(query.price, utcnow())
+        found["price"] = bands.only(query.price)
     if query.viewer is not None:
         found["visible"] = _visible_to(query.viewer)
     return found

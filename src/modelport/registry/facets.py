@@ -13,15 +13,16 @@ model's band: a band describes the model as the catalog lists it.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections import Counter
+from collections.abc import Iterable, Mapping
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import ColumnElement, Select, case, false, func, select
-from sqlalchemy.orm import Session, aliased
+from sqlalchemy import ColumnElement, Select, and_, case, false, func, select
+from sqlalchemy.orm import Session
 
 from modelport.registry.types import FacetCount
-from modelport.store.tables import ModelRow, ModelVersionRow, PriceRuleRow
+from modelport.store.tables import ModelRow, PriceRuleRow
 
 FACETS = ("task", "format", "license", "price")
 PRICE_BANDS = ("free", "low", "medium", "high")
@@ -29,78 +30,112 @@ LOW_BELOW = 1_000
 MEDIUM_BELOW = 10_000
 
 
-def price_band(now: datetime) -> ColumnElement[int]:
-    """A model's price band as its index in ``PRICE_BANDS``, for a query over
-    ``ModelRow`` (a correlated subquery on the price book)."""
-    rule = aliased(PriceRuleRow)
-    later = aliased(PriceRuleRow)
-    superseded = (
-        select(later.id)
-        .where(
-            later.model == rule.model,
-            later.unit == rule.unit,
-            later.version.is_(None),
-            later.effective_from <= now,
-            later.effective_from > rule.effective_from,
+class PriceBands:
+    """Each priced model's band now: a derived table of the price book (one row per model
+    with a model-wide price in force), joined to ``ModelRow`` by reference; a model
+    without a row is free. Computed once per query rather than once per matching model."""
+
+    def __init__(self, now: datetime) -> None:
+        latest = (
+            select(
+                PriceRuleRow.model,
+                PriceRuleRow.unit,
+                func.max(PriceRuleRow.effective_from).label("effective_from"),
+            )
+            .where(PriceRuleRow.version.is_(None), PriceRuleRow.effective_from <= now)
+            .group_by(PriceRuleRow.model, PriceRuleRow.unit)
+            .subquery("latest")
         )
-        .exists()
-    )
-    band = case(
-        (rule.unit_price_micros <= 0, 0),
-        (rule.unit_price_micros < LOW_BELOW * rule.per_units, 1),
-        (rule.unit_price_micros < MEDIUM_BELOW * rule.per_units, 2),
-        else_=3,
-    )
-    dearest = (
-        select(func.max(band))
-        .where(
-            rule.model == ModelRow.owner + "/" + ModelRow.name,
-            rule.version.is_(None),
-            rule.effective_from <= now,
-            ~superseded,
+        band = case(
+            (PriceRuleRow.unit_price_micros <= 0, 0),
+            (PriceRuleRow.unit_price_micros < LOW_BELOW * PriceRuleRow.per_units, 1),
+            (PriceRuleRow.unit_price_micros < MEDIUM_BELOW * PriceRuleRow.per_units, 2),
+            else_=3,
         )
-        .correlate(ModelRow)
-        .scalar_subquery()
-    )
-    return func.coalesce(dearest, 0)
+        self.table = (
+            select(PriceRuleRow.model, func.max(band).label("band"))
+            .join(
+                latest,
+                and_(
+                    PriceRuleRow.model == latest.c.model,
+                    PriceRuleRow.unit == latest.c.unit,
+                    PriceRuleRow.effective_from == latest.c.effective_from,
+                ),
+            )
+            .where(PriceRuleRow.version.is_(None))
+            .group_by(PriceRuleRow.model)
+            .subquery("bands")
+        )
 
+    def join(self, stmt: Select[Any]) -> Select[Any]:
+        """``stmt`` (over ``ModelRow``) with the bands joined."""
+        return stmt.outerjoin(
+            self.table, self.table.c.model == ModelRow.owner + "/" + ModelRow.name
+        )
 
-def band_filter(band: str, now: datetime) -> ColumnElement[bool]:
-    """Models in ``band``; an unknown band matches nothing."""
-    if band not in PRICE_BANDS:
-        return false()
-    return price_band(now) == PRICE_BANDS.index(band)
+    @property
+    def band(self) -> ColumnElement[int]:
+        """A joined model's band, as its index in ``PRICE_BANDS``."""
+        return func.coalesce(self.table.c.band, 0)
 
-
-Matching = Callable[[str | None], Select[int]]
-"""The ids of the models matching every filter but the named one (None: every filter)."""
+    def only(self, name: str) -> ColumnElement[bool]:
+        """Models in band ``name``; an unknown band matches nothing."""
+        if name not in PRICE_BANDS:
+            return false()
+        return self.band == PRICE_BANDS.index(name)
 
 
 def count_facets(
-    session: Session, matching: Matching, now: datetime
-) -> dict[str, tuple[FacetCount, ...]]:
-    """Each facet's values among the matching models, most frequent first (empty task
-    and license values are not counted: they are no value to filter by)."""
-    task = select(ModelRow.task, func.count()).where(
-        ModelRow.id.in_(matching("task")), ModelRow.task != ""
+    session: Session,
+    matching: Select[int],
+    formats: ColumnElement[str],
+    wanted: Mapping[str, str],
+    now: datetime,
+) -> tuple[dict[str, tuple[FacetCount, ...]], int]:
+    """Each facet's values among the models ``matching`` selects (the query and every
+    filter that is no facet), under the facet filters ``wanted`` but the facet's own, most
+    frequent first; and the count of models matching everything. ``formats`` is the
+    search index's column of each model's formats, joined in ``matching``.
+
+    One query: the matches grouped by their (task, license, price band, formats), a few
+    hundred combinations at most, which are then counted per facet here. The search runs
+    once, where a query per facet would run it once each. Empty task and license values
+    are not counted: they are no value to filter by.
+    """
+    bands = PriceBands(now)
+    rows = (
+        bands.join(matching)
+        .with_only_columns(
+            ModelRow.task.label("task"),
+            ModelRow.license.label("license"),
+            bands.band.label("band"),
+            formats.label("formats"),
+        )
+        .subquery("matches")
     )
-    license = select(ModelRow.license, func.count()).where(
-        ModelRow.id.in_(matching("license")), ModelRow.license != ""
+    combos = session.execute(
+        select(rows.c.task, rows.c.license, rows.c.band, rows.c.formats, func.count()).group_by(
+            rows.c.task, rows.c.license, rows.c.band, rows.c.formats
+        )
     )
-    fmt = select(ModelVersionRow.format, func.count(ModelVersionRow.model_id.distinct())).where(
-        ModelVersionRow.model_id.in_(matching("format"))
-    )
-    band = price_band(now).label("band")
-    price = select(band, func.count()).where(ModelRow.id.in_(matching("price")))
-    out = {
-        "task": _counts(session.execute(task.group_by(ModelRow.task))),
-        "format": _counts(session.execute(fmt.group_by(ModelVersionRow.format))),
-        "license": _counts(session.execute(license.group_by(ModelRow.license))),
-        "price": _counts((PRICE_BANDS[b], n) for b, n in session.execute(price.group_by(band))),
-    }
-    return out
+    counts: dict[str, Counter[str]] = {name: Counter() for name in FACETS}
+    total = 0
+    for task, license, band, fmts, n in combos:
+        values = {
+            "task": {task} - {""},
+            "format": set((fmts or "").split()),
+            "license": {license} - {""},
+            "price": {PRICE_BANDS[int(band)]},
+        }
+        fits = {name: value in values[name] for name, value in wanted.items()}
+        if all(fits.values()):
+            total += n
+        for name in FACETS:
+            if all(ok for other, ok in fits.items() if other != name):
+                counts[name].update(dict.fromkeys(values[name], n))
+    return {name: _counts(counts[name].items()) for name in FACETS}, total
 
 
-def _counts(rows: Iterable[Any]) -> tuple[FacetCount, ...]:
+def _counts(rows: Iterable[tuple[str, int]]) -> tuple[FacetCount, ...]:
     found = [FacetCount(str(value), int(count)) for value, count in rows]
     return tuple(sorted(found, key=lambda f: (-f.count, f.value)))

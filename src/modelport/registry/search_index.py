@@ -15,15 +15,15 @@ and ``name_prefix`` are read inside any transaction.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Protocol
 
 import orjson
-from sqlalchemy import Float, Integer, Subquery, TextClause, select, text
+from sqlalchemy import Float, Integer, String, Subquery, TextClause, select, text
 from sqlalchemy.orm import Session
-from sqlalchemy.types import Boolean
 
-from modelport.registry.search_terms import SearchTerms, fts5_match, name_key, tsquery
+from modelport.registry.search_terms import SearchTerms, fts5_match, tsquery
 from modelport.store.tables import ModelRow, ModelTagRow, ModelVersionRow
 
 MAX_CARD = 20_000
@@ -40,10 +40,9 @@ class SearchDocument:
     task: str
     description: str
     card: str
-
-    @property
-    def name_key(self) -> str:
-        return name_key(self.name)
+    formats: str
+    """The formats of its versions, space-separated (not searched: the format facet
+    reads them here, where a lookup of the versions per match would cost more)."""
 
 
 class SearchIndex(Protocol):
@@ -59,7 +58,11 @@ class SearchIndex(Protocol):
 
     def hits(self, terms: SearchTerms) -> Subquery:
         """Models matching every term: columns ``model_id``, ``score`` (higher is
-        better) and ``exact`` (the name is the query's words)."""
+        better) and ``formats``."""
+        ...
+
+    def documents(self) -> Subquery:
+        """Every indexed model: columns ``model_id`` and ``formats``."""
         ...
 
     def name_prefix(self, prefix: str) -> Subquery:
@@ -76,24 +79,25 @@ def document_of(session: Session, model_id: int) -> SearchDocument:
     tags = session.scalars(
         select(ModelTagRow.tag).where(ModelTagRow.model_id == model_id).order_by(ModelTagRow.tag)
     )
-    manifests = session.scalars(
-        select(ModelVersionRow.manifest)
+    versions = session.execute(
+        select(ModelVersionRow.manifest, ModelVersionRow.format)
         .where(ModelVersionRow.model_id == model_id)
         .order_by(ModelVersionRow.id)
-    )
+    ).all()
     return SearchDocument(
         name=name,
         tags=" ".join(tags),
         task=task,
         description=description,
-        card=card_text(manifests),
+        card=card_text(manifest for manifest, _ in versions),
+        formats=" ".join(sorted({fmt for _, fmt in versions})),
     )
 
 
-def card_text(manifests: object) -> str:
+def card_text(manifests: Iterable[str]) -> str:
     """The distinct descriptions and tags of a model's version manifests (JSON texts)."""
     seen: dict[str, None] = {}
-    for raw in manifests:  # type: ignore[attr-defined]
+    for raw in manifests:
         data = orjson.loads(raw)
         for part in (data.get("description") or "", " ".join(data.get("tags") or ())):
             if part:
@@ -105,7 +109,7 @@ class SqliteSearchIndex:
     """FTS5 table ``model_search`` whose rowid is the model's id."""
 
     # bm25 weights, one per column in table order: name, tags, task, description, card,
-    # name_key (unindexed).
+    # formats (unindexed).
     WEIGHTS = "10.0, 4.0, 4.0, 1.0, 0.5, 0.0"
 
     def put(self, session: Session, model_id: int, document: SearchDocument) -> None:
@@ -113,7 +117,7 @@ class SqliteSearchIndex:
         session.execute(
             text(
                 "INSERT INTO model_search (rowid, name, tags, task, description, card, "
-                "name_key) VALUES (:id, :name, :tags, :task, :description, :card, :key)"
+                "formats) VALUES (:id, :name, :tags, :task, :description, :card, :formats)"
             ),
             {"id": model_id, **_fields(document)},
         )
@@ -125,11 +129,15 @@ class SqliteSearchIndex:
         return _typed(
             text(
                 "SELECT rowid AS model_id, "
-                f"-bm25(model_search, {self.WEIGHTS}) AS score, "
-                "name_key = :key AS exact "
+                f"-bm25(model_search, {self.WEIGHTS}) AS score, formats "
                 "FROM model_search WHERE model_search MATCH :match"
-            ).bindparams(key=terms.key, match=fts5_match(terms)),
+            ).bindparams(match=fts5_match(terms)),
             "hits",
+        )
+
+    def documents(self) -> Subquery:
+        return _typed(
+            text("SELECT rowid AS model_id, 0.0 AS score, formats FROM model_search"), "docs"
         )
 
     def name_prefix(self, prefix: str) -> Subquery:
@@ -156,10 +164,10 @@ class PostgresSearchIndex:
     def put(self, session: Session, model_id: int, document: SearchDocument) -> None:
         session.execute(
             text(
-                "INSERT INTO model_search (model_id, name_key, document) "
-                f"VALUES (:id, :key, {self.DOCUMENT}) "
+                "INSERT INTO model_search (model_id, formats, document) "
+                f"VALUES (:id, :formats, {self.DOCUMENT}) "
                 "ON CONFLICT (model_id) DO UPDATE SET "
-                "name_key = excluded.name_key, document = excluded.document"
+                "formats = excluded.formats, document = excluded.document"
             ),
             {"id": model_id, **_fields(document)},
         )
@@ -178,18 +186,20 @@ class PostgresSearchIndex:
                 "CASE WHEN s.document @@ to_tsquery('simple', :named) THEN 2 "
                 "WHEN s.document @@ to_tsquery('simple', :tagged) THEN 1 ELSE 0 END "
                 "+ ts_rank_cd(CAST(:weights AS float4[]), s.document, q.q, 32) AS score, "
-                "s.name_key = :key AS exact "
+                "s.formats AS formats "
                 "FROM model_search AS s, to_tsquery('simple', :match) AS q(q) "
                 "WHERE s.document @@ q.q"
             ).bindparams(
                 weights=self.WEIGHTS,
-                key=terms.key,
                 match=tsquery(terms),
                 named=tsquery(terms, weights="A"),
                 tagged=tsquery(terms, weights="AB"),
             ),
             "hits",
         )
+
+    def documents(self) -> Subquery:
+        return _typed(text("SELECT model_id, 0.0 AS score, formats FROM model_search"), "docs")
 
     def name_prefix(self, prefix: str) -> Subquery:
         return (
@@ -216,9 +226,9 @@ def _fields(document: SearchDocument) -> dict[str, str]:
         "task": document.task,
         "description": document.description,
         "card": document.card,
-        "key": document.name_key,
+        "formats": document.formats,
     }
 
 
 def _typed(clause: TextClause, name: str) -> Subquery:
-    return clause.columns(model_id=Integer, score=Float, exact=Boolean).subquery(name)
+    return clause.columns(model_id=Integer, score=Float, formats=String).subquery(name)

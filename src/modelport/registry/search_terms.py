@@ -26,19 +26,14 @@ class SearchTerms:
 
     @property
     def key(self) -> str:
-        """The words joined by spaces: compared with a model's ``name_key`` to find the
-        exact name."""
+        """The words joined by spaces: compared with a model's name spelt as words
+        (``fraud-risk`` as ``fraud risk``) to find the exact name."""
         return " ".join(self.words)
 
 
 def words_of(text: str) -> list[str]:
     """The lower-case letter-and-digit runs of ``text``."""
     return [w[:MAX_WORD] for w in _WORD.findall(text.lower())]
-
-
-def name_key(name: str) -> str:
-    """A name as the words a query spells it with: ``fraud-risk`` is ``fraud risk``."""
-    return " ".join(words_of(name))
 
 
 def parse_terms(text: str | None) -> SearchTerms | None:

@@ -13,7 +13,6 @@ the other. The documents written here are the ones ``registry.search_index`` wri
 from __future__ import annotations
 
 import json
-import re
 from typing import Any
 
 import sqlalchemy as sa
@@ -24,7 +23,6 @@ down_revision = "0023_job_lease_generation"
 branch_labels = None
 depends_on = None
 
-_WORD = re.compile(r"[^\W_]+")
 _BATCH = 1000
 _MAX_CARD = 20_000
 
@@ -42,22 +40,22 @@ def upgrade() -> None:
         op.execute(
             "CREATE TABLE model_search ("
             "model_id integer PRIMARY KEY REFERENCES models (id) ON DELETE CASCADE, "
-            "name_key text NOT NULL, document tsvector NOT NULL)"
+            "formats text NOT NULL, document tsvector NOT NULL)"
         )
         op.execute("CREATE INDEX ix_model_search_document ON model_search USING gin (document)")
         insert = sa.text(
-            "INSERT INTO model_search (model_id, name_key, document) "
-            f"VALUES (:id, :key, {_PG_DOCUMENT})"
+            "INSERT INTO model_search (model_id, formats, document) "
+            f"VALUES (:id, :formats, {_PG_DOCUMENT})"
         )
     else:
         op.execute(
             "CREATE VIRTUAL TABLE model_search USING fts5("
-            "name, tags, task, description, card, name_key UNINDEXED, "
+            "name, tags, task, description, card, formats UNINDEXED, "
             "tokenize = 'unicode61 remove_diacritics 2')"
         )
         insert = sa.text(
-            "INSERT INTO model_search (rowid, name, tags, task, description, card, name_key) "
-            "VALUES (:id, :name, :tags, :task, :description, :card, :key)"
+            "INSERT INTO model_search (rowid, name, tags, task, description, card, formats) "
+            "VALUES (:id, :name, :tags, :task, :description, :card, :formats)"
         )
     last = 0
     while True:
@@ -81,13 +79,16 @@ def upgrade() -> None:
         ):
             tags.setdefault(mid, []).append(tag)
         manifests: dict[int, list[str]] = {}
-        for mid, text in bind.execute(
+        formats: dict[int, set[str]] = {}
+        for mid, text, fmt in bind.execute(
             sa.text(
-                "SELECT model_id, manifest FROM model_versions WHERE model_id IN :ids ORDER BY id"
+                "SELECT model_id, manifest, format FROM model_versions "
+                "WHERE model_id IN :ids ORDER BY id"
             ).bindparams(sa.bindparam("ids", expanding=True)),
             {"ids": ids},
         ):
             manifests.setdefault(mid, []).append(text)
+            formats.setdefault(mid, set()).add(fmt)
         bind.execute(
             insert,
             [
@@ -98,7 +99,7 @@ def upgrade() -> None:
                     "task": task or "",
                     "description": description or "",
                     "card": _card(manifests.get(mid, [])),
-                    "key": " ".join(w[:64] for w in _WORD.findall(name.lower())),
+                    "formats": " ".join(sorted(formats.get(mid, ()))),
                 }
                 for mid, name, task, description in models
             ],
