@@ -73,6 +73,16 @@ def test_an_exact_name_ranks_above_every_other_mention(shelf: Registry) -> None:
     assert _names(shelf.client, q="fraud risk") == ["globex/fraud-risk"]
 
 
+def test_names_with_numbers_and_dots_are_words(registry: Registry) -> None:
+    """PostgreSQL's parser alone would read ``v-2024`` as ``v`` and the number ``-2024``."""
+    registry.create_model("acme/model-2024", description="model 2024 of the year 2024")
+    registry.create_model("acme/bert-1.5-base")
+    assert _names(registry.client, q="model-2024") == ["acme/model-2024"]
+    assert _names(registry.client, q="2024") == ["acme/model-2024"]
+    assert _names(registry.client, q="bert 1.5") == ["acme/bert-1.5-base"]
+    assert _names(registry.client, q="bert-1.5-base") == ["acme/bert-1.5-base"]
+
+
 def test_every_word_must_match_and_the_last_is_a_prefix(shelf: Registry) -> None:
     assert _names(shelf.client, q="card payments") == ["globex/fraud-risk"]
     assert _names(shelf.client, q="card paym") == ["globex/fraud-risk"]

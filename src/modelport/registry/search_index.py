@@ -23,7 +23,7 @@ import orjson
 from sqlalchemy import Float, Integer, String, Subquery, TextClause, select, text
 from sqlalchemy.orm import Session
 
-from modelport.registry.search_terms import SearchTerms, fts5_match, tsquery
+from modelport.registry.search_terms import SearchTerms, fts5_match, tsquery, words_of
 from modelport.store.tables import ModelRow, ModelTagRow, ModelVersionRow
 
 MAX_CARD = 20_000
@@ -169,7 +169,7 @@ class PostgresSearchIndex:
                 "ON CONFLICT (model_id) DO UPDATE SET "
                 "formats = excluded.formats, document = excluded.document"
             ),
-            {"id": model_id, **_fields(document)},
+            {"id": model_id, **_fields(document, plain=True)},
         )
 
     def remove(self, session: Session, model_id: int) -> None:
@@ -219,15 +219,20 @@ def search_index_for(dialect: str) -> SearchIndex:
     raise ValueError(f"no catalog search index for the {dialect!r} database")
 
 
-def _fields(document: SearchDocument) -> dict[str, str]:
-    return {
+def _fields(document: SearchDocument, *, plain: bool = False) -> dict[str, str]:
+    """The statement's parameters; ``plain``: each text as its words only, for
+    PostgreSQL, whose parser reads ``model-010000`` as ``model`` and the number
+    ``-010000``, where a query (``search_terms``) has the words ``model`` and ``010000``."""
+    texts = {
         "name": document.name,
         "tags": document.tags,
         "task": document.task,
         "description": document.description,
         "card": document.card,
-        "formats": document.formats,
     }
+    if plain:
+        texts = {key: " ".join(words_of(value)) for key, value in texts.items()}
+    return {**texts, "formats": document.formats}
 
 
 def _typed(clause: TextClause, name: str) -> Subquery:

@@ -13,6 +13,7 @@ the other. The documents written here are the ones ``registry.search_index`` wri
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 import sqlalchemy as sa
@@ -23,6 +24,7 @@ down_revision = "0023_job_lease_generation"
 branch_labels = None
 depends_on = None
 
+_WORD = re.compile(r"[^\W_]+")
 _BATCH = 1000
 _MAX_CARD = 20_000
 
@@ -89,21 +91,37 @@ def upgrade() -> None:
         ):
             manifests.setdefault(mid, []).append(text)
             formats.setdefault(mid, set()).add(fmt)
+        plain = bind.dialect.name == "postgresql"
         bind.execute(
             insert,
             [
                 {
+                    **_texts(
+                        {
+                            "name": name,
+                            "tags": " ".join(sorted(tags.get(mid, []))),
+                            "task": task or "",
+                            "description": description or "",
+                            "card": _card(manifests.get(mid, [])),
+                        },
+                        plain=plain,
+                    ),
                     "id": mid,
-                    "name": name,
-                    "tags": " ".join(sorted(tags.get(mid, []))),
-                    "task": task or "",
-                    "description": description or "",
-                    "card": _card(manifests.get(mid, [])),
                     "formats": " ".join(sorted(formats.get(mid, ()))),
                 }
                 for mid, name, task, description in models
             ],
         )
+
+
+def _texts(texts: dict[str, str], *, plain: bool) -> dict[str, str]:
+    # PostgreSQL's parser reads "model-010000" as "model" and the number "-010000": it is
+    # given the words alone, as queries spell them (lower-case letter and digit runs).
+    if not plain:
+        return texts
+    return {
+        key: " ".join(w[:64] for w in _WORD.findall(value.lower())) for key, value in texts.items()
+    }
 
 
 def _card(manifests: list[str]) -> str:
