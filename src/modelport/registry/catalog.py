@@ -53,23 +53,19 @@ def search(session: Session, query: CatalogQuery, index: SearchIndex) -> Catalog
     terms = parse_terms(query.q)
     if query.q and terms is None:  # only punctuation: nothing can match
         return CatalogPage(items=(), next_cursor=None, facets=_no_facets(), total=0)
-    bands = PriceBands(utcnow())
-    filters = _filters(query, bands)
+    filters = _filters(query)
     if terms is None:
-        return _listed(session, query, filters, bands, index)
-    return _ranked(session, query, filters, bands, terms, index)
+        return _listed(session, query, filters, index)
+    return _ranked(session, query, filters, terms, index)
 
 
 def _listed(
     session: Session,
     query: CatalogQuery,
     filters: dict[str, ColumnElement[bool]],
-    bands: PriceBands,
     index: SearchIndex,
 ) -> CatalogPage:
     stmt = select(ModelRow).where(*filters.values()).order_by(ModelRow.id).limit(query.limit + 1)
-    if "price" in filters:
-        stmt = bands.join(stmt)
     if query.cursor:
         stmt = stmt.where(ModelRow.id > _CURSOR.decode(query.cursor))
     rows = list(session.scalars(stmt))
@@ -87,7 +83,6 @@ def _ranked(
     session: Session,
     query: CatalogQuery,
     filters: dict[str, ColumnElement[bool]],
-    bands: PriceBands,
     terms: SearchTerms,
     index: SearchIndex,
 ) -> CatalogPage:
@@ -102,8 +97,6 @@ def _ranked(
         .offset(offset)
         .limit(query.limit + 1)
     )
-    if "price" in filters:
-        stmt = bands.join(stmt)
     rows = list(session.scalars(stmt))
     more = len(rows) > query.limit
     rows = rows[: query.limit]
@@ -165,9 +158,9 @@ def _unfaceted(filters: dict[str, ColumnElement[bool]]) -> Select[int]:
     return select(ModelRow.id).where(*(c for name, c in filters.items() if name not in FACETS))
 
 
-def _filters(query: CatalogQuery, bands: PriceBands) -> dict[str, ColumnElement[bool]]:
+def _filters(query: CatalogQuery) -> dict[str, ColumnElement[bool]]:
     """Each given filter's condition on ``ModelRow``, by name (facets leave their own
-    out); ``visible`` is never left out. A ``price`` condition needs ``bands`` joined."""
+    out); ``visible`` is never left out."""
     found: dict[str, ColumnElement[bool]] = {}
     if query.task:
         found["task"] = ModelRow.task == query.task
@@ -184,7 +177,7 @@ def _filters(query: CatalogQuery, bands: PriceBands) -> dict[str, ColumnElement[
             ModelVersionRow.format == query.format, ModelVersionRow.model_id == ModelRow.id
         )
     if query.price:
-        found["price"] = bands.only(query.price)
+        found["price"] = PriceBands(utcnow()).only(query.price)
     if query.viewer is not None:
         found["visible"] = _visible_to(query.viewer)
     return found

@@ -79,10 +79,16 @@ class PriceBands:
         return func.coalesce(self.table.c.band, 0)
 
     def only(self, name: str) -> ColumnElement[bool]:
-        """Models in band ``name``; an unknown band matches nothing."""
+        """Models in band ``name``, as a condition on ``ModelRow`` needing no join (a
+        semi-join on the priced models, which planners hash; a join to the bands for a
+        filter was a nested loop on PostgreSQL); an unknown band matches nothing."""
         if name not in PRICE_BANDS:
             return false()
-        return self.band == PRICE_BANDS.index(name)
+        ref = ModelRow.owner + "/" + ModelRow.name
+        band = PRICE_BANDS.index(name)
+        if band == 0:
+            return ref.not_in(select(self.table.c.model).where(self.table.c.band > 0))
+        return ref.in_(select(self.table.c.model).where(self.table.c.band == band))
 
 
 def count_facets(
