@@ -54,6 +54,7 @@ def search(session: Session, query: CatalogQuery, index: SearchIndex) -> Catalog
     if query.q and terms is None:  # only punctuation: nothing can match
         return CatalogPage(items=(), next_cursor=None, facets=_no_facets(), total=0)
     filters = _filters(query)
+    index.begin(session)
     if terms is None:
         return _listed(session, query, filters, index)
     return _ranked(session, query, filters, terms, index)
