@@ -19,7 +19,8 @@ BEFORE = "0023_job_lease_generation"
 def _documents(services: Services) -> list[tuple[Any, ...]]:
     database = services.registry.database
     query = (
-        "SELECT rowid, name, tags, task, description, card, formats FROM model_search"
+        "SELECT s.rowid, name, tags, task, description, card, formats FROM model_search AS s "
+        "JOIN model_search_formats AS f ON f.model_id = s.rowid"
         if database.dialect == "sqlite"
         else "SELECT model_id, formats, CAST(document AS text) FROM model_search"
     )
@@ -45,7 +46,8 @@ def test_the_backfill_writes_what_the_registry_writes(
     services.registry.database.dispose()
     command.downgrade(alembic_config(url), BEFORE)
     try:
-        assert "model_search" not in inspect(services.registry.database.engine).get_table_names()
+        tables = inspect(services.registry.database.engine).get_table_names()
+        assert "model_search" not in tables and "model_search_formats" not in tables
     finally:
         upgrade(url)
     assert _documents(services) == written

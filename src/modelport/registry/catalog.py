@@ -75,9 +75,9 @@ def _listed(
     page = _page(session, rows, _CURSOR.encode(rows[-1].id) if more else None)
     if not query.facets:
         return page
-    docs = index.documents()
-    matching = _unfaceted(filters).outerjoin(docs, docs.c.model_id == ModelRow.id)
-    return _with_facets(session, page, matching, docs.c.formats, query)
+    formats = index.formats()
+    matching = _unfaceted(filters).outerjoin(formats, formats.c.model_id == ModelRow.id)
+    return _with_facets(session, page, matching, formats.c.formats, query)
 
 
 def _ranked(
@@ -103,8 +103,13 @@ def _ranked(
     rows = rows[: query.limit]
     page = _page(session, rows, _RANKED.encode(offset + query.limit) if more else None)
 
-    matching = _unfaceted(filters).join(hits, hits.c.model_id == ModelRow.id)
-    page = _with_facets(session, page, matching, hits.c.formats, query)
+    formats = index.formats()
+    matching = (
+        _unfaceted(filters)
+        .join(hits, hits.c.model_id == ModelRow.id)
+        .outerjoin(formats, formats.c.model_id == ModelRow.id)
+    )
+    page = _with_facets(session, page, matching, formats.c.formats, query)
     if page.total == 0:
         visible = filters.get("visible")
         page = CatalogPage(

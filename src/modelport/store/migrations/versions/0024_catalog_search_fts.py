@@ -45,20 +45,30 @@ def upgrade() -> None:
             "formats text NOT NULL, document tsvector NOT NULL)"
         )
         op.execute("CREATE INDEX ix_model_search_document ON model_search USING gin (document)")
-        insert = sa.text(
-            "INSERT INTO model_search (model_id, formats, document) "
-            f"VALUES (:id, :formats, {_PG_DOCUMENT})"
-        )
+        inserts = [
+            sa.text(
+                "INSERT INTO model_search (model_id, formats, document) "
+                f"VALUES (:id, :formats, {_PG_DOCUMENT})"
+            )
+        ]
     else:
         op.execute(
             "CREATE VIRTUAL TABLE model_search USING fts5("
-            "name, tags, task, description, card, formats UNINDEXED, "
+            "name, tags, task, description, card, "
             "tokenize = 'unicode61 remove_diacritics 2')"
         )
-        insert = sa.text(
-            "INSERT INTO model_search (rowid, name, tags, task, description, card, formats) "
-            "VALUES (:id, :name, :tags, :task, :description, :card, :formats)"
+        op.execute(
+            "CREATE TABLE model_search_formats ("
+            "model_id INTEGER NOT NULL PRIMARY KEY REFERENCES models (id) ON DELETE CASCADE, "
+            "formats TEXT NOT NULL)"
         )
+        inserts = [
+            sa.text(
+                "INSERT INTO model_search (rowid, name, tags, task, description, card) "
+                "VALUES (:id, :name, :tags, :task, :description, :card)"
+            ),
+            sa.text("INSERT INTO model_search_formats (model_id, formats) VALUES (:id, :formats)"),
+        ]
     last = 0
     while True:
         models = bind.execute(
@@ -92,26 +102,25 @@ def upgrade() -> None:
             manifests.setdefault(mid, []).append(text)
             formats.setdefault(mid, set()).add(fmt)
         plain = bind.dialect.name == "postgresql"
-        bind.execute(
-            insert,
-            [
-                {
-                    **_texts(
-                        {
-                            "name": name,
-                            "tags": " ".join(sorted(tags.get(mid, []))),
-                            "task": task or "",
-                            "description": description or "",
-                            "card": _card(manifests.get(mid, [])),
-                        },
-                        plain=plain,
-                    ),
-                    "id": mid,
-                    "formats": " ".join(sorted(formats.get(mid, ()))),
-                }
-                for mid, name, task, description in models
-            ],
-        )
+        documents = [
+            {
+                **_texts(
+                    {
+                        "name": name,
+                        "tags": " ".join(sorted(tags.get(mid, []))),
+                        "task": task or "",
+                        "description": description or "",
+                        "card": _card(manifests.get(mid, [])),
+                    },
+                    plain=plain,
+                ),
+                "id": mid,
+                "formats": " ".join(sorted(formats.get(mid, ()))),
+            }
+            for mid, name, task, description in models
+        ]
+        for insert in inserts:
+            bind.execute(insert, documents)
 
 
 def _texts(texts: dict[str, str], *, plain: bool) -> dict[str, str]:
@@ -136,3 +145,5 @@ def _card(manifests: list[str]) -> str:
 
 def downgrade() -> None:
     op.execute("DROP TABLE model_search")
+    if op.get_bind().dialect.name != "postgresql":
+        op.execute("DROP TABLE model_search_formats")
