@@ -53,7 +53,7 @@ def search(session: Session, query: CatalogQuery, index: SearchIndex) -> Catalog
     terms = parse_terms(query.q)
     if query.q and terms is None:  # only punctuation: nothing can match
         return CatalogPage(items=(), next_cursor=None, facets=_no_facets(), total=0)
-    filters = _filters(query)
+    filters = _filters(query, PriceBands.of(session, utcnow()))
     index.begin(session)
     if terms is None:
         return _listed(session, query, filters, index)
@@ -164,7 +164,7 @@ def _unfaceted(filters: dict[str, ColumnElement[bool]]) -> Select[int]:
     return select(ModelRow.id).where(*(c for name, c in filters.items() if name not in FACETS))
 
 
-def _filters(query: CatalogQuery) -> dict[str, ColumnElement[bool]]:
+def _filters(query: CatalogQuery, bands: PriceBands) -> dict[str, ColumnElement[bool]]:
     """Each given filter's condition on ``ModelRow``, by name (facets leave their own
     out); ``visible`` is never left out."""
     found: dict[str, ColumnElement[bool]] = {}
@@ -183,7 +183,7 @@ def _filters(query: CatalogQuery) -> dict[str, ColumnElement[bool]]:
             ModelVersionRow.format == query.format, ModelVersionRow.model_id == ModelRow.id
         )
     if query.price:
-        found["price"] = PriceBands(utcnow()).only(query.price)
+        found["price"] = bands.only(query.price)
     if query.viewer is not None:
         found["visible"] = _visible_to(query.viewer)
     return found
