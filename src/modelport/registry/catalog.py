@@ -103,13 +103,8 @@ def _ranked(
     rows = rows[: query.limit]
     page = _page(session, rows, _RANKED.encode(offset + query.limit) if more else None)
 
-    formats = index.formats()
-    matching = (
-        _unfaceted(filters)
-        .join(hits, hits.c.model_id == ModelRow.id)
-        .outerjoin(formats, formats.c.model_id == ModelRow.id)
-    )
-    page = _with_facets(session, page, matching, formats.c.formats, query)
+    matching = _unfaceted(filters).join(hits, hits.c.model_id == ModelRow.id)
+    page = _with_facets(session, page, matching, hits.c.formats, query)
     if page.total == 0:
         visible = filters.get("visible")
         page = CatalogPage(

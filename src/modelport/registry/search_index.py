@@ -61,8 +61,8 @@ class SearchIndex(Protocol):
         ...
 
     def hits(self, terms: SearchTerms) -> Subquery:
-        """Models matching every term: columns ``model_id`` and ``score`` (higher is
-        better)."""
+        """Models matching every term: columns ``model_id``, ``score`` (higher is
+        better) and ``formats`` (read only by a query that selects it)."""
         ...
 
     def formats(self) -> Subquery:
@@ -143,9 +143,11 @@ class SqliteSearchIndex:
     def hits(self, terms: SearchTerms) -> Subquery:
         return _typed(
             text(
-                "SELECT rowid AS model_id, "
-                f"-bm25(model_search, {self.WEIGHTS}) AS score "
-                "FROM model_search WHERE model_search MATCH :match"
+                "SELECT model_search.rowid AS model_id, "
+                f"-bm25(model_search, {self.WEIGHTS}) AS score, f.formats AS formats "
+                "FROM model_search LEFT JOIN model_search_formats AS f "
+                "ON f.model_id = model_search.rowid "
+                "WHERE model_search MATCH :match"
             ).bindparams(match=fts5_match(terms)),
             "hits",
         )
@@ -204,7 +206,8 @@ class PostgresSearchIndex:
                 "SELECT s.model_id AS model_id, "
                 "CASE WHEN s.document @@ to_tsquery('simple', :named) THEN 2 "
                 "WHEN s.document @@ to_tsquery('simple', :tagged) THEN 1 ELSE 0 END "
-                "+ ts_rank_cd(CAST(:weights AS float4[]), s.document, q.q, 32) AS score "
+                "+ ts_rank_cd(CAST(:weights AS float4[]), s.document, q.q, 32) AS score, "
+                "s.formats AS formats "
                 "FROM model_search AS s, to_tsquery('simple', :match) AS q(q) "
                 "WHERE s.document @@ q.q"
             ).bindparams(
@@ -254,7 +257,7 @@ def _fields(document: SearchDocument, *, plain: bool = False) -> dict[str, str]:
 
 
 def _typed(clause: TextClause, name: str) -> Subquery:
-    return clause.columns(model_id=Integer, score=Float).subquery(name)
+    return clause.columns(model_id=Integer, score=Float, formats=String).subquery(name)
 
 
 def _formats(clause: TextClause) -> Subquery:
