@@ -9,8 +9,9 @@ description, and that above the card. Both tables are made by migration
 types exist in the other.
 
 Call order: the registry's writes call ``put`` (or ``remove``) inside the transaction
-that changed the model, so the index never disagrees with a committed model; ``hits``
-and ``name_prefix`` are read inside any transaction.
+that changed the model, so the index never disagrees with a committed model. A search
+calls ``begin`` first in its transaction, then builds its statements from ``hits``,
+``formats`` and ``name_prefix``.
 """
 
 from __future__ import annotations
