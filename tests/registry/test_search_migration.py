@@ -13,7 +13,7 @@ from modelport.store import upgrade
 from modelport.store.migrate import alembic_config
 from tests.registry.helpers import Registry, manifest_for
 
-BEFORE = "0023_job_lease_generation"
+BEFORE = "0024_catalog_search_fts-1"  # its parent, whichever revision that is
 
 
 def _documents(services: Services) -> list[tuple[Any, ...]]:
