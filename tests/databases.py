@@ -47,9 +47,15 @@ def _dsn(url: str) -> str:
     return make_url(url).set(drivername="postgresql").render_as_string(hide_password=False)
 
 
+UNDECLARED_TABLES = ("model_search",)
+"""PostgreSQL tables a migration makes that ``store.tables`` does not declare (the
+catalog's search index: its column type exists on PostgreSQL only)."""
+
+
 def _tables() -> list[str]:
     """The schema's tables but the installation's id, which its migration made once."""
-    return [t.name for t in Base.metadata.sorted_tables if t.name != "installation"]
+    declared = [t.name for t in Base.metadata.sorted_tables if t.name != "installation"]
+    return declared + list(UNDECLARED_TABLES)
 
 
 _SEQUENCES = (

@@ -73,8 +73,6 @@ if TYPE_CHECKING:
     from modelport.inference.targets import VersionTargets
     from modelport.jobs.batch import BatchService
     from modelport.jobs.outputs import JobOutputs
-    from modelport.runtime.formats.base import GenerativeFormat
-    from modelport.runtime.generative.metrics import GenerationMetrics
     from modelport.jobs.runner import JobNotifier, JobRunner
     from modelport.jobs.service import JobService
     from modelport.jobs.stages import StageRegistry
@@ -89,6 +87,7 @@ if TYPE_CHECKING:
     from modelport.observability.version_traffic import VersionTrafficService
     from modelport.runtime.engines import GenerativeHost
     from modelport.runtime.formats.base import GenerativeFormat
+    from modelport.runtime.generative.metrics import GenerationMetrics
     from modelport.runtime.host import LoadCheck, ModelHost
     from modelport.runtime.types import VersionKey
     from modelport.serving.backends.base import Backend
@@ -1382,6 +1381,7 @@ def build_registry(
     metrics: RuntimeMetrics | None = None,
 ) -> RegistryService:
     """The registry, signing with this installation's key and validating in a subprocess."""
+    from modelport.registry.search_index import search_index_for
     from modelport.registry.trust import TrustPolicy, parse_trusted_keys
 
     signer = Signer.load_or_create(settings.resolved_signing_key_path)
@@ -1394,7 +1394,13 @@ def build_registry(
         sandbox=build_sandbox(settings, metrics),
     )
     return RegistryService(
-        database, blob_store, signer=signer, validator=validator, changes=changes, trust=trust
+        database,
+        blob_store,
+        signer=signer,
+        validator=validator,
+        changes=changes,
+        trust=trust,
+        search=search_index_for(database.dialect),
     )
 
 

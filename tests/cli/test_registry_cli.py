@@ -57,6 +57,17 @@ def test_models_list_filters(server: LiveServer) -> None:
     assert "acme/adder" in text.output and "globex" not in text.output
 
 
+def test_models_search(server: LiveServer) -> None:
+    page = run_json(server, "models", "search", "adder")
+    assert [m["model"] for m in page["items"]] == ["acme/adder"]
+    assert page["total"] == 1 and {"value": "tflite", "count": 1} in page["facets"]["format"]
+    text = run(server, "models", "search", "embedder", "--task", "embedding")
+    assert text.exit_code == 0 and "globex/embedder" in text.output
+    assert "task: embedding (1)" in text.output
+    typo = run(server, "models", "search", "embeder")
+    assert typo.exit_code == 0 and "did you mean: embedder" in typo.output
+
+
 def test_models_show(server: LiveServer) -> None:
     body = run_json(server, "models", "show", "acme/adder")
     assert body["model"] == "acme/adder"

@@ -106,6 +106,25 @@ def test_catalog_searches_and_filters_through_the_api(console: Console) -> None:
     assert MODEL in tagged.text
 
 
+def test_catalog_search_shows_facets_and_suggestions(console: Console) -> None:
+    client = browser_client(console)
+    sign_in(client, console.beta_key)
+    found = client.get("/console/models", params={"q": "summer"})
+    assert found.status_code == 200 and MODEL in found.text
+    assert 'aria-label="Facets"' in found.text and 'id="total"' in found.text
+    facet = re.search(
+        r'<a href="([^"]+)">tabular-regression</a> <span class="count">1<', found.text
+    )
+    assert facet, found.text
+    narrowed = client.get(facet[1].replace("&amp;", "&"))
+    assert MODEL in narrowed.text and 'aria-current="true"' in narrowed.text
+    assert "acme/secret" not in client.get("/console/models", params={"q": "secret"}).text
+    typo = client.get("/console/models", params={"q": "sumer"})
+    assert "No models match" in typo.text and "Did you mean" in typo.text
+    assert 'href="/console/models?q=summer">summer</a>' in typo.text
+    assert 'aria-label="Facets"' not in client.get("/console/models").text
+
+
 def test_catalog_pages_by_cursor(console: Console) -> None:
     admin = console.platform.client
     for n in range(30):

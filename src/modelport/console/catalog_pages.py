@@ -26,7 +26,8 @@ from modelport.errors import InvalidInput
 
 router = APIRouter()
 
-FILTERS = ("q", "task", "format", "license", "owner", "tag")
+FILTERS = ("q", "task", "format", "license", "owner", "tag", "price")
+FACET_LABELS = (("task", "Task"), ("format", "Format"), ("license", "License"), ("price", "Price"))
 PAGE_SIZE = 24
 
 # Raw HTML off ("js-default"): a card's HTML is shown as text, and links are limited to
@@ -80,6 +81,7 @@ async def catalog(request: Request) -> Response:
     next_url = (
         "/console/models?" + urlencode({**kept, "cursor": next_cursor}) if next_cursor else None
     )
+    found = answer.body if answer.ok and isinstance(answer.body, dict) else {}
     return render(
         request,
         "catalog.html",
@@ -89,8 +91,39 @@ async def catalog(request: Request) -> Response:
         items=items,
         next_url=next_url,
         first_url="/console/models?" + urlencode(kept) if cursor else None,
+        facets=facet_links(kept, found.get("facets") or {}),
+        total=found.get("total"),
+        suggestions=[
+            (text, "/console/models?" + urlencode({**kept, "q": text}))
+            for text in found.get("suggestions") or []
+        ],
         error=None if answer.ok else answer.error,
     )
+
+
+def facet_links(kept: dict[str, str], facets: dict[str, Any]) -> list[dict[str, Any]]:
+    """Each facet of a search answer as links: a value narrows the search to it (the
+    chosen one widens it back), with the API's count beside it."""
+    out = []
+    for name, label in FACET_LABELS:
+        values = []
+        for entry in facets.get(name) or []:
+            value = str(entry.get("value", ""))
+            chosen = kept.get(name) == value
+            params = {k: v for k, v in kept.items() if k != name}
+            if not chosen:
+                params[name] = value
+            values.append(
+                {
+                    "value": value,
+                    "count": entry.get("count", 0),
+                    "chosen": chosen,
+                    "url": "/console/models?" + urlencode(params),
+                }
+            )
+        if values:
+            out.append({"name": name, "label": label, "values": values})
+    return out
 
 
 async def _model_context(

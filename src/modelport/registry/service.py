@@ -55,6 +55,7 @@ from modelport.registry.names import (
     split_model_ref,
 )
 from modelport.registry.processing import check_processing
+from modelport.registry.search_index import SearchIndex, document_of, search_index_for
 from modelport.registry.signing import Signer
 from modelport.registry.trust import SIGNATURE_INVALID, TrustPolicy
 from modelport.registry.types import (
@@ -107,8 +108,11 @@ class RegistryService:
         validator: Validator,
         changes: ChangeBus | None = None,
         trust: TrustPolicy | None = None,
+        search: SearchIndex | None = None,
     ) -> None:
         self.database = database
+        # The catalog's full-text index, written in the transaction of each model change.
+        self.search_index = search or search_index_for(database.dialect)
         self.blobs = blobs
         self.signer = signer
         self.validator = validator
@@ -154,7 +158,7 @@ class RegistryService:
         spdx = normalize_license(license) if license else ""
         try:
             with self.database.transaction() as session:
-                return repo.insert_model(
+                model = repo.insert_model(
                     session,
                     owner=owner,
                     name=name,
@@ -165,6 +169,8 @@ class RegistryService:
                     tags=clean_tags,
                     actor=actor,
                 )
+                self._reindex(session, repo.model_id(session, owner, name))
+                return model
         except IntegrityError:
             raise Conflict(
                 f"model {owner}/{name} already exists",
@@ -178,7 +184,10 @@ class RegistryService:
 
     def search(self, query: CatalogQuery) -> CatalogPage:
         with self.database.transaction() as session:
-            return catalog.search(session, query)
+            return catalog.search(session, query, self.search_index)
+
+    def _reindex(self, session: Session, mid: int) -> None:
+        self.search_index.put(session, mid, document_of(session, mid))
 
     # ---- versions
 
@@ -341,6 +350,7 @@ class RegistryService:
             actor=actor,
         )
         repo.add_lineage_edges(session, vid, edges)
+        self._reindex(session, mid)  # the card grows by this version's description and tags
         if can_see is None:  # trusted: the owner now holds what its version lists
             blob_repo.record_owner(session, (f.digest for f in manifest.files), owner, utcnow())
         repo.append_event(session, vid, None, lifecycle.INITIAL, actor=actor, reason="published")

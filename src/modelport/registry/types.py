@@ -164,13 +164,29 @@ class CatalogQuery:
     tag: str | None = None
     owner: str | None = None
     format: str | None = None
+    price: str | None = None
+    """A price band (``modelport.registry.facets.PRICE_BANDS``)."""
     limit: int = 50
     cursor: str | None = None
     viewer: CatalogViewer | None = None
     """Only what this viewer may see; None: everything (the platform admin)."""
+    facets: bool = False
+    """Count the matches by facet too (always done when ``q`` is given)."""
+
+
+@dataclass(frozen=True)
+class FacetCount:
+    value: str
+    count: int
 
 
 @dataclass(frozen=True)
 class CatalogPage:
     items: tuple[Model, ...]
     next_cursor: str | None
+    facets: dict[str, tuple[FacetCount, ...]] | None = None
+    """Per facet (task, format, license, price), the matches by value; None unless asked."""
+    total: int | None = None
+    """How many models match (with ``facets``)."""
+    suggestions: tuple[str, ...] = ()
+    """Queries close to ``q`` that find something, when ``q`` found nothing."""

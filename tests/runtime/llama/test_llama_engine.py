@@ -272,6 +272,7 @@ def test_a_generation_without_a_bound_stops_at_the_contexts_end(make_engine: Eng
         return sum(c.tokens for c in chunks), chunks[-1].finish_reason
 
     assert asyncio.run(run()) == (24 - prompt_tokens, "length")
+
     # Without the flag the same bound does not fit beside the prompt.
     async def bounded() -> None:
         engine.submit(replace(request, to_context_end=False))

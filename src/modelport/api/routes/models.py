@@ -12,6 +12,7 @@ from modelport.api.auth import CurrentPrincipal
 from modelport.api.deps import get_services
 from modelport.api.routes.registry_json import model_json
 from modelport.registry.catalog import MAX_LIMIT
+from modelport.registry.facets import PRICE_BANDS
 from modelport.registry.types import CatalogQuery
 from modelport.tenancy.policy import Permission
 
@@ -35,18 +36,28 @@ def list_models(
     request: Request,
     principal: CurrentPrincipal,
     q: Annotated[
-        str | None, Query(max_length=256, description="text in name or description")
+        str | None,
+        Query(
+            max_length=256,
+            description="words to find in names, tags, tasks, descriptions and model "
+            "cards; ranks the answer (an exact name first) and adds facets",
+        ),
     ] = None,
     task: str | None = None,
     license: str | None = None,
     tag: str | None = None,
     owner: str | None = None,
     format: str | None = None,
+    price: Annotated[str | None, Query(description="price band: " + ", ".join(PRICE_BANDS))] = None,
+    facets: Annotated[
+        bool, Query(description="count the matches by facet (always with q)")
+    ] = False,
     limit: Annotated[int, Query(ge=1, le=MAX_LIMIT)] = 50,
     cursor: str | None = None,
 ) -> dict[str, Any]:
     """The catalog, filtered to what the caller may see; pass ``next_cursor`` back as
-    ``cursor`` for the next page."""
+    ``cursor`` for the next page. With ``q`` (or ``facets``) the answer also holds
+    ``facets``, ``total`` and, when nothing matched, ``suggestions``."""
     page = get_services(request).registry.search(
         CatalogQuery(
             q=q,
@@ -55,12 +66,25 @@ def list_models(
             tag=tag,
             owner=owner,
             format=format,
+            price=price,
+            facets=facets,
             limit=limit,
             cursor=cursor,
             viewer=catalog_viewer(request, principal),
         )
     )
-    return {"items": [model_json(m) for m in page.items], "next_cursor": page.next_cursor}
+    answer: dict[str, Any] = {
+        "items": [model_json(m) for m in page.items],
+        "next_cursor": page.next_cursor,
+    }
+    if page.facets is not None:
+        answer["facets"] = {
+            name: [{"value": f.value, "count": f.count} for f in counts]
+            for name, counts in page.facets.items()
+        }
+        answer["total"] = page.total
+        answer["suggestions"] = list(page.suggestions)
+    return answer
 
 
 @router.post("/models", status_code=201)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 
 from modelport.cli.models.list import list_models
+from modelport.cli.models.search import search
 from modelport.cli.models.show import show
 
 
@@ -15,3 +16,4 @@ def models() -> None:
 
 models.add_command(list_models)
 models.add_command(show)
+models.add_command(search)

@@ -8,7 +8,7 @@ from modelport.cli.application import Application
 
 
 @click.command("list")
-@click.option("--q", "q", default=None, help="Text in the name or description.")
+@click.option("--q", "q", default=None, help="Words to search for (ranked; see `models search`).")
 @click.option("--task", default=None)
 @click.option("--owner", default=None)
 @click.option("--format", "format_", default=None, help="Models with a version of this format.")

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from modelport.manifest import Manifest
-from modelport.runtime.formats.base import GenerativeEngine, Generation
+from modelport.runtime.formats.base import Generation, GenerativeEngine
 from modelport.runtime.process.protocol import Message, receive, send
 from modelport.runtime.process.worker import _error, _watch_parent
 from modelport.runtime.types import ChatMessage, GenerationRequest, Priority, ToolCall
