@@ -417,10 +417,10 @@ def build_host(
 
 
 def report_execution(settings: Settings, sandbox: Sandbox) -> None:
-    """Say at start-up where publishers' tensor models will be parsed and run: in model
-    hosts under ``sandbox`` (``runtime.model_hosts``), nowhere where the sandbox cannot
-    start them here (``runtime.model_hosts_unavailable``: every tensor version's load then
-    fails closed with ``sandbox_unavailable``), or in this process, beside its
+    """Say at start-up where publishers' models will be parsed and run: in model hosts
+    under ``sandbox`` (``runtime.model_hosts``), nowhere where the sandbox cannot start
+    them here (``runtime.model_hosts_unavailable``: every version's load then fails
+    closed with ``sandbox_unavailable``), or in this process, beside its
     credentials, where the operator chose ``manifest`` (``runtime.execution_in_server``).
     Never a silent fall-back to threads."""
     import logging
@@ -434,9 +434,9 @@ def report_execution(settings: Settings, sandbox: Sandbox) -> None:
             "runtime.execution_in_server",
             level=logging.WARNING,
             setting="MODELPORT_RUNTIME_EXECUTION=manifest",
-            consequence="publishers' ONNX and transformers files are parsed and run in "
-            "this server process, beside its credentials, unless a version's manifest "
-            "asks for process execution",
+            consequence="publishers' ONNX, transformers and GGUF files are parsed and run "
+            "in this server process, beside its credentials, unless a tensor version's "
+            "manifest asks for process execution",
             remedy="unset MODELPORT_RUNTIME_EXECUTION (default: process)",
         )
         return
@@ -449,7 +449,7 @@ def report_execution(settings: Settings, sandbox: Sandbox) -> None:
             level=logging.ERROR,
             setting="MODELPORT_RUNTIME_EXECUTION=process",
             sandbox=f"MODELPORT_SANDBOX={settings.sandbox}",
-            consequence="no tensor version can load here: each fails closed with "
+            consequence="no version can load here: each fails closed with "
             "sandbox_unavailable; nothing is run in the server process instead",
             reason=exc.message,
             remedy="install bubblewrap; or MODELPORT_SANDBOX=unisolated (model hosts "

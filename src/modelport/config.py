@@ -287,12 +287,13 @@ class Settings(BaseSettings):
     worker processes per version)."""
 
     runtime_execution: Literal["manifest", "process"] = "process"
-    """Where tensor versions execute: ``process`` (the default), every tensor version in
-    model-host processes started under the sandbox (``sandbox``: where it cannot start
-    them here, their loads fail closed), whatever its manifest says, so no publisher's
-    file is parsed in the server; ``manifest``, as each version's ``runtime.execution``
-    says (``thread`` by default: in this process, beside its credentials). Generative
-    versions load in the server either way."""
+    """Where versions execute: ``process`` (the default), every version in model-host
+    processes started under the sandbox (``sandbox``: where it cannot start them here,
+    their loads fail closed), whatever its manifest says, so no publisher's file is
+    parsed in the server: a tensor version in its workers, a generative version's engine
+    in a host of its own; ``manifest``, tensor versions as each version's
+    ``runtime.execution`` says (``thread`` by default: in this process, beside its
+    credentials) and generative engines in this process."""
 
     runtime_process_crash_limit: int = Field(default=3, ge=1)
     """Worker crashes of one version within the crash window that quarantine it (503

@@ -65,8 +65,12 @@ def _quiet(llama_cpp: ModuleType) -> None:
     @llama_cpp.llama_log_callback  # type: ignore[untyped-decorator]
     def _write(level: int, text: bytes, _user: ctypes.c_void_p) -> None:
         line = text.decode("utf-8", "replace").rstrip()
-        if line:
-            _log.log(_LEVELS.get(level, logging.DEBUG), "%s", line)
+        if not line:
+            return
+        # One KV cache serves every sequence: more cells than one sequence's context
+        # is the design, not an overflow.
+        quiet = "n_ctx_seq" in line and "n_ctx_train" in line
+        _log.log(logging.DEBUG if quiet else _LEVELS.get(level, logging.DEBUG), "%s", line)
 
     # Kept alive with the module: llama.cpp holds the pointer.
     _quiet.callback = _write  # type: ignore[attr-defined]
