@@ -129,22 +129,24 @@ class TransformersGenerativeFormat:
     ) -> GenerativeEngine:
         # The engine (and torch with it) is imported only when a model is loaded.
         from modelport.runtime.generative.engine import BatchingEngine, EngineConfig
+        from modelport.runtime.generative.llama.kernels import MAX_SEQUENCES
         from modelport.runtime.generative.torch_engine import TorchGenerativeEngine
 
         if self.engine_for(manifest) == LLAMA_CPP:
             layout = check_package(files)
             assert layout.gguf is not None
+            max_running = min(self.max_running, MAX_SEQUENCES)
             kernels = load_kernels(
                 files[layout.gguf],
                 kv_budget_bytes=self.kv_budget(manifest),
-                max_running=self.max_running,
+                max_running=max_running,
                 threads=self.threads,
             )
             context = _positive_int(manifest, "context_length") or kernels.context_length
             llama_config = EngineConfig(
                 kv_budget_bytes=self.kv_budget(manifest),
                 context_length=context,
-                max_running=self.max_running,
+                max_running=max_running,
                 max_waiting=self.max_waiting,
                 offline_waiting_share=self.offline_waiting_share,
             )

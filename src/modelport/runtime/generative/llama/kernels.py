@@ -41,6 +41,8 @@ from modelport.runtime.generative.sampling import SamplingParams
 from modelport.runtime.types import GenerationRequest
 
 LOAD_FAILED = "load_failed"
+MAX_SEQUENCES = 256
+"""llama.cpp's sequence ids per context (``LLAMA_MAX_SEQ``)."""
 _DEFAULT_SEED = 0xFFFFFFFF
 """llama.cpp's "draw a fresh seed"."""
 
@@ -100,8 +102,13 @@ class LlamaKernels:
         self.bytes_per_token = _kv_bytes_per_token(lib, model)
         capacity = max(256, config.kv_budget_bytes // self.bytes_per_token)
         self.capacity_tokens = capacity
+        if config.max_running > MAX_SEQUENCES:
+            raise InvalidInput(
+                f"llama.cpp decodes at most {MAX_SEQUENCES} sequences together",
+                code="invalid_configuration",
+            )
         kept = config.max_kept_prefixes
-        self._seq_ids = min(256, config.max_running + kept)
+        self._seq_ids = min(MAX_SEQUENCES, config.max_running + kept)
         self.prefixes = PrefixCache(self._seq_ids, max_kept=self._seq_ids - config.max_running)
         self.reclaimable = self
         threads = config.threads or cpu_threads()

@@ -71,12 +71,14 @@ class PrefixCache:
         than ``MIN_SHARED_TOKENS``, or the same as one kept, is not kept: its own id
         comes back in the answer."""
         if len(tokens) < MIN_SHARED_TOKENS or self.max_kept < 1:
+            self.give_id(seq_id)
             return [seq_id]
         key = tuple(tokens)
         for kept_id, kept_tokens in self._kept.items():
             if common_prefix(kept_tokens, key) == len(key):
                 # Already covered by a kept prefix: refresh that one, drop this one.
                 self._kept.move_to_end(kept_id)
+                self.give_id(seq_id)
                 return [seq_id]
         dropped = []
         while len(self._kept) >= self.max_kept:
