@@ -30,7 +30,7 @@ import numpy as np
 from modelport.errors import InvalidInput, Unprocessable
 from modelport.runtime.generative.kernels import Sampled
 from modelport.runtime.generative.llama.grammar import grammar_for
-from modelport.runtime.generative.llama.library import require_llama
+from modelport.runtime.generative.llama.library import recent_errors, require_llama
 from modelport.runtime.generative.llama.prefix import (
     MIN_SHARED_TOKENS,
     PrefixCache,
@@ -93,7 +93,8 @@ class LlamaKernels:
         model = lib.llama_model_load_from_file(str(path).encode(), params)
         if not model:
             raise Unprocessable(
-                "llama.cpp could not load this GGUF file (see the server log)", code=LOAD_FAILED
+                f"llama.cpp could not load this GGUF file: {recent_errors() or 'no reason given'}",
+                code=LOAD_FAILED,
             )
         self._model = model
         self.vocab = LlamaVocab(lib, model)
@@ -130,7 +131,8 @@ class LlamaKernels:
         if not ctx:
             lib.llama_model_free(model)
             raise Unprocessable(
-                "llama.cpp could not make a context for this model (KV budget too large?)",
+                "llama.cpp could not make a context for this model: "
+                f"{recent_errors() or 'no reason given'}",
                 code=LOAD_FAILED,
             )
         self._ctx = ctx
@@ -262,7 +264,10 @@ class LlamaKernels:
         batch.n_tokens = n
         code = self._lib.llama_decode(self._ctx, batch)
         if code != 0:
-            raise RuntimeError(f"llama_decode failed ({code}) on {n} tokens of {len(rows)} rows")
+            raise RuntimeError(
+                f"llama_decode failed ({code}) on {n} tokens of {len(rows)} rows: "
+                f"{recent_errors() or 'no reason given'}"
+            )
         for seq in rows:
             state = seq.state
             state.computed.extend(state.pending)

@@ -8,14 +8,12 @@ logs at start-up and a pinned ``runtime.engine: llama.cpp`` load answers with.
 
 from __future__ import annotations
 
+import collections
 import ctypes
 import functools
-import logging
 from types import ModuleType
 
 from modelport.errors import Unavailable
-
-_log = logging.getLogger("modelport.runtime.llama")
 
 ENGINE_UNAVAILABLE = "engine_unavailable"
 
@@ -54,23 +52,30 @@ def require_llama() -> ModuleType:
     return module
 
 
-_LEVELS = {3: logging.WARNING, 4: logging.ERROR}
-"""ggml's warn and error levels; its info and debug lines are chatter."""
+_ERRORS: collections.deque[str] = collections.deque(maxlen=16)
+"""llama.cpp's latest warning and error lines, for the error that follows them."""
+
+
+def recent_errors() -> str:
+    """The warnings and errors llama.cpp wrote since the last call, one per line."""
+    lines = []
+    while _ERRORS:
+        lines.append(_ERRORS.popleft())
+    return "; ".join(lines)
 
 
 def _quiet(llama_cpp: ModuleType) -> None:
-    """Route llama.cpp's own log lines (model loading chatter) to this process's logging
-    at debug, warnings and errors at their level, instead of stderr."""
+    """Keep llama.cpp's own log lines (model loading chatter) off stderr; its warnings
+    and errors are kept for the error that follows (``recent_errors``). The callback
+    runs inside llama.cpp's calls, from any thread: it only appends to a deque (taking
+    no lock a logging handler might hold)."""
 
     @llama_cpp.llama_log_callback  # type: ignore[untyped-decorator]
     def _write(level: int, text: bytes, _user: ctypes.c_void_p) -> None:
-        line = text.decode("utf-8", "replace").rstrip()
-        if not line:
-            return
-        # One KV cache serves every sequence: more cells than one sequence's context
-        # is the design, not an overflow.
-        quiet = "n_ctx_seq" in line and "n_ctx_train" in line
-        _log.log(logging.DEBUG if quiet else _LEVELS.get(level, logging.DEBUG), "%s", line)
+        # ggml's levels: 3 warn, 4 error. One KV cache serves every sequence: more cells
+        # than one sequence's context is the design, not an overflow.
+        if level in (3, 4) and b"n_ctx_seq" not in text:
+            _ERRORS.append(text.decode("utf-8", "replace").strip())
 
     # Kept alive with the module: llama.cpp holds the pointer.
     _quiet.callback = _write  # type: ignore[attr-defined]
