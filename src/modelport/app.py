@@ -503,9 +503,33 @@ def build_generative_host(
     formats = generative_formats({"transformers": {**options, "metrics": generation_metrics}})
     if not formats:
         return None
+    if settings.llm_engine == "auto":
+        report_llama()
     if settings.runtime_execution == "process":
         formats = hosted_generative_formats(settings, formats, options, generation_metrics)
     return GenerativeHost(cache=host.cache, formats=formats, check_load=check_load)
+
+
+def report_llama() -> None:
+    """Say at start-up when llama.cpp cannot run here (``runtime.llama_unavailable``):
+    GGUF versions then run de-quantized on ``transformers``."""
+    import logging
+
+    from modelport.logs import log_event
+    from modelport.runtime.generative.llama.library import llama_problem
+
+    problem = llama_problem()
+    if problem is None:
+        return
+    log_event(
+        logging.getLogger("modelport.runtime"),
+        "runtime.llama_unavailable",
+        level=logging.WARNING,
+        consequence="GGUF versions run de-quantized on the transformers engine; a version "
+        "pinned to llama.cpp (runtime.engine) fails to load with engine_unavailable",
+        reason=problem,
+        remedy="./scripts/bootstrap.sh builds llama-cpp-python for this CPU",
+    )
 
 
 def hosted_generative_formats(

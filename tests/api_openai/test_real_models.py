@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import httpx
 import numpy as np
 import openai
 import pytest
@@ -324,3 +325,7 @@ def test_the_engine_and_its_prefix_cache_show_on_metrics(world: RealWorld) -> No
     )
     hits = registry.get_sample_value("modelport_generation_prefix_cache_hit_tokens_total", labels)
     assert hits is not None and hits > 0
+    admin = {"Authorization": f"Bearer {ADMIN_KEY}"}
+    runtime = httpx.get(world.url + "/api/runtime/models", headers=admin).json()
+    [chat] = [v for v in runtime["generative"] if v["model"] == CHAT]
+    assert (chat["engine"], chat["ended"]) == ("llama.cpp", None) and chat["host_memory_bytes"] > 0

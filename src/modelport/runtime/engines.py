@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Collection, Mapping
+from dataclasses import dataclass
 
 from modelport.errors import InvalidInput, Unprocessable
 from modelport.manifest import UNSAFE_FORMATS, Manifest
@@ -46,6 +47,18 @@ def choose_contract(
         return Contract.TENSOR
     known = {*tensor_formats, *generative_formats}
     raise Unprocessable(missing_runtime(format, known), code="unsupported_format")
+
+
+@dataclass(frozen=True)
+class GenerativeStatus:
+    """One loaded generative version, as ``/api/runtime/models`` shows it."""
+
+    key: VersionKey
+    engine: str
+    """``llama.cpp``, ``transformers``; ``hosted`` for a host still starting."""
+    memory_bytes: int
+    ended: str | None
+    """How its model host ended (the next call loads it again); None while it runs."""
 
 
 class GenerativeHost:
@@ -102,6 +115,19 @@ class GenerativeHost:
         engine = plugin.load(files, manifest, name=key.ref)
         self._engines[key] = engine
         return engine
+
+    def statuses(self) -> list[GenerativeStatus]:
+        """The loaded engines: which kernels run each, its memory, whether its model host
+        (if it has one) has ended."""
+        return [
+            GenerativeStatus(
+                key,
+                str(getattr(engine, "kind", "unknown")),
+                engine.memory_bytes(),
+                getattr(engine, "dead", None),
+            )
+            for key, engine in sorted(self._engines.items(), key=lambda kv: kv[0].ref)
+        ]
 
     def unload(self, key: VersionKey) -> None:
         engine = self._engines.pop(key, None)

@@ -1,6 +1,7 @@
 """/api/runtime: what this process's model host holds, for the platform admin: each
 hosted version's load state, queue depth, requests in flight, memory, and crashes or
-quarantine of its worker processes. Read-only; loading and unloading are ``/v2``'s
+quarantine of its worker processes; and each loaded generative version's engine
+(``llama.cpp`` or ``transformers``), memory, and whether its model host ended. Read-only; loading and unloading are ``/v2``'s
 repository calls."""
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from fastapi import APIRouter, Request
 from modelport.api.access import require_platform
 from modelport.api.auth import CurrentPrincipal
 from modelport.api.deps import get_services
+from modelport.runtime.engines import GenerativeStatus
 from modelport.runtime.types import VersionStatus
 from modelport.tenancy.policy import Permission
 
@@ -42,8 +44,25 @@ def runtime_models(request: Request, principal: CurrentPrincipal) -> dict[str, A
     """Versions this process hosts, by ``owner/name:version``; ``hosts_models`` is false
     (and the list empty) in the ``gateway`` role, which runs versions on remote backends."""
     require_platform(request, principal, Permission.PLATFORM_MANAGE)
-    host = get_services(request).host
+    services = get_services(request)
+    host = services.host
     if host is None:
-        return {"hosts_models": False, "items": []}
+        return {"hosts_models": False, "items": [], "generative": []}
     statuses = sorted(host.statuses(), key=lambda s: (s.key.model, s.key.version))
-    return {"hosts_models": True, "items": [status_json(s) for s in statuses]}
+    engines = services.engines.statuses() if services.engines is not None else []
+    return {
+        "hosts_models": True,
+        "items": [status_json(s) for s in statuses],
+        "generative": [generative_json(s) for s in engines],
+    }
+
+
+def generative_json(status: GenerativeStatus) -> dict[str, Any]:
+    return {
+        "model": status.key.model,
+        "version": status.key.version,
+        "manifest_digest": status.key.manifest_digest,
+        "engine": status.engine,
+        "host_memory_bytes": status.memory_bytes,
+        "ended": status.ended,
+    }
