@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from modelport.errors import InvalidInput, Unprocessable
+from modelport.errors import InvalidInput, Unavailable, Unprocessable
 from modelport.runtime.generative.kernels import Sampled
 from modelport.runtime.generative.llama.grammar import grammar_for
 from modelport.runtime.generative.llama.library import recent_errors, require_llama
@@ -41,6 +41,9 @@ from modelport.runtime.generative.sampling import SamplingParams
 from modelport.runtime.types import GenerationRequest
 
 LOAD_FAILED = "load_failed"
+MIN_BURST_PREFIX = 64
+"""A prefix that sequences admitted together share is computed once, ahead of the step,
+from this many tokens on."""
 MAX_SEQUENCES = 256
 """llama.cpp's sequence ids per context (``LLAMA_MAX_SEQ``)."""
 _DEFAULT_SEED = 0xFFFFFFFF
@@ -63,6 +66,9 @@ class LlamaConfig:
     """0: every CPU the process may use."""
     max_kept_prefixes: int = 16
     """Sequences whose cells are kept after they leave, for prefix reuse (0: none)."""
+    prefix_cache: bool = True
+    """Reuse computed prefixes (kept, running, or shared within an admission); off, every
+    prompt is computed whole (the baseline ``bench/prefix_cache_bench.py`` measures)."""
     flash_attention: bool = True
     """Attention that skips other sequences' cells: a prefix reused from the cache, or a
     preempted sequence resumed from its kept cells, decodes exactly as if computed in
@@ -108,7 +114,8 @@ class LlamaKernels:
                 f"llama.cpp decodes at most {MAX_SEQUENCES} sequences together",
                 code="invalid_configuration",
             )
-        kept = config.max_kept_prefixes
+        kept = config.max_kept_prefixes if config.prefix_cache else 0
+        self._reuse = config.prefix_cache
         self._seq_ids = min(MAX_SEQUENCES, config.max_running + kept)
         self.prefixes = PrefixCache(self._seq_ids, max_kept=self._seq_ids - config.max_running)
         self.reclaimable = self
@@ -153,6 +160,8 @@ class LlamaKernels:
             grammar_for(params.response_format)  # a schema it cannot turn into a grammar: 400
 
     def encode(self, request: GenerationRequest) -> list[int]:
+        if self._closed:  # the model is freed: its vocabulary with it
+            raise Unavailable("the model was unloaded", code="model_unloading", retry_after=1)
         return self.vocab.encode(request)
 
     def is_end(self, token: int) -> bool:
@@ -166,7 +175,7 @@ class LlamaKernels:
             tokens = seq.prompt_ids + seq.output_ids
             seq_id = self.prefixes.take_id()
             state = _LlamaState(seq_id, self._sampler(seq))
-            match = self.prefixes.best(tokens, running)
+            match = self.prefixes.best(tokens, running) if self._reuse else None
             if match is not None:
                 self._lib.llama_memory_seq_cp(self._memory, match.seq_id, seq_id, 0, match.tokens)
                 state.computed = tokens[: match.tokens]
@@ -174,7 +183,7 @@ class LlamaKernels:
             state.pending = tokens[len(state.computed) :]
             seq.state = state
             self._live.append(seq)
-        return hits + self._share_prefixes(seqs)
+        return hits + (self._share_prefixes(seqs) if self._reuse else 0)
 
     def close(self, seq: Any) -> None:
         state: _LlamaState = seq.state
@@ -229,8 +238,8 @@ class LlamaKernels:
                 min(common_prefix(whole, s.state.computed + s.state.pending) for s in group[1:]),
                 *(len(s.state.computed) + len(s.state.pending) - 1 for s in group),
             )
-            if shared <= len(leader.computed) + MIN_SHARED_TOKENS:
-                continue
+            if shared < len(leader.computed) + MIN_BURST_PREFIX:
+                continue  # a short one costs less in the step's batch than a decode alone
             cut = shared - len(leader.computed)
             rest, leader.pending = leader.pending[cut:], leader.pending[:cut]
             self._decode([group[0]], logits=False)
