@@ -12,7 +12,7 @@ from typing import Any
 import jsonschema
 import pytest
 
-from modelport.errors import InvalidInput
+from modelport.errors import InvalidInput, Unavailable
 from modelport.runtime.generative.engine import BatchingEngine
 from modelport.runtime.types import ChatMessage, GenerationRequest, Priority
 from tests.runtime.generative.helpers import wait_until
@@ -253,6 +253,9 @@ def test_unloading_ends_open_generations(make_engine: EngineFactory) -> None:
         return "no error"
 
     assert asyncio.run(run()) == "model_unloading"
+    with pytest.raises(Unavailable) as caught:  # its vocabulary is freed with the model
+        engine.encode(greedy(PROMPT))
+    assert caught.value.code == "model_unloading"
 
 
 def test_a_generation_without_a_bound_stops_at_the_contexts_end(make_engine: EngineFactory) -> None:
