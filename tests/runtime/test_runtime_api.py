@@ -28,7 +28,7 @@ def platform(tmp_path: Path, database_url: str) -> Iterator[Platform]:
 def test_the_admin_sees_a_version_loaded_by_a_call(platform: Platform) -> None:
     before = platform.client.get("/api/runtime/models")
     assert before.status_code == 200
-    assert before.json() == {"hosts_models": True, "items": []}
+    assert before.json() == {"hosts_models": True, "items": [], "generative": []}
     assert platform.infer().status_code == 200
     [row] = platform.client.get("/api/runtime/models").json()["items"]
     assert (row["model"], row["version"], row["state"]) == ("acme/adder", "1", "ready")

@@ -21,8 +21,9 @@ from tests.runtime.llama.conftest import THREADS, EngineFactory, generate, greed
 PROMPT = "The capital of France is"
 SYSTEM = ChatMessage(
     "system",
-    "You are a careful assistant. You answer in one short sentence, you never invent"
-    " facts, and you say when you do not know.",
+    "You are a careful assistant for a marketplace of models. You answer in one short"
+    " sentence, you never invent facts, and you say when you do not know. You are polite"
+    " and brief, you use plain words, and you never answer a question you were not asked.",
 )
 
 
