@@ -29,44 +29,13 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
 import openai
 import psutil
+from bench.generation_runs import QUESTIONS, Run
 from tests.runtime.formats.transformers.packages import smollm2_gguf
-
-QUESTIONS = [
-    "What is the capital of France?",
-    "Write a haiku about the sea.",
-    "Explain photosynthesis in one sentence.",
-    "List three prime numbers.",
-    "What does a CPU do?",
-    "Give me a tip for learning a new language.",
-    "Why is the sky blue?",
-    "Name a famous painting and its painter.",
-]
-
-
-@dataclass
-class Run:
-    tokens: int
-    seconds: float
-    ttft: list[float]
-    cpu_seconds: float
-
-    @property
-    def tokens_per_second(self) -> float:
-        return self.tokens / self.seconds
-
-    @property
-    def cpu_ms_per_token(self) -> float:
-        return self.cpu_seconds * 1000 / max(1, self.tokens)
-
-    def ttft_pct(self, q: float) -> float:
-        ordered = sorted(self.ttft) or [float("nan")]
-        return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
 
 
 def free_port() -> int:

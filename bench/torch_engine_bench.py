@@ -13,8 +13,8 @@ It prints aggregate generated tokens/s and p50/p99 time to first token (TTFT), a
 the engine's ratios against both references. Beside the wall clock it reports the
 process's CPU time per generated token, which a busy shared machine distorts less.
 
-    PYTHONPATH=src .venv/bin/python bench/torch_engine_bench.py            # 1 4 16 32, 32 tokens
-    PYTHONPATH=src .venv/bin/python bench/torch_engine_bench.py --streams 1 16 --tokens 64
+    PYTHONPATH=src:. .venv/bin/python bench/torch_engine_bench.py            # 1 4 16 32, 32 tokens
+    PYTHONPATH=src:. .venv/bin/python bench/torch_engine_bench.py --streams 1 16 --tokens 64
 """
 
 from __future__ import annotations
@@ -24,12 +24,12 @@ import asyncio
 import os
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 import torch
+from bench.generation_runs import QUESTIONS, Run
 from transformers import AutoModelForCausalLM, AutoTokenizer
 from transformers.generation.streamers import BaseStreamer
 
@@ -39,38 +39,6 @@ from modelport.runtime.generative.torch_engine import TorchGenerativeEngine
 from modelport.runtime.types import ChatMessage, GenerationRequest
 
 GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
-QUESTIONS = [
-    "What is the capital of France?",
-    "Write a haiku about the sea.",
-    "Explain photosynthesis in one sentence.",
-    "List three prime numbers.",
-    "What does a CPU do?",
-    "Give me a tip for learning a new language.",
-    "Why is the sky blue?",
-    "Name a famous painting and its painter.",
-]
-
-
-@dataclass
-class Run:
-    tokens: int
-    seconds: float
-    ttft: list[float]
-    cpu_seconds: float = 0.0
-    """CPU time of this process (every thread) during the run: steadier than the wall
-    clock on a shared machine."""
-
-    @property
-    def cpu_ms_per_token(self) -> float:
-        return self.cpu_seconds * 1000 / self.tokens
-
-    @property
-    def tokens_per_second(self) -> float:
-        return self.tokens / self.seconds
-
-    def ttft_pct(self, q: float) -> float:
-        ordered = sorted(self.ttft)
-        return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
 
 
 class FirstToken(BaseStreamer):

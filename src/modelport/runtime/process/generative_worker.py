@@ -30,7 +30,7 @@ from typing import Any
 from modelport.manifest import Manifest
 from modelport.runtime.formats.base import Generation, GenerativeEngine
 from modelport.runtime.process.protocol import Message, receive, send
-from modelport.runtime.process.worker import _error, _watch_parent
+from modelport.runtime.process.worker import error_message, watch_parent
 from modelport.runtime.types import ChatMessage, GenerationRequest, Priority, ToolCall
 
 STATS_SECONDS = 0.5
@@ -120,7 +120,7 @@ class _Server:
         try:
             generation = self.engine.submit(request_of(doc))
         except Exception as exc:
-            self.send(_error(exc) | {"op": "refused", "id": ident})
+            self.send(error_message(exc) | {"op": "refused", "id": ident})
             return
         self.generations[ident] = generation
         self.send({"op": "accepted", "id": ident, "input_tokens": generation.input_tokens})
@@ -138,7 +138,7 @@ class _Server:
                     }
                 )
         except Exception as exc:
-            self.send(_error(exc) | {"op": "error", "id": ident})
+            self.send(error_message(exc) | {"op": "error", "id": ident})
         else:
             self.send({"op": "end", "id": ident})
         finally:
@@ -171,7 +171,7 @@ def serve(conn: Connection) -> int:
     try:
         engine = load(spec)
     except Exception as exc:
-        failed = _error(exc)
+        failed = error_message(exc)
         failed["op"] = "failed"
         failed["trace"] = traceback.format_exc(limit=5)
         send(conn, failed)
@@ -182,7 +182,7 @@ def serve(conn: Connection) -> int:
 
 def main(argv: list[str] | None = None) -> Any:
     args = sys.argv[1:] if argv is None else argv
-    _watch_parent(os.getppid())
+    watch_parent(os.getppid())
     return serve(Connection(int(args[0])))
 
 

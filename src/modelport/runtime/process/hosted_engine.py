@@ -26,7 +26,7 @@ from typing import Any
 
 from modelport.errors import ModelportError, Unavailable
 from modelport.runtime.generative.metrics import EngineMetrics, GenerationMetrics
-from modelport.runtime.process.client import Worker, WorkerSpec, rebuild
+from modelport.runtime.process.client import Worker, rebuild
 from modelport.runtime.process.protocol import Message, receive, send
 from modelport.runtime.types import GenerationChunk, GenerationRequest
 
@@ -146,7 +146,6 @@ class HostedEngine:
 
     def __init__(
         self,
-        spec: WorkerSpec,
         worker: Worker,
         *,
         memory_bytes: int,
@@ -154,7 +153,6 @@ class HostedEngine:
         metrics: GenerationMetrics | None = None,
         on_crash: Callable[[str], None] | None = None,
     ) -> None:
-        self.spec = spec
         self.worker = worker
         self.name = name
         self.kind = "hosted"

@@ -52,7 +52,6 @@ class HostedGenerativeFormat:
         spec = WorkerSpec(manifest.format, self.entry, self.options, dict(files), manifest, name)
         worker = Worker(spec, name=name, launcher=self.launcher, module=GENERATIVE_WORKER_MODULE)
         engine = HostedEngine(
-            spec,
             worker,
             memory_bytes=self.inner.estimate_memory(manifest),
             name=name,

@@ -33,7 +33,7 @@ from modelport.runtime.process.protocol import Message, receive, receive_fds, se
 from modelport.runtime.process.segments import Segment
 
 
-def _watch_parent(parent: int, interval: float = 1.0) -> None:
+def watch_parent(parent: int, interval: float = 1.0) -> None:
     # Not PR_SET_PDEATHSIG: it fires when the host's *thread* that started the worker
     # ends, and those threads come and go. A thread here runs between the model's steps
     # (a native library releases the GIL; Python code yields it every few ms).
@@ -74,7 +74,7 @@ class _Segments:
         return [self._attached[n] for n in names]
 
 
-def _error(exc: BaseException) -> Message:
+def error_message(exc: BaseException) -> Message:
     if isinstance(exc, ModelportError):
         return {
             "op": "error",
@@ -94,7 +94,7 @@ def execute(conn: Connection, model: LoadedModel, segments: _Segments, message: 
         seconds = time.perf_counter() - started
         planned = tensors.plan(outputs)
     except Exception as exc:  # the model's own failure: answered, the worker goes on
-        send(conn, _error(exc))
+        send(conn, error_message(exc))
         return
     finally:
         del inputs  # the views must not outlive the segment's mapping
@@ -111,7 +111,7 @@ def serve(conn: Connection) -> int:
     try:
         model = load(spec)
     except Exception as exc:
-        failed = _error(exc)
+        failed = error_message(exc)
         failed["op"] = "failed"
         failed["trace"] = traceback.format_exc(limit=5)
         send(conn, failed)
@@ -133,7 +133,7 @@ def main(argv: list[str] | None = None) -> Any:
     args = sys.argv[1:] if argv is None else argv
     # The parent now, not a pid from the command line: in a PID namespace of its own,
     # the host's pid means nothing here.
-    _watch_parent(os.getppid())
+    watch_parent(os.getppid())
     return serve(Connection(int(args[0])))
 
 

@@ -178,8 +178,9 @@ class TransformersGenerativeFormat:
         if self.engine_for(manifest) == LLAMA_CPP:
             layout = check_package(files)
             assert layout.gguf is not None
-            path = files[layout.gguf]
-            kernels = load_kernels(path, kv_budget_bytes=16 << 20, max_running=1, threads=0)
-            return functools.partial(llama_example_outputs, path, kernels=kernels)
+            kernels = load_kernels(
+                files[layout.gguf], kv_budget_bytes=16 << 20, max_running=1, threads=0
+            )
+            return functools.partial(llama_example_outputs, kernels)
         loaded = self.load_model(files, manifest)
         return functools.partial(generate_example, loaded)

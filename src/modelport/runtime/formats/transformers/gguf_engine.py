@@ -12,7 +12,7 @@ validation and serving decode as the example did).
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -120,7 +120,7 @@ def load_kernels(path: Path, *, kv_budget_bytes: int, max_running: int, threads:
     )
 
 
-def llama_example_outputs(path: Path, example: Example, kernels: Any) -> dict[str, np.ndarray]:
+def llama_example_outputs(kernels: Any, example: Example) -> dict[str, np.ndarray]:
     """``generate_example`` on llama.cpp: the example's greedy ``tokens`` and ``text``."""
     from modelport.runtime.formats.transformers.examples import (
         MESSAGES,
@@ -176,8 +176,3 @@ def describe_llama(path: Path, runtime: dict[str, Any]) -> dict[str, Any]:
     finally:
         kernels.unload()
     return causal_fields(chat, runtime, parameters, [example] if greedy.tokens else [])
-
-
-def gguf_path(files: Mapping[str, Path], layout: PackageLayout) -> Path:
-    assert layout.gguf is not None
-    return files[layout.gguf]
