@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import random
 import socket
+from collections import deque
 from urllib.parse import urlsplit, urlunsplit
 
 REDIS_ENV = "MODELPORT_TEST_REDIS_URL"
@@ -43,15 +44,26 @@ def isolate_redis() -> None:
     os.environ[REDIS_ENV] = urlunsplit(parts._replace(path=f"/{database}"))
 
 
+_handed_out: deque[int] = deque(maxlen=PORTS_PER_WORKER // 2)
+"""The ports this process handed out last. Callers often pick two ports before binding either
+(a gRPC port, then the HTTP server's own); without this the second pick can return the
+first, and whichever binds second fails with "address already in use"."""
+
+
 def free_port() -> int:
-    """A loopback port free now, from this worker's own block: two workers never pick the
-    same one, whatever they start at the same moment."""
+    """A loopback port free now and not among the last ones this process handed out, from this
+    worker's own block: two workers never pick the same one, whatever they start at the
+    same moment, and two picks of one worker differ even before either is bound."""
     first = PORTS_FIRST + worker_index() * PORTS_PER_WORKER
+    recent = set(_handed_out)
     for port in random.sample(range(first, first + PORTS_PER_WORKER), PORTS_PER_WORKER):
+        if port in recent:
+            continue
         with socket.socket() as sock:
             try:
                 sock.bind(("127.0.0.1", port))
             except OSError:
                 continue
+            _handed_out.append(port)
             return port
     raise RuntimeError(f"no free port in {first}-{first + PORTS_PER_WORKER - 1}")
