@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +19,11 @@ from modelport.runtime.formats.trees.native import (
 )
 
 INPUT = "input"
-READERS = {"xgboost": XGBoostTree, "lightgbm": LightGBMTree, "sklearn": SklearnTree}
+READERS: dict[str, Callable[[Path], NativeTree]] = {
+    "xgboost": XGBoostTree,
+    "lightgbm": LightGBMTree,
+    "sklearn": SklearnTree,
+}
 
 
 def sniff_format(path: Path) -> str | None:

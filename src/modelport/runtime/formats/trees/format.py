@@ -142,7 +142,7 @@ class TreeFormat:
         except ConversionFailed as exc:
             _log.warning("%s model served by its library: no ONNX conversion (%s)", self.name, exc)
             return None
-        session = self._onnx.session(graph)
+        session: object = self._onnx.session(graph)
         rows, tolerance = check_rows(tree.shape.features, manifest)
         converted = TreeModel(tree, session, list(tree.shape.output_names()), input_name, 0)
         expected = tree.predict(rows)
