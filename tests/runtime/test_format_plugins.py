@@ -17,6 +17,7 @@ from modelport.runtime.formats import registry as registry_module
 from modelport.runtime.formats.onnx import OnnxFormat
 from modelport.runtime.formats.registry import GROUP
 from modelport.runtime.formats.transformers.availability import llm_installed
+from modelport.runtime.formats.trees.availability import tree_installed
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -50,7 +51,7 @@ class EchoModel:
 ECHO = EntryPoint("echo", f"{__name__}:EchoFormat", GROUP)
 
 
-def test_onnx_and_transformers_are_declared_as_entry_points_of_the_package() -> None:
+def test_modelport_s_formats_are_declared_as_entry_points_of_the_package() -> None:
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
     declared = project["entry-points"][GROUP]
     assert declared == {
@@ -58,6 +59,9 @@ def test_onnx_and_transformers_are_declared_as_entry_points_of_the_package() -> 
         "transformers": (
             "modelport.runtime.formats.transformers.embedding:TransformersEmbeddingFormat"
         ),
+        "xgboost": "modelport.runtime.formats.trees.format:XGBoostFormat",
+        "lightgbm": "modelport.runtime.formats.trees.format:LightGBMFormat",
+        "sklearn": "modelport.runtime.formats.trees.format:SklearnFormat",
     }
     assert {e.name: e.value for e in registry_module.BUILT_IN} == declared
 
@@ -70,14 +74,16 @@ def test_onnx_is_known_and_loads_with_its_options() -> None:
 
 def test_without_the_group_in_the_metadata_the_built_in_formats_stand_in() -> None:
     llm = {"transformers"} if llm_installed() else set()
-    assert set(discover([])) == {"onnx", *llm}
-    assert set(discover([ECHO])) == {"echo", "onnx", *llm}
+    trees = {name for name in ("xgboost", "lightgbm", "sklearn") if tree_installed(name)}
+    assert set(discover([])) == {"onnx", *llm, *trees}
+    assert set(discover([ECHO])) == {"echo", "onnx", *llm, *trees}
 
 
 def test_without_the_llm_extra_transformers_is_refused_naming_the_extra(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setattr(registry_module, "llm_installed", lambda: False)
+    monkeypatch.setattr(registry_module, "tree_installed", lambda name: False)
     monkeypatch.setitem(registry_module.GENERATIVE, "transformers", ("x:Y", lambda: False))
     plugins = discover([])
     assert set(plugins) == {"onnx"}
@@ -89,6 +95,19 @@ def test_without_the_llm_extra_transformers_is_refused_naming_the_extra(
     with pytest.raises(Unprocessable) as info:
         choose_contract("transformers", "chat", tensor_formats={"onnx"}, generative_formats=())
     assert "install modelport[llm]" in info.value.message
+
+
+def test_without_the_trees_extra_a_tree_format_is_refused_naming_the_extra(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(registry_module, "tree_installed", lambda name: False)
+    plugins = discover([])
+    assert not {"xgboost", "lightgbm", "sklearn"} & set(plugins)
+    for name in ("xgboost", "lightgbm", "sklearn"):
+        with pytest.raises(Unprocessable) as info:
+            get_format(name, plugins=plugins)
+        assert info.value.code == "unsupported_format"
+        assert "install modelport[trees]" in info.value.message
 
 
 def test_a_registered_plugin_is_loaded_with_its_options() -> None:

@@ -20,6 +20,7 @@ from modelport.client.transfer import LocalFile
 from modelport.errors import InvalidInput
 from modelport.registry.service import parse_manifest
 from modelport.runtime.formats.onnx_graph import Signature, signature
+from modelport.runtime.formats.trees.availability import TREE_FORMATS, tree_installed
 
 MANIFEST_NAME = "manifest.json"
 TRANSFORMERS = "transformers"
@@ -113,6 +114,8 @@ def complete_manifest(
                 manifest["postprocessing"] = post
     if manifest["format"] == TRANSFORMERS and not ("inputs" in manifest and "outputs" in manifest):
         _describe_transformers(manifest, files)
+    if manifest["format"] in TREE_FORMATS and not ("inputs" in manifest and "outputs" in manifest):
+        _describe_tree(manifest, files)
     parse_manifest(manifest)  # refuse a bad manifest before any bytes are sent
     return manifest
 
@@ -122,6 +125,9 @@ def _infer_format(files: list[LocalFile]) -> str:
     if len(onnx_files) == 1:
         return "onnx"
     top = {f.path for f in files if "/" not in f.path}
+    trees = {_sniff_tree(f.source) for f in files if f.path in top} - {None}
+    if len(trees) == 1:
+        return str(trees.pop())
     if any(p.endswith(".gguf") for p in top) or (
         "config.json" in top and any(p.endswith(".safetensors") for p in top)
     ):
@@ -148,6 +154,39 @@ def _describe_transformers(manifest: dict[str, Any], files: list[LocalFile]) -> 
         manifest["resources"] = {**described["resources"], **(manifest.get("resources") or {})}
     if not manifest.get("examples"):
         manifest["examples"] = described["examples"]
+
+
+def _sniff_tree(path: Path) -> str | None:
+    if path.suffix not in (".ubj", ".skops", ".json", ".txt"):
+        return None
+    from modelport.runtime.formats.trees.describe import sniff_format
+
+    return sniff_format(path)
+
+
+def _describe_tree(manifest: dict[str, Any], files: list[LocalFile]) -> None:
+    """Fill ``inputs`` and ``outputs`` from the tree model file (read by its library)."""
+    fmt = manifest["format"]
+    if not tree_installed(fmt):
+        raise InvalidInput(
+            f"reading a {fmt} model needs its library: install modelport[trees], or list "
+            "inputs and outputs in manifest.json",
+            code="unsupported_format",
+        )
+    from modelport.runtime.formats.trees.describe import describe
+
+    entry = (manifest.get("runtime") or {}).get("entrypoint")
+    suffixes = TREE_FORMATS[fmt]
+    found = [f for f in files if (f.path == entry if entry else f.path.endswith(suffixes))]
+    if len(found) != 1:
+        raise InvalidInput(
+            f"cannot find the {fmt} model file: keep one {' or '.join(suffixes)} file, set "
+            "runtime.entrypoint, or list inputs and outputs in manifest.json",
+            code="unknown_entrypoint",
+        )
+    described = describe(fmt, found[0].source)
+    manifest.setdefault("inputs", described["inputs"])
+    manifest.setdefault("outputs", described["outputs"])
 
 
 def _onnx_entrypoint(manifest: dict[str, Any], files: list[LocalFile]) -> LocalFile:

@@ -110,7 +110,8 @@ class OnnxFormat:
         # Weights dominate; onnxruntime's arena and optimized copies roughly double them.
         return 2 * sum(f.size for f in manifest.files) + (8 << 20)
 
-    def load(self, files: dict[str, Path], manifest: Manifest) -> OnnxModel:
+    def options(self) -> ort.SessionOptions:
+        """Session options from the settings (threads, spinning, graph optimization)."""
         opts = ort.SessionOptions()
         opts.intra_op_num_threads = self.intra_op_threads or default_intra_op_threads()
         opts.inter_op_num_threads = self.inter_op_threads
@@ -126,6 +127,14 @@ class OnnxFormat:
             "all": ort.GraphOptimizationLevel.ORT_ENABLE_ALL,
         }
         opts.graph_optimization_level = levels.get(self.graph_optimization, levels["all"])
+        return opts
+
+    def session(self, model: str | bytes) -> ort.InferenceSession:
+        """A session of ``model`` (a path or a serialized graph) with these options."""
+        return self._session(model, self.options())
+
+    def load(self, files: dict[str, Path], manifest: Manifest) -> OnnxModel:
+        opts = self.options()
         path = self._model_file(files, manifest)
         session = self._session(str(path), opts)
         declared = [spec.name for spec in manifest.outputs]

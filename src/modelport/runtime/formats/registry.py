@@ -5,14 +5,15 @@ A format is added by installing a package that declares, in its own metadata::
     [project.entry-points."modelport.formats"]
     myformat = "my_package.formats:MyFormat"
 
-modelport declares ``onnx`` and ``transformers`` (embedding models; it needs the
-``modelport[llm]`` extra) the same way. A plugin's class (a ``ModelFormat``) is
+modelport declares ``onnx``, ``transformers`` (embedding models; it needs the
+``modelport[llm]`` extra) and the tree formats ``xgboost``, ``lightgbm`` and ``sklearn``
+(the ``modelport[trees]`` extra) the same way. A plugin's class (a ``ModelFormat``) is
 imported only when a model of its format is first loaded, and is constructed with that
 format's options from the settings. A name in ``UNSAFE_FORMATS`` (pickle and the like,
 which execute code when loaded) is refused even when a plugin claims it. Where the
 installed distribution's metadata lacks the group (a source checkout not reinstalled
 since the group was declared), the built-in entries stand in for it: ``onnx``, and
-``transformers`` when its extra is installed.
+the others whose extra is installed.
 
 Generative plugins (``GenerativeFormat``) are built in: ``generative_formats`` answers
 those whose requirements are installed (``transformers`` with ``modelport[llm]``).
@@ -29,6 +30,7 @@ from modelport.errors import InvalidInput, Unprocessable
 from modelport.manifest import UNSAFE_FORMATS
 from modelport.runtime.formats.base import GenerativeFormat, ModelFormat
 from modelport.runtime.formats.transformers.availability import LLM_EXTRA, llm_installed
+from modelport.runtime.formats.trees.availability import TREES_EXTRA, tree_installed
 
 _log = logging.getLogger(__name__)
 
@@ -39,16 +41,25 @@ TRANSFORMERS_ENTRY = EntryPoint(
     "modelport.runtime.formats.transformers.embedding:TransformersEmbeddingFormat",
     GROUP,
 )
-EXTRAS = {"transformers": LLM_EXTRA}
+TREE_ENTRIES = {
+    library: EntryPoint(library, f"modelport.runtime.formats.trees.format:{cls}", GROUP)
+    for library, cls in (
+        ("xgboost", "XGBoostFormat"),
+        ("lightgbm", "LightGBMFormat"),
+        ("sklearn", "SklearnFormat"),
+    )
+}
+EXTRAS = {"transformers": LLM_EXTRA, **dict.fromkeys(TREE_ENTRIES, TREES_EXTRA)}
 """Formats of modelport's own that need an extra installed, and which."""
 
 
 def built_in() -> tuple[EntryPoint, ...]:
     """modelport's own tensor plugins whose requirements are installed."""
-    return (ONNX_ENTRY, *((TRANSFORMERS_ENTRY,) if llm_installed() else ()))
+    trees = tuple(entry for name, entry in TREE_ENTRIES.items() if tree_installed(name))
+    return (ONNX_ENTRY, *((TRANSFORMERS_ENTRY,) if llm_installed() else ()), *trees)
 
 
-BUILT_IN = (ONNX_ENTRY, TRANSFORMERS_ENTRY)
+BUILT_IN = (ONNX_ENTRY, TRANSFORMERS_ENTRY, *TREE_ENTRIES.values())
 """Every tensor plugin modelport ships (``built_in``: those that can load)."""
 
 
