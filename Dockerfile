@@ -29,7 +29,7 @@ RUN python scripts/lock_subset.py requirements/lock.txt pyproject.toml "${EXTRAS
 RUN python -m venv /opt/build \
  && /opt/build/bin/pip install --require-hashes -r /tmp/build.txt
 COPY src src
-RUN /opt/build/bin/pip wheel --no-deps --no-build-isolation -w /tmp/wheels .
+RUN /opt/build/bin/pip wheel --no-deps --no-build-isolation --no-index -w /tmp/wheels .
 # llama-cpp-python builds from its locked, hash-checked source; everything else is wheels.
 RUN python -m venv /opt/modelport \
  && if grep -q '^llama-cpp-python==' /tmp/share.txt; then \

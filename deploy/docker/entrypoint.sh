@@ -8,7 +8,7 @@ set -eu
 role="${1:-all}"
 case "$role" in
   gateway|worker|all)
-    shift || true
+    if [ "$#" -gt 0 ]; then shift; fi
     exec modelport serve --host "${HOST:-0.0.0.0}" --port "${PORT:-8080}" --role "$role" "$@"
     ;;
   migrate)

@@ -16,4 +16,3 @@ def apps(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RoleApps]:
         yield built
     finally:
         built.close()
-

@@ -43,7 +43,10 @@ def test_the_chart_lints_clean(helm: Any) -> None:
     [
         None,
         {"worker": {"autoscaling": {"mode": "hpa"}}},
-        {"worker": {"autoscaling": {"mode": "none"}}, "gateway": {"autoscaling": {"enabled": False}}},
+        {
+            "worker": {"autoscaling": {"mode": "none"}},
+            "gateway": {"autoscaling": {"enabled": False}},
+        },
         {"secrets": {"create": False, "existingSecret": "mine", "signingKeySecret": "my-key"}},
     ],
     ids=["default", "worker-hpa", "fixed", "own-secrets"],
