@@ -93,9 +93,7 @@ def main(argv: list[str]) -> int:
         print(__doc__, file=sys.stderr)
         return 2
     extras = [extra.strip() for extra in (argv[2] if len(argv) == 3 else "").split(",")]
-    text = subset(
-        Path(argv[0]).read_text(), Path(argv[1]).read_text(), [e for e in extras if e]
-    )
+    text = subset(Path(argv[0]).read_text(), Path(argv[1]).read_text(), [e for e in extras if e])
     sys.stdout.write(text)
     return 0
 
