@@ -31,7 +31,7 @@ runAsUser: 10001
 runAsGroup: 10001
 fsGroup: 10001
 seccompProfile:
-  type: RuntimeDefault
+  {{- toYaml .Values.seccompProfile | nindent 2 }}
 {{- end }}
 
 {{- define "modelport.containerSecurity" -}}
