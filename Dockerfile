@@ -11,7 +11,7 @@ ARG PYTHON_IMAGE=python:3.11-slim-bookworm
 FROM ${PYTHON_IMAGE} AS build
 ARG EXTRAS=""
 # torch's CPU builds are served by PyTorch's own index, not PyPI: pass it for EXTRAS=llm.
-ARG PIP_EXTRA_INDEX_URL=""
+ARG PIP_EXTRA_INDEX_URL
 # llama.cpp (EXTRAS=llm) compiles for a portable x86-64 level, as scripts/bootstrap.sh
 # does (a native build crashed on other CPUs); replace it for ARM or a GPU build.
 ARG LLAMA_CMAKE_ARGS="-DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_AVX512=OFF -DGGML_OPENMP=OFF"
