@@ -31,6 +31,7 @@ SERVICES = {
     "moderation",
     "datasets",
     "evaluations",
+    "monitoring",
 }
 FOUNDATION = {"store", "blobs", "runtime", "sandbox"}
 PLAIN = {"errors", "digests", "manifest", "config", "testing", "observability"}
@@ -55,6 +56,7 @@ FORBIDDEN: dict[str, set[str]] = {
     "moderation": SURFACES | {"app", "inference"},
     "datasets": SURFACES | {"app", "evaluations", "inference"},
     "evaluations": SURFACES | {"app"},
+    "monitoring": SURFACES | {"app"},
     # the web console calls the platform's own HTTP API, in process: no service directly
     # (tenancy only for the API key format, to name the key it signs in with)
     "console": (SERVICES - {"tenancy"}) | {"runtime", "blobs", "app", "api"},

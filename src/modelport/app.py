@@ -9,7 +9,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlparse
 
 from fastapi import FastAPI
@@ -80,6 +80,7 @@ if TYPE_CHECKING:
     from modelport.metering.billing.service import BillingService
     from modelport.metering.service import MeteringService
     from modelport.moderation.service import ModerationService
+    from modelport.monitoring.service import MonitoringService
     from modelport.observability.http_metrics import HttpMetrics
     from modelport.observability.metrics import RuntimeMetrics
     from modelport.observability.predictions import PredictionLog
@@ -166,6 +167,9 @@ class Services:
     """Datasets as assets: versioned split files with visibility and grants."""
     evaluations: EvaluationService
     """Evaluations run as jobs, publishers' claims, and the leaderboards."""
+    monitoring: MonitoringService
+    """Endpoints' drift and quality monitors over the prediction log (checked on a
+    schedule: the ``monitors`` loop)."""
     engines: GenerativeHost | None = None
     """This process's generative engines; None in the ``gateway`` role, or when no
     generative format is installed (the ``modelport[llm]`` extra)."""
@@ -1602,6 +1606,7 @@ def build_services(
     lifecycle.serve("serving plane", serving.running)  # deployment controller, routes
     lifecycle.serve("model repository sync", model_repository.syncing)
     lifecycle.serve("job runner", job_runner.running)  # claims and runs jobs; stops first
+    monitoring = build_monitoring(settings, database, registry, serving, metrics, clock, lifecycle)
     services = Services(
         settings=settings,
         database=database,
@@ -1650,9 +1655,48 @@ def build_services(
         ),
         datasets=datasets,
         evaluations=evaluations,
+        monitoring=monitoring,
     )
     services.grpc = build_grpc(settings, services)
     return services
+
+
+def build_monitoring(
+    settings: Settings,
+    database: Database,
+    registry: RegistryService,
+    serving: ServingPlane,
+    metrics: RuntimeMetrics,
+    clock: Clock,
+    lifecycle: Lifecycle,
+) -> MonitoringService:
+    """Endpoints' monitors, their series on ``/metrics``, and the loop that checks them
+    (registered with ``lifecycle``)."""
+    from modelport.background.loops import BackgroundLoop
+    from modelport.monitoring.metrics import MonitoringMetrics
+    from modelport.monitoring.repository import MonitorRepository
+    from modelport.monitoring.service import MonitoringService
+
+    def examples(model: str, version: str) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+        owner, name = model.split("/", 1)
+        manifest = registry.get_version(owner, name, version).manifest
+        inputs = [t.model_dump() for example in manifest.examples for t in example.inputs]
+        outputs = [t.model_dump() for example in manifest.examples for t in example.outputs]
+        return inputs, outputs
+
+    monitoring = MonitoringService(
+        MonitorRepository(database),
+        clock=clock,
+        examples=examples,
+        endpoint_exists=serving.endpoints.get_endpoint,
+        canaries=serving.endpoints,
+        metrics=MonitoringMetrics(metrics.registry),
+    )
+    # Its schedule is real time, as the other background loops' (a test's manual clock
+    # counts its sleepers); the reports read the injected clock.
+    loop = BackgroundLoop("monitors", monitoring.check, settings.monitoring_check_seconds)
+    lifecycle.serve_threads("monitors", loop.start, loop.stop)
+    return monitoring
 
 
 def build_grpc(settings: Settings, services: Services) -> GrpcSurface | None:

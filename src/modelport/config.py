@@ -540,6 +540,11 @@ class Settings(BaseSettings):
     prediction_log_flush_interval_seconds: float = Field(default=1.0, gt=0)
     """Longest a record waits before it is written."""
 
+    monitoring_check_seconds: float = Field(default=30.0, gt=0)
+    """How often endpoints' drift and quality monitors are looked at; each runs at its
+    own policy's ``interval_seconds`` (``modelport.monitoring``). 0 is refused: a
+    monitor with nothing to run costs one small query per look."""
+
     # ---- OpenID Connect (off while ``oidc_issuer`` is unset)
     oidc_issuer: str | None = None
     """Issuer URL of the OpenID provider (its ``/.well-known/openid-configuration`` is

@@ -39,6 +39,7 @@ from modelport.api.routes import (
     metrics,
     models,
     moderation,
+    monitoring,
     oidc,
     predict,
     predictions,
@@ -194,6 +195,7 @@ def _platform_routes() -> tuple[BaseRoute, ...]:
         jobs,
         datasets,
         evaluations,
+        monitoring,
     ):
         router.include_router(module.router, prefix="/api")
     router.include_router(metrics.router)

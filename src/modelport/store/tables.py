@@ -728,6 +728,17 @@ class PredictionOutcomeRow(Base):
     recorded_by: Mapped[str] = mapped_column(String(128))
 
 
+class EndpointMonitorRow(Base):
+    """An endpoint's monitor policy (``monitoring.types.MonitorPolicy`` as JSON)."""
+
+    __tablename__ = "endpoint_monitors"
+
+    endpoint: Mapped[str] = mapped_column(String(63), primary_key=True)
+    policy: Mapped[dict[str, Any]] = mapped_column(JSON)
+    updated_at: Mapped[datetime] = mapped_column(default=utcnow)
+    updated_by: Mapped[str] = mapped_column(String(128), default="")
+
+
 # ---- files -------------------------------------------------------------------
 
 

@@ -171,6 +171,18 @@ OPERATIONS: dict[tuple[str, str], Operation] = {
     ("get", "/api/endpoints/{name}/outcomes"): Operation(
         "getOutcomeReport", "Get an endpoint's accuracy report"
     ),
+    ("get", "/api/endpoints/{name}/monitor"): Operation(
+        "getMonitor", "Get an endpoint's drift and quality monitor"
+    ),
+    ("put", "/api/endpoints/{name}/monitor"): Operation(
+        "setMonitor", "Set an endpoint's drift and quality monitor"
+    ),
+    ("delete", "/api/endpoints/{name}/monitor"): Operation(
+        "deleteMonitor", "Stop monitoring an endpoint"
+    ),
+    ("get", "/api/endpoints/{name}/monitoring"): Operation(
+        "getMonitoringReport", "Get an endpoint's drift and quality report"
+    ),
     ("get", "/api/endpoints/{name}/traffic"): Operation(
         "getTrafficReport", "Get an endpoint's errors and latency per version"
     ),
@@ -283,6 +295,7 @@ TAGS = [
     {"name": "backends", "description": "Remote backends (Open Inference Protocol, OpenAI)."},
     {"name": "runtime", "description": "The versions this process hosts (platform admin)."},
     {"name": "predictions", "description": "The prediction log and true outcomes."},
+    {"name": "monitoring", "description": "Endpoints' drift and quality monitors."},
     {"name": "webhooks", "description": "Signed webhooks: the signing secret, deliveries."},
     {"name": "jobs", "description": "Durable background jobs, run stage by stage."},
     {"name": "datasets", "description": "Datasets: versioned split files, like models."},

@@ -521,6 +521,25 @@ class EndpointService:
         self._changed(name)
         return updated
 
+    def running_canary(self, name: str) -> tuple[int, int, str] | None:
+        """``(deployment, step, candidate ref)`` of the endpoint's canary while it
+        progresses; None otherwise."""
+        endpoint = self.get_endpoint(name)
+        if endpoint.active_deployment is None:
+            return None
+        deployment = self.get_deployment(name, endpoint.active_deployment)
+        if deployment.rollout.status is not RolloutStatus.PROGRESSING:
+            return None
+        if len(deployment.spec.versions) < 2:
+            return None
+        return deployment.id, deployment.rollout.step, deployment.spec.versions[1].ref
+
+    def halt_canary(self, name: str, deployment: int, step: int, reason: str) -> bool:
+        """Send all traffic back to the stable version, as the canary judge halts it;
+        False when the canary moved or ended meanwhile."""
+        halted = Rollout(RolloutStatus.HALTED, step, reason)
+        return self.set_weights(name, deployment, (100, 0), halted, from_step=step) is not None
+
     def rollback(self, name: str, deployment: int) -> tuple[Endpoint, Deployment]:
         """Restore the deployment ``deployment`` replaced, at once (409 when it cannot be)."""
         now = self.clock.now()

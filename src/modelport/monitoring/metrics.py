@@ -1,0 +1,54 @@
+"""The monitors' findings on ``/metrics``: an alert rule reads these."""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Gauge
+
+from modelport.monitoring.types import MonitoringReport
+
+
+class MonitoringMetrics:
+    def __init__(self, registry: CollectorRegistry) -> None:
+        self.psi = Gauge(
+            "modelport_monitoring_psi",
+            "Population stability index of a feature (input, or output with the prefix "
+            "'output:') of a version's answers in the current window against the reference.",
+            ("endpoint", "model", "version", "arm", "feature"),
+            registry=registry,
+            multiprocess_mode="livemax",
+        )
+        self.drifted = Gauge(
+            "modelport_monitoring_drifted_features",
+            "Features of a version's answers that drifted past the monitor's limits.",
+            ("endpoint", "model", "version", "arm"),
+            registry=registry,
+            multiprocess_mode="livemax",
+        )
+        self.accuracy = Gauge(
+            "modelport_monitoring_accuracy",
+            "Accuracy of a version's answers joined with outcomes, over the current window.",
+            ("endpoint", "model", "version", "arm"),
+            registry=registry,
+            multiprocess_mode="livemin",
+        )
+        self.breach = Gauge(
+            "modelport_monitoring_breach",
+            "1 when a version is in breach of its endpoint's monitor (drift or accuracy).",
+            ("endpoint", "model", "version", "arm"),
+            registry=registry,
+            multiprocess_mode="livemax",
+        )
+
+    def export(self, report: MonitoringReport) -> None:
+        for version in report.versions:
+            labels = (report.endpoint, version.model, version.version, version.arm or "")
+            for drift in version.inputs:
+                self.psi.labels(*labels, drift.feature).set(drift.psi)
+            for drift in version.outputs:
+                self.psi.labels(*labels, f"output:{drift.feature}").set(drift.psi)
+            drifted = sum(d.drifted for d in [*version.inputs, *version.outputs])
+            self.drifted.labels(*labels).set(drifted)
+            overall = next((q for q in version.quality if q.slice is None), None)
+            if overall is not None and overall.accuracy is not None:
+                self.accuracy.labels(*labels).set(overall.accuracy)
+            self.breach.labels(*labels).set(1 if version.in_breach else 0)
