@@ -32,6 +32,7 @@ SERVICES = {
     "datasets",
     "evaluations",
     "monitoring",
+    "templates",
 }
 FOUNDATION = {"store", "blobs", "runtime", "sandbox"}
 PLAIN = {"errors", "digests", "manifest", "config", "testing", "observability"}
@@ -57,6 +58,7 @@ FORBIDDEN: dict[str, set[str]] = {
     "datasets": SURFACES | {"app", "evaluations", "inference"},
     "evaluations": SURFACES | {"app"},
     "monitoring": SURFACES | {"app"},
+    "templates": SURFACES | {"app"},
     # the web console calls the platform's own HTTP API, in process: no service directly
     # (tenancy only for the API key format, to name the key it signs in with)
     "console": (SERVICES - {"tenancy"}) | {"runtime", "blobs", "app", "api"},

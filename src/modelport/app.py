@@ -99,6 +99,7 @@ if TYPE_CHECKING:
     from modelport.serving.processing import ProcessingPools
     from modelport.serving.repository_sync import RepositorySync
     from modelport.serving.routing.shadow import ShadowResult
+    from modelport.templates.service import TemplateService
     from modelport.tenancy.limits import LimitService
     from modelport.tenancy.oidc import OidcBearer, OidcClient
     from modelport.webhooks.service import WebhookService
@@ -167,6 +168,8 @@ class Services:
     """Datasets as assets: versioned split files with visibility and grants."""
     evaluations: EvaluationService
     """Evaluations run as jobs, publishers' claims, and the leaderboards."""
+    templates: TemplateService
+    """Prompt templates as assets: versioned chat prompts with variables."""
     monitoring: MonitoringService
     """Endpoints' drift and quality monitors over the prediction log (checked on a
     schedule: the ``monitors`` loop)."""
@@ -1607,6 +1610,8 @@ def build_services(
     lifecycle.serve("model repository sync", model_repository.syncing)
     lifecycle.serve("job runner", job_runner.running)  # claims and runs jobs; stops first
     monitoring = build_monitoring(settings, database, registry, serving, metrics, clock, lifecycle)
+    from modelport.templates.service import TemplateService
+
     services = Services(
         settings=settings,
         database=database,
@@ -1655,6 +1660,7 @@ def build_services(
         ),
         datasets=datasets,
         evaluations=evaluations,
+        templates=TemplateService(database, grants=tenancy.grants_to),
         monitoring=monitoring,
     )
     services.grpc = build_grpc(settings, services)

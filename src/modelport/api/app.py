@@ -51,6 +51,7 @@ from modelport.api.routes import (
     versions,
     webhooks,
 )
+from modelport.api.routes import templates as prompt_templates
 from modelport.api.tenancy import include_tenancy, install_tenancy
 from modelport.api.tracing import TraceMiddleware
 from modelport.api.v2 import routes as v2
@@ -196,6 +197,7 @@ def _platform_routes() -> tuple[BaseRoute, ...]:
         datasets,
         evaluations,
         monitoring,
+        prompt_templates,
     ):
         router.include_router(module.router, prefix="/api")
     router.include_router(metrics.router)

@@ -1031,6 +1031,38 @@ class DatasetVersionRow(Base):
     created_by: Mapped[str] = mapped_column(String(128), default="")
 
 
+class PromptTemplateRow(Base):
+    """A prompt template: a name in a tenant's namespace, with its visibility."""
+
+    __tablename__ = "prompt_templates"
+    __table_args__ = (UniqueConstraint("owner", "name"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    owner: Mapped[str] = mapped_column(String(64), index=True)
+    name: Mapped[str] = mapped_column(String(128))
+    visibility: Mapped[str] = mapped_column(String(16))
+    description: Mapped[str] = mapped_column(Text, default="")
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+    created_by: Mapped[str] = mapped_column(String(128), default="")
+
+
+class PromptTemplateVersionRow(Base):
+    """An immutable template version: its manifest (messages, variables, license) and
+    the manifest's digest, its identity. Nothing in this row ever changes."""
+
+    __tablename__ = "prompt_template_versions"
+    __table_args__ = (UniqueConstraint("template_id", "version"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    template_id: Mapped[int] = mapped_column(ForeignKey("prompt_templates.id"), index=True)
+    version: Mapped[str] = mapped_column(String(64))
+    digest: Mapped[str] = mapped_column(String(71))
+    license: Mapped[str] = mapped_column(String(128))
+    manifest: Mapped[dict[str, Any]] = mapped_column(JSON)
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+    created_by: Mapped[str] = mapped_column(String(128), default="")
+
+
 class EvaluationRow(Base):
     """A model version's scores on a dataset split: ``verified`` (run by the platform as
     a job, its results written once when the job ends) or ``claimed`` (stated by the

@@ -53,6 +53,7 @@ from modelport.api.openai.requests import (
     parse_embedding,
 )
 from modelport.api.openai.sse import EventStream
+from modelport.api.openai.templates import with_template
 from modelport.errors import NotFound, PayloadTooLarge, Unprocessable
 from modelport.inference.service import InferenceService
 from modelport.inference.streaming import GenerateRequest
@@ -124,7 +125,8 @@ async def get_model(request: Request) -> Response:
 # ---- generation
 async def chat_completions(request: Request) -> Response | EventStream:
     principal = await require_principal_async(request)
-    parsed = parse_chat(await _body(request))
+    doc = await with_template(get_services(request).templates, principal, await _body(request))
+    parsed = parse_chat(doc)
     return await _generate(
         request,
         principal,

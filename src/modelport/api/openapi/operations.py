@@ -123,6 +123,18 @@ OPERATIONS: dict[tuple[str, str], Operation] = {
     ("get", "/api/datasets/{owner}/{name}/versions/{version}"): Operation(
         "getDatasetVersion", "Get a dataset version"
     ),
+    ("post", "/api/templates"): Operation("createTemplate", "Create a prompt template"),
+    ("get", "/api/templates"): Operation("listTemplates", "List prompt templates"),
+    ("get", "/api/templates/{owner}/{name}"): Operation("getTemplate", "Get a prompt template"),
+    ("post", "/api/templates/{owner}/{name}/versions"): Operation(
+        "publishTemplateVersion", "Publish a prompt template version"
+    ),
+    ("get", "/api/templates/{owner}/{name}/versions/{version}"): Operation(
+        "getTemplateVersion", "Get a prompt template version"
+    ),
+    ("post", "/api/templates/{owner}/{name}/versions/{version}/render"): Operation(
+        "renderTemplate", "Render a prompt template version's messages"
+    ),
     ("post", "/api/evaluations"): Operation(
         "submitEvaluation", "Evaluate a model on a dataset split"
     ),
@@ -300,6 +312,7 @@ TAGS = [
     {"name": "jobs", "description": "Durable background jobs, run stage by stage."},
     {"name": "datasets", "description": "Datasets: versioned split files, like models."},
     {"name": "evaluations", "description": "Evaluations, claims and leaderboards."},
+    {"name": "templates", "description": "Prompt templates: versioned chat prompts."},
     {"name": "tenants", "description": "Tenants and their members."},
     {"name": "keys", "description": "API keys: create, rotate, revoke."},
     {"name": "grants", "description": "Access given to other tenants."},

@@ -29,7 +29,7 @@ class CreateGrant(BaseModel):
     grantee: str = Field(description="Slug of the tenant given access")
     namespace: str | None = Field(default=None, description="Default: the caller's tenant")
     model: str | None = Field(
-        default=None, description="One model or dataset, by name; default: the namespace"
+        default=None, description="One model, dataset or template, by name; default: the namespace"
     )
 
 
@@ -58,7 +58,10 @@ def create_grant(
         raise InvalidInput("name the namespace to share", code="invalid_request", field="namespace")
     require_tenant(request, principal, namespace, Permission.GRANTS_MANAGE)
     services.tenancy.get_tenant(body.grantee)
-    if body.model is not None and not services.datasets.exists(namespace, body.model):
+    if body.model is not None and not (
+        services.datasets.exists(namespace, body.model)
+        or services.templates.exists(namespace, body.model)
+    ):
         services.registry.get_model(namespace, body.model)  # a model, else its 404
     grant, created = services.tenancy.create_grant(
         namespace, body.grantee, model=body.model, actor=principal.id

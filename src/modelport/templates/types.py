@@ -1,0 +1,125 @@
+"""Plain records of prompt templates: the manifest a version is, and what the store
+returns.
+
+A version's manifest is a chat prompt: messages whose content may name variables as
+``{{name}}``, and the variables it declares (each required, or with a default). Every
+placeholder names a declared variable and every variable is used, so a typo fails at
+publishing, not at a call. The manifest's canonical digest is the version's identity.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Literal
+
+import orjson
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from modelport.digests import sha256_digest
+from modelport.errors import InvalidInput
+
+PLACEHOLDER = re.compile(r"\{\{\s*([A-Za-z_][A-Za-z0-9_]{0,63})\s*\}\}")
+"""``{{ name }}`` in a message's content; nothing else in the content is syntax."""
+_VARIABLE_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class TemplateMessage(_Strict):
+    role: Literal["system", "user", "assistant", "developer"]
+    content: str = Field(min_length=1, max_length=100_000)
+
+
+class TemplateVariable(_Strict):
+    name: str
+    description: str = Field(default="", max_length=1_000)
+    default: str | None = Field(default=None, max_length=100_000)
+    """A variable with a default may be left out of a call; one without is required."""
+    max_length: int = Field(default=10_000, ge=1, le=1_000_000)
+    """The longest value a call may give it, in characters."""
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, v: str) -> str:
+        if not _VARIABLE_RE.match(v):
+            raise ValueError("must be a letter or '_', then up to 63 letters, digits or '_'")
+        return v
+
+
+class TemplateManifest(_Strict):
+    """What a template version is (see the module docstring)."""
+
+    schema_version: Literal[1] = 1
+    license: str = Field(description="SPDX license identifier or expression.")
+    description: str = Field(default="", max_length=10_000)
+    messages: list[TemplateMessage] = Field(min_length=1, max_length=64)
+    variables: list[TemplateVariable] = Field(default_factory=list, max_length=64)
+
+    @model_validator(mode="after")
+    def _placeholders(self) -> TemplateManifest:
+        declared = [v.name for v in self.variables]
+        if len(set(declared)) != len(declared):
+            raise ValueError("variable names must be unique")
+        used = {name for m in self.messages for name in PLACEHOLDER.findall(m.content)}
+        undeclared = sorted(used - set(declared))
+        if undeclared:
+            raise ValueError(f"messages use undeclared variables: {', '.join(undeclared)}")
+        unused = sorted(set(declared) - used)
+        if unused:
+            raise ValueError(f"variables no message uses: {', '.join(unused)}")
+        return self
+
+
+def parse_template_manifest(data: Any) -> TemplateManifest:
+    """Validate raw JSON as a template manifest; 400 ``invalid_template_manifest``
+    naming the offending field."""
+    try:
+        return TemplateManifest.model_validate(data)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"]) or "(manifest)"
+        raise InvalidInput(
+            f"invalid template manifest: {where}: {first['msg']}",
+            code="invalid_template_manifest",
+            field=where,
+        ) from None
+
+
+def template_digest(manifest: TemplateManifest) -> str:
+    """The canonical digest: sorted keys, no whitespace, defaults filled in."""
+    doc = manifest.model_dump(mode="json")
+    return sha256_digest(orjson.dumps(doc, option=orjson.OPT_SORT_KEYS))
+
+
+@dataclass(frozen=True)
+class Template:
+    owner: str
+    name: str
+    visibility: str
+    description: str
+    created_at: datetime
+    created_by: str
+
+    @property
+    def ref(self) -> str:
+        return f"{self.owner}/{self.name}"
+
+
+@dataclass(frozen=True)
+class TemplateVersion:
+    owner: str
+    name: str
+    version: str
+    digest: str
+    license: str
+    manifest: TemplateManifest
+    created_at: datetime
+    created_by: str
+
+    @property
+    def ref(self) -> str:
+        return f"{self.owner}/{self.name}:{self.version}"
