@@ -68,7 +68,9 @@ if TYPE_CHECKING:
     from modelport.evaluations.service import EvaluationService
     from modelport.inference.access_facts import AccessFacts
     from modelport.inference.cache import ResponseCache
+    from modelport.inference.degrade import Degradation
     from modelport.inference.repository import ModelRepository
+    from modelport.inference.routed import TaskRouter
     from modelport.inference.service import InferenceService
     from modelport.inference.targets import VersionTargets
     from modelport.jobs.batch import BatchService
@@ -98,6 +100,7 @@ if TYPE_CHECKING:
     from modelport.serving.processing import ProcessingPools
     from modelport.serving.repository_sync import RepositorySync
     from modelport.serving.routing.shadow import ShadowResult
+    from modelport.serving.types import VersionRef
     from modelport.tenancy.limits import LimitService
     from modelport.tenancy.oidc import OidcBearer, OidcClient
     from modelport.webhooks.service import WebhookService
@@ -1563,6 +1566,8 @@ def build_services(
     datasets, evaluations = build_evaluations(
         database, blobs, registry, tenancy, metering, inference, jobs, clock
     )
+    inference.routes = build_task_routes(settings, registry, metering, evaluations, clock)
+    inference.degradation = build_degradation(settings, engines)
     uploads = UploadService(
         database,
         blob_store,
@@ -1712,6 +1717,54 @@ def build_evaluations(
         now=clock.now,
     )
     return datasets, evaluations
+
+
+def build_task_routes(
+    settings: Settings,
+    registry: RegistryService,
+    metering: MeteringService,
+    evaluations: EvaluationService,
+    clock: Clock,
+) -> TaskRouter:
+    """Routing by need: a task's models weighed by the price book, the leaderboards'
+    verified scores and live latency."""
+    from modelport.inference.route_facts import CatalogRouteFacts, Score
+    from modelport.inference.routed import TaskRouter
+
+    def scores(task: str) -> dict[tuple[str, str], Score]:
+        return {
+            key: Score(s.value, s.higher_is_better, s.latency_ms)
+            for key, s in evaluations.best_scores(task).items()
+        }
+
+    facts = CatalogRouteFacts(
+        registry,
+        metering.prices.prices,
+        scores,
+        now=clock.now,
+        monotonic=clock.monotonic,
+        ttl=settings.route_cache_ttl_seconds,
+    )
+    return TaskRouter(facts)
+
+
+def build_degradation(settings: Settings, engines: GenerativeHost | None) -> Degradation | None:
+    """Low-priority calls under load (``inference.degrade``), where a threshold is set:
+    the predicted waits of this process's generative schedulers."""
+    from modelport.inference.degrade import Degradation
+    from modelport.runtime.types import VersionKey
+
+    threshold = settings.degrade_queue_wait_seconds
+    if threshold is None or engines is None:
+        return None
+    host = engines
+
+    class Waits:
+        def predicted_wait(self, version: VersionRef) -> float | None:
+            key = VersionKey(version.model, version.version, version.manifest_digest)
+            return host.predicted_wait(key)
+
+    return Degradation(Waits(), threshold, settings.degrade_fallbacks)
 
 
 def build_files(

@@ -246,6 +246,13 @@ class CallStream:
         return self._metered.prediction_id
 
     @property
+    def served_by(self) -> str:
+        """The version that serves the stream, ``owner/name:version`` (a routed call's
+        choice)."""
+        call = self._metered.call
+        return f"{call.model}:{call.version}"
+
+    @property
     def worked_seconds(self) -> float | None:
         """How long the engine worked for the call: from its submission to the last chunk
         it produced (None: it produced none)."""

@@ -6,6 +6,11 @@
   whole answers collect the chunks, ``stream: true`` answers are SSE;
 - ``POST /v1/embeddings``: ``InferenceService.infer`` on an embedding model's tensors.
 
+A ``model`` of ``route:<task>`` is a task alias: the platform picks the model (see
+``docs/routing.md``) by the preferences in the body's ``route`` object or the
+``Modelport-Route`` header; the answer's ``model`` and its ``Modelport-Routed-Model``
+header name the version that served it.
+
 Authentication is the platform's bearer key; every error is OpenAI's error object
 (``api.openai.errors``, rendered by ``api.problems``). Errors before the first chunk
 are plain HTTP errors (429 with ``Retry-After``, 402, 404 ``model_not_found``, 400
@@ -56,15 +61,28 @@ from modelport.api.openai.sse import EventStream
 from modelport.errors import NotFound, PayloadTooLarge, Unprocessable
 from modelport.inference.service import InferenceService
 from modelport.inference.streaming import GenerateRequest
+from modelport.inference.task_routes import RouteTarget, is_route, route_target
 from modelport.inference.types import Caller, EndpointTarget, InferenceResult, Target
 from modelport.runtime.types import ChatMessage
 from modelport.serving.backends.base import STREAMING_UNSUPPORTED
 from modelport.tenancy import Permission, Principal
 
+ROUTE_HEADER = "modelport-route"
+ROUTED_HEADER = "Modelport-Routed-Model"
 
-def json_response(doc: Any, status: int = 200) -> Response:
+
+def json_response(doc: Any, status: int = 200, headers: dict[str, str] | None = None) -> Response:
     """A JSON answer of ``/v1``."""
-    return Response(orjson.dumps(doc), status, media_type="application/json")
+    return Response(orjson.dumps(doc), status, headers, media_type="application/json")
+
+
+def _target(request: Request, model: str, doc: dict[str, Any]) -> Target | RouteTarget:
+    """What ``model`` names: a task alias with its preferences (the ``Modelport-Route``
+    header's JSON object, else the body's ``route``), or a model or endpoint."""
+    if not is_route(model):
+        return target_of(model)
+    header = request.headers.get(ROUTE_HEADER)
+    return route_target(model, load_json(header.encode()) if header else doc.get("route"))
 
 
 async def _body(request: Request) -> dict[str, Any]:
@@ -124,7 +142,8 @@ async def get_model(request: Request) -> Response:
 # ---- generation
 async def chat_completions(request: Request) -> Response | EventStream:
     principal = await require_principal_async(request)
-    parsed = parse_chat(await _body(request))
+    doc = await _body(request)
+    parsed = parse_chat(doc)
     return await _generate(
         request,
         principal,
@@ -132,13 +151,16 @@ async def chat_completions(request: Request) -> Response | EventStream:
         (None,),
         parsed.messages,
         tools=parsed.tools is not None,
+        target=_target(request, parsed.sampling.model, doc),
     )
 
 
 async def completions(request: Request) -> Response | EventStream:
     principal = await require_principal_async(request)
-    parsed = parse_completion(await _body(request))
-    return await _generate(request, principal, parsed.sampling, parsed.prompts, None)
+    doc = await _body(request)
+    parsed = parse_completion(doc)
+    target = _target(request, parsed.sampling.model, doc)
+    return await _generate(request, principal, parsed.sampling, parsed.prompts, None, target=target)
 
 
 async def _generate(
@@ -149,9 +171,10 @@ async def _generate(
     messages: tuple[ChatMessage, ...] | None,
     *,
     tools: bool = False,
+    target: Target | RouteTarget,
 ) -> Response | EventStream:
     services = get_services(request)
-    target = target_of(sampling.model)
+    routed = isinstance(target, RouteTarget)
     caller = caller_of(request, principal)
     requests = [
         GenerateRequest(
@@ -178,23 +201,29 @@ async def _generate(
         header = ChunkHeader(
             ("chatcmpl-" if chat else "cmpl-") + calls.prediction_id,
             int(time.time()),
-            sampling.model,
+            _served(calls) if routed else sampling.model,
             sampling.include_usage,
         )
         events = (
             chat_events(calls, header, tools=tools) if chat else completion_events(calls, header)
         )
-        return EventStream(events)
-    answer = await answered(request, caller, _complete(opening, sampling.model, chat, tools))
+        return EventStream(events, {ROUTED_HEADER: _served(calls)} if routed else None)
+    completing = _complete(opening, None if routed else sampling.model, chat, tools)
+    answer = await answered(request, caller, completing)
     if answer is None:
         return Response(status_code=CLIENT_CLOSED)
-    return json_response(answer)
+    return json_response(answer, headers={ROUTED_HEADER: answer["model"]} if routed else None)
+
+
+def _served(calls: Calls) -> str:
+    """The version that served a routed call (its first prompt's)."""
+    return calls.streams[0].served_by
 
 
 async def _open(
     inference: InferenceService,
     caller: Caller,
-    target: Target,
+    target: Target | RouteTarget,
     requests: list[GenerateRequest],
     deadline: float,
     sampling: Sampling,
@@ -208,15 +237,18 @@ async def _open(
     except Unprocessable as exc:
         # The backend says the version cannot stream; the caller asked for text, from a
         # model that answers tensors (a whole answer is a collected stream).
-        if exc.code != STREAMING_UNSUPPORTED:
+        if exc.code != STREAMING_UNSUPPORTED or isinstance(target, RouteTarget):
             raise
         raise not_a_text_model(sampling.model, target) from None
 
 
 async def _complete(
-    opening: Awaitable[Calls], model: str, chat: bool, tools: bool
+    opening: Awaitable[Calls], model: str | None, chat: bool, tools: bool
 ) -> dict[str, Any]:
+    """The whole answer, named ``model`` (None: the version that served it)."""
     calls = await opening
+    if model is None:
+        model = _served(calls)
     choices = await collect(calls)
     created = int(time.time())
     if chat:
@@ -229,8 +261,9 @@ async def _complete(
 # ---- embeddings
 async def embeddings(request: Request) -> Response:
     principal = await require_principal_async(request)
-    parsed = parse_embedding(await _body(request))
-    target = target_of(parsed.model)
+    doc = await _body(request)
+    parsed = parse_embedding(doc)
+    target = _target(request, parsed.model, doc)
     services = get_services(request)
     caller = caller_of(request, principal)
     decoder = EmbeddingDecoder(parsed)
@@ -244,7 +277,11 @@ async def embeddings(request: Request) -> Response:
     if result is None:
         return Response(status_code=CLIENT_CLOSED)
     assert isinstance(result, InferenceResult)  # no idempotency key: never a replay
-    return json_response(embedding_answer(parsed, decoder, result))
+    answer = embedding_answer(parsed, decoder, result)
+    if not isinstance(target, RouteTarget):
+        return json_response(answer)
+    served = f"{result.model}:{result.version}"
+    return json_response({**answer, "model": served}, headers={ROUTED_HEADER: served})
 
 
 routes: list[BaseRoute] = [
