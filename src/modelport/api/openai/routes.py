@@ -62,7 +62,13 @@ from modelport.errors import NotFound, PayloadTooLarge, Unprocessable
 from modelport.inference.service import InferenceService
 from modelport.inference.streaming import GenerateRequest
 from modelport.inference.task_routes import RouteTarget, is_route, route_target
-from modelport.inference.types import Caller, EndpointTarget, InferenceResult, Target
+from modelport.inference.types import (
+    Caller,
+    EndpointTarget,
+    InferenceResult,
+    ModelTarget,
+    Target,
+)
 from modelport.runtime.types import ChatMessage
 from modelport.serving.backends.base import STREAMING_UNSUPPORTED
 from modelport.tenancy import Permission, Principal
@@ -207,17 +213,30 @@ async def _generate(
         events = (
             chat_events(calls, header, tools=tools) if chat else completion_events(calls, header)
         )
-        return EventStream(events, {ROUTED_HEADER: _served(calls)} if routed else None)
+        return EventStream(events, _routed_header(target, calls))
     completing = _complete(opening, None if routed else sampling.model, chat, tools)
-    answer = await answered(request, caller, completing)
-    if answer is None:
+    done = await answered(request, caller, completing)
+    if done is None:
         return Response(status_code=CLIENT_CLOSED)
-    return json_response(answer, headers={ROUTED_HEADER: answer["model"]} if routed else None)
+    answer, calls = done
+    return json_response(answer, headers=_routed_header(target, calls))
 
 
 def _served(calls: Calls) -> str:
-    """The version that served a routed call (its first prompt's)."""
+    """The version that served the call (its first prompt's): a routed call's choice, or
+    the fallback a low-priority call was degraded to."""
     return calls.streams[0].served_by
+
+
+def _routed_header(target: Target | RouteTarget, calls: Calls) -> dict[str, str] | None:
+    """``Modelport-Routed-Model`` where the platform chose the version: a task alias, or
+    a model whose low-priority call went to its fallback under load."""
+    served = _served(calls)
+    if isinstance(target, ModelTarget) and served.startswith(f"{target.owner}/{target.name}:"):
+        return None
+    if isinstance(target, EndpointTarget):
+        return None
+    return {ROUTED_HEADER: served}
 
 
 async def _open(
@@ -244,7 +263,7 @@ async def _open(
 
 async def _complete(
     opening: Awaitable[Calls], model: str | None, chat: bool, tools: bool
-) -> dict[str, Any]:
+) -> tuple[dict[str, Any], Calls]:
     """The whole answer, named ``model`` (None: the version that served it)."""
     calls = await opening
     if model is None:
@@ -252,10 +271,14 @@ async def _complete(
     choices = await collect(calls)
     created = int(time.time())
     if chat:
-        return chat_completion(
+        answer = chat_completion(
             "chatcmpl-" + calls.prediction_id, created, model, choices, calls.usage, tools=tools
         )
-    return text_completion("cmpl-" + calls.prediction_id, created, model, choices, calls.usage)
+    else:
+        answer = text_completion(
+            "cmpl-" + calls.prediction_id, created, model, choices, calls.usage
+        )
+    return answer, calls
 
 
 # ---- embeddings

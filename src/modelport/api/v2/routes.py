@@ -271,7 +271,8 @@ async def infer(request: Request) -> Response:
     encoded.headers["Server-Timing"] = _server_timing(result)
     if result.cache is not None:
         encoded.headers[CACHE_HEADER] = result.cache
-    if routed:
+    # The platform chose the version: a task alias, or a fallback under load.
+    if routed or ("owner" in params and result.model != f"{params['owner']}/{params['name']}"):
         encoded.headers[ROUTED_HEADER] = f"{result.model}:{result.version}"
     return Response(encoded.body, headers=encoded.headers)
 
