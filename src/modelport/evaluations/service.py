@@ -398,12 +398,15 @@ class EvaluationService:
     def best_scores(self, task: str) -> dict[tuple[str, str], VersionScore]:
         """Each version's best verified, published score on ``task``'s leaderboard metric
         (any dataset), with that evaluation's measured latency: what routing by need
-        weighs (``inference.routed``). Claims never count. Blocking."""
-        if task not in PRIMARY:
+        weighs (``inference.routed``). The board is the one a model of ``task`` is
+        evaluated on (``task_matches``: ``text-classification`` on ``classification``).
+        Claims never count. Blocking."""
+        board = next((b for b in PRIMARY if task and task_matches(task, b)), None)
+        if board is None:
             return {}
-        metric, higher = PRIMARY[task]
+        metric, higher = PRIMARY[board]
         with self.database.transaction() as session:
-            found = repo.verified(session, task)
+            found = repo.verified(session, board)
         best: dict[tuple[str, str], VersionScore] = {}
         for e in found:
             if e.metrics is None or metric not in e.metrics:
