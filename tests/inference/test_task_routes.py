@@ -6,7 +6,9 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from pydantic import ValidationError
 
+from modelport.config import Settings
 from modelport.errors import InvalidInput, NotFound, Unprocessable
 from modelport.inference.route_facts import LatencyBoard, reference_price
 from modelport.inference.task_routes import (
@@ -108,3 +110,13 @@ def test_the_reference_price_and_live_latency() -> None:
     board.observe("b/new", "1", 100.0)
     board.observe("b/new", "1", 50.0)
     assert board.live(NEW).latency_ms == 75.0
+
+
+def test_degrade_fallbacks_are_checked_at_start() -> None:
+    ok = Settings(degrade_queue_wait_seconds=2.0, degrade_fallbacks={"acme/big": "acme/small:2"})
+    assert ok.degrade_fallbacks == {"acme/big": "acme/small:2"}
+    for bad in ({"big": "acme/small"}, {"acme/big:1": "acme/small"}, {"acme/big": "small"}):
+        with pytest.raises(ValidationError):
+            Settings(degrade_fallbacks=bad)
+    with pytest.raises(ValidationError):
+        Settings(degrade_queue_wait_seconds=0)
