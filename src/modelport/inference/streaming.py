@@ -177,6 +177,7 @@ class StreamingCalls:
         self.limits = limits
         self.moderation = None
         self.cache = None
+        self.degradation = None
         self.pipeline = Pipeline(cast("Env", self))
 
     async def stream(
