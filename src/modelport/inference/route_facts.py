@@ -100,11 +100,6 @@ class CatalogRouteFacts:
             self._cached[task] = (self._monotonic() + self.ttl, found)
         return found
 
-    def forget(self) -> None:
-        """Drop every task's candidates (a model, price or score changed)."""
-        with self._lock:
-            self._cached.clear()
-
     def _read(self, task: str) -> list[Candidate]:
         page = self.registry.search(CatalogQuery(task=task, limit=min(MAX_LIMIT, MAX_CANDIDATES)))
         scores = self.scores(task)
