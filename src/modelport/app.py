@@ -1567,7 +1567,7 @@ def build_services(
         database, blobs, registry, tenancy, metering, inference, jobs, clock
     )
     inference.routes = build_task_routes(settings, registry, metering, evaluations, clock)
-    inference.degradation = build_degradation(settings, engines)
+    inference.degradation = build_degradation(settings, host, engines)
     uploads = UploadService(
         database,
         blob_store,
@@ -1748,21 +1748,26 @@ def build_task_routes(
     return TaskRouter(facts)
 
 
-def build_degradation(settings: Settings, engines: GenerativeHost | None) -> Degradation | None:
+def build_degradation(
+    settings: Settings, host: ModelHost | None, engines: GenerativeHost | None
+) -> Degradation | None:
     """Low-priority calls under load (``inference.degrade``), where a threshold is set:
-    the predicted waits of this process's generative schedulers."""
+    the predicted waits of this process's generative schedulers and tensor batchers (a
+    gateway's, hosting nothing, predict none: never degraded)."""
     from modelport.inference.degrade import Degradation
     from modelport.runtime.types import VersionKey
 
     threshold = settings.degrade_queue_wait_seconds
-    if threshold is None or engines is None:
+    if threshold is None:
         return None
-    host = engines
 
     class Waits:
         def predicted_wait(self, version: VersionRef) -> float | None:
             key = VersionKey(version.model, version.version, version.manifest_digest)
-            return host.predicted_wait(key)
+            wait = None if engines is None else engines.predicted_wait(key)
+            if wait is None and host is not None:
+                wait = host.predicted_wait(key)
+            return wait
 
     return Degradation(Waits(), threshold, settings.degrade_fallbacks)
 
