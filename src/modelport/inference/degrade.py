@@ -3,8 +3,9 @@ its low-priority calls (``batch`` and ``offline``: jobs, batches, callers that s
 are served by a cheaper fallback version the operator configured, or shed with 503
 ``degraded`` and ``Retry-After``, so that its interactive calls keep their latency.
 
-The predicted wait comes from a ``WaitSource`` (the runtime's generative schedulers in
-this process, ``GenerativeHost.predicted_wait``; a test's own). The pipeline's
+The predicted wait comes from a ``WaitSource`` (this process's runtime: a generative
+version's scheduler, a tensor version's batchers, wired by ``app.build_degradation``; a
+test's own). The pipeline's
 ``degrade`` step (``inference.steps.degrade``) applies it to calls of a version, once
 the request is read (its priority is in it) and before it is admitted.
 """
