@@ -68,7 +68,9 @@ if TYPE_CHECKING:
     from modelport.evaluations.service import EvaluationService
     from modelport.inference.access_facts import AccessFacts
     from modelport.inference.cache import ResponseCache
+    from modelport.inference.degrade import Degradation
     from modelport.inference.repository import ModelRepository
+    from modelport.inference.routed import TaskRouter
     from modelport.inference.service import InferenceService
     from modelport.inference.targets import VersionTargets
     from modelport.jobs.batch import BatchService
@@ -99,6 +101,7 @@ if TYPE_CHECKING:
     from modelport.serving.processing import ProcessingPools
     from modelport.serving.repository_sync import RepositorySync
     from modelport.serving.routing.shadow import ShadowResult
+    from modelport.serving.types import VersionRef
     from modelport.templates.service import TemplateService
     from modelport.tenancy.limits import LimitService
     from modelport.tenancy.oidc import OidcBearer, OidcClient
@@ -1554,6 +1557,10 @@ def build_services(
         clock,
         cache=build_response_cache(settings, tenancy, metrics, changes, keys, clock),
         moderation=moderation,
+        # Routing weighs the leaderboards' scores, and evaluations run through the
+        # inference service: the routes reach the evaluations once built, when first asked.
+        routes=build_task_routes(settings, registry, metering, lambda: evaluations, clock),
+        degradation=build_degradation(settings, host, engines),
         tracer=tracer,
     )
     blobs = BlobService(database, blob_store, verify_below_bytes=settings.verify_below_bytes)
@@ -1764,6 +1771,59 @@ def build_evaluations(
     return datasets, evaluations
 
 
+def build_task_routes(
+    settings: Settings,
+    registry: RegistryService,
+    metering: MeteringService,
+    evaluations: Callable[[], EvaluationService],
+    clock: Clock,
+) -> TaskRouter:
+    """Routing by need: a task's models weighed by the price book, the leaderboards'
+    verified scores and live latency."""
+    from modelport.inference.route_facts import CatalogRouteFacts, Score
+    from modelport.inference.routed import TaskRouter
+
+    def scores(task: str) -> dict[tuple[str, str], Score]:
+        return {
+            key: Score(s.value, s.higher_is_better, s.latency_ms)
+            for key, s in evaluations().best_scores(task).items()
+        }
+
+    facts = CatalogRouteFacts(
+        registry,
+        metering.prices.prices,
+        scores,
+        now=clock.now,
+        monotonic=clock.monotonic,
+        ttl=settings.route_cache_ttl_seconds,
+    )
+    return TaskRouter(facts)
+
+
+def build_degradation(
+    settings: Settings, host: ModelHost | None, engines: GenerativeHost | None
+) -> Degradation | None:
+    """Low-priority calls under load (``inference.degrade``), where a threshold is set:
+    the predicted waits of this process's generative schedulers and tensor batchers (a
+    gateway's, hosting nothing, predict none: never degraded)."""
+    from modelport.inference.degrade import Degradation
+    from modelport.runtime.types import VersionKey
+
+    threshold = settings.degrade_queue_wait_seconds
+    if threshold is None:
+        return None
+
+    class Waits:
+        def predicted_wait(self, version: VersionRef) -> float | None:
+            key = VersionKey(version.model, version.version, version.manifest_digest)
+            wait = None if engines is None else engines.predicted_wait(key)
+            if wait is None and host is not None:
+                wait = host.predicted_wait(key)
+            return wait
+
+    return Degradation(Waits(), threshold, settings.degrade_fallbacks)
+
+
 def build_files(
     settings: Settings, database: Database, blobs: BlobService, clock: Clock
 ) -> FileService:
@@ -1824,6 +1884,8 @@ def build_inference(
     *,
     cache: ResponseCache | None = None,
     moderation: ModerationService | None = None,
+    routes: TaskRouter | None = None,
+    degradation: Degradation | None = None,
     tracer: Tracer | None = None,
 ) -> tuple[InferenceService, ModelRepository]:
     """The inference service over the serving layer, its caches (resolved versions,
@@ -1854,6 +1916,8 @@ def build_inference(
         default_timeout_seconds=settings.runtime_infer_timeout_seconds,
         cache=cache,
         moderation=SyncModeration(moderation) if moderation is not None else None,
+        routes=routes,
+        degradation=degradation,
         tracer=tracer,
     )
     repository = ModelRepository(

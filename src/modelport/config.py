@@ -6,6 +6,7 @@ the values it needs from ``modelport.app``.
 
 from __future__ import annotations
 
+import re
 from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, Literal
@@ -20,6 +21,10 @@ from pydantic_settings import (
 )
 
 MIN_ADMIN_KEY_LENGTH = 24
+_MODEL_REF = re.compile(r"^[a-z0-9][a-z0-9._-]*/[a-z0-9][a-z0-9._-]*$")
+_FALLBACK_REF = re.compile(
+    r"^[a-z0-9][a-z0-9._-]*/[a-z0-9][a-z0-9._-]*(:[A-Za-z0-9][A-Za-z0-9._-]{0,63})?$"
+)
 
 
 class Role(StrEnum):
@@ -344,6 +349,19 @@ class Settings(BaseSettings):
     state) and a tenant's grants. Changes reach every process at once as change events;
     this only bounds staleness should an event be lost (Redis away)."""
 
+    route_cache_ttl_seconds: float = Field(default=5.0, gt=0)
+    """Longest a process reuses a task's weighed candidates (its models, their default
+    versions, prices and verified scores) when routing a ``route:<task>`` call."""
+
+    degrade_queue_wait_seconds: float | None = Field(default=None, gt=0)
+    """Above this predicted queue wait, a version's low-priority calls (``batch``,
+    ``offline``) go to its ``degrade_fallbacks`` model or are shed with 503 ``degraded``
+    and ``Retry-After``; None: never degraded."""
+
+    degrade_fallbacks: dict[str, str] = Field(default_factory=dict)
+    """JSON: ``{"acme/big": "acme/small"}`` (or ``"acme/small:2"``): the cheaper model
+    that serves a loaded model's low-priority calls, as the caller may call it."""
+
     max_inference_request_bytes: int = Field(default=64 << 20, gt=0)
     """Largest inference request body accepted on ``/v2``."""
 
@@ -617,6 +635,17 @@ class Settings(BaseSettings):
     def _split_hosts(cls, v: object) -> object:
         if isinstance(v, str):
             return tuple(h.strip() for h in v.split(",") if h.strip())
+        return v
+
+    @field_validator("degrade_fallbacks")
+    @classmethod
+    def _degrade_fallbacks(cls, v: dict[str, str]) -> dict[str, str]:
+        for model, fallback in v.items():
+            if not _MODEL_REF.match(model) or not _FALLBACK_REF.match(fallback):
+                raise ValueError(
+                    f"{model!r}: {fallback!r}: a model is owner/name, its fallback "
+                    "owner/name or owner/name:version"
+                )
         return v
 
     @field_validator("metrics_token")

@@ -35,6 +35,7 @@ UNARY = [
     "resolve",
     "authorize",
     "read",
+    "degrade",
     "admit",
     "moderate",
     "reserve",
@@ -44,7 +45,7 @@ UNARY = [
     "release",
     "answer",
 ]
-STREAM_HEAD = UNARY[:7]
+STREAM_HEAD = UNARY[:8]
 STREAM_TAIL = ["record", "settle", "release"]
 
 
@@ -153,7 +154,7 @@ def test_a_refused_call_stops_at_its_step_and_a_failed_stream_still_ends(
     assert cannot != "concurrency_limited" and text == "hello"
     assert _steps(seen, embedder) == STREAM_HEAD + STREAM_TAIL
     assert limited == "rate_limited"
-    refused = ["resolve", "authorize", "read", "admit"]  # nothing after the refusal
+    refused = ["resolve", "authorize", "read", "degrade", "admit"]  # nothing after the refusal
     assert _steps(seen, writer) == STREAM_HEAD + STREAM_TAIL + refused
 
 

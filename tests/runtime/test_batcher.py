@@ -445,3 +445,29 @@ def test_outcomes_and_batch_sizes_are_reported() -> None:
     assert sum(obs.batches) == 3
     assert len(obs.queue_waits) == 3
     assert obs.depths[-1] == 0
+
+
+def test_the_predicted_wait_counts_the_requests_ahead_of_each_class() -> None:
+    """What degradation under load reads: nothing queued waits nothing; a request waits
+    behind its class and the more urgent ones, at the learnt execution time."""
+
+    async def scenario(batcher: Batcher, model: CountingModel, obs: RecordingObserver):
+        idle = batcher.predicted_wait(Priority.OFFLINE)
+        await batcher.submit(row(0), deadline=soon())  # teaches the ~50 ms execution time
+        model.gate.clear()
+        busy = asyncio.ensure_future(batcher.submit(row(0), deadline=soon()))
+        await wait_started(model)
+        queued = [
+            asyncio.ensure_future(batcher.submit(row(i), deadline=soon(), priority=priority))
+            for i, priority in enumerate([Priority.INTERACTIVE, Priority.BATCH, Priority.BATCH])
+        ]
+        await asyncio.sleep(0)
+        waits = {p: batcher.predicted_wait(p) for p in Priority}
+        model.gate.set()
+        await asyncio.gather(busy, *queued)
+        return idle, waits
+
+    idle, waits = run(scenario, CountingModel(delay=0.05), max_batch_size=1)
+    assert idle == 0.0
+    # Batch requests wait behind the interactive one too; no offline one is queued.
+    assert 0 < waits[Priority.INTERACTIVE] < waits[Priority.BATCH] == waits[Priority.OFFLINE]

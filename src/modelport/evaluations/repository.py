@@ -127,6 +127,17 @@ def board(
     return [_record(r) for r in session.scalars(query.order_by(EvaluationRow.id))]
 
 
+def verified(session: Session, task: str) -> list[Evaluation]:
+    """Every published, succeeded, platform-run evaluation of ``task``."""
+    query = select(EvaluationRow).where(
+        EvaluationRow.task == task,
+        EvaluationRow.kind == EvaluationKind.VERIFIED,
+        EvaluationRow.state == EvaluationState.SUCCEEDED,
+        EvaluationRow.published.is_(True),
+    )
+    return [_record(r) for r in session.scalars(query.order_by(EvaluationRow.id))]
+
+
 def boards(session: Session) -> list[tuple[str, str, str]]:
     """(task, dataset owner, dataset name) of every board with a published score."""
     rows = session.execute(

@@ -35,6 +35,7 @@ from modelport.evaluations.types import (
     Leaderboard,
     NewEvaluation,
     Price,
+    VersionScore,
 )
 from modelport.ids import unique_id
 from modelport.inference.service import InferenceService
@@ -393,6 +394,28 @@ class EvaluationService:
             verified=[entry(e, i + 1) for i, e in enumerate(verified)],
             claimed=[entry(e, None) for e in claimed],
         )
+
+    def best_scores(self, task: str) -> dict[tuple[str, str], VersionScore]:
+        """Each version's best verified, published score on ``task``'s leaderboard metric
+        (any dataset), with that evaluation's measured latency: what routing by need
+        weighs (``inference.routed``). The board is the one a model of ``task`` is
+        evaluated on (``task_matches``: ``text-classification`` on ``classification``).
+        Claims never count. Blocking."""
+        board = next((b for b in PRIMARY if task and task_matches(task, b)), None)
+        if board is None:
+            return {}
+        metric, higher = PRIMARY[board]
+        with self.database.transaction() as session:
+            found = repo.verified(session, board)
+        best: dict[tuple[str, str], VersionScore] = {}
+        for e in found:
+            if e.metrics is None or metric not in e.metrics:
+                continue
+            key, value = (e.model, e.model_version), e.metrics[metric]
+            held = best.get(key)
+            if held is None or (value > held.value if higher else value < held.value):
+                best[key] = VersionScore(value, higher, e.latency_ms)
+        return best
 
     def boards(self, principal: Principal) -> list[tuple[str, str]]:
         """(task, dataset) of every board with a score, on datasets the caller may see."""

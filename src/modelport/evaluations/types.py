@@ -92,6 +92,16 @@ class Claim:
 
 
 @dataclass(frozen=True)
+class VersionScore:
+    """A version's best verified score on its task's metric (routing weighs it)."""
+
+    value: float
+    higher_is_better: bool
+    latency_ms: float | None
+    """The measured mean latency per row of the evaluation that scored it."""
+
+
+@dataclass(frozen=True)
 class Price:
     """A version's price beside its score, in micro-units (None: no such rule)."""
 

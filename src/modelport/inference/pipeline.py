@@ -3,7 +3,7 @@ registry version or an endpoint) and its mode (one answer or a stream).
 
 The order is written once, here (``STEPS``)::
 
-    resolve → authorize → read → admit → moderate → reserve → dispatch
+    resolve → authorize → read → degrade → admit → moderate → reserve → dispatch
             → record → settle → release → answer
 
 Each step is one function in its own module (``inference.steps``). A step that does
@@ -45,11 +45,13 @@ from opentelemetry.trace import Span, Tracer
 from modelport.inference.access_facts import AccessFacts
 from modelport.inference.cache import ResponseCache
 from modelport.inference.call import Call, Kind, Mode
+from modelport.inference.degrade import Degradation
 from modelport.inference.moderation import SyncModeration
 from modelport.inference.steps import (
     admit,
     answer,
     authorize,
+    degrade,
     dispatch,
     moderate,
     read,
@@ -99,6 +101,8 @@ class Env(Protocol):
     def cache(self) -> ResponseCache | None: ...
     @property
     def pipeline(self) -> Pipeline: ...
+    @property
+    def degradation(self) -> Degradation | None: ...
 
 
 StepRun = Callable[[Env, Call], Awaitable[None]]
@@ -134,6 +138,8 @@ STEPS: tuple[Step, ...] = (
     Step("resolve", resolve.resolve, resolving=True, traced=False),
     Step("authorize", authorize.authorize, resolving=True),
     Step("read", read.read, undo=read.free_claim, traced=False),
+    # A version's low-priority calls under load: to a fallback, or shed (before admission).
+    Step("degrade", degrade.degrade, traced=False),
     Step("admit", admit.admit, undo=release.release_on_failure),
     # Current while it runs: a moderation classifier's own call joins its span.
     Step("moderate", moderate.moderate, nests=True),

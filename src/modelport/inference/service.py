@@ -4,7 +4,7 @@
 Every call, unary or streamed, of a version or an endpoint, runs through one pipeline of
 named steps (``inference.pipeline``)::
 
-    resolve → authorize → read → admit → moderate → reserve → dispatch
+    resolve → authorize → read → degrade → admit → moderate → reserve → dispatch
             → record → settle → release → answer
 
 each one function in its own module (``inference.steps``). The service's methods only
@@ -23,17 +23,21 @@ from collections.abc import Callable, Sequence
 import anyio.to_thread
 from opentelemetry.trace import Tracer
 
+from modelport.errors import NotFound
 from modelport.inference.access import require_model
 from modelport.inference.access_facts import AccessFacts
 from modelport.inference.admission import admit
 from modelport.inference.cache import ResponseCache
 from modelport.inference.call import Call, Encoder, Kind, Mode
+from modelport.inference.degrade import Degradation
 from modelport.inference.moderation import SyncModeration
 from modelport.inference.pipeline import Pipeline
+from modelport.inference.routed import TaskRouter
 from modelport.inference.steps.reserve import call_info
 from modelport.inference.steps.resolve import endpoint_route, task_of
 from modelport.inference.streaming import CallStream, GenerateRequest
 from modelport.inference.targets import VersionTargets
+from modelport.inference.task_routes import NO_CANDIDATE, RouteTarget
 from modelport.inference.types import (
     Caller,
     Decoder,
@@ -76,6 +80,8 @@ class InferenceService:
         cache: ResponseCache | None = None,
         moderation: SyncModeration | None = None,
         tracer: Tracer | None = None,
+        routes: TaskRouter | None = None,
+        degradation: Degradation | None = None,
     ) -> None:
         self.targets = targets
         self.facts = facts
@@ -90,6 +96,10 @@ class InferenceService:
         """Tenants' content policies, where content moderation is wired."""
         self.cache = cache
         """The response cache, where it is enabled."""
+        self.routes = routes
+        """Routing by need (task aliases), where wired; None: ``route:`` names are 404."""
+        self.degradation = degradation
+        """Low-priority calls under load served by a fallback or shed, where wired."""
         self.pipeline = Pipeline(self, tracer=tracer)
         """Every call's steps, in their one order (each in a span with ``tracer``)."""
 
@@ -139,9 +149,20 @@ class InferenceService:
 
     # ---- calls
     async def infer(
-        self, caller: Caller, target: Target, decode: Decoder, *, encode: Encoder | None = None
+        self,
+        caller: Caller,
+        target: Target | RouteTarget,
+        decode: Decoder,
+        *,
+        encode: Encoder | None = None,
     ) -> InferenceResult | Replayed:
-        """One call of ``target`` (see the module docstring)."""
+        """One call of ``target`` (see the module docstring). A task alias is routed
+        (``inference.routed``): the answer names the version that served it."""
+        if isinstance(target, RouteTarget):
+            result, _ = await self._router().call(
+                self, caller, target, lambda chosen: self.call_model(caller, chosen, decode)
+            )
+            return result
         if isinstance(target, ModelTarget):
             return await self.call_model(caller, target, decode)
         return await self.call_endpoint(caller, target, decode, encode=encode)
@@ -175,7 +196,11 @@ class InferenceService:
         return call.result
 
     async def stream(
-        self, caller: Caller, target: Target, request: GenerateRequest, deadline: float
+        self,
+        caller: Caller,
+        target: Target | RouteTarget,
+        request: GenerateRequest,
+        deadline: float,
     ) -> CallStream:
         """A generative call as a metered stream of chunks: admitted, its upper bound
         held before the first chunk, settled at the stream's end, its deadline or its
@@ -187,13 +212,25 @@ class InferenceService:
         (``EndpointTarget``) streams as ``call_endpoint`` calls: its active deployment
         chooses the version (weights, or sticky by ``request.subject``), within the
         endpoint's deadline, through its replicas, breakers and fallback chain up to the
-        first chunk, with its shadow copy, canary window and prediction log."""
+        first chunk, with its shadow copy, canary window and prediction log. A task
+        alias (``RouteTarget``) is routed: the candidates are tried up to a first chunk
+        (``CallStream.served_by`` names the one that serves it)."""
+        if isinstance(target, RouteTarget):
+            stream, _ = await self._router().call(
+                self, caller, target, lambda chosen: self.stream(caller, chosen, request, deadline)
+            )
+            return stream
         call = Call(
             caller, target, Mode.STREAM, Call.kind_of(target), generate=request, deadline=deadline
         )
         await self.pipeline.run(call)
         assert call.stream is not None
         return call.stream
+
+    def _router(self) -> TaskRouter:
+        if self.routes is None:
+            raise NotFound("routing by task is not enabled here", code=NO_CANDIDATE)
+        return self.routes
 
     async def admit(self, caller: Caller, model: str) -> Admission:
         """Rate → concurrency → budget for one call of ``model``: the admission step of

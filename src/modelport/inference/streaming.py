@@ -177,6 +177,7 @@ class StreamingCalls:
         self.limits = limits
         self.moderation = None
         self.cache = None
+        self.degradation = None
         self.pipeline = Pipeline(cast("Env", self))
 
     async def stream(
@@ -244,6 +245,13 @@ class CallStream:
     @property
     def prediction_id(self) -> str:
         return self._metered.prediction_id
+
+    @property
+    def served_by(self) -> str:
+        """The version that serves the stream, ``owner/name:version`` (a routed call's
+        choice)."""
+        call = self._metered.call
+        return f"{call.model}:{call.version}"
 
     @property
     def worked_seconds(self) -> float | None:

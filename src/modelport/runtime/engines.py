@@ -129,6 +129,15 @@ class GenerativeHost:
             for key, engine in sorted(self._engines.items(), key=lambda kv: kv[0].ref)
         ]
 
+    def predicted_wait(self, key: VersionKey) -> float | None:
+        """Seconds a new sequence of ``key`` would wait for its engine's scheduler now
+        (0 with none waiting); None where no engine of it schedules here."""
+        scheduler = getattr(self._engines.get(key), "scheduler", None)
+        if scheduler is None:
+            return None
+        waiting = scheduler.waiting_count
+        return float(scheduler.predicted_wait(waiting)) if waiting else 0.0
+
     def unload(self, key: VersionKey) -> None:
         engine = self._engines.pop(key, None)
         if engine is not None:

@@ -183,6 +183,16 @@ class ModelHost:
             hosted = self._hosted.get(key)
             return None if hosted is None else self._status(hosted)
 
+    def predicted_wait(self, key: VersionKey) -> float | None:
+        """Seconds a new ``batch`` request of ``key`` would wait in its longest queue
+        (every event loop's batcher); None where it is not hosted here."""
+        with self._lock:
+            hosted = self._hosted.get(key)
+            batchers = [] if hosted is None else list(hosted.batchers.values())
+        if hosted is None:
+            return None
+        return max((b.predicted_wait(Priority.BATCH) for b in batchers), default=0.0)
+
     def statuses(self) -> list[VersionStatus]:
         with self._lock:
             return [self._status(h) for h in self._hosted.values()]

@@ -27,6 +27,7 @@ from modelport.api.openai.errors import error_of
 from modelport.api.openai.sse import DONE, event
 from modelport.inference.service import InferenceService
 from modelport.inference.streaming import CallStream, GenerateRequest
+from modelport.inference.task_routes import RouteTarget
 from modelport.inference.types import Caller, Target
 from modelport.metering.types import Unit
 
@@ -60,7 +61,7 @@ class Calls:
 async def open_calls(
     inference: InferenceService,
     caller: Caller,
-    target: Target,
+    target: Target | RouteTarget,
     requests: Sequence[GenerateRequest],
     deadline: float,
     *,

@@ -6,6 +6,11 @@
   whole answers collect the chunks, ``stream: true`` answers are SSE;
 - ``POST /v1/embeddings``: ``InferenceService.infer`` on an embedding model's tensors.
 
+A ``model`` of ``route:<task>`` is a task alias: the platform picks the model (see
+``docs/routing.md``) by the preferences in the body's ``route`` object or the
+``Modelport-Route`` header; the answer's ``model`` and its ``Modelport-Routed-Model``
+header name the version that served it.
+
 Authentication is the platform's bearer key; every error is OpenAI's error object
 (``api.openai.errors``, rendered by ``api.problems``). Errors before the first chunk
 are plain HTTP errors (429 with ``Retry-After``, 402, 404 ``model_not_found``, 400
@@ -16,7 +21,7 @@ A caller that hangs up ends its calls: settled ``cancelled`` for what was delive
 from __future__ import annotations
 
 import time
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Mapping
 from typing import Any
 
 import anyio.to_thread
@@ -57,15 +62,34 @@ from modelport.api.openai.templates import with_template
 from modelport.errors import NotFound, PayloadTooLarge, Unprocessable
 from modelport.inference.service import InferenceService
 from modelport.inference.streaming import GenerateRequest
-from modelport.inference.types import Caller, EndpointTarget, InferenceResult, Target
+from modelport.inference.task_routes import RouteTarget, is_route, route_target
+from modelport.inference.types import (
+    Caller,
+    EndpointTarget,
+    InferenceResult,
+    ModelTarget,
+    Target,
+)
 from modelport.runtime.types import ChatMessage
 from modelport.serving.backends.base import STREAMING_UNSUPPORTED
 from modelport.tenancy import Permission, Principal
 
+ROUTE_HEADER = "modelport-route"
+ROUTED_HEADER = "Modelport-Routed-Model"
 
-def json_response(doc: Any, status: int = 200) -> Response:
+
+def json_response(doc: Any, status: int = 200, headers: dict[str, str] | None = None) -> Response:
     """A JSON answer of ``/v1``."""
-    return Response(orjson.dumps(doc), status, media_type="application/json")
+    return Response(orjson.dumps(doc), status, headers, media_type="application/json")
+
+
+def _target(request: Request, model: str, doc: Mapping[str, Any]) -> Target | RouteTarget:
+    """What ``model`` names: a task alias with its preferences (the ``Modelport-Route``
+    header's JSON object, else the body's ``route``), or a model or endpoint."""
+    if not is_route(model):
+        return target_of(model)
+    header = request.headers.get(ROUTE_HEADER)
+    return route_target(model, load_json(header.encode()) if header else doc.get("route"))
 
 
 async def _body(request: Request) -> dict[str, Any]:
@@ -134,13 +158,16 @@ async def chat_completions(request: Request) -> Response | EventStream:
         (None,),
         parsed.messages,
         tools=parsed.tools is not None,
+        target=_target(request, parsed.sampling.model, doc),
     )
 
 
 async def completions(request: Request) -> Response | EventStream:
     principal = await require_principal_async(request)
-    parsed = parse_completion(await _body(request))
-    return await _generate(request, principal, parsed.sampling, parsed.prompts, None)
+    doc = await _body(request)
+    parsed = parse_completion(doc)
+    target = _target(request, parsed.sampling.model, doc)
+    return await _generate(request, principal, parsed.sampling, parsed.prompts, None, target=target)
 
 
 async def _generate(
@@ -151,9 +178,10 @@ async def _generate(
     messages: tuple[ChatMessage, ...] | None,
     *,
     tools: bool = False,
+    target: Target | RouteTarget,
 ) -> Response | EventStream:
     services = get_services(request)
-    target = target_of(sampling.model)
+    routed = isinstance(target, RouteTarget)
     caller = caller_of(request, principal)
     requests = [
         GenerateRequest(
@@ -180,23 +208,42 @@ async def _generate(
         header = ChunkHeader(
             ("chatcmpl-" if chat else "cmpl-") + calls.prediction_id,
             int(time.time()),
-            sampling.model,
+            _served(calls) if routed else sampling.model,
             sampling.include_usage,
         )
         events = (
             chat_events(calls, header, tools=tools) if chat else completion_events(calls, header)
         )
-        return EventStream(events)
-    answer = await answered(request, caller, _complete(opening, sampling.model, chat, tools))
-    if answer is None:
+        return EventStream(events, _routed_header(target, calls))
+    completing = _complete(opening, None if routed else sampling.model, chat, tools)
+    done = await answered(request, caller, completing)
+    if done is None:
         return Response(status_code=CLIENT_CLOSED)
-    return json_response(answer)
+    answer, calls = done
+    return json_response(answer, headers=_routed_header(target, calls))
+
+
+def _served(calls: Calls) -> str:
+    """The version that served the call (its first prompt's): a routed call's choice, or
+    the fallback a low-priority call was degraded to."""
+    return calls.streams[0].served_by
+
+
+def _routed_header(target: Target | RouteTarget, calls: Calls) -> dict[str, str] | None:
+    """``Modelport-Routed-Model`` where the platform chose the version: a task alias, or
+    a model whose low-priority call went to its fallback under load."""
+    served = _served(calls)
+    if isinstance(target, ModelTarget) and served.startswith(f"{target.owner}/{target.name}:"):
+        return None
+    if isinstance(target, EndpointTarget):
+        return None
+    return {ROUTED_HEADER: served}
 
 
 async def _open(
     inference: InferenceService,
     caller: Caller,
-    target: Target,
+    target: Target | RouteTarget,
     requests: list[GenerateRequest],
     deadline: float,
     sampling: Sampling,
@@ -210,29 +257,37 @@ async def _open(
     except Unprocessable as exc:
         # The backend says the version cannot stream; the caller asked for text, from a
         # model that answers tensors (a whole answer is a collected stream).
-        if exc.code != STREAMING_UNSUPPORTED:
+        if exc.code != STREAMING_UNSUPPORTED or isinstance(target, RouteTarget):
             raise
         raise not_a_text_model(sampling.model, target) from None
 
 
 async def _complete(
-    opening: Awaitable[Calls], model: str, chat: bool, tools: bool
-) -> dict[str, Any]:
+    opening: Awaitable[Calls], model: str | None, chat: bool, tools: bool
+) -> tuple[dict[str, Any], Calls]:
+    """The whole answer, named ``model`` (None: the version that served it)."""
     calls = await opening
+    if model is None:
+        model = _served(calls)
     choices = await collect(calls)
     created = int(time.time())
     if chat:
-        return chat_completion(
+        answer = chat_completion(
             "chatcmpl-" + calls.prediction_id, created, model, choices, calls.usage, tools=tools
         )
-    return text_completion("cmpl-" + calls.prediction_id, created, model, choices, calls.usage)
+    else:
+        answer = text_completion(
+            "cmpl-" + calls.prediction_id, created, model, choices, calls.usage
+        )
+    return answer, calls
 
 
 # ---- embeddings
 async def embeddings(request: Request) -> Response:
     principal = await require_principal_async(request)
-    parsed = parse_embedding(await _body(request))
-    target = target_of(parsed.model)
+    doc = await _body(request)
+    parsed = parse_embedding(doc)
+    target = _target(request, parsed.model, doc)
     services = get_services(request)
     caller = caller_of(request, principal)
     decoder = EmbeddingDecoder(parsed)
@@ -246,7 +301,11 @@ async def embeddings(request: Request) -> Response:
     if result is None:
         return Response(status_code=CLIENT_CLOSED)
     assert isinstance(result, InferenceResult)  # no idempotency key: never a replay
-    return json_response(embedding_answer(parsed, decoder, result))
+    answer = embedding_answer(parsed, decoder, result)
+    if not isinstance(target, RouteTarget):
+        return json_response(answer)
+    served = f"{result.model}:{result.version}"
+    return json_response({**answer, "model": served}, headers={ROUTED_HEADER: served})
 
 
 routes: list[BaseRoute] = [

@@ -75,5 +75,5 @@ def priority_of(parameters: Mapping[str, Any]) -> Priority:
 
 
 def model_parameters(parameters: Mapping[str, Any]) -> dict[str, Any]:
-    """The request parameters meant for the model (scheduling ones removed)."""
-    return {k: v for k, v in parameters.items() if k not in ("timeout", "priority")}
+    """The request parameters meant for the model (scheduling and routing ones removed)."""
+    return {k: v for k, v in parameters.items() if k not in ("timeout", "priority", "route")}

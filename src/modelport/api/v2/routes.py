@@ -58,6 +58,7 @@ from modelport.api.v2.types import InferenceRequest as V2Request
 from modelport.api.v2.validate import validate_request
 from modelport.errors import InvalidInput, NotFound, PayloadTooLarge
 from modelport.inference.service import InferenceService
+from modelport.inference.task_routes import is_route, route_target
 from modelport.inference.types import (
     Caller,
     EndpointTarget,
@@ -72,6 +73,10 @@ from modelport.tenancy import Permission, Principal
 _log = logging.getLogger(__name__)
 EXTENSIONS = ("binary_tensor_data", "model_repository", "model_configuration", "statistics")
 CACHE_HEADER = "modelport-cache"
+ROUTE_HEADER = "modelport-route"
+"""A routed call's preferences, as a JSON object (else ``parameters.route``)."""
+ROUTED_HEADER = "Modelport-Routed-Model"
+"""The version that served a routed call, ``owner/name:version``."""
 """``hit`` or ``miss`` where the response cache was consulted (``inference.cache``)."""
 
 
@@ -242,9 +247,12 @@ async def infer(request: Request) -> Response:
     caller = caller_of(request, await require_principal_async(request, _bearer(headers)))
     decoder = _Decoder(request, headers, services.settings.max_inference_request_bytes, caller)
     params = request.path_params
+    routed = "owner" not in params and is_route(params["name"])
     if "owner" in params:
         target = ModelTarget(params["owner"], params["name"], params.get("version"))
         call = services.inference.call_model(caller, target, decoder.decode)
+    elif routed:
+        call = _routed_call(services.inference, caller, params["name"], decoder)
     else:
         call = _endpoint_call(services.inference, caller, params["name"], decoder)
     result = await answered(request, caller, call)
@@ -263,6 +271,9 @@ async def infer(request: Request) -> Response:
     encoded.headers["Server-Timing"] = _server_timing(result)
     if result.cache is not None:
         encoded.headers[CACHE_HEADER] = result.cache
+    # The platform chose the version: a task alias, or a fallback under load.
+    if routed or ("owner" in params and result.model != f"{params['owner']}/{params['name']}"):
+        encoded.headers[ROUTED_HEADER] = f"{result.model}:{result.version}"
     return Response(encoded.body, headers=encoded.headers)
 
 
@@ -314,7 +325,7 @@ class _Decoder:
     """The ``/v2`` decoding of one infer request, for the service to call once admitted:
     read the body, watch the caller from then on, parse and check it."""
 
-    __slots__ = ("caller", "declared", "headers", "limit", "parsed", "request")
+    __slots__ = ("body", "caller", "declared", "headers", "limit", "parsed", "request")
 
     def __init__(
         self, request: Request, headers: dict[bytes, bytes], limit: int, caller: Caller
@@ -325,20 +336,44 @@ class _Decoder:
         self.caller = caller
         self.parsed: V2Request
         self.declared: Sequence[TensorSpec] = ()
+        self.body: bytes | None = None
+        """The body as read (a routed call decodes it once per version it tries)."""
+
+    async def read(self) -> bytes:
+        """The body, read once (decompressed); from then on a caller that hangs up
+        cancels the call (see ``api.disconnect``)."""
+        if self.body is not None:
+            return self.body
+        request, headers, limit = self.request, self.headers, self.limit
+        body = await _body(request, limit, headers.get(b"content-length"))
+        self.caller.watch = CallerWatch(request.receive)
+        encoding = headers.get(b"content-encoding")
+        if encoding is not None:
+            settings = get_services(request).settings
+            unpacked = settings.max_decompressed_request_bytes or limit
+            body = decode_content(body, encoding.decode("latin-1"), max_bytes=unpacked)
+        self.body = body
+        return body
+
+    async def route_preferences(self) -> Any:
+        """A routed call's preferences: the ``Modelport-Route`` header's JSON object,
+        else the body's ``parameters.route`` (None: none given)."""
+        header = self.headers.get(ROUTE_HEADER.encode())
+        if header is not None:
+            return _json_of(header, ROUTE_HEADER)
+        body = await self.read()
+        length = _text(self.headers.get(_INFERENCE_HEADER))
+        doc = _json_of(body[: int(length)] if length and length.isdigit() else body, "body")
+        parameters = doc.get("parameters") if isinstance(doc, dict) else None
+        return parameters.get("route") if isinstance(parameters, dict) else None
 
     async def decode(
         self, inputs: Sequence[TensorSpec], outputs: Sequence[TensorSpec]
     ) -> InferenceRequest:
         request, headers, limit = self.request, self.headers, self.limit
         settings = get_services(request).settings
-        body = await _body(request, limit, headers.get(b"content-length"))
-        # From here a caller that hangs up cancels the call (see ``api.disconnect``).
-        self.caller.watch = CallerWatch(request.receive)
+        body = await self.read()
         header_length = _text(headers.get(_INFERENCE_HEADER))
-        encoding = headers.get(b"content-encoding")
-        if encoding is not None:
-            unpacked = settings.max_decompressed_request_bytes or limit
-            body = decode_content(body, encoding.decode("latin-1"), max_bytes=unpacked)
         # Here rather than in the hygiene middleware: the inference lane skips it, and a
         # compressed body can only be checked once decompressed.
         check_inference_json(body, header_length, settings.max_json_depth)
@@ -365,6 +400,24 @@ async def _endpoint_call(
         raise _unknown_name(name, exc) from None
     assert isinstance(result, InferenceResult)
     return result
+
+
+async def _routed_call(
+    inference: InferenceService, caller: Caller, name: str, decoder: _Decoder
+) -> InferenceResult:
+    """A task alias (``route:<task>``) called as a ``/v2`` model: the platform picks the
+    version (``inference.routed``); the answer names it."""
+    target = route_target(name, await decoder.route_preferences())
+    result = await inference.infer(caller, target, decoder.decode)
+    assert isinstance(result, InferenceResult)
+    return result
+
+
+def _json_of(raw: bytes, where: str) -> Any:
+    try:
+        return orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        raise InvalidInput(f"{where} is not valid JSON", code="invalid_route") from None
 
 
 def _unknown_name(name: str, exc: NotFound) -> NotFound:

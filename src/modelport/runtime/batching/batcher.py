@@ -137,15 +137,23 @@ class Batcher:
             timer.cancel()
             self.observer.request_done(outcome, time.monotonic() - now)
 
-    def _admit(self, now: float, deadline: float, priority: Priority) -> None:
+    def predicted_wait(self, priority: Priority = Priority.BATCH) -> float:
+        """Seconds a new request of ``priority`` would wait now: the requests ahead of it
+        at the recent execution time per row (what degradation under load reads)."""
+        return self._ahead(priority) * self._ewma_execute / max(1.0, self._ewma_rows)
+
+    def _ahead(self, priority: Priority) -> int:
         # A request waits only behind requests of its class and the more urgent ones.
         queue = self._queue
         if priority is Priority.INTERACTIVE:
-            ahead = queue.depth(Priority.INTERACTIVE)
-        elif priority is Priority.BATCH:
-            ahead = queue.depth(Priority.INTERACTIVE) + queue.depth(Priority.BATCH)
-        else:
-            ahead = len(queue)
+            return queue.depth(Priority.INTERACTIVE)
+        if priority is Priority.BATCH:
+            return queue.depth(Priority.INTERACTIVE) + queue.depth(Priority.BATCH)
+        return len(queue)
+
+    def _admit(self, now: float, deadline: float, priority: Priority) -> None:
+        queue = self._queue
+        ahead = self._ahead(priority)
         predicted = ahead * self._ewma_execute / max(1.0, self._ewma_rows)
         reason = None
         if len(queue) >= self.config.max_queue_size:

@@ -1,0 +1,136 @@
+"""Routing by need on ``/v2`` through ``tritonclient``: ``/v2/models/route:embeddings/infer``
+with ``parameters.route`` (or the ``Modelport-Route`` header) picks among the embedding
+models the caller may call; the answer's ``model_name``/``model_version`` and the
+``Modelport-Routed-Model`` header name the one that served it, billed at its price once;
+a failing first choice falls back to the next."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import numpy as np
+import pytest
+import tritonclient.http as triton
+from tritonclient.utils import InferenceServerException
+
+from modelport.inference.degrade import Degradation
+from modelport.metering.types import Unit, UsageStatus
+from tests.api_openai.conftest import EMBED_FORMAT, EMBED_IO, World, build_world, publish
+from tests.api_openai.routing import FlakyEmbedModel, Waits, embed_world
+from tests.databases import migrated_sqlite
+from tests.polling import eventually
+
+HIDDEN: dict[str, Any] = {"visibility": "private", **EMBED_IO}
+
+
+@pytest.fixture
+def world(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[World]:
+    built = build_world(tmp_path / "home", migrated_sqlite(tmp_path / "home.db"), monkeypatch)
+    try:
+        embed_world(built, monkeypatch)
+        yield built
+    finally:
+        built.close()
+
+
+def infer(world: World, route: dict[str, Any] | None) -> tuple[Any, str]:
+    client = triton.InferenceServerClient(url=world.url.removeprefix("http://"))
+    try:
+        text = triton.InferInput("text", [1], "BYTES")
+        text.set_data_from_numpy(np.array([b"two words"], dtype=np.object_))
+        result = client.infer(
+            "route:embeddings",
+            [text],
+            parameters=None if route is None else {"route": route},
+            headers={"Authorization": f"Bearer {world.key}"},
+        )
+        answer = result.get_response()
+        assert result.as_numpy("tokens").tolist() == [4]
+        return answer, answer["model_name"] + ":" + answer["model_version"]
+    finally:
+        client.close()
+
+
+def test_a_routed_v2_call_picks_names_bills_and_falls_back(world: World) -> None:
+    # The cheapest of all is private to acme: never routed to for beta.
+    publish(world.admin, world.services, "acme/hidden", EMBED_FORMAT, "embeddings", **HIDDEN)
+    world.price("acme/hidden", "prediction", 1)
+    before = world.balance()[0]
+    answer, served = infer(world, {"prefer": "cheapest"})
+    assert [o["name"] for o in answer["outputs"]] == ["embedding", "tokens"]
+    assert served == "acme/quick:1"
+    assert infer(world, None)[1] == "acme/quick:1"  # no scores: the cheaper first
+    # The header form, and its routed-model header, on a plain HTTP client.
+    with httpx.Client(base_url=world.url) as client:
+        body = {"inputs": [{"name": "text", "datatype": "BYTES", "shape": [1], "data": ["a b"]}]}
+        response = client.post(
+            "/v2/models/route:embeddings/infer",
+            json=body,
+            headers={
+                "Authorization": f"Bearer {world.key}",
+                "Modelport-Route": '{"prefer": "cheapest", "max_price": 100}',
+            },
+        )
+        assert response.status_code == 200, response.text
+        assert response.headers["modelport-routed-model"] == "acme/quick:1"
+        too_dear = client.post(
+            "/v2/models/route:embeddings/infer",
+            json=body,
+            headers={"Authorization": f"Bearer {world.key}", "Modelport-Route": '{"max_price": 1}'},
+        )
+        assert too_dear.status_code == 422
+        assert "route_no_candidate" in too_dear.text and "acme/embedder:1" in too_dear.text
+    # The cheaper one down: the next answers, and only the answers are billed.
+    FlakyEmbedModel.failing = True
+    calls = FlakyEmbedModel.calls
+    assert infer(world, {"prefer": "cheapest"})[1] == "acme/embedder:1"
+    assert FlakyEmbedModel.calls == calls + 1  # tried first, failed
+
+    def predictions() -> list[Any]:
+        return [
+            e.event
+            for e in world.entries()
+            if e.event.unit is Unit.PREDICTION and e.event.status is UsageStatus.SUCCEEDED
+        ]
+
+    assert eventually(lambda: len(predictions()) == 4)
+    assert sorted(e.model for e in predictions()) == ["acme/embedder"] + ["acme/quick"] * 3
+    assert world.balance() == (before - 3 * 50 - 500, 0)
+    # No verified score: nothing meets a minimum, and the error says why.
+    with pytest.raises(InferenceServerException) as unscored:
+        infer(world, {"min_score": 0.5})
+    assert "no verified leaderboard score" in str(unscored.value)
+
+
+def test_under_load_batch_tensor_calls_go_to_the_fallback_or_are_shed(world: World) -> None:
+    waits = Waits()
+    inference = world.services.inference
+    inference.degradation = Degradation(waits, 0.5, {"acme/embedder": "acme/quick"})
+    waits.seconds.update({"acme/embedder": 3.0, "acme/quick": 2.2})
+    body = {"inputs": [{"name": "text", "datatype": "BYTES", "shape": [1], "data": ["a b"]}]}
+    auth = {"Authorization": f"Bearer {world.key}"}
+    with httpx.Client(base_url=world.url, headers=auth) as client:
+
+        def call(model: str, priority: str | None) -> httpx.Response:
+            parameters = {} if priority is None else {"priority": priority}
+            return client.post(f"/v2/models/{model}/infer", json={**body, "parameters": parameters})
+
+        # Interactive: the loaded model serves it.
+        answer = call("acme/embedder", None)
+        assert answer.status_code == 200 and answer.json()["model_name"] == "acme/embedder"
+        assert "modelport-routed-model" not in answer.headers
+        # Batch: shed, for its fallback is loaded too.
+        shed = call("acme/embedder", "batch")
+        assert shed.status_code == 503 and shed.headers["retry-after"] == "3"
+        assert "degraded" in shed.text
+        # The fallback drains: batch goes there, named in the answer and its header.
+        waits.seconds["acme/quick"] = 0.1
+        calls = FlakyEmbedModel.calls
+        moved = call("acme/embedder", "offline")
+        assert moved.status_code == 200, moved.text
+        assert moved.json()["model_name"] == "acme/quick"
+        assert moved.headers["modelport-routed-model"] == "acme/quick:1"
+        assert FlakyEmbedModel.calls == calls + 1
