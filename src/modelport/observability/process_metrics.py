@@ -28,14 +28,18 @@ from prometheus_client.process_collector import ProcessCollector
 from prometheus_client.registry import Collector
 from prometheus_client.samples import Sample
 
+from modelport.observability import gpu_metrics
+
 _PID_FILE = re.compile(r"^[a-z_]+_(\d+)\.db$")
 
 
 def install(registry: CollectorRegistry) -> None:
-    """Register this process's process, platform and GC collectors on ``registry``."""
+    """Register this process's process, platform and GC collectors on ``registry``, and
+    the machine's GPUs where there are any (``gpu_metrics``)."""
     ProcessCollector(registry=registry)
     PlatformCollector(registry=registry)
     GCCollector(registry=registry)
+    gpu_metrics.install(registry)
 
 
 def worker_pids(path: str) -> list[int]:
@@ -71,6 +75,7 @@ def install_aggregate(registry: CollectorRegistry, path: str) -> None:
     """Register the multiprocess scrape's process and platform series on ``registry``."""
     registry.register(WorkerProcesses(path))
     PlatformCollector(registry=registry)
+    gpu_metrics.install(registry)  # the machine's GPUs, once (not per worker)
 
 
 def _alive(pid: int) -> bool:
