@@ -1,0 +1,96 @@
+"""The worker registry on the real Redis: leases expire by Redis's own TTL, a lapsed
+worker leaves the live set (and the index), a withdrawn one leaves at once; the view
+keeps its last read when Redis fails."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+
+import pytest
+import redis
+
+from modelport.keyspace import Keyspace
+from modelport.serving.pool.registry import RedisWorkerRegistry
+from modelport.serving.pool.types import WorkerInfo
+from modelport.serving.pool.view import PoolView
+from tests.metering import conftest as metering_fixtures
+from tests.polling import eventually
+
+redis_url = metering_fixtures.redis_url
+
+
+@pytest.fixture
+def registry(redis_url: str) -> Iterator[RedisWorkerRegistry]:
+    client = redis.Redis.from_url(redis_url)
+    keys = Keyspace(uuid.uuid4().hex)
+    yield RedisWorkerRegistry(client, keys)
+    for name in client.scan_iter(f"{keys.prefix}*"):
+        client.delete(name)
+    client.close()
+
+
+def info(name: str, **versions: str) -> WorkerInfo:
+    return WorkerInfo(
+        id=name,
+        address=f"127.0.0.1:{len(name)}",
+        memory_bytes=1 << 30,
+        formats=frozenset({"onnx"}),
+        versions={k.replace("_", "/", 1) + ":1": v for k, v in versions.items()},
+    )
+
+
+def test_an_announced_worker_is_live_with_what_it_announced(
+    registry: RedisWorkerRegistry,
+) -> None:
+    registry.announce(info("w1", acme_a="ready"), lease_seconds=30)
+    registry.announce(info("w2"), lease_seconds=30)
+    live = registry.live()
+    assert [w.id for w in live] == ["w1", "w2"]
+    assert live[0] == info("w1", acme_a="ready")
+    ttl = registry.client.pttl(registry._record("w1"))
+    assert 0 < ttl <= 30_000  # the lease is Redis's own
+
+
+def test_a_lapsed_lease_takes_the_worker_out(registry: RedisWorkerRegistry) -> None:
+    registry.announce(info("w1"), lease_seconds=30)
+    registry.announce(info("w2"), lease_seconds=30)
+    registry.client.pexpire(registry._record("w1"), 1)  # its heartbeats stopped
+    assert eventually(lambda: [w.id for w in registry.live()] == ["w2"], 10)
+    assert registry.client.smembers(registry._index) == {b"w2"}
+    registry.announce(info("w1"), lease_seconds=30)  # a heartbeat brings it back
+    assert [w.id for w in registry.live()] == ["w1", "w2"]
+
+
+def test_a_withdrawn_worker_leaves_at_once(registry: RedisWorkerRegistry) -> None:
+    registry.announce(info("w1"), lease_seconds=30)
+    registry.withdraw("w1")
+    assert registry.live() == []
+
+
+def test_an_unreadable_record_is_ignored(registry: RedisWorkerRegistry) -> None:
+    registry.announce(info("w1"), lease_seconds=30)
+    registry.client.set(registry._record("bad"), b"{not json")
+    registry.client.sadd(registry._index, "bad")
+    assert [w.id for w in registry.live()] == ["w1"]
+
+
+def test_the_view_lists_ready_replicas_and_keeps_its_last_read_on_failure(
+    registry: RedisWorkerRegistry,
+) -> None:
+    view = PoolView(registry)
+    changes: list[int] = []
+    view.on_change(lambda: changes.append(1))
+    registry.announce(info("w1", acme_a="ready"), lease_seconds=30)
+    registry.announce(info("w2", acme_a="loading"), lease_seconds=30)
+    view.refresh()
+    assert view.fresh and changes == [1]
+    assert [w.id for w in view.ready("acme/a:1")] == ["w1"]
+    view.refresh()
+    assert changes == [1]  # nothing changed: no listener called
+
+    # A Redis that does not answer (nothing listens on port 1).
+    view.registry = RedisWorkerRegistry(redis.Redis(port=1), registry.keys)
+    with pytest.raises(redis.ConnectionError):
+        view.refresh()
+    assert [w.id for w in view.ready("acme/a:1")] == ["w1"]
