@@ -14,8 +14,12 @@ def worker(name: str, memory: int | None = 100 * MB, **fields: object) -> Worker
     return WorkerInfo(id=name, address=f"{name}:1", memory_bytes=memory, **base)  # type: ignore[arg-type]
 
 
-def wanted(ref: str = "acme/a:1", memory: int = 10 * MB, replicas: int = 2, **fields: object) -> Wanted:
-    return Wanted(ref, "sha256:" + "0" * 64, fields.pop("format", "onnx"), memory, replicas, **fields)  # type: ignore[arg-type]
+def wanted(
+    ref: str = "acme/a:1", memory: int = 10 * MB, replicas: int = 2, **fields: object
+) -> Wanted:
+    return Wanted(
+        ref, "sha256:" + "0" * 64, fields.pop("format", "onnx"), memory, replicas, **fields
+    )  # type: ignore[arg-type]
 
 
 def test_replicas_go_to_distinct_workers_most_free_memory_first() -> None:
