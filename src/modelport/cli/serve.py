@@ -193,9 +193,7 @@ def grpc_announcement(settings: Settings) -> str:
     worker serves one only as a member of the pool, for its gateways)."""
     from modelport.config import Role
 
-    if settings.grpc_port is None or (
-        settings.role is Role.WORKER and not settings.worker_pool_on
-    ):
+    if settings.grpc_port is None or (settings.role is Role.WORKER and not settings.worker_pool_on):
         return ""
     scheme = "grpcs" if settings.tls_cert_path is not None else "grpc"
     return f" and {scheme}://{settings.grpc_host}:{settings.grpc_port}"
