@@ -25,7 +25,8 @@ from modelport.config import Role
 from modelport.serving.pool.gateway import GatewayPool
 from modelport.serving.pool.placements import PlacementRepository
 from modelport.serving.pool.types import READY
-from tests.conftest import free_port
+from tests.conftest import free_port, skip_or_fail
+from tests.databases import truncate_tables
 from tests.metering import conftest as metering_fixtures
 from tests.polling import eventually
 from tests.serving.conftest import ROW, Serving, ServingFactory, add_constant
@@ -55,7 +56,9 @@ class Worker:
 @pytest.fixture
 def gateway(make_serving: ServingFactory, postgres_url: str | None, redis_url: str) -> Serving:
     if postgres_url is None:
-        pytest.skip("the pool needs PostgreSQL (MODELPORT_TEST_DATABASE_URL)")
+        skip_or_fail("the pool needs PostgreSQL (MODELPORT_TEST_DATABASE_URL)")
+    assert postgres_url is not None
+    truncate_tables(postgres_url)  # another test's placements and versions
     serving = make_serving(
         postgres_url,
         role=Role.GATEWAY,
@@ -214,3 +217,30 @@ def test_a_worker_answers_its_gateways_token_only(
     trailers = dict(not_ready.value.trailing_metadata() or ())  # type: ignore[attr-defined]
     assert trailers["modelport-error-code"] == "model_not_ready"
     assert trailers["modelport-error-scope"] == "version"
+
+
+def test_a_version_no_worker_can_take_fails_its_deployment_in_time(
+    gateway: Serving, start_worker: Callable[[str], Worker]
+) -> None:
+    worker = start_worker("w1")
+    pool = pool_of(gateway)
+    drive(gateway, [worker], lambda: len(pool.view.workers) == 1)
+    # A version for hardware no worker has.
+    gateway.publish("acme/gpu", "1", add_constant(1.0), resources={"hardware": ["cuda"]})
+    gateway.endpoint("gpu")
+    made = gateway.deploy("gpu", [("acme/gpu:1", 100)], wait=False)
+    drive(gateway, [worker], lambda: pool.placement.status  # type: ignore[truthy-function]
+          is not None and bool(pool.placement._wants))  # fmt: skip
+    assert PlacementRepository(gateway.services.database).all() == []
+    gateway.clock.advance(gateway.services.settings.worker_place_timeout_seconds)
+    drive(gateway, [worker], lambda: gateway.deployment("gpu", made["id"])["state"] == "failed")
+    failed = gateway.deployment("gpu", made["id"])
+    assert "no_worker_fits" in str(failed) or "not ready on any worker" in str(failed)
+    assert "has none of cuda" in str(failed)
+    # Calls to it meanwhile: no ready replica, a clear refusal.
+    answer = gateway.client.post(
+        "/v2/models/acme/gpu/versions/1/infer",
+        json={"inputs": [{"name": "x", "datatype": "FP32", "shape": [1, 4], "data": ROW[0]}]},
+    )
+    assert answer.status_code == 503, answer.text
+    assert answer.json()["code"] == "no_ready_replica"

@@ -29,7 +29,8 @@ from modelport.serving.pool.registry import RedisWorkerRegistry
 from modelport.store import Database, create_database
 from modelport.store.installation import installation_id
 from tests.blobs.conftest import s3_bucket, s3_endpoint, s3_env  # noqa: F401 (fixtures)
-from tests.conftest import ADMIN_KEY, free_port
+from tests.conftest import ADMIN_KEY, free_port, skip_or_fail
+from tests.databases import truncate_tables
 from tests.metering.conftest import ADDER_BODY, approve, make_platform
 from tests.metering.conftest import redis_url as redis_url
 from tests.metering.conftest import stream as stream
@@ -48,7 +49,9 @@ CALLS = 240
 @pytest.fixture
 def database(postgres_url: str | None) -> Iterator[Database]:
     if postgres_url is None:
-        pytest.skip("the pool needs PostgreSQL (MODELPORT_TEST_DATABASE_URL)")
+        skip_or_fail("the pool needs PostgreSQL (MODELPORT_TEST_DATABASE_URL)")
+    assert postgres_url is not None
+    truncate_tables(postgres_url)
     db = create_database(postgres_url)
     yield db
     db.dispose()

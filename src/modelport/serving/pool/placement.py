@@ -101,6 +101,7 @@ class PoolPlacement:
         self.place_timeout_seconds = place_timeout_seconds
         self._wants: dict[str, _Want] = {}
         self._guard = threading.Lock()
+        self._passes = threading.Lock()
         self.loop = BackgroundLoop(
             "worker placer", self.reconcile, reconcile_seconds, clock=clock, max_backoff=1.0
         )
@@ -183,6 +184,10 @@ class PoolPlacement:
         """One pass of the placer (see the module); then settle the waiting futures."""
         if not self.view.fresh:
             return  # never read the registry yet: it would look as if every worker left
+        with self._passes:  # one pass at a time here; the Redis lock is per gateway
+            self._reconcile()
+
+    def _reconcile(self) -> None:
         placed: list[PlacedReplica] | None = None
         if self.lock.acquire():
             try:

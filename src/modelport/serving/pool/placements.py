@@ -4,9 +4,11 @@ records each one's state."""
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Collection, Sequence
 
 from sqlalchemy import delete, select, update
+from sqlalchemy.exc import IntegrityError
 
 from modelport.serving.pool.types import PLACED, PlacedReplica
 from modelport.store.base import utcnow
@@ -44,6 +46,12 @@ class PlacementRepository:
             return [_record(r) for r in rows]
 
     def add(self, ref: str, manifest_digest: str, worker_id: str, memory_bytes: int) -> None:
+        """Place ``ref`` on ``worker_id`` (nothing if another placer just did)."""
+        # The unique (ref, worker) row exists already: what was wanted.
+        with contextlib.suppress(IntegrityError):
+            self._add(ref, manifest_digest, worker_id, memory_bytes)
+
+    def _add(self, ref: str, manifest_digest: str, worker_id: str, memory_bytes: int) -> None:
         with self.database.transaction() as session:
             found = session.scalar(
                 select(WorkerPlacementRow.id).where(

@@ -30,9 +30,12 @@ NO_READY_REPLICA = "no_ready_replica"
 class NoReadyReplica:
     """Stands for a version with no ready replica on a live worker."""
 
-    def __init__(self, ref: str, formats: frozenset[str]) -> None:
+    def __init__(self, ref: str, formats: frozenset[str], hardware: frozenset[str]) -> None:
         self.name = f"pool:{ref}"
-        self._capabilities = Capabilities(formats=formats, max_batch_size=1 << 20)
+        # As capable as the version needs: its refusal, not a capability miss, is the answer.
+        self._capabilities = Capabilities(
+            formats=formats, max_batch_size=1 << 20, hardware=hardware
+        )
         self._ref = ref
 
     def capabilities(self) -> Capabilities:
@@ -69,7 +72,12 @@ class LiveReplicas(Sequence[Backend]):
         self.version = version
         self._view = view
         self._make = make
-        self._none = NoReadyReplica(version.ref, frozenset({version.manifest.format}))
+        manifest = version.manifest
+        self._none = NoReadyReplica(
+            version.ref,
+            frozenset({manifest.format}),
+            frozenset(manifest.resources.hardware or ("cpu",)),
+        )
 
     def _now(self) -> list[Backend]:
         ready = self._view.ready(self.version.ref)
