@@ -111,7 +111,7 @@ class WorkerAgent:
             formats=self.formats,
             engines=self.identity.engines,
             versions=versions,
-            queue_wait=queued,
+            queued=queued,
             used_bytes=used,
         )
 

@@ -29,8 +29,9 @@ class WorkerInfo:
     engines: frozenset[str] = frozenset()
     versions: Mapping[str, str] = field(default_factory=dict)
     """The versions it holds (``owner/name:version``) and their load state."""
-    queue_wait: Mapping[str, float] = field(default_factory=dict)
-    """Requests waiting per version, as its host counts them."""
+    queued: Mapping[str, float] = field(default_factory=dict)
+    """Requests waiting per version, as its host counts them (not yet a wait in
+    seconds: the runtime reports counts)."""
     used_bytes: int = 0
     """Host memory its loaded versions take."""
 
@@ -47,7 +48,7 @@ class WorkerInfo:
             "formats": sorted(self.formats),
             "engines": sorted(self.engines),
             "versions": dict(self.versions),
-            "queue_wait": dict(self.queue_wait),
+            "queued": dict(self.queued),
             "used_bytes": self.used_bytes,
         }
 
@@ -63,7 +64,7 @@ class WorkerInfo:
             formats=frozenset(doc.get("formats") or ()),
             engines=frozenset(doc.get("engines") or ()),
             versions={str(k): str(v) for k, v in (doc.get("versions") or {}).items()},
-            queue_wait={str(k): float(v) for k, v in (doc.get("queue_wait") or {}).items()},
+            queued={str(k): float(v) for k, v in (doc.get("queued") or {}).items()},
             used_bytes=int(doc.get("used_bytes") or 0),
         )
 

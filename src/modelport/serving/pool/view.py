@@ -59,7 +59,7 @@ class PoolView:
     def ready(self, ref: str) -> Sequence[WorkerInfo]:
         """The live workers that hold ``ref`` ready, least queued first."""
         found = [w for w in self._workers.values() if w.ready(ref)]
-        found.sort(key=lambda w: (w.queue_wait.get(ref, 0.0), w.id))
+        found.sort(key=lambda w: (w.queued.get(ref, 0.0), w.id))
         return found
 
     def start(self) -> None:
