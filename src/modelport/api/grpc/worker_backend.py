@@ -198,8 +198,9 @@ class WorkerChannels:
 
     def forget(self, live: Callable[[str], bool]) -> None:
         """Drop the backends of workers no longer live (``live(worker_id)`` false)."""
-        for worker_id in [w for w in self._backends if not live(w)]:
-            self._backends.pop(worker_id)
+        # Called on the view's thread while calls add backends on the loop: a copy.
+        for worker_id in [w for w in list(self._backends) if not live(w)]:
+            self._backends.pop(worker_id, None)
 
     async def close(self) -> None:
         channels, self._channels = list(self._channels.values()), {}
