@@ -167,6 +167,10 @@ class WorkerBackend:
         return None
 
 
+def _same_worker(a: WorkerInfo, b: WorkerInfo) -> bool:
+    return (a.address, a.formats, a.accelerators) == (b.address, b.formats, b.accelerators)
+
+
 class WorkerChannels:
     """One gRPC channel per worker address, kept while the worker lives; a backend per
     worker over it (``backend``), remade when the worker's announcement changes."""
@@ -179,8 +183,8 @@ class WorkerChannels:
 
     def backend(self, info: WorkerInfo) -> WorkerBackend:
         known = self._backends.get(info.id)
-        if known is not None and known.info == info:
-            return known
+        if known is not None and _same_worker(known.info, info):
+            return known  # its versions and queues change each heartbeat; it does not
         channel = self._channels.get(info.address)
         if channel is None:
             channel = self._channels[info.address] = grpc.aio.insecure_channel(
