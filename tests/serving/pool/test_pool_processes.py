@@ -19,6 +19,7 @@ from pathlib import Path
 import httpx
 import pytest
 import redis
+from prometheus_client.parser import text_string_to_metric_families
 
 from modelport.keyspace import Keyspace
 from modelport.metering.balances import BalanceRepository
@@ -44,6 +45,20 @@ TOKEN = "pool-token-" + "t" * 24
 ADMIN = {"Authorization": f"Bearer {ADMIN_KEY}"}
 MODELS = ("acme/adder", "acme/adder2")
 CALLS = 240
+
+
+def attempts(url: str, backend: str, *, ok: bool) -> float:
+    """A gateway's attempts on ``backend`` that succeeded (``ok``) or not, from its
+    ``/metrics``."""
+    text = httpx.get(f"{url}/metrics", headers=ADMIN).text
+    return sum(
+        sample.value
+        for family in text_string_to_metric_families(text)
+        for sample in family.samples
+        if sample.name == "modelport_serving_attempts_total"
+        and sample.labels.get("backend") == backend
+        and (sample.labels.get("outcome") == "ok") == ok
+    )
 
 
 @pytest.fixture
@@ -200,6 +215,9 @@ def test_a_worker_killed_under_load_loses_no_call_and_bills_each_once(
         assert killed.is_set()
         procs[victim].wait(timeout=30)
         assert failures == [] and statuses == [200] * CALLS
+        # Calls did go to the killed worker and failed there: the failover was exercised.
+        failed_there = sum(attempts(urls[g], f"worker:{victim}", ok=False) for g in ("g1", "g2"))
+        assert failed_there >= 1
 
         # Billed once each: the ledger holds every call's event once, the balance
         # moved by exactly that, no hold is left, and the ledger equals its recompute.

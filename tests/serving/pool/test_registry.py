@@ -11,9 +11,12 @@ import pytest
 import redis
 
 from modelport.keyspace import Keyspace
+from modelport.manifest import Manifest
 from modelport.serving.pool.registry import RedisWorkerRegistry
+from modelport.serving.pool.replicas import NoReadyReplica, PoolReplicas
 from modelport.serving.pool.types import WorkerInfo
 from modelport.serving.pool.view import PoolView
+from modelport.serving.types import VersionRef
 from tests.metering import conftest as metering_fixtures
 from tests.polling import eventually
 
@@ -28,6 +31,18 @@ def registry(redis_url: str) -> Iterator[RedisWorkerRegistry]:
     for name in client.scan_iter(f"{keys.prefix}*"):
         client.delete(name)
     client.close()
+
+
+def manifest() -> Manifest:
+    return Manifest.model_validate(
+        {
+            "format": "onnx",
+            "files": [{"path": "m.onnx", "digest": "sha256:" + "1" * 64, "size": 1}],
+            "inputs": [{"name": "x", "datatype": "FP32", "shape": [-1, 4]}],
+            "outputs": [{"name": "y", "datatype": "FP32", "shape": [-1, 4]}],
+            "license": "MIT",
+        }
+    )
 
 
 def info(name: str, **versions: str) -> WorkerInfo:
@@ -94,3 +109,21 @@ def test_the_view_lists_ready_replicas_and_keeps_its_last_read_on_failure(
     with pytest.raises(redis.ConnectionError):
         view.refresh()
     assert [w.id for w in view.ready("acme/a:1")] == ["w1"]
+
+
+def test_live_replicas_take_turns_and_follow_the_view(registry: RedisWorkerRegistry) -> None:
+    view = PoolView(registry)
+    version = VersionRef("acme/a", "1", "sha256:" + "0" * 64, manifest())
+    replicas = PoolReplicas(view, lambda w: NoReadyReplica(w.id, frozenset(), frozenset()))
+    live = replicas(version)
+    assert replicas(version) is live  # one per version
+    view.refresh()
+    (alone,) = list(live)
+    assert alone.name == "pool:acme/a:1"  # none ready: the refusing stand-in
+    registry.announce(info("w1", acme_a="ready"), lease_seconds=30)
+    registry.announce(info("w2", acme_a="ready"), lease_seconds=30)
+    registry.announce(info("w3", acme_a="loading"), lease_seconds=30)
+    view.refresh()
+    firsts = [next(iter(live)).name for _ in range(4)]
+    assert sorted(set(firsts)) == ["pool:w1", "pool:w2"]  # each ready one in turn
+    assert len(list(live)) == 2  # never the one still loading

@@ -64,7 +64,7 @@ class NoReadyReplica:
 
 
 class LiveReplicas(Sequence[Backend]):
-    """``version``'s ready replicas now, least queued first (see the module)."""
+    """``version``'s ready replicas now, the first one in turn (see the module)."""
 
     def __init__(
         self, version: VersionRef, view: PoolView, make: Callable[[WorkerInfo], Backend]
@@ -72,6 +72,7 @@ class LiveReplicas(Sequence[Backend]):
         self.version = version
         self._view = view
         self._make = make
+        self._turn = 0
         manifest = version.manifest
         self._none = NoReadyReplica(
             version.ref,
@@ -81,7 +82,14 @@ class LiveReplicas(Sequence[Backend]):
 
     def _now(self) -> list[Backend]:
         ready = self._view.ready(self.version.ref)
-        return [self._make(w) for w in ready] if ready else [self._none]
+        if not ready:
+            return [self._none]
+        # Round robin: each walk starts at the next replica, so every ready replica
+        # takes its share (the queues a heartbeat reports are a second old: too stale
+        # to steer each call by).
+        self._turn = (self._turn + 1) % len(ready)
+        start = self._turn
+        return [self._make(w) for w in (*ready[start:], *ready[:start])]
 
     def __iter__(self) -> Iterator[Backend]:
         return iter(self._now())

@@ -57,10 +57,8 @@ class PoolView:
                     _log.exception("a worker pool listener failed")
 
     def ready(self, ref: str) -> Sequence[WorkerInfo]:
-        """The live workers that hold ``ref`` ready, least queued first."""
-        found = [w for w in self._workers.values() if w.ready(ref)]
-        found.sort(key=lambda w: (w.queued.get(ref, 0.0), w.id))
-        return found
+        """The live workers that hold ``ref`` ready, by id."""
+        return sorted((w for w in self._workers.values() if w.ready(ref)), key=lambda w: w.id)
 
     def start(self) -> None:
         try:
