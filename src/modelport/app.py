@@ -1599,6 +1599,10 @@ def build_services(
     health = build_health(settings, serving_metrics, clock)
     prediction_log, outcomes = build_prediction_log(settings, database, serving_metrics)
     pool = build_gateway_pool(settings, database, keys, clock) if host is None else None
+    if pool is not None:
+        from modelport.serving.pool.metrics import PoolCollector
+
+        metrics.registry.register(PoolCollector(pool.view))  # the autoscaler's signal
     serving = build_serving(
         settings,
         database,

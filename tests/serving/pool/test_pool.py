@@ -132,6 +132,7 @@ def test_versions_are_placed_spread_loaded_called_and_placed_again(
     pool = pool_of(gateway)
     drive(gateway, workers, lambda: len(pool.view.workers) == 3)
     assert {w.id for w in workers} == set(pool.view.workers)
+    assert 'modelport_pool_workers{pool="default"} 3.0' in gateway.client.get("/metrics").text
 
     gateway.publish("acme/plus-one", "1", add_constant(1.0))
     gateway.publish("acme/plus-two", "1", add_constant(2.0))

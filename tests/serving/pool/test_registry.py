@@ -127,3 +127,34 @@ def test_live_replicas_take_turns_and_follow_the_view(registry: RedisWorkerRegis
     firsts = [next(iter(live)).name for _ in range(4)]
     assert sorted(set(firsts)) == ["pool:w1", "pool:w2"]  # each ready one in turn
     assert len(list(live)) == 2  # never the one still loading
+
+
+def test_the_pool_metrics_count_workers_ready_replicas_and_queues(
+    registry: RedisWorkerRegistry,
+) -> None:
+    from prometheus_client import CollectorRegistry, generate_latest
+
+    from modelport.serving.pool.metrics import PoolCollector
+
+    view = PoolView(registry)
+    scraped = CollectorRegistry()
+    scraped.register(PoolCollector(view))
+    registry.announce(
+        WorkerInfo(id="w1", address="a:1", versions={"acme/a:1": "ready"}, queued={"acme/a:1": 3}),
+        lease_seconds=30,
+    )
+    registry.announce(
+        WorkerInfo(
+            id="w2",
+            address="a:2",
+            versions={"acme/a:1": "ready", "acme/b:1": "loading"},
+            queued={"acme/a:1": 2},
+        ),
+        lease_seconds=30,
+    )
+    view.refresh()
+    page = generate_latest(scraped).decode()
+    assert 'modelport_pool_workers{pool="default"} 2.0' in page
+    assert 'modelport_pool_ready_replicas{version="acme/a:1"} 2.0' in page
+    assert 'modelport_pool_ready_replicas{version="acme/b:1"}' not in page  # still loading
+    assert 'modelport_pool_queued_requests{version="acme/a:1"} 5.0' in page
