@@ -3,6 +3,7 @@ on: pure checks, no server."""
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 
 import grpc
@@ -94,3 +95,26 @@ def test_the_worker_token_is_its_own_secret(tmp_path: Path) -> None:
     assert Settings(**base, worker_token=token, redis_url="redis://x/0").worker_pool_on
     embedded = {**base, "role": Role.ALL}
     assert not Settings(**embedded, worker_token=token, redis_url="redis://x/0").worker_pool_on
+
+
+def test_the_channels_of_lost_workers_are_closed() -> None:
+    asyncio.run(_lost_workers_channels())
+
+
+async def _lost_workers_channels() -> None:
+    from modelport.api.grpc.worker_backend import WorkerChannels
+    from modelport.serving.pool.types import WorkerInfo
+
+    channels = WorkerChannels("t" * 32, 1 << 20)
+    one = WorkerInfo(id="w1", address="127.0.0.1:1")
+    two = WorkerInfo(id="w2", address="127.0.0.1:2")
+    first = channels.backend(one)
+    assert channels.backend(one) is first  # one backend per worker, one channel per address
+    channels.backend(two)
+    assert sorted(channels._channels) == ["127.0.0.1:1", "127.0.0.1:2"]
+    channels.forget(lambda worker: worker == "w2")  # w1's lease lapsed
+    channels.backend(two)
+    assert sorted(channels._channels) == ["127.0.0.1:2"]
+    assert channels.backend(one) is not first  # back: a new backend, a new channel
+    await channels.close()
+    assert channels._channels == {}

@@ -180,8 +180,13 @@ class WorkerChannels:
         self.max_message_bytes = max_message_bytes
         self._channels: dict[str, grpc.aio.Channel] = {}
         self._backends: dict[str, WorkerBackend] = {}
+        self._lost = False
+        """Workers were forgotten: close their channels on the loop, at the next call."""
+        self._closing: set[asyncio.Task[None]] = set()
 
     def backend(self, info: WorkerInfo) -> WorkerBackend:
+        if self._lost:
+            self._close_unused()
         known = self._backends.get(info.id)
         if known is not None and _same_worker(known.info, info):
             return known  # its versions and queues change each heartbeat; it does not
@@ -205,6 +210,17 @@ class WorkerChannels:
         # Called on the view's thread while calls add backends on the loop: a copy.
         for worker_id in [w for w in list(self._backends) if not live(w)]:
             self._backends.pop(worker_id, None)
+            self._lost = True
+
+    def _close_unused(self) -> None:
+        """Close (on the running loop) the channels no backend uses any more."""
+        self._lost = False
+        used = {b.info.address for b in list(self._backends.values())}
+        for address in [a for a in self._channels if a not in used]:
+            channel = self._channels.pop(address)
+            task = asyncio.get_running_loop().create_task(channel.close())
+            self._closing.add(task)
+            task.add_done_callback(self._closing.discard)
 
     async def close(self) -> None:
         channels, self._channels = list(self._channels.values()), {}
