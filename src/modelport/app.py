@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import gc
 import os
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
@@ -64,6 +65,7 @@ if TYPE_CHECKING:
     from opentelemetry.trace import Tracer
 
     from modelport.api.grpc.server import GrpcSurface
+    from modelport.api.grpc.worker import PoolMember
     from modelport.datasets.service import DatasetService
     from modelport.evaluations.service import EvaluationService
     from modelport.inference.access_facts import AccessFacts
@@ -98,6 +100,7 @@ if TYPE_CHECKING:
     from modelport.serving.outcomes import OutcomeService
     from modelport.serving.placement import Placement
     from modelport.serving.plane import ServingPlane
+    from modelport.serving.pool.gateway import GatewayPool
     from modelport.serving.processing import ProcessingPools
     from modelport.serving.repository_sync import RepositorySync
     from modelport.serving.routing.shadow import ShadowResult
@@ -219,8 +222,23 @@ class WorkerServices:
     tracing: Tracing = field(default_factory=Tracing)
     """The process's tracer (off unless the ``OTEL_*`` variables turn it on): a gateway's
     call continues its trace here."""
+    pool: PoolMember | None = None
+    """Its part in the worker pool (``WORKER_TOKEN`` with ``REDIS_URL``): the gRPC server
+    and the agent that announces it and loads what is placed on it."""
+    closers: list[Callable[[], object]] = field(default_factory=list)
+
+    @contextlib.asynccontextmanager
+    async def running(self) -> AsyncIterator[WorkerServices]:
+        """What works while the worker serves (its pool membership)."""
+        if self.pool is None:
+            yield self
+            return
+        async with self.pool.running():
+            yield self
 
     def close(self) -> None:
+        for close in self.closers:
+            close()
         if self.processing is not None:
             self.processing.close()
         self.host.close()
@@ -923,6 +941,72 @@ def build_backend_policy(settings: Settings, resolver: Resolver | None = None) -
     )
 
 
+def pool_client(settings: Settings, name: str) -> Any:
+    """A Redis client for the worker pool's registry and placer lock."""
+    import redis
+
+    assert settings.redis_url is not None
+    return redis.Redis.from_url(
+        settings.redis_url, socket_timeout=2, socket_connect_timeout=2, client_name=name
+    )
+
+
+def estimate_memory(manifest: Manifest) -> int:
+    """Host memory one copy of a version takes, as its format plugin estimates it (a
+    gateway has no model host to ask)."""
+    from modelport.errors import ModelportError
+    from modelport.runtime.formats.registry import FormatRegistry
+
+    if manifest.resources.host_memory_bytes:
+        return manifest.resources.host_memory_bytes
+    try:
+        return FormatRegistry()(manifest.format).estimate_memory(manifest)
+    except ModelportError:
+        return 2 * sum(f.size for f in manifest.files)
+
+
+def build_gateway_pool(
+    settings: Settings, database: Database, keys: Keyspace, clock: Clock | None = None
+) -> GatewayPool | None:
+    """A gateway's side of the worker pool (``WORKER_TOKEN`` with ``REDIS_URL``): the
+    registry's view, the placer and the gRPC channels to the workers; None when off."""
+    if not settings.worker_pool_on:
+        return None
+    from modelport.api.grpc.worker_backend import WorkerChannels
+    from modelport.serving.pool.gateway import GatewayPool
+    from modelport.serving.pool.placement import PlacerLock, PoolPlacement
+    from modelport.serving.pool.placements import PlacementRepository
+    from modelport.serving.pool.registry import RedisWorkerRegistry
+    from modelport.serving.pool.replicas import PoolReplicas
+    from modelport.serving.pool.view import PoolView
+    from modelport.serving.repository_sync import process_id
+
+    client = pool_client(settings, "modelport-pool")
+    view = PoolView(
+        RedisWorkerRegistry(client, keys),
+        refresh_seconds=min(1.0, settings.worker_heartbeat_seconds),
+        clock=clock,
+    )
+    placement = PoolPlacement(
+        view,
+        PlacementRepository(database),
+        PlacerLock(client, keys, process_id(), ttl_seconds=10.0),
+        estimate=estimate_memory,
+        replicas=settings.worker_replicas,
+        pool=settings.worker_pool,
+        clock=clock,
+        place_timeout_seconds=settings.worker_place_timeout_seconds,
+    )
+    channels = WorkerChannels(settings.worker_token, settings.max_inference_request_bytes)
+    view.on_change(lambda: channels.forget(lambda worker: worker in view.workers))
+
+    async def close() -> None:
+        await channels.close()
+        client.close()
+
+    return GatewayPool(view, placement, PoolReplicas(view, channels.backend), close)
+
+
 def build_serving(
     settings: Settings,
     database: Database,
@@ -940,10 +1024,12 @@ def build_serving(
     processing: ProcessingPools | None = None,
     resolver: Resolver | None = None,
     tracer: Tracer | None = None,
+    pool: GatewayPool | None = None,
 ) -> ServingPlane:
     """Endpoints, deployments and their router, over this process's model host (and
     its generative ``engines``), or (``host`` None: a gateway) over remote backends
-    alone; ``tracer``: spans of replica attempts and shadow copies."""
+    and, with ``pool``, the worker pool's replicas; ``tracer``: spans of replica
+    attempts and shadow copies."""
     from modelport.serving.backends.absent import AbsentBackend
     from modelport.serving.backends.catalog import BackendCatalog
     from modelport.serving.backends.local import LocalBackend
@@ -953,6 +1039,7 @@ def build_serving(
     from modelport.serving.idempotency import IdempotencyStore
     from modelport.serving.placement import LocalPlacement, RemotePlacement
     from modelport.serving.plane import ServingPlane
+    from modelport.serving.routing.interface import ReplicaProvider
     from modelport.serving.routing.replicas import PerVersionReplicas
     from modelport.serving.routing.router import Router
 
@@ -979,6 +1066,9 @@ def build_serving(
     remotes = BackendCatalog(
         database, board, box or build_secret_box(settings), build_backend_policy(settings, resolver)
     )
+    replicas: ReplicaProvider = PerVersionReplicas(replica)
+    if pool is not None:
+        placement, replicas = pool.placement, pool.replicas
     router = Router(
         Dispatcher(
             board,
@@ -990,7 +1080,8 @@ def build_serving(
             tracer=tracer,
         ),
         # One backend per version: a failing version opens its own breaker, not the host's.
-        PerVersionReplicas(replica),
+        # On the pool: one per worker, read live from the pool's view.
+        replicas,
         shadow_max_in_flight=settings.serving_shadow_max_in_flight,
         remotes=remotes.backend,
         record_shadow=record_shadow,
@@ -1517,6 +1608,11 @@ def build_services(
     serving_metrics = ServingMetrics(metrics.registry)
     health = build_health(settings, serving_metrics, clock)
     prediction_log, outcomes = build_prediction_log(settings, database, serving_metrics)
+    pool = build_gateway_pool(settings, database, keys, clock) if host is None else None
+    if pool is not None:
+        from modelport.serving.pool.metrics import PoolCollector
+
+        metrics.registry.register(PoolCollector(pool.view))  # the autoscaler's signal
     serving = build_serving(
         settings,
         database,
@@ -1534,6 +1630,7 @@ def build_services(
         processing=processing,
         resolver=resolver,
         tracer=tracer,
+        pool=pool,
     )
     limits = build_limits(settings, database, keys, clock)
     metering = build_metering(settings, database, registry, keys, clock)
@@ -1613,6 +1710,8 @@ def build_services(
     lifecycle.serve_threads("webhook deliveries", webhooks.start, webhooks.stop)
     lifecycle.serve("prediction log", prediction_log.running)  # flushes after serving stops
     lifecycle.serve("health probes", health.running)
+    if pool is not None:  # the view and placer run before the controller places
+        lifecycle.serve("worker pool", pool.running)
     lifecycle.serve("serving plane", serving.running)  # deployment controller, routes
     lifecycle.serve("model repository sync", model_repository.syncing)
     lifecycle.serve("job runner", job_runner.running)  # claims and runs jobs; stops first
@@ -1995,7 +2094,7 @@ def build_worker_services(
     # A worker publishes no change: versions it reads are immutable.
     registry = build_registry(settings, database, blob_store, LocalChangeBus(), metrics)
     pools = ThreadPools()
-    return WorkerServices(
+    services = WorkerServices(
         settings=settings,
         database=database,
         blob_store=blob_store,
@@ -2007,6 +2106,78 @@ def build_worker_services(
         pools=pools,
         tracing=tracing,
     )
+    services.pool = build_pool_member(settings, services, clock)
+    return services
+
+
+def build_pool_member(
+    settings: Settings, services: WorkerServices, clock: Clock | None = None
+) -> PoolMember | None:
+    """A worker's part in the pool (``WORKER_TOKEN`` with ``REDIS_URL``; its gRPC server
+    on ``GRPC_HOST``:``GRPC_PORT``), or None when the pool is off."""
+    if not settings.worker_pool_on:
+        return None
+    import socket
+    import uuid
+
+    from modelport.api.grpc.worker import PoolMember, WorkerGrpcServer, WorkerServicer
+    from modelport.errors import InvalidInput
+    from modelport.runtime.formats.registry import known_formats
+    from modelport.serving.pool.agent import WorkerAgent, WorkerIdentity
+    from modelport.serving.pool.placements import PlacementRepository
+    from modelport.serving.pool.registry import RedisWorkerRegistry
+    from modelport.serving.types import VersionRef
+
+    if settings.grpc_port is None:
+        raise InvalidInput(
+            "a worker of the pool serves gRPC: set MODELPORT_GRPC_PORT",
+            code="worker_grpc_port_required",
+        )
+    keys = build_keyspace(services.database)
+    client = pool_client(settings, "modelport-worker")
+    services.closers.append(client.close)
+    registry = services.registry
+
+    def resolve(ref: str) -> VersionRef:
+        model, _, version = ref.rpartition(":")
+        owner, _, name = model.partition("/")
+        stored = registry.get_version(owner, name, version)
+        return VersionRef(model, stored.version, stored.manifest_digest, stored.manifest)
+
+    identity = WorkerIdentity(
+        id=settings.worker_id or f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:6]}",
+        pool=settings.worker_pool,
+        accelerators=frozenset(
+            a.strip() for a in settings.worker_accelerators.split(",") if a.strip()
+        ),
+    )
+    listen = settings.grpc_host or "127.0.0.1"
+    server = WorkerGrpcServer(
+        WorkerServicer(services, settings.worker_token),
+        listen,
+        settings.grpc_port,
+        settings.max_inference_request_bytes,
+    )
+
+    def agent(address: Callable[[], str]) -> WorkerAgent:
+        return WorkerAgent(
+            identity,
+            address,
+            services.host,
+            services.blob_store,
+            RedisWorkerRegistry(client, keys),
+            PlacementRepository(services.database),
+            resolve,
+            formats=known_formats(),
+            heartbeat_seconds=settings.worker_heartbeat_seconds,
+            lease_seconds=settings.worker_lease_seconds,
+            clock=clock,
+        )
+
+    advertise = settings.worker_advertise_host or (
+        listen if listen not in ("0.0.0.0", "::") else socket.gethostname()
+    )
+    return PoolMember(server, agent, advertise)
 
 
 def configure_logging(settings: Settings) -> None:

@@ -242,6 +242,39 @@ class Settings(BaseSettings):
     budgets below are split evenly between them, and ``redis_url`` is required: limits,
     key revocations and repository load/unload must be shared between processes."""
 
+    # ---- the worker pool (gateways and workers; see docs/workers.md)
+    worker_token: str = ""
+    """The secret gateways and the pool's workers authenticate each other with (not the
+    admin key). Set on a ``gateway`` or ``worker`` with ``redis_url``: the worker pool is
+    on (workers register and serve OIP gRPC on ``grpc_port``; gateways place deployed
+    versions on them and call them). Empty: off."""
+
+    worker_id: str = ""
+    """This worker's id in the pool (default: host name, process id and a random part).
+    A restarted worker with the same id keeps its placements."""
+
+    worker_pool: str = "default"
+    """The pool a worker joins; on a gateway, the pool its deployments are placed on."""
+
+    worker_advertise_host: str = ""
+    """The address gateways reach this worker's gRPC server at (default ``grpc_host``,
+    else 127.0.0.1)."""
+
+    worker_accelerators: str = "cpu"
+    """Hardware a worker announces, comma-separated (``cpu``, ``cuda``)."""
+
+    worker_heartbeat_seconds: float = Field(default=1.0, gt=0)
+    """How often a worker renews its lease."""
+
+    worker_lease_seconds: float = Field(default=5.0, gt=0)
+    """How long a worker stays in the pool after its last heartbeat."""
+
+    worker_replicas: int = Field(default=2, ge=1)
+    """Replicas of each deployed version a gateway places, on distinct workers."""
+
+    worker_place_timeout_seconds: float = Field(default=120.0, gt=0)
+    """A deployment's version with no ready replica this long after it was placed fails."""
+
     # ---- runtime (model host, batching)
     runtime_memory_budget_bytes: int | None = Field(default=None, gt=0)
     """Host memory all loaded versions may take together (all worker processes
@@ -665,6 +698,23 @@ class Settings(BaseSettings):
                     f"group {group!r} maps to {target!r}: each value must be 'tenant:role'"
                 )
         return v
+
+    @model_validator(mode="after")
+    def _worker_token_apart(self) -> Settings:
+        if self.worker_token and len(self.worker_token) < MIN_ADMIN_KEY_LENGTH:
+            raise ValueError(
+                f"MODELPORT_WORKER_TOKEN must be at least {MIN_ADMIN_KEY_LENGTH} characters"
+            )
+        if self.worker_token and self.worker_token == self.admin_key:
+            raise ValueError("MODELPORT_WORKER_TOKEN must differ from the admin key")
+        if self.worker_lease_seconds <= self.worker_heartbeat_seconds:
+            raise ValueError("MODELPORT_WORKER_LEASE_SECONDS must outlast the heartbeat")
+        return self
+
+    @property
+    def worker_pool_on(self) -> bool:
+        """Whether this process is part of a worker pool (see ``worker_token``)."""
+        return bool(self.worker_token and self.redis_url and self.role is not Role.ALL)
 
     @model_validator(mode="after")
     def _oidc_complete(self) -> Settings:

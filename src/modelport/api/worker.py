@@ -15,6 +15,8 @@ from __future__ import annotations
 import asyncio
 import hmac
 import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any
 
 import orjson
@@ -188,12 +190,19 @@ class WorkerSurface:
 
 def create_worker_app(services: WorkerServices) -> FastAPI:
     """The application of a ``worker`` process (see the module docstring)."""
+
+    @asynccontextmanager
+    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        async with services.running():  # its pool membership, if any
+            yield
+
     app = FastAPI(
         title="modelport worker",
         version=__version__,
         openapi_url=None,
         docs_url=None,
         redoc_url=None,
+        lifespan=lifespan,
     )
     app.state.services = services
     install_error_handlers(app)

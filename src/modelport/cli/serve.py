@@ -190,10 +190,10 @@ def bound_socket(host: str, port: int) -> socket.socket:
 
 def grpc_announcement(settings: Settings) -> str:
     """Where the gRPC surface listens, for the start-up line ('' when it is off; a
-    worker role serves none)."""
+    worker serves one only as a member of the pool, for its gateways)."""
     from modelport.config import Role
 
-    if settings.grpc_port is None or settings.role is Role.WORKER:
+    if settings.grpc_port is None or (settings.role is Role.WORKER and not settings.worker_pool_on):
         return ""
     scheme = "grpcs" if settings.tls_cert_path is not None else "grpc"
     return f" and {scheme}://{settings.grpc_host}:{settings.grpc_port}"

@@ -1099,3 +1099,27 @@ class EvaluationRow(Base):
     error_message: Mapped[str | None] = mapped_column(Text)
     created_at: Mapped[datetime]
     finished_at: Mapped[datetime | None]
+
+
+# ---- worker pool -------------------------------------------------------------
+
+
+class WorkerPlacementRow(Base):
+    """One replica of a deployed version placed on a worker of the pool: the gateways'
+    placer writes it, the worker loads it and records its state."""
+
+    __tablename__ = "worker_placements"
+    __table_args__ = (
+        UniqueConstraint("ref", "worker_id", name="uq_worker_placements_ref_worker"),
+        Index("ix_worker_placements_worker", "worker_id"),
+    )
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    ref: Mapped[str] = mapped_column(String(256))
+    manifest_digest: Mapped[str] = mapped_column(String(71))
+    worker_id: Mapped[str] = mapped_column(String(128))
+    state: Mapped[str] = mapped_column(String(16))
+    memory_bytes: Mapped[int] = mapped_column(BigInteger, default=0)
+    cause: Mapped[str | None] = mapped_column(Text)
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+    updated_at: Mapped[datetime] = mapped_column(default=utcnow)

@@ -151,9 +151,12 @@ class Router:
                 log.exception("endpoint %s: fallback chain not usable", route.endpoint.name)
         return dataclasses.replace(route, replicas=replicas, fallback_options=options)
 
-    def _replicas(self, version: VersionRef, names: Sequence[str] | None) -> tuple[Backend, ...]:
+    def _replicas(self, version: VersionRef, names: Sequence[str] | None) -> Sequence[Backend]:
         """The version's backends in the deployment's order; a name no longer declared is
-        skipped (the others still serve)."""
+        skipped (the others still serve). Local replicas alone are kept as the provider
+        gives them: the worker pool's is a live sequence."""
+        if not names or tuple(names) == (LOCAL_BACKEND,):
+            return self.replicas_for(version)
         found: list[Backend] = []
         for name in names or (LOCAL_BACKEND,):
             if name == LOCAL_BACKEND:

@@ -9,7 +9,7 @@ route or the new one, never a mix.
 from __future__ import annotations
 
 import random
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
@@ -37,7 +37,7 @@ class Route:
     """Backend names of each traffic version, by ref, in order (absent: ``local``)."""
     fallbacks: Mapping[str, VersionRef] = field(default_factory=dict)
     """Versions the endpoint's fallback chain names, by ``owner/name:version``."""
-    replicas: Mapping[str, tuple[Backend, ...]] = field(default_factory=dict)
+    replicas: Mapping[str, Sequence[Backend]] = field(default_factory=dict)
     """Backends of each version (traffic and shadow), by ref; set by the router."""
     fallback_options: tuple[Any, ...] = ()
     """The endpoint's fallback chain, ready to run (``serving.fallback`` options)."""

@@ -1,7 +1,7 @@
 """endpoint monitors: the drift and quality monitor policy of an endpoint
 
-Revision ID: 0029_endpoint_monitors
-Revises: 0026_catalog_search_fts
+Revision ID: 0030_endpoint_monitors
+Revises: 0027_worker_placements
 Create Date: 2026-12-05 16:20:00
 """
 
@@ -10,8 +10,8 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0029_endpoint_monitors"
-down_revision = "0026_catalog_search_fts"
+revision = "0030_endpoint_monitors"
+down_revision = "0027_worker_placements"
 branch_labels = None
 depends_on = None
 

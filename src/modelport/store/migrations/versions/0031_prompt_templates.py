@@ -1,7 +1,7 @@
 """prompt templates: versioned chat prompts with variables, as assets
 
-Revision ID: 0030_prompt_templates
-Revises: 0029_endpoint_monitors
+Revision ID: 0031_prompt_templates
+Revises: 0030_endpoint_monitors
 Create Date: 2026-12-05 16:40:00
 """
 
@@ -10,8 +10,8 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0030_prompt_templates"
-down_revision = "0029_endpoint_monitors"
+revision = "0031_prompt_templates"
+down_revision = "0030_endpoint_monitors"
 branch_labels = None
 depends_on = None
 
