@@ -402,6 +402,7 @@ def build_host(
         observer=metrics,
         check_load=check_load,
         tracer=tracer,
+        clock=clock,
         process_executors=ProcessExecutors(
             formats.spec,
             ledger=ledger,
@@ -967,7 +968,11 @@ def build_serving(
         placement = LocalPlacement(host, blob_store, engines)
     board.register(replica("local"))
     remotes = BackendCatalog(
-        database, board, box or build_secret_box(settings), build_backend_policy(settings, resolver)
+        database,
+        board,
+        box or build_secret_box(settings),
+        build_backend_policy(settings, resolver),
+        clock,
     )
     router = Router(
         Dispatcher(
@@ -978,6 +983,7 @@ def build_serving(
             ),
             metrics=serving_metrics,
             tracer=tracer,
+            clock=clock,
         ),
         # One backend per version: a failing version opens its own breaker, not the host's.
         PerVersionReplicas(replica),
@@ -1805,6 +1811,7 @@ def build_inference(
         cache=cache,
         moderation=SyncModeration(moderation) if moderation is not None else None,
         tracer=tracer,
+        clock=clock,
     )
     repository = ModelRepository(
         targets,

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import asyncio
 import hmac
-import time
 from typing import TYPE_CHECKING, Any
 
 import orjson
@@ -149,7 +148,7 @@ class WorkerSurface:
             BackendRequest(
                 version=ref,
                 inputs=parsed.arrays(),
-                deadline=time.monotonic() + timeout,
+                deadline=self.backend.host.clock.monotonic() + timeout,
                 priority=priority_of(parsed.parameters),
                 parameters=model_parameters(parsed.parameters),
                 request_id=parsed.id or "",

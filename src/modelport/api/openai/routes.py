@@ -166,7 +166,7 @@ async def _generate(
         )
         for prompt in prompts
     ]
-    deadline = time.monotonic() + services.settings.generation_timeout_seconds
+    deadline = services.inference.clock.monotonic() + services.settings.generation_timeout_seconds
     chat = messages is not None
     # The body is read: from here a caller that hangs up ends the call.
     caller.watch = CallerWatch(request.receive)

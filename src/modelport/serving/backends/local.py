@@ -24,7 +24,6 @@ stages' seconds join the answer's timings as ``preprocess`` and ``postprocess``.
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import AsyncIterator
 
 from modelport.errors import DeadlineExceeded, ModelportError, Unavailable, Unprocessable
@@ -187,7 +186,7 @@ class LocalBackend:
                 code="model_not_loaded",
                 scope="version",
             )
-        remaining = request.deadline - time.monotonic()
+        remaining = request.deadline - self.host.clock.monotonic()
         try:
             # The load itself is shielded by the host: it goes on for later requests.
             await asyncio.wait_for(
@@ -238,7 +237,7 @@ class LocalBackend:
             index = 1
             chunks = aiter(generation)
             while True:
-                remaining = request.deadline - time.monotonic()
+                remaining = request.deadline - self.host.clock.monotonic()
                 try:
                     async with asyncio.timeout(max(0.0, remaining)):
                         chunk = await anext(chunks)
@@ -275,7 +274,7 @@ class LocalBackend:
             raise Unavailable(
                 f"{key.ref} is not loaded here", code="model_not_loaded", scope="version"
             )
-        remaining = request.deadline - time.monotonic()
+        remaining = request.deadline - self.host.clock.monotonic()
         try:
             return await asyncio.wait_for(
                 engines.ensure_loaded(key, version.manifest, self.blobs),
