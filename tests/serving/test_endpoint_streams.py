@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -179,10 +178,17 @@ def rig(make_serving: ServingFactory, database_url: str, tmp_path: Path) -> Iter
     server = SseServer().start()
     remotes = {
         "oa-1": RemoteOpenAIBackend(
-            "oa-1", server.url, formats=frozenset({"gguf"}), models={"acme/llm": MODEL}
+            "oa-1",
+            server.url,
+            formats=frozenset({"gguf"}),
+            models={"acme/llm": MODEL},
+            clock=services.clock,
         ),
         "oa-dead": RemoteOpenAIBackend(
-            "oa-dead", f"http://127.0.0.1:{free_port()}", formats=frozenset({"gguf"})
+            "oa-dead",
+            f"http://127.0.0.1:{free_port()}",
+            formats=frozenset({"gguf"}),
+            clock=services.clock,
         ),
     }
     services.serving.router.remotes = remotes.get
@@ -201,7 +207,7 @@ async def start(rig: Rig, endpoint: str, timeout: float = 10.0, **fields: Any) -
         Caller(CALLER, request_id="req-1"),
         EndpointTarget(endpoint),
         GenerateRequest(**fields),
-        time.monotonic() + timeout,
+        rig.services.clock.monotonic() + timeout,  # a deadline is on the services' clock
     )
 
 

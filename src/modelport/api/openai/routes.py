@@ -25,9 +25,9 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
+from modelport.api import deps
 from modelport.api.auth import require_principal_async
 from modelport.api.calls import answered, caller_of, note_call
-from modelport.api.deps import get_services
 from modelport.api.disconnect import CLIENT_CLOSED, CallerWatch
 from modelport.api.openai.catalog import (
     callable_model,
@@ -69,7 +69,7 @@ def json_response(doc: Any, status: int = 200) -> Response:
 
 async def _body(request: Request) -> dict[str, Any]:
     """The JSON body, refused (413) above the inference request limit."""
-    limit = get_services(request).settings.max_inference_request_bytes
+    limit = deps.settings_service(request).max_inference_request_bytes
     chunks, size = [], 0
     async for chunk in request.stream():
         size += len(chunk)
@@ -103,11 +103,12 @@ async def get_model(request: Request) -> Response:
     principal = await require_principal_async(request)
     name = request.path_params["model"]
     target = target_of(name)
-    services = get_services(request)
     caller = caller_of(request, principal)
     try:
         if isinstance(target, EndpointTarget):
-            route = await services.inference.route(caller, target.name, Permission.MODEL_CALL)
+            route = await deps.inference_service(request).route(
+                caller, target.name, Permission.MODEL_CALL
+            )
             return json_response(endpoint_object(route.endpoint))
         model = await anyio.to_thread.run_sync(
             callable_model, request, principal, target.owner, target.name, target.version
@@ -150,7 +151,6 @@ async def _generate(
     *,
     tools: bool = False,
 ) -> Response | EventStream:
-    services = get_services(request)
     target = target_of(sampling.model)
     caller = caller_of(request, principal)
     requests = [
@@ -166,11 +166,14 @@ async def _generate(
         )
         for prompt in prompts
     ]
-    deadline = services.inference.clock.monotonic() + services.settings.generation_timeout_seconds
+    deadline = (
+        deps.inference_service(request).clock.monotonic()
+        + deps.settings_service(request).generation_timeout_seconds
+    )
     chat = messages is not None
     # The body is read: from here a caller that hangs up ends the call.
     caller.watch = CallerWatch(request.receive)
-    opening = _open(services.inference, caller, target, requests, deadline, sampling)
+    opening = _open(deps.inference_service(request), caller, target, requests, deadline, sampling)
     if sampling.stream:
         calls = await answered(request, caller, opening)
         if calls is None:
@@ -231,12 +234,13 @@ async def embeddings(request: Request) -> Response:
     principal = await require_principal_async(request)
     parsed = parse_embedding(await _body(request))
     target = target_of(parsed.model)
-    services = get_services(request)
     caller = caller_of(request, principal)
     decoder = EmbeddingDecoder(parsed)
     caller.watch = CallerWatch(request.receive)
     try:
-        result = await answered(request, caller, services.inference.infer(caller, target, decoder))
+        result = await answered(
+            request, caller, deps.inference_service(request).infer(caller, target, decoder)
+        )
     except NotFound as exc:
         raise _not_found(parsed.model, exc) from None
     except ClientDisconnect:

@@ -9,7 +9,7 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field
 from sqlalchemy import text
 
-from modelport.api.deps import get_services
+from modelport.api import deps
 
 router = APIRouter(tags=["operations"])
 log = logging.getLogger(__name__)
@@ -35,11 +35,10 @@ def healthz() -> dict[str, str]:
     response_model=Readiness,
     responses={503: {"model": Readiness, "description": "Not ready: the database does not answer"}},
 )
-def readyz(request: Request) -> JSONResponse:
+def readyz(database: deps.Database, request: Request) -> JSONResponse:
     """The process can serve: its database answers."""
-    services = get_services(request)
     try:
-        with services.database.transaction() as session:
+        with database.transaction() as session:
             session.execute(text("SELECT 1"))
     except Exception:  # any driver error means not ready
         # Logged, not answered: the probe is open to anyone, and a driver's message names

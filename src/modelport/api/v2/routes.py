@@ -33,10 +33,10 @@ from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
 from modelport import __version__
+from modelport.api import deps
 from modelport.api.access import note_tenant, visible_model_refs
 from modelport.api.auth import require_principal_async
 from modelport.api.calls import answered, caller_of, note_call
-from modelport.api.deps import get_services
 from modelport.api.disconnect import CLIENT_CLOSED, CallerWatch
 from modelport.api.hygiene import check_inference_json
 from modelport.api.v2.codec import encode_infer_response, parse_infer_request
@@ -144,10 +144,10 @@ async def live(request: Request) -> Response:
 
 async def ready(request: Request) -> Response:
     """The server can serve: its database answers."""
-    services = get_services(request)
+    database = deps.database_service(request)
 
     def check() -> None:
-        with services.database.transaction() as session:
+        with database.transaction() as session:
             session.execute(text("SELECT 1"))
 
     try:
@@ -168,10 +168,10 @@ async def server(request: Request) -> Response:
 async def metadata(request: Request) -> Response:
     principal = await _authenticate(request)
     owner, name, version = _model(request)
-    inference = get_services(request).inference
+    inference = deps.inference_service(request)
     note_tenant(request, owner)
     await inference.require_model(principal, owner, name, Permission.MODEL_READ)
-    repository = get_services(request).model_repository
+    repository = deps.model_repository_service(request)
     target = await repository.target(owner, name, version)
     versions = [target.version] if version else await repository.versions(owner, name)
     manifest = target.manifest
@@ -185,10 +185,10 @@ async def config(request: Request) -> Response:
     principal = await _authenticate(request)
     owner, name, version = _model(request)
     note_tenant(request, owner)
-    await get_services(request).inference.require_model(
+    await deps.inference_service(request).require_model(
         principal, owner, name, Permission.MODEL_READ
     )
-    target = await get_services(request).model_repository.target(owner, name, version)
+    target = await deps.model_repository_service(request).target(owner, name, version)
     return _json(model_config(target.model, target.manifest))
 
 
@@ -198,17 +198,17 @@ async def statistics(request: Request) -> Response:
     principal = await _authenticate(request)
     owner, name, version = _model(request)
     note_tenant(request, owner)
-    await get_services(request).inference.require_model(
+    await deps.inference_service(request).require_model(
         principal, owner, name, Permission.MODEL_READ
     )
-    found = await get_services(request).model_repository.statistics(owner, name, version)
+    found = await deps.model_repository_service(request).statistics(owner, name, version)
     return _json(model_statistics(found))
 
 
 async def all_statistics(request: Request) -> Response:
     """Triton's statistics extension for every model the caller may see."""
     principal = await _authenticate(request)
-    found = get_services(request).model_repository.all_statistics()
+    found = deps.model_repository_service(request).all_statistics()
     refs = sorted({s.model for s in found})
     seen = await anyio.to_thread.run_sync(visible_model_refs, request, principal, refs)
     return _json(model_statistics([s for s in found if s.model in seen]))
@@ -218,10 +218,10 @@ async def model_ready(request: Request) -> Response:
     principal = await _authenticate(request)
     owner, name, version = _model(request)
     note_tenant(request, owner)
-    await get_services(request).inference.require_model(
+    await deps.inference_service(request).require_model(
         principal, owner, name, Permission.MODEL_READ
     )
-    repository = get_services(request).model_repository
+    repository = deps.model_repository_service(request)
     target, is_ready = await repository.ready(owner, name, version)
     if not is_ready:
         status = repository.host.status(target.key)
@@ -237,16 +237,17 @@ async def infer(request: Request) -> Response:
     is read cancels the call (``api.disconnect``): it is metered ``cancelled``.
 
     The hot path, answered through ``lane.InferenceLane``: headers read once."""
-    services = get_services(request)
     headers = dict(request.scope["headers"])  # names are lower-case bytes in ASGI
     caller = caller_of(request, await require_principal_async(request, _bearer(headers)))
-    decoder = _Decoder(request, headers, services.settings.max_inference_request_bytes, caller)
+    decoder = _Decoder(
+        request, headers, deps.settings_service(request).max_inference_request_bytes, caller
+    )
     params = request.path_params
     if "owner" in params:
         target = ModelTarget(params["owner"], params["name"], params.get("version"))
-        call = services.inference.call_model(caller, target, decoder.decode)
+        call = deps.inference_service(request).call_model(caller, target, decoder.decode)
     else:
-        call = _endpoint_call(services.inference, caller, params["name"], decoder)
+        call = _endpoint_call(deps.inference_service(request), caller, params["name"], decoder)
     result = await answered(request, caller, call)
     if result is None:
         return Response(status_code=CLIENT_CLOSED)
@@ -301,7 +302,7 @@ async def _endpoint_route(request: Request) -> Route_:
     name = request.path_params["name"]
     caller = caller_of(request, await _authenticate(request))
     try:
-        route = await get_services(request).inference.route(caller, name, Permission.MODEL_READ)
+        route = await deps.inference_service(request).route(caller, name, Permission.MODEL_READ)
     except NotFound as exc:
         raise _unknown_name(name, exc) from None
     finally:
@@ -330,7 +331,7 @@ class _Decoder:
         self, inputs: Sequence[TensorSpec], outputs: Sequence[TensorSpec]
     ) -> InferenceRequest:
         request, headers, limit = self.request, self.headers, self.limit
-        settings = get_services(request).settings
+        settings = deps.settings_service(request)
         body = await _body(request, limit, headers.get(b"content-length"))
         # From here a caller that hangs up cancels the call (see ``api.disconnect``).
         self.caller.watch = CallerWatch(request.receive)
@@ -412,7 +413,7 @@ def _server_timing(result: InferenceResult) -> str:
 async def repository_index(request: Request) -> Response:
     principal = await _authenticate(request)
     body = await _json_body(request)
-    rows = get_services(request).model_repository.index(ready_only=bool(body.get("ready", False)))
+    rows = deps.model_repository_service(request).index(ready_only=bool(body.get("ready", False)))
     refs = [row["name"] for row in rows]
     seen = await anyio.to_thread.run_sync(visible_model_refs, request, principal, refs)
     return _json([row for row in rows if row["name"] in seen])
@@ -424,7 +425,7 @@ async def repository_load(request: Request) -> Response:
     principal = await _authenticate(request)
     owner, name, _ = _model(request)
     note_tenant(request, owner)
-    await get_services(request).inference.require_model(
+    await deps.inference_service(request).require_model(
         principal, owner, name, Permission.VERSION_DEPLOY
     )
     parameters = (await _json_body(request)).get("parameters") or {}
@@ -441,7 +442,7 @@ async def repository_load(request: Request) -> Response:
     pinned = parameters.get("pinned", False)
     if not isinstance(pinned, bool):
         raise InvalidInput("parameter 'pinned' must be true or false", code="invalid_request")
-    status = await get_services(request).model_repository.load(owner, name, version, pinned=pinned)
+    status = await deps.model_repository_service(request).load(owner, name, version, pinned=pinned)
     return _json(
         {
             "name": status.key.model,
@@ -458,14 +459,14 @@ async def repository_unload(request: Request) -> Response:
     principal = await _authenticate(request)
     owner, name, _ = _model(request)
     note_tenant(request, owner)
-    await get_services(request).inference.require_model(
+    await deps.inference_service(request).require_model(
         principal, owner, name, Permission.VERSION_DEPLOY
     )
     parameters = (await _json_body(request)).get("parameters") or {}
     version = parameters.get("version") if isinstance(parameters, dict) else None
     if version is not None and not isinstance(version, str):
         raise InvalidInput("parameter 'version' must be a string", code="invalid_request")
-    keys = await get_services(request).model_repository.unload(owner, name, version)
+    keys = await deps.model_repository_service(request).unload(owner, name, version)
     return _json({"unloaded": [{"name": k.model, "version": k.version} for k in keys]})
 
 
