@@ -22,7 +22,8 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from modelport import __version__
-from modelport.api.problems import install_error_handlers
+from modelport.api.body import read_body
+from modelport.api.problems import ErrorBoundary, install_error_handlers
 from modelport.api.request_metrics import RouteTemplates
 from modelport.api.tracing import TraceMiddleware
 from modelport.api.v2.codec import encode_infer_response, parse_infer_request
@@ -34,7 +35,7 @@ from modelport.api.v2.options import (
 )
 from modelport.api.v2.types import INFERENCE_HEADER
 from modelport.api.v2.validate import validate_request
-from modelport.errors import InvalidInput, PayloadTooLarge, Unauthenticated
+from modelport.errors import InvalidInput, Unauthenticated
 from modelport.observability.metrics import exposition
 from modelport.serving.backends.local import LocalBackend
 from modelport.serving.placement import key_of
@@ -127,12 +128,7 @@ class WorkerSurface:
         settings = self.services.settings
         ref = await self._version(request)
         limit = settings.max_inference_request_bytes
-        declared = request.headers.get("content-length", "")
-        if declared.isdigit() and int(declared) > limit:  # refused before reading it
-            raise PayloadTooLarge(f"the request is over {limit} bytes", code="payload_too_large")
-        body = await request.body()
-        if len(body) > limit:
-            raise PayloadTooLarge(f"the request is over {limit} bytes", code="payload_too_large")
+        body = await read_body(request, limit)
         parsed = parse_infer_request(
             body,
             request.headers.get(INFERENCE_HEADER),
@@ -196,6 +192,7 @@ def create_worker_app(services: WorkerServices) -> FastAPI:
     )
     app.state.services = services
     install_error_handlers(app)
+    app.add_middleware(ErrorBoundary)
     app.router.routes.extend(WorkerSurface(services).routes())
     tracer = services.tracing.tracer
     if tracer is not None:  # a gateway's call continues its trace here (W3C traceparent)

@@ -27,6 +27,7 @@ from starlette.routing import BaseRoute, Route
 
 from modelport.api import deps
 from modelport.api.auth import require_principal_async
+from modelport.api.body import read_body
 from modelport.api.calls import answered, caller_of, note_call
 from modelport.api.disconnect import CLIENT_CLOSED, CallerWatch
 from modelport.api.openai.catalog import (
@@ -53,7 +54,7 @@ from modelport.api.openai.requests import (
     parse_embedding,
 )
 from modelport.api.openai.sse import EventStream
-from modelport.errors import NotFound, PayloadTooLarge, Unprocessable
+from modelport.errors import NotFound, Unprocessable
 from modelport.inference.service import InferenceService
 from modelport.inference.streaming import GenerateRequest
 from modelport.inference.types import Caller, EndpointTarget, InferenceResult, Target
@@ -70,15 +71,7 @@ def json_response(doc: Any, status: int = 200) -> Response:
 async def _body(request: Request) -> dict[str, Any]:
     """The JSON body, refused (413) above the inference request limit."""
     limit = deps.settings_service(request).max_inference_request_bytes
-    chunks, size = [], 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > limit:
-            raise PayloadTooLarge(
-                f"request body is above the limit of {limit} bytes", code="payload_too_large"
-            )
-        chunks.append(chunk)
-    return load_json(b"".join(chunks))
+    return load_json(await read_body(request, limit))
 
 
 def _not_found(name: str, exc: NotFound) -> NotFound:

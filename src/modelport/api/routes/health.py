@@ -2,17 +2,14 @@
 
 from __future__ import annotations
 
-import logging
-
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field
-from sqlalchemy import text
 
 from modelport.api import deps
+from modelport.api.readiness import database_answers
 
 router = APIRouter(tags=["operations"])
-log = logging.getLogger(__name__)
 
 
 class Health(BaseModel):
@@ -36,13 +33,7 @@ def healthz() -> dict[str, str]:
     responses={503: {"model": Readiness, "description": "Not ready: the database does not answer"}},
 )
 def readyz(database: deps.Database, request: Request) -> JSONResponse:
-    """The process can serve: its database answers."""
-    try:
-        with database.transaction() as session:
-            session.execute(text("SELECT 1"))
-    except Exception:  # any driver error means not ready
-        # Logged, not answered: the probe is open to anyone, and a driver's message names
-        # hosts, users and databases.
-        log.warning("readiness: the database does not answer", exc_info=True)
+    """The process can serve: its database answers (``api.readiness``)."""
+    if not database_answers(database):
         return JSONResponse({"status": "unavailable", "database": "unavailable"}, status_code=503)
     return JSONResponse({"status": "ok"})

@@ -27,8 +27,7 @@ from typing import Any
 
 import anyio.to_thread
 import orjson
-from sqlalchemy import text
-from starlette.requests import ClientDisconnect, Request
+from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
@@ -36,9 +35,11 @@ from modelport import __version__
 from modelport.api import deps
 from modelport.api.access import note_tenant, visible_model_refs
 from modelport.api.auth import require_principal_async
+from modelport.api.body import read_body
 from modelport.api.calls import answered, caller_of, note_call
 from modelport.api.disconnect import CLIENT_CLOSED, CallerWatch
 from modelport.api.hygiene import check_inference_json
+from modelport.api.readiness import database_answers
 from modelport.api.v2.codec import encode_infer_response, parse_infer_request
 from modelport.api.v2.compression import decode_content
 from modelport.api.v2.metadata import (
@@ -56,7 +57,7 @@ from modelport.api.v2.options import (
 from modelport.api.v2.types import INFERENCE_HEADER
 from modelport.api.v2.types import InferenceRequest as V2Request
 from modelport.api.v2.validate import validate_request
-from modelport.errors import InvalidInput, NotFound, PayloadTooLarge
+from modelport.errors import InvalidInput, NotFound
 from modelport.inference.service import InferenceService
 from modelport.inference.types import (
     Caller,
@@ -93,38 +94,8 @@ def _model(request: Request) -> tuple[str, str, str | None]:
     return params["owner"], params["name"], params.get("version")
 
 
-async def _body(request: Request, limit: int, length: bytes | None = None) -> bytes:
-    """The whole body, refused (413) above ``limit`` bytes. ``length``: the raw
-    Content-Length header when the caller has read the headers already."""
-    if length is None:
-        length = request.headers.get("content-length", "").encode("latin-1") or None
-    if length is not None and length.isdigit() and int(length) > limit:
-        raise PayloadTooLarge(
-            f"request body of {length.decode('latin-1')} bytes is above the limit of {limit}",
-            code="payload_too_large",
-        )
-    # Straight from ``receive``: Request.stream()'s generator costs more than the
-    # copy for the small bodies that dominate inference traffic.
-    receive = request.receive
-    chunks = []
-    size = 0
-    while True:
-        message = await receive()
-        if message["type"] == "http.disconnect":
-            raise ClientDisconnect()
-        chunk = message.get("body", b"")
-        size += len(chunk)
-        if size > limit:
-            raise PayloadTooLarge(
-                f"request body is above the limit of {limit} bytes", code="payload_too_large"
-            )
-        chunks.append(chunk)
-        if not message.get("more_body", False):
-            return chunks[0] if len(chunks) == 1 else b"".join(chunks)
-
-
 async def _json_body(request: Request) -> dict[str, Any]:
-    raw = await _body(request, 1 << 20)
+    raw = await read_body(request, 1 << 20)
     if not raw.strip():
         return {}
     try:
@@ -143,18 +114,9 @@ async def live(request: Request) -> Response:
 
 
 async def ready(request: Request) -> Response:
-    """The server can serve: its database answers."""
+    """The server can serve: its database answers (``api.readiness``)."""
     database = deps.database_service(request)
-
-    def check() -> None:
-        with database.transaction() as session:
-            session.execute(text("SELECT 1"))
-
-    try:
-        await asyncio.to_thread(check)
-    except Exception:  # any driver error means not ready
-        # Logged, not answered: the probe is open to anyone (see ``routes.health``).
-        _log.warning("readiness: the database does not answer", exc_info=True)
+    if not await asyncio.to_thread(database_answers, database):
         return _error("not ready: the database does not answer", "not_ready", 503)
     return _json({"ready": True})
 
@@ -332,7 +294,7 @@ class _Decoder:
     ) -> InferenceRequest:
         request, headers, limit = self.request, self.headers, self.limit
         settings = deps.settings_service(request)
-        body = await _body(request, limit, headers.get(b"content-length"))
+        body = await read_body(request, limit, headers.get(b"content-length"))
         # From here a caller that hangs up cancels the call (see ``api.disconnect``).
         self.caller.watch = CallerWatch(request.receive)
         header_length = _text(headers.get(_INFERENCE_HEADER))

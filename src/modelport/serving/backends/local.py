@@ -24,6 +24,7 @@ stages' seconds join the answer's timings as ``preprocess`` and ``postprocess``.
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import AsyncIterator
 
 from modelport.errors import DeadlineExceeded, ModelportError, Unavailable, Unprocessable
@@ -120,6 +121,11 @@ class LocalBackend:
     async def health(self) -> Health:
         return Health.HEALTHY  # the process answering is the probe
 
+    def _real(self, deadline: float) -> float:
+        """A deadline on the host's clock as real ``time.monotonic()``: the processing
+        workers are real processes, stopped on real time."""
+        return time.monotonic() + (deadline - self.host.clock.monotonic())
+
     async def infer(self, request: BackendRequest) -> BackendResponse:
         version = request.version
         known = self._keys.get(id(version))
@@ -143,7 +149,7 @@ class LocalBackend:
             processing = await self.processing.get(version)
         if processing is not None and processing.has("preprocess"):
             inputs, stages["preprocess"] = await processing.run(
-                "preprocess", inputs, request.deadline
+                "preprocess", inputs, self._real(request.deadline)
             )
         try:
             if not self.host.is_ready(key):
@@ -167,7 +173,7 @@ class LocalBackend:
         outputs = result.outputs
         if processing is not None and processing.has("postprocess"):
             outputs, stages["postprocess"] = await processing.run(
-                "postprocess", outputs, request.deadline
+                "postprocess", outputs, self._real(request.deadline)
             )
         if request.outputs is not None:
             outputs = {name: outputs[name] for name in request.outputs if name in outputs}
