@@ -198,7 +198,7 @@ async def infer(request: Request) -> Response:
     the call is admitted) and encodes the answer. A caller that hangs up once its body
     is read cancels the call (``api.disconnect``): it is metered ``cancelled``.
 
-    The hot path, answered through ``lane.InferenceLane``: headers read once."""
+    The hot path, routed by the envelope's shortcut (``lane``): headers read once."""
     headers = dict(request.scope["headers"])  # names are lower-case bytes in ASGI
     caller = caller_of(request, await require_principal_async(request, _bearer(headers)))
     decoder = _Decoder(
@@ -302,7 +302,7 @@ class _Decoder:
         if encoding is not None:
             unpacked = settings.max_decompressed_request_bytes or limit
             body = decode_content(body, encoding.decode("latin-1"), max_bytes=unpacked)
-        # Here rather than in the hygiene middleware: the inference lane skips it, and a
+        # Here rather than in the envelope's hygiene: its shortcut leaves it to us, and a
         # compressed body can only be checked once decompressed.
         check_inference_json(body, header_length, settings.max_json_depth)
         parsed = parse_infer_request(body, header_length, max_elements=settings.max_tensor_elements)
