@@ -54,3 +54,14 @@ def test_there_are_route_modules_to_check() -> None:
 @pytest.mark.parametrize("path", route_modules(), ids=lambda p: str(p.relative_to(SRC)))
 def test_no_route_module_takes_the_whole_services(path: Path) -> None:
     assert bag_uses(path.read_text()) == []
+
+
+def test_only_the_dependencies_module_reads_the_bag_from_a_request() -> None:
+    # The app factories hold the bag (they build the app from it), and the audit record
+    # is written by the envelope from the scope's app: neither calls ``get_services``.
+    callers = [
+        str(p.relative_to(SRC))
+        for p in sorted((SRC / "api").rglob("*.py"))
+        if p.name != "deps.py" and "get_services" in p.read_text()
+    ]
+    assert callers == []

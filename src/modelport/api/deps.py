@@ -30,6 +30,7 @@ from modelport.metering.billing.service import BillingService
 from modelport.metering.service import MeteringService
 from modelport.moderation.service import ModerationService
 from modelport.observability.metrics import RuntimeMetrics
+from modelport.observability.predictions import PredictionLog
 from modelport.observability.version_traffic import VersionTrafficService
 from modelport.registry.service import RegistryService
 from modelport.runtime.engines import GenerativeHost
@@ -49,6 +50,10 @@ if TYPE_CHECKING:
 
 def get_services(request: Request) -> Services:
     return request.app.state.services  # type: ignore[no-any-return]
+
+
+def prediction_log_service(request: Request) -> PredictionLog:
+    return get_services(request).prediction_log
 
 
 def version_traffic_service(request: Request) -> VersionTrafficService:

@@ -20,7 +20,7 @@ import math
 
 from starlette.requests import Request
 
-from modelport.api.deps import get_services
+from modelport.api import deps
 from modelport.tenancy import Principal
 from modelport.tenancy.limits import API, RateDecision, RateLimited, Subject
 
@@ -48,7 +48,7 @@ def check_api_rate(request: Request, principal: Principal) -> None:
         return
     if path.endswith(":predict"):
         return  # an inference: charged by the inference gate, not as an /api mutation
-    limits = get_services(request).limits
+    limits = deps.limits_service(request)
     try:
         decision = limits.check_rate(subject_of(principal), API)
     except RateLimited as exc:
