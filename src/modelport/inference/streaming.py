@@ -169,10 +169,17 @@ class StreamingCalls:
     themselves."""
 
     def __init__(
-        self, *, backend: StreamSource, meter: InferenceMeter, limits: LimitService
+        self,
+        *,
+        backend: StreamSource,
+        meter: InferenceMeter,
+        limits: LimitService,
+        clock: Clock | None = None,
     ) -> None:
         from modelport.inference.pipeline import Pipeline  # it runs this module's streams
 
+        self.clock = clock or SystemClock()
+        """What calls' deadlines are on."""
         self.backend = backend
         self.meter = meter
         self.limits = limits
@@ -186,7 +193,7 @@ class StreamingCalls:
         """Admit, hold the upper bound, start the backend's stream; see the module
         docstring. ``caller``: who calls, with its repeatable call's id (``call_id``,
         charged once) and the hold it draws from (``hold_id``), if any; the rate
-        decision is left on it. ``deadline`` is an absolute ``monotonic()`` of the service's clock."""
+        decision is left on it. ``deadline`` is an absolute ``clock.monotonic()``."""
         from modelport.inference.call import Call, Kind, Mode
 
         call = Call(
