@@ -2,8 +2,9 @@
 
 A handler takes the one or two services it uses (``registry: deps.Registry``), never
 the whole ``Services`` bag; a helper that holds the request calls the accessor
-(``deps.registry_service(request)``). ``get_services`` is for this module and the
-app's own wiring (middleware, lifecycle, the gRPC surface).
+(``deps.registry_service(request)``). ``get_services``, the whole bag, is named
+nowhere else in ``modelport.api``: the app factories hold the bag they build from, and
+the envelope's audit record reads it from the scope's app.
 """
 
 from __future__ import annotations
