@@ -430,6 +430,7 @@ def build_host(
         observer=metrics,
         check_load=check_load,
         tracer=tracer,
+        clock=clock,
         process_executors=ProcessExecutors(
             formats.spec,
             ledger=ledger,
@@ -997,7 +998,9 @@ def build_gateway_pool(
         clock=clock,
         place_timeout_seconds=settings.worker_place_timeout_seconds,
     )
-    channels = WorkerChannels(settings.worker_token, settings.max_inference_request_bytes)
+    channels = WorkerChannels(
+        settings.worker_token, settings.max_inference_request_bytes, clock=clock
+    )
     view.on_change(lambda: channels.forget(lambda worker: worker in view.workers))
 
     async def close() -> None:
@@ -1064,7 +1067,11 @@ def build_serving(
         placement = LocalPlacement(host, blob_store, engines)
     board.register(replica("local"))
     remotes = BackendCatalog(
-        database, board, box or build_secret_box(settings), build_backend_policy(settings, resolver)
+        database,
+        board,
+        box or build_secret_box(settings),
+        build_backend_policy(settings, resolver),
+        clock,
     )
     replicas: ReplicaProvider = PerVersionReplicas(replica)
     if pool is not None:
@@ -1078,6 +1085,7 @@ def build_serving(
             ),
             metrics=serving_metrics,
             tracer=tracer,
+            clock=clock,
         ),
         # One backend per version: a failing version opens its own breaker, not the host's.
         # On the pool: one per worker, read live from the pool's view.
@@ -2018,6 +2026,7 @@ def build_inference(
         routes=routes,
         degradation=degradation,
         tracer=tracer,
+        clock=clock,
     )
     repository = ModelRepository(
         targets,

@@ -5,11 +5,16 @@ database, metering's reservations, leases and ledger times), monotonic time
 (``monotonic``: the TTL caches of keys, limits, budgets, prices, access facts and
 resolutions, in-process rate limiters, canary steps, circuit breakers' windows and
 cool-downs, the waits of the background loops), ``sleep`` (on an event loop) and
-``wait`` (in a thread). ``modelport.app.build_services`` builds one and hands it to
-every service; a test hands it a ``ManualClock`` and ``advance``-s it to pass a TTL,
-re-close a breaker or drive a whole staged rollout in milliseconds. (Deadlines of
-calls in flight stay on ``time.monotonic``: they bound real work, and one call's
-deadline is read by every layer it crosses, so they move together or not at all.)
+``wait`` (in a thread), and ``call_later`` (a timer on the running event loop).
+``modelport.app.build_services`` builds one and hands it to every service; a test hands
+it a ``ManualClock`` and ``advance``-s it to pass a TTL, re-close a breaker or drive a
+whole staged rollout in milliseconds.
+
+A call's deadline is an absolute ``monotonic()`` of this clock, set by the surface or
+the read step and read by every layer it crosses (the serving dispatcher, the router's
+fallback, shadow and streams, the backends, the batcher's queue and its expiry timer,
+the generative engine): they all read the one clock, so a test moves a call past its
+deadline with ``advance``, without a real wait.
 """
 
 from __future__ import annotations
@@ -17,8 +22,15 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Protocol
+
+
+class Timer(Protocol):
+    """A pending ``call_later``: cancelled, it never runs."""
+
+    def cancel(self) -> None: ...
 
 
 class Clock(Protocol):
@@ -34,6 +46,11 @@ class Clock(Protocol):
         """Block the calling thread until ``event`` is set or ``seconds`` have passed on
         this clock; whether ``event`` was set. Pass an event of the waiter's own: a
         ``ManualClock`` wakes the waiter by setting it."""
+        ...
+
+    def call_later(self, delay: float, callback: Callable[..., object], *args: object) -> Timer:
+        """Run ``callback(*args)`` on the running event loop once ``delay`` seconds have passed
+        on this clock (a deadline's expiry)."""
         ...
 
 
@@ -52,6 +69,9 @@ class SystemClock:
     def wait(self, event: threading.Event, seconds: float) -> bool:
         return event.wait(max(0.0, seconds))
 
+    def call_later(self, delay: float, callback: Callable[..., object], *args: object) -> Timer:
+        return asyncio.get_running_loop().call_later(max(0.0, delay), callback, *args)
+
 
 class ManualClock:
     """A clock that moves only when ``advance`` is called (from any thread).
@@ -68,6 +88,7 @@ class ManualClock:
         self._lock = threading.Lock()
         self._waiters: list[tuple[float, asyncio.AbstractEventLoop, asyncio.Future[None]]] = []
         self._threads: list[_ThreadWaiter] = []
+        self._timers: list[_ManualTimer] = []
 
     def now(self) -> datetime:
         return self._start + timedelta(seconds=self._offset)
@@ -124,6 +145,21 @@ class ManualClock:
                 self._threads = [w for w in self._threads if w is not waiter]
         return not waiter.timed_out
 
+    def call_later(self, delay: float, callback: Callable[..., object], *args: object) -> Timer:
+        timer = _ManualTimer(asyncio.get_running_loop(), callback, args)
+        with self._lock:
+            timer.wake = self._offset + max(0.0, delay)
+            self._timers.append(timer)
+        if delay <= 0:
+            self.advance(0.0)
+        return timer
+
+    @property
+    def timers(self) -> int:
+        """Timers set and not yet run or cancelled."""
+        with self._lock:
+            return sum(1 for t in self._timers if not t.cancelled)
+
     def advance(self, seconds: float) -> None:
         with self._lock:
             self._offset += seconds
@@ -134,9 +170,14 @@ class ManualClock:
                 if waiter.wake <= self._offset and not waiter.event.is_set():
                     waiter.timed_out = True
                     waiter.event.set()
+            fired = [t for t in self._timers if t.wake <= self._offset]
+            self._timers = [t for t in self._timers if t.wake > self._offset and not t.cancelled]
         for loop, future in due:
             if not loop.is_closed():
                 loop.call_soon_threadsafe(_wake, future)
+        for timer in fired:
+            if not timer.loop.is_closed():
+                timer.loop.call_soon_threadsafe(timer.fire)
 
 
 class _ThreadWaiter:
@@ -146,6 +187,30 @@ class _ThreadWaiter:
         self.event = event
         self.wake = 0.0
         self.timed_out = False
+
+
+class _ManualTimer:
+    """A ``ManualClock.call_later``: runs on its loop once the clock passed ``wake``."""
+
+    def __init__(
+        self,
+        loop: asyncio.AbstractEventLoop,
+        callback: Callable[..., object],
+        args: tuple[object, ...],
+    ) -> None:
+        self.loop = loop
+        self.callback = callback
+        self.args = args
+        self.wake = 0.0
+        self.cancelled = False
+
+    def cancel(self) -> None:
+        self.cancelled = True
+
+    def fire(self) -> None:
+        if not self.cancelled:
+            self.cancelled = True
+            self.callback(*self.args)
 
 
 def _wake(future: asyncio.Future[None]) -> None:

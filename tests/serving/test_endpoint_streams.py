@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -179,10 +178,17 @@ def rig(make_serving: ServingFactory, database_url: str, tmp_path: Path) -> Iter
     server = SseServer().start()
     remotes = {
         "oa-1": RemoteOpenAIBackend(
-            "oa-1", server.url, formats=frozenset({"gguf"}), models={"acme/llm": MODEL}
+            "oa-1",
+            server.url,
+            formats=frozenset({"gguf"}),
+            models={"acme/llm": MODEL},
+            clock=services.clock,
         ),
         "oa-dead": RemoteOpenAIBackend(
-            "oa-dead", f"http://127.0.0.1:{free_port()}", formats=frozenset({"gguf"})
+            "oa-dead",
+            f"http://127.0.0.1:{free_port()}",
+            formats=frozenset({"gguf"}),
+            clock=services.clock,
         ),
     }
     services.serving.router.remotes = remotes.get
@@ -201,7 +207,7 @@ async def start(rig: Rig, endpoint: str, timeout: float = 10.0, **fields: Any) -
         Caller(CALLER, request_id="req-1"),
         EndpointTarget(endpoint),
         GenerateRequest(**fields),
-        time.monotonic() + timeout,
+        rig.services.clock.monotonic() + timeout,  # a deadline is on the services' clock
     )
 
 
@@ -376,9 +382,9 @@ def test_the_shadow_gets_a_drained_copy_compared_and_never_billed(rig: Rig) -> N
 
 
 def test_the_endpoints_deadline_cuts_the_stream(rig: Rig) -> None:
-    # A token each 0.2 s against 2 s: about 10 of the 100 by the deadline, and nearly
-    # 2 s for a loaded machine to start the stream and send the first.
-    slow = rig.toy("acme/writer:1", mode="count", delay=0.2)
+    # The endpoint's 2 s pass on the services' clock after the third token: the deadline
+    # is read there, so no real wait (a token each 0.05 s keeps the stream running).
+    slow = rig.toy("acme/writer:1", mode="count", delay=0.05)
     rig.price("acme/writer", FailureRule.FRACTION, 5000)
     deployment = rig.install("chat", [(slow, 100, ("local",))], deadline_ms=2000)
     received: list[str] = []
@@ -389,10 +395,12 @@ def test_the_endpoints_deadline_cuts_the_stream(rig: Rig) -> None:
             async with stream:
                 async for chunk in stream:
                     received.append(chunk.text)
+                    if len(received) == 3:
+                        rig.serving.clock.advance(2.0)
         return stream
 
     stream = asyncio.run(scenario())
-    assert 1 <= len(received) < 100 and stream.status is UsageStatus.TIMEOUT
+    assert 3 <= len(received) < 100 and stream.status is UsageStatus.TIMEOUT
     out = rig.events(stream.prediction_id)[Unit.OUTPUT_TOKEN]
     assert (out.quantity, out.status) == (len(received), UsageStatus.TIMEOUT)
     assert out.amount_micros == len(received) * 100 // 2

@@ -38,7 +38,7 @@ def test_router_split_over_thousands_of_requests(serving: Serving) -> None:
         for _ in range(n // 100):
             plans = [router.plan("fraud") for _ in range(100)]
             done = await asyncio.gather(
-                *(router.predict(p, X, deadline=time.monotonic() + 10) for p in plans)
+                *(router.predict(p, X, deadline=serving.clock.monotonic() + 10) for p in plans)
             )
             for prediction in done:
                 assert prediction.version == prediction.chosen

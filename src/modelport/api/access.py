@@ -18,8 +18,8 @@ from typing import Annotated
 from fastapi import Depends
 from starlette.requests import Request
 
+from modelport.api import deps
 from modelport.api.auth import CurrentPrincipal
-from modelport.api.deps import get_services
 from modelport.blobs._common import blob_not_found
 from modelport.digests import check_digest
 from modelport.errors import NotFound
@@ -91,7 +91,7 @@ def require_owner_tenant(request: Request, principal: Principal, owner: str) -> 
         return
     check_owner(owner)  # a malformed name is a 400, whether or not such a tenant exists
     try:
-        get_services(request).tenancy.get_tenant(owner)
+        deps.tenancy_service(request).get_tenant(owner)
     except NotFound:
         raise NotFound(
             f"owner '{owner}' is not a tenant: models are published into a tenant's "
@@ -108,7 +108,7 @@ def grants_of(request: Request, principal: Principal) -> GrantSet:
     if cached is not None:
         return cached  # type: ignore[no-any-return]
     grants = (
-        get_services(request).tenancy.grants_to(principal.tenant)
+        deps.tenancy_service(request).grants_to(principal.tenant)
         if principal.tenant is not None
         else GrantSet()
     )
@@ -142,7 +142,7 @@ def require_model(
     """The model ``owner/name`` if the caller may do ``permission`` on it (404 if it may not
     see it, exactly as if it did not exist; 403 if it may see but not do this)."""
     note_tenant(request, owner)
-    model = get_services(request).registry.get_model(owner, name)
+    model = deps.registry_service(request).get_model(owner, name)
     visibility = model.visibility.value
     grants = _grants_for(request, principal, owner, visibility)
     decided(
@@ -170,7 +170,7 @@ def visible_lineage(request: Request, principal: Principal, lineage: Lineage) ->
     """The lineage without the ancestors and descendants the caller may not see."""
     if is_operator(principal):
         return lineage
-    registry = get_services(request).registry
+    registry = deps.registry_service(request)
     visibility: dict[tuple[str, str], str] = {}
 
     def seen(owner: str, name: str) -> bool:
@@ -195,9 +195,8 @@ def require_transition(
     require_model(request, principal, owner, name, permission)
     if permission is not Permission.VERSION_APPROVE or principal.tenant != owner:
         return
-    services = get_services(request)
-    published_by = services.registry.get_version(owner, name, version).created_by
-    services.tenancy.check_transition(
+    published_by = deps.registry_service(request).get_version(owner, name, version).created_by
+    deps.tenancy_service(request).check_transition(
         principal, owner, f"{owner}/{name}:{version}", published_by, to
     )
 
@@ -229,14 +228,13 @@ def require_blob(request: Request, principal: Principal, digest: str) -> None:
     held = permissions_of(principal)
     if Permission.PLATFORM_MANAGE in held:
         return
-    services = get_services(request)
     if (
         Permission.MODEL_REGISTER in held
         and principal.tenant is not None
-        and services.blobs.held_by(principal.tenant, digest)
+        and deps.blobs_service(request).held_by(principal.tenant, digest)
     ):
         return
-    holders = services.tenancy.models_holding_blob(digest)
+    holders = deps.tenancy_service(request).models_holding_blob(digest)
     if not any(can_see(request, principal, o, n, v) for o, n, v in holders):
         raise blob_not_found(digest)
 
@@ -254,7 +252,7 @@ def visible_model_refs(request: Request, principal: Principal, refs: list[str]) 
     """Which ``owner/name`` refs the caller may see (unknown ones are not visible)."""
     if is_operator(principal):
         return set(refs)
-    registry = get_services(request).registry
+    registry = deps.registry_service(request)
     seen: set[str] = set()
     for ref in set(refs):
         owner, _, name = ref.partition("/")

@@ -14,15 +14,15 @@ from starlette.types import ASGIApp
 from modelport import __version__
 from modelport.api.billing import include_billing
 from modelport.api.body_timeout import BodyReadTimeout
-from modelport.api.hygiene import RequestHygiene
-from modelport.api.limiting import RateLimitHeaders
+from modelport.api.envelope import Envelope
+from modelport.api.hygiene import BodyRule, body_rules
 from modelport.api.openai import batches as v1_batches
 from modelport.api.openai import files as v1_files
 from modelport.api.openai import routes as v1
 from modelport.api.openapi import describe_api
 from modelport.api.openapi.ui import install_docs
 from modelport.api.openapi.v2 import install_v2_document
-from modelport.api.problems import ErrorBoundary, install_error_handlers
+from modelport.api.problems import install_error_handlers
 from modelport.api.request_metrics import RequestMetrics, RouteTemplates
 from modelport.api.routes import (
     aliases,
@@ -52,10 +52,10 @@ from modelport.api.routes import (
     webhooks,
 )
 from modelport.api.routes import templates as prompt_templates
-from modelport.api.tenancy import include_tenancy, install_tenancy
+from modelport.api.tenancy import include_tenancy
 from modelport.api.tracing import TraceMiddleware
 from modelport.api.v2 import routes as v2
-from modelport.api.v2.lane import InferenceLane
+from modelport.api.v2.lane import infer_shortcut
 from modelport.console.mount import install_console
 
 if TYPE_CHECKING:
@@ -66,24 +66,29 @@ if TYPE_CHECKING:
 
 
 class ModelportAPI(FastAPI):
-    """FastAPI with the inference lane in front of its whole middleware stack, the body
+    """FastAPI with the one envelope (``api.envelope``: request id, hygiene, error
+    rendering, rate headers, audit) in front of its whole middleware stack, the body
     read timeout in front of that (it guards every request, infer calls too), and the
     request metrics outermost.
 
-    ``add_middleware`` would put the lane inside the middlewares FastAPI itself
+    ``add_middleware`` would put the envelope inside the middlewares FastAPI itself
     installs around the user's (server errors, exception telemetry, the body
-    limit): layers every infer call would cross for nothing, since the lane renders
-    its own errors and checks its own body limit."""
+    limit): layers every ``/v2`` infer call, which the envelope routes straight to its
+    route, would cross for nothing."""
 
     def __init__(
         self,
         *,
         body_read_timeout_seconds: float = 10.0,
+        body_rules: tuple[BodyRule, ...] = (),
+        max_json_depth: int = 64,
         http_metrics: HttpMetrics | None = None,
         tracer: Tracer | None = None,
         **options: Any,
     ) -> None:
         self.body_read_timeout_seconds = body_read_timeout_seconds
+        self.body_rules = body_rules
+        self.max_json_depth = max_json_depth
         self.http_metrics = http_metrics
         self.tracer = tracer
         self._described: tuple[dict[str, Any], dict[str, Any]] | None = None
@@ -98,10 +103,15 @@ class ModelportAPI(FastAPI):
         return self._described[1]
 
     def build_middleware_stack(self) -> ASGIApp:
-        # ErrorBoundary again outside Starlette's own error middleware, which raises what
-        # it rendered once more: an error in a middleware must not close the connection.
-        lane = InferenceLane(ErrorBoundary(super().build_middleware_stack()))
-        guarded: ASGIApp = BodyReadTimeout(lane, seconds=self.body_read_timeout_seconds)
+        # Outside Starlette's own error middleware, which raises what it rendered once
+        # more: the envelope logs it and keeps the connection.
+        envelope = Envelope(
+            super().build_middleware_stack(),
+            rules=self.body_rules,
+            max_json_depth=self.max_json_depth,
+            shortcut=infer_shortcut,
+        )
+        guarded: ASGIApp = BodyReadTimeout(envelope, seconds=self.body_read_timeout_seconds)
         # The templates come from the routes, not the OpenAPI document: generating that
         # costs far more than the rest of an application's start.
         templates = RouteTemplates.of(self.router.routes)
@@ -133,16 +143,12 @@ def create_app(services: Services) -> FastAPI:
         # otherwise runs on every request.
         telemetry={"tracing": False, "metrics": False, "logs": False},
         body_read_timeout_seconds=services.settings.body_read_timeout_seconds,
+        body_rules=tuple(body_rules(services.settings)),
+        max_json_depth=services.settings.max_json_depth,
         http_metrics=services.http_metrics,
         tracer=services.tracing.tracer,
     )
     app.state.services = services
-    app.add_middleware(RateLimitHeaders)
-    app.add_middleware(
-        RequestHygiene,
-        rules=RequestHygiene.rules_from(services.settings),
-        max_json_depth=services.settings.max_json_depth,
-    )
     install_error_handlers(app)
     install_docs(app, "/api/openapi.json")
     install_v2_document(app)
@@ -150,7 +156,6 @@ def create_app(services: Services) -> FastAPI:
     if services.oidc is not None:  # sign-in with the OpenID provider (docs/oidc.md)
         app.include_router(oidc.router)
     app.router.routes.extend(_account_routes())
-    install_tenancy(app)
     install_console(app, services.console_sessions, oidc=services.oidc)
     # First: the hot inference path should not be matched against every /api route.
     app.router.routes[:0] = [

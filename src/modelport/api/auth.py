@@ -12,7 +12,7 @@ from typing import Annotated
 import anyio.to_thread
 from fastapi import Depends, Request
 
-from modelport.api.deps import get_services
+from modelport.api import deps
 from modelport.api.limiting import check_api_rate
 from modelport.tenancy import Principal
 
@@ -26,7 +26,7 @@ def bearer_token(request: Request) -> str | None:
 
 
 def require_principal(request: Request) -> Principal:
-    principal = get_services(request).authenticator.authenticate(bearer_token(request))
+    principal = deps.authenticator_service(request).authenticate(bearer_token(request))
     _remember(request, principal)
     check_api_rate(request, principal)  # /api mutations count against the caller's rpm
     return principal
@@ -40,7 +40,7 @@ async def require_principal_async(request: Request, token: str | None = _FROM_HE
     ``token``: the bearer token when the caller has read it already."""
     if token is _FROM_HEADER:
         token = bearer_token(request)
-    principal = get_services(request).authenticator.authenticate_cached(token)
+    principal = deps.authenticator_service(request).authenticate_cached(token)
     if principal is None:
         return await anyio.to_thread.run_sync(require_principal, request)
     _remember(request, principal)

@@ -1,6 +1,5 @@
-"""Per-request context: the request id, and the audit record of the request's outcome.
-
-A pure ASGI middleware (request bodies keep streaming through it untouched):
+"""Per-request context: the request id, and the audit record of the request's outcome,
+as the envelope (``api.envelope``) applies them to every request:
 
 - honours a well-formed ``X-Request-Id`` or makes one, puts it on
   ``request.state.request_id`` and on the request's log records (``logs.REQUEST_ID``),
@@ -22,11 +21,9 @@ import re
 from typing import Any
 
 import anyio.to_thread
-from starlette.datastructures import MutableHeaders
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from starlette.types import Scope
 
 from modelport.ids import unique_id
-from modelport.logs import REQUEST_ID
 from modelport.tenancy.audit import NewAuditEvent
 from modelport.tenancy.types import Principal
 
@@ -75,36 +72,6 @@ def target_tenant(scope: Scope, state: dict[str, Any]) -> str | None:
         if isinstance(params.get(key), str):
             return str(params[key])
     return None
-
-
-class RequestContextMiddleware:
-    def __init__(self, app: ASGIApp) -> None:
-        self.app = app
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        request_id = request_id_of(scope)
-        state: dict[str, Any] = scope.setdefault("state", {})
-        state["request_id"] = request_id
-        REQUEST_ID.set(request_id)  # on every log record of the request (``logs``)
-        started = False
-
-        async def send_with_context(message: Message) -> None:
-            nonlocal started
-            if message["type"] == "http.response.start":
-                started = True
-                MutableHeaders(scope=message)[REQUEST_ID_HEADER] = request_id
-                await audit_outcome(scope, state, message["status"])
-            await send(message)
-
-        try:
-            await self.app(scope, receive, send_with_context)
-        except Exception:
-            if not started:
-                await audit_outcome(scope, state, 500)
-            raise
 
 
 async def audit_outcome(scope: Scope, state: dict[str, Any], status: int) -> None:

@@ -1,6 +1,7 @@
 """Request hygiene: refuse oversized or hostile bodies before any expensive work.
 
-``RequestHygiene`` is an ASGI middleware with one body rule per surface:
+The checks the envelope (``api.envelope``) applies to every request, with one body
+rule per surface (``body_rules``):
 
 - ``/v2`` (and ``/v1``): ``max_inference_request_bytes``;
 - ``/api``: ``max_api_body_bytes``, except ``/api/uploads``, whose chunks have
@@ -31,18 +32,16 @@ codec (``max_tensor_elements``, 400 ``tensor_too_large``), decompressed size in
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from starlette.datastructures import Headers
 from starlette.exceptions import HTTPException as StarletteHTTPException
-from starlette.requests import Request
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from starlette.types import Message, Receive, Scope
 
 from modelport.api.context import is_inference
-from modelport.api.problems import headers_of, problem_response, status_of
+from modelport.api.problems import BODY_REFUSAL, status_of
 from modelport.api.v2.types import INFERENCE_HEADER
 from modelport.errors import InvalidInput, ModelportError, PayloadTooLarge
 
@@ -143,86 +142,75 @@ class BodyRefused(ModelportError, StarletteHTTPException):
         self.headers = None
 
 
-class RequestHygiene:
-    """ASGI middleware enforcing body rules (first matching prefix wins) and JSON depth."""
-
-    def __init__(self, app: ASGIApp, *, rules: Sequence[BodyRule], max_json_depth: int) -> None:
-        self.app = app
-        self.rules = tuple(rules)
-        self.max_json_depth = max_json_depth
-
-    @classmethod
-    def rules_from(cls, settings: Settings) -> list[BodyRule]:
-        inference = settings.max_inference_request_bytes
-        return [
-            BodyRule("/api/uploads", None),
-            BodyRule("/api/", settings.max_api_body_bytes, text_only=True),
-            BodyRule("/v2/", inference),
-            # A file's own limit is checked by its route; the form around it is small.
-            BodyRule("/v1/files", settings.max_file_bytes + (1 << 20)),
-            BodyRule("/v1/", inference),
-        ]
-
-    def rule_for(self, path: str) -> BodyRule | None:
-        return next((r for r in self.rules if path.startswith(r.prefix)), None)
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http" and has_control_characters(scope["path"]):
-            error = InvalidInput("the path contains control characters", code="invalid_path")
-            await _refuse(scope, receive, send, error)
-            return
-        if scope["type"] == "http" and has_nul_query(scope.get("query_string", b"")):
-            error = InvalidInput(
-                "the query string contains a NUL character (%00)", code="invalid_request"
-            )
-            await _refuse(scope, receive, send, error)
-            return
-        rule = self.rule_for(scope["path"]) if scope["type"] == "http" else None
-        if rule is None or rule.max_bytes is None:
-            await self.app(scope, receive, send)
-            return
-        headers = Headers(scope=scope)
-        limit = rule.max_bytes
-        declared = headers.get("content-length")
-        if declared is not None and declared.strip().isdigit() and int(declared) > limit:
-            await _refuse(scope, receive, send, _too_large(limit, int(declared)))
-            return
-        text_only = rule.text_only and not is_inference(scope["path"])
-        guard = _BodyGuard(limit, self._json_prefix(headers), text_only=text_only)
-        try:
-            await self.app(scope, guard.wrap(receive, self.max_json_depth), guard.watch(send))
-        except Exception:
-            # A refusal the application did not render (or that it wrapped) becomes ours.
-            if guard.refusal is None or guard.started:
-                raise
-            await _refuse(scope, receive, send, guard.refusal)
-
-    def _json_prefix(self, headers: Headers) -> int | None:
-        """How many leading bytes of the body are JSON to check: -1 all of it, None none."""
-        encoding = headers.get("content-encoding", "identity").strip().lower()
-        if encoding != "identity":
-            return None  # checked by the route once decompressed
-        header_length = headers.get(INFERENCE_HEADER)
-        if header_length is not None:
-            text = header_length.strip()
-            return int(text) if text.isdigit() else None
-        content_type = headers.get("content-type", "").split(";")[0].strip().lower()
-        if content_type in ("", "application/json") or content_type.endswith("+json"):
-            return -1  # no content type: FastAPI (and the v2 codec) read JSON
-        return None
+def path_refusal(scope: Scope) -> ModelportError | None:
+    """Why a request's path or query string is refused before anything reads it, if it
+    is: control characters in the path, NUL in the query string."""
+    if has_control_characters(scope["path"]):
+        return InvalidInput("the path contains control characters", code="invalid_path")
+    if has_nul_query(scope.get("query_string", b"")):
+        return InvalidInput(
+            "the query string contains a NUL character (%00)", code="invalid_request"
+        )
+    return None
 
 
-class _BodyGuard:
-    """Counts one request's body as the application reads it."""
+def body_rules(settings: Settings) -> list[BodyRule]:
+    """The body rule of each surface, first matching prefix wins (module docstring)."""
+    inference = settings.max_inference_request_bytes
+    return [
+        BodyRule("/api/uploads", None),
+        BodyRule("/api/", settings.max_api_body_bytes, text_only=True),
+        BodyRule("/v2/", inference),
+        # A file's own limit is checked by its route; the form around it is small.
+        BodyRule("/v1/files", settings.max_file_bytes + (1 << 20)),
+        BodyRule("/v1/", inference),
+    ]
 
-    def __init__(self, limit: int, json_prefix: int | None, *, text_only: bool = False) -> None:
+
+def _json_prefix(headers: Headers) -> int | None:
+    """How many leading bytes of the body are JSON to check: -1 all of it, None none."""
+    encoding = headers.get("content-encoding", "identity").strip().lower()
+    if encoding != "identity":
+        return None  # checked by the route once decompressed
+    header_length = headers.get(INFERENCE_HEADER)
+    if header_length is not None:
+        text = header_length.strip()
+        return int(text) if text.isdigit() else None
+    content_type = headers.get("content-type", "").split(";")[0].strip().lower()
+    if content_type in ("", "application/json") or content_type.endswith("+json"):
+        return -1  # no content type: FastAPI (and the v2 codec) read JSON
+    return None
+
+
+class BodyGuard:
+    """Counts one request's body as the application reads it; a refusal is raised from
+    ``receive`` and left on the request's state (``BODY_REFUSAL``)."""
+
+    def __init__(
+        self,
+        limit: int,
+        json_prefix: int | None,
+        state: dict[str, Any],
+        *,
+        text_only: bool = False,
+    ) -> None:
         self.limit = limit
         self.json_prefix = json_prefix
         self.text_only = text_only
+        self.state = state
         self.size = 0
         self.chunks: list[bytes] = []
         self.refusal: ModelportError | None = None
-        self.started = False
+
+    @classmethod
+    def for_request(cls, rule: BodyRule, headers: Headers, scope: Scope) -> BodyGuard:
+        assert rule.max_bytes is not None
+        text_only = rule.text_only and not is_inference(scope["path"])
+        return cls(rule.max_bytes, _json_prefix(headers), scope["state"], text_only=text_only)
+
+    def _refuse(self, error: ModelportError) -> BodyRefused:
+        self.refusal = self.state[BODY_REFUSAL] = error
+        return BodyRefused(error)
 
     def wrap(self, receive: Receive, max_depth: int) -> Receive:
         async def guarded() -> Message:
@@ -234,8 +222,7 @@ class _BodyGuard:
             body: bytes = message.get("body", b"")
             self.size += len(body)
             if self.size > self.limit:
-                self.refusal = _too_large(self.limit, None)
-                raise BodyRefused(self.refusal)
+                raise self._refuse(too_large(self.limit, None))
             if self.json_prefix is not None:
                 self.chunks.append(body)
                 if not message.get("more_body", False):
@@ -248,32 +235,16 @@ class _BodyGuard:
                         if self.text_only:
                             check_json_text(raw)
                     except InvalidInput as error:
-                        self.refusal = error
-                        raise BodyRefused(error) from None
+                        raise self._refuse(error) from None
             return message
 
         return guarded
 
-    def watch(self, send: Send) -> Send:
-        async def watched(message: Message) -> None:
-            if message["type"] == "http.response.start":
-                self.started = True
-            await send(message)
 
-        return watched
-
-
-def _too_large(limit: int, declared: int | None) -> PayloadTooLarge:
+def too_large(limit: int, declared: int | None) -> PayloadTooLarge:
     size = f"of {declared} bytes " if declared is not None else ""
     return PayloadTooLarge(
         f"request body {size}is above the limit of {limit} bytes",
         code="payload_too_large",
         max_bytes=limit,
     )
-
-
-async def _refuse(scope: Scope, receive: Receive, send: Send, error: ModelportError) -> None:
-    response = problem_response(
-        Request(scope), status_of(error), error.code, error.message, error.extra, headers_of(error)
-    )
-    await response(scope, receive, send)

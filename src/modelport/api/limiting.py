@@ -4,7 +4,7 @@
   decision reaches the headers through ``api.calls.note_call``.
 - ``/api``: ``check_api_rate`` charges mutations (not reads) to the caller's
   tenant and key allowances, counted apart from inference.
-- ``RateLimitHeaders``: every response of a rate-limited call carries the
+- the envelope (``api.envelope``): every response of a rate-limited call carries the
   allowance it was charged to::
 
       RateLimit-Limit: 50          units per minute of the most restrictive allowance
@@ -17,12 +17,10 @@
 from __future__ import annotations
 
 import math
-from typing import Any
 
 from starlette.requests import Request
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from modelport.api.deps import get_services
+from modelport.api import deps
 from modelport.tenancy import Principal
 from modelport.tenancy.limits import API, RateDecision, RateLimited, Subject
 
@@ -37,7 +35,7 @@ def subject_of(principal: Principal, model: str | None = None) -> Subject:
 
 
 def remember(request: Request, decision: RateDecision) -> None:
-    """Leave the decision for ``RateLimitHeaders`` to put on the response."""
+    """Leave the decision for the envelope to put on the response (``rate_headers``)."""
     if decision.limit:
         request.state.ratelimit = decision
 
@@ -50,7 +48,7 @@ def check_api_rate(request: Request, principal: Principal) -> None:
         return
     if path.endswith(":predict"):
         return  # an inference: charged by the inference gate, not as an /api mutation
-    limits = get_services(request).limits
+    limits = deps.limits_service(request)
     try:
         decision = limits.check_rate(subject_of(principal), API)
     except RateLimited as exc:
@@ -65,28 +63,3 @@ def rate_headers(decision: RateDecision) -> list[tuple[bytes, bytes]]:
         (b"ratelimit-remaining", str(decision.remaining).encode()),
         (b"ratelimit-reset", str(math.ceil(decision.reset_after)).encode()),
     ]
-
-
-class RateLimitHeaders:
-    """ASGI middleware: adds ``RateLimit-*`` headers to responses of charged calls."""
-
-    def __init__(self, app: ASGIApp) -> None:
-        self.app = app
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-
-        async def send_with_headers(message: Message) -> None:
-            if message["type"] == "http.response.start":
-                state: dict[str, Any] = scope.get("state") or {}
-                decision = state.get(STATE_KEY)
-                if isinstance(decision, RateDecision):
-                    message = {
-                        **message,
-                        "headers": [*message.get("headers", ()), *rate_headers(decision)],
-                    }
-            await send(message)
-
-        await self.app(scope, receive, send_with_headers)

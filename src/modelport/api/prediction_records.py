@@ -9,7 +9,7 @@ from typing import Any
 
 from starlette.requests import Request
 
-from modelport.api.deps import get_services
+from modelport.api import deps
 from modelport.inference.records import prediction_record
 
 
@@ -23,4 +23,4 @@ def log_prediction(request: Request, **fields: Any) -> bool:
         request_id=getattr(state, "request_id", "") or "",
         **fields,
     )
-    return get_services(request).prediction_log.record(record)
+    return deps.prediction_log_service(request).record(record)

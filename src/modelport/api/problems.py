@@ -119,6 +119,10 @@ def _dumps(problem: dict[str, Any]) -> bytes:
         return json.dumps(problem, default=str).encode()
 
 
+BODY_REFUSAL = "body_refusal"
+"""Where a request's body refusal is left (``request.state``, by ``hygiene.BodyGuard``)."""
+
+
 def error_response(request: Request, exc: Exception) -> Response:
     """The response for an error that ended a request, in the surface's format."""
     if isinstance(exc, ModelportError):
@@ -130,6 +134,11 @@ def error_response(request: Request, exc: Exception) -> Response:
         return problem_response(
             request, exc.status_code, code, str(exc.detail), headers=dict(exc.headers or {})
         )
+    refused = request.scope.get("state", {}).get(BODY_REFUSAL)
+    if isinstance(refused, ModelportError):
+        # The body was refused while the application read it, and the application turned
+        # that into an error of its own: the refusal is the answer.
+        return error_response(request, refused)
     # A bug: the caller gets the surface's error format and the request id to quote,
     # never the exception's text; the server still logs the traceback.
     request_id = getattr(request.state, "request_id", None)
@@ -210,4 +219,3 @@ def install_error_handlers(app: FastAPI) -> None:
     app.add_exception_handler(ModelportError, on_error)
     app.add_exception_handler(RequestValidationError, on_validation_error)
     app.add_exception_handler(StarletteHTTPException, on_error)
-    app.add_middleware(ErrorBoundary)

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import asyncio
 import hmac
-import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any
@@ -25,7 +24,8 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from modelport import __version__
-from modelport.api.problems import install_error_handlers
+from modelport.api.body import read_body
+from modelport.api.problems import ErrorBoundary, install_error_handlers
 from modelport.api.request_metrics import RouteTemplates
 from modelport.api.tracing import TraceMiddleware
 from modelport.api.v2.codec import encode_infer_response, parse_infer_request
@@ -37,7 +37,7 @@ from modelport.api.v2.options import (
 )
 from modelport.api.v2.types import INFERENCE_HEADER
 from modelport.api.v2.validate import validate_request
-from modelport.errors import InvalidInput, PayloadTooLarge, Unauthenticated
+from modelport.errors import InvalidInput, Unauthenticated
 from modelport.observability.metrics import exposition
 from modelport.serving.backends.local import LocalBackend
 from modelport.serving.placement import key_of
@@ -130,12 +130,7 @@ class WorkerSurface:
         settings = self.services.settings
         ref = await self._version(request)
         limit = settings.max_inference_request_bytes
-        declared = request.headers.get("content-length", "")
-        if declared.isdigit() and int(declared) > limit:  # refused before reading it
-            raise PayloadTooLarge(f"the request is over {limit} bytes", code="payload_too_large")
-        body = await request.body()
-        if len(body) > limit:
-            raise PayloadTooLarge(f"the request is over {limit} bytes", code="payload_too_large")
+        body = await read_body(request, limit)
         parsed = parse_infer_request(
             body,
             request.headers.get(INFERENCE_HEADER),
@@ -151,7 +146,7 @@ class WorkerSurface:
             BackendRequest(
                 version=ref,
                 inputs=parsed.arrays(),
-                deadline=time.monotonic() + timeout,
+                deadline=self.backend.host.clock.monotonic() + timeout,
                 priority=priority_of(parsed.parameters),
                 parameters=model_parameters(parsed.parameters),
                 request_id=parsed.id or "",
@@ -206,6 +201,7 @@ def create_worker_app(services: WorkerServices) -> FastAPI:
     )
     app.state.services = services
     install_error_handlers(app)
+    app.add_middleware(ErrorBoundary)
     app.router.routes.extend(WorkerSurface(services).routes())
     tracer = services.tracing.tracer
     if tracer is not None:  # a gateway's call continues its trace here (W3C traceparent)

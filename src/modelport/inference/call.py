@@ -76,8 +76,8 @@ class Call:
     generate: GenerateRequest | None = None
     """A stream's request, parsed by the surface."""
     deadline: float = 0.0
-    """Absolute ``time.monotonic()``: given for a stream, from the request for a unary
-    call (set by read)."""
+    """Absolute ``monotonic()`` of the service's clock: given for a stream, from the
+    request for a unary call (set by read)."""
     moderated: bool = True
     """False: not moderated (a moderation classifier's own call)."""
     encode: Encoder | None = None

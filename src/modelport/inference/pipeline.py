@@ -42,6 +42,7 @@ from typing import Protocol
 from opentelemetry import trace
 from opentelemetry.trace import Span, Tracer
 
+from modelport.clock import Clock
 from modelport.inference.access_facts import AccessFacts
 from modelport.inference.cache import ResponseCache
 from modelport.inference.call import Call, Kind, Mode
@@ -103,6 +104,8 @@ class Env(Protocol):
     def pipeline(self) -> Pipeline: ...
     @property
     def degradation(self) -> Degradation | None: ...
+    @property
+    def clock(self) -> Clock: ...
 
 
 StepRun = Callable[[Env, Call], Awaitable[None]]

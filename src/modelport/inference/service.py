@@ -23,6 +23,7 @@ from collections.abc import Callable, Sequence
 import anyio.to_thread
 from opentelemetry.trace import Tracer
 
+from modelport.clock import Clock, SystemClock
 from modelport.errors import NotFound
 from modelport.inference.access import require_model
 from modelport.inference.access_facts import AccessFacts
@@ -82,7 +83,10 @@ class InferenceService:
         tracer: Tracer | None = None,
         routes: TaskRouter | None = None,
         degradation: Degradation | None = None,
+        clock: Clock | None = None,
     ) -> None:
+        self.clock = clock or SystemClock()
+        """What calls' deadlines are on (``modelport.clock``)."""
         self.targets = targets
         self.facts = facts
         self.limits = limits
@@ -205,7 +209,7 @@ class InferenceService:
         """A generative call as a metered stream of chunks: admitted, its upper bound
         held before the first chunk, settled at the stream's end, its deadline or its
         caller leaving (see ``inference.streaming``). ``deadline`` is an absolute
-        ``time.monotonic()``.
+        ``monotonic()`` of ``clock``.
 
         A registry version (``ModelTarget``) is resolved, its access and callable state
         checked as for ``call_model``, and streamed from its backend. An endpoint

@@ -44,6 +44,7 @@ from dataclasses import dataclass, field
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Protocol, cast
 
+from modelport.clock import Clock, SystemClock
 from modelport.errors import DeadlineExceeded, ModelportError
 from modelport.inference.steps.read import MAX_CHOICES, MAX_TOKENS_LIMIT
 from modelport.inference.types import Caller
@@ -168,10 +169,17 @@ class StreamingCalls:
     themselves."""
 
     def __init__(
-        self, *, backend: StreamSource, meter: InferenceMeter, limits: LimitService
+        self,
+        *,
+        backend: StreamSource,
+        meter: InferenceMeter,
+        limits: LimitService,
+        clock: Clock | None = None,
     ) -> None:
         from modelport.inference.pipeline import Pipeline  # it runs this module's streams
 
+        self.clock = clock or SystemClock()
+        """What calls' deadlines are on."""
         self.backend = backend
         self.meter = meter
         self.limits = limits
@@ -186,7 +194,7 @@ class StreamingCalls:
         """Admit, hold the upper bound, start the backend's stream; see the module
         docstring. ``caller``: who calls, with its repeatable call's id (``call_id``,
         charged once) and the hold it draws from (``hold_id``), if any; the rate
-        decision is left on it. ``deadline`` is an absolute ``time.monotonic()``."""
+        decision is left on it. ``deadline`` is an absolute ``clock.monotonic()``."""
         from modelport.inference.call import Call, Kind, Mode
 
         call = Call(
@@ -222,8 +230,11 @@ class CallStream:
         end: StreamEnd,
         input_estimate: int = 0,
         check: OutputCheck | None = None,
+        clock: Clock | None = None,
     ) -> None:
         self._chunks = chunks
+        self._clock = clock or SystemClock()
+        """What ``deadline`` is on; the times of the chunks are real (engine time)."""
         self._check = check
         self._end_call = end
         self.input_estimate = input_estimate
@@ -339,7 +350,7 @@ class CallStream:
                 return chunk
 
     async def _receive(self) -> StreamChunk:
-        remaining = self._deadline - time.monotonic()
+        remaining = self._deadline - self._clock.monotonic()
         try:
             async with asyncio.timeout(max(0.0, remaining)):
                 chunk = await anext(self._chunks)

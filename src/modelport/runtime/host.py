@@ -51,6 +51,7 @@ import numpy as np
 import psutil
 from opentelemetry.trace import Tracer
 
+from modelport.clock import Clock, SystemClock
 from modelport.errors import Conflict, ModelportError, NotFound, Unavailable, Unprocessable
 from modelport.logs import log_event
 from modelport.manifest import Manifest
@@ -149,8 +150,11 @@ class ModelHost:
         crash_ledger: CrashLedger | None = None,
         execution: Execution | None = None,
         tracer: Tracer | None = None,
+        clock: Clock | None = None,
     ) -> None:
         self.cache = cache
+        self.clock = clock or SystemClock()
+        """What calls' deadlines (``infer``) are on: handed to every batcher."""
         self.tracer = tracer
         """Handed to every batcher: the waits and batches of traced calls (None: off)."""
         self._process_executors = process_executors
@@ -591,6 +595,7 @@ class ModelHost:
             name=hosted.key.ref,
             execute_estimate=hosted.execute_estimate,
             tracer=self.tracer,
+            clock=self.clock,
         )
         hosted.batchers[loop] = batcher
         return batcher

@@ -16,13 +16,13 @@ attempts within the deadline, the fallback chain, provenance):
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 import numpy as np
 from opentelemetry.trace import Tracer
 
+from modelport.clock import Clock, SystemClock
 from modelport.errors import DeadlineExceeded, Unavailable
 from modelport.manifest import Manifest, TensorSpec
 from modelport.observability.serving_metrics import ServingMetrics
@@ -76,8 +76,11 @@ class Dispatcher:
         config: DispatchConfig = DispatchConfig(),
         metrics: ServingMetrics | None = None,
         tracer: Tracer | None = None,
+        clock: Clock | None = None,
     ) -> None:
         self.board = board
+        self.clock = clock or SystemClock()
+        """What requests' deadlines are on."""
         self.config = config
         self.metrics = metrics
         self.loop = ReplicaLoop(
@@ -86,9 +89,10 @@ class Dispatcher:
             attempt_timeout_seconds=config.attempt_timeout_seconds,
             metrics=metrics,
             tracer=tracer,
+            clock=self.clock,
         )
-        self._unary = UnaryMode()
-        self._stream = StreamMode(metrics)
+        self._unary = UnaryMode(self.clock)
+        self._stream = StreamMode(metrics, self.clock)
 
     async def dispatch(
         self,
@@ -132,6 +136,9 @@ class UnaryMode:
     what = "serve"
     goal = "an answer"
 
+    def __init__(self, clock: Clock) -> None:
+        self.clock = clock
+
     def unmet(self, capabilities: Capabilities, request: BackendRequest) -> str | None:
         return unmet_by_request(capabilities, request)
 
@@ -146,7 +153,7 @@ class UnaryMode:
                 response = await backend.infer(call)
             else:
                 response = await asyncio.wait_for(
-                    backend.infer(call), timeout=max(0.0, until - time.monotonic())
+                    backend.infer(call), timeout=max(0.0, until - self.clock.monotonic())
                 )
         except TimeoutError:
             raise DeadlineExceeded(

@@ -22,13 +22,13 @@ is counted in ``modelport_serving_fallbacks_total{endpoint,kind}``.
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
+from modelport.clock import Clock, SystemClock
 from modelport.errors import InvalidInput, ModelportError, Unavailable, Unprocessable
 from modelport.manifest import ExampleTensor, Manifest, TensorSpec
 from modelport.observability.serving_metrics import ServingMetrics
@@ -250,6 +250,7 @@ async def run_chain(
     run_version: RunVersion[ReqT, WonT],
     endpoint: str = "",
     metrics: ServingMetrics | None = None,
+    clock: Clock | None = None,
 ) -> OutT:
     """Try the fallback steps in order after the primary failed with ``failure``:
     versions through ``run_version`` (the replica loop), answers that need no backend
@@ -271,7 +272,7 @@ async def run_chain(
                     "; ".join(problems),
                 )
                 continue
-            if time.monotonic() >= request.deadline:
+            if (clock or SystemClock()).monotonic() >= request.deadline:
                 continue
             try:
                 won = await run_version(

@@ -21,7 +21,6 @@ from __future__ import annotations
 import asyncio
 import re
 import secrets
-import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import timedelta
@@ -93,7 +92,7 @@ class IdempotencyStore:
         wait_until: float,
     ) -> Claim | Replay:
         """Claim the key, or get the first response (waiting for it until ``wait_until``,
-        a ``time.monotonic()``). ``hold_seconds``: how long a claim may go unfinished."""
+        a ``monotonic()`` of ``clock``). ``hold_seconds``: how long a claim may go unfinished."""
         check_key(key)
         while True:
             outcome = await anyio.to_thread.run_sync(
@@ -101,7 +100,7 @@ class IdempotencyStore:
             )
             if outcome is not None:
                 return outcome
-            if time.monotonic() >= wait_until:
+            if self.clock.monotonic() >= wait_until:
                 raise Conflict(
                     "a request with this Idempotency-Key is still in progress",
                     code="idempotency_key_in_use",

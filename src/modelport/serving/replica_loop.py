@@ -33,6 +33,7 @@ from functools import partial
 from opentelemetry import trace
 from opentelemetry.trace import Tracer
 
+from modelport.clock import Clock, SystemClock
 from modelport.errors import DeadlineExceeded, ModelportError, Unavailable
 from modelport.observability import tracing
 from modelport.observability.serving_metrics import ServingMetrics
@@ -61,8 +62,11 @@ class ReplicaLoop:
         attempt_timeout_seconds: float | None,
         metrics: ServingMetrics | None = None,
         tracer: Tracer | None = None,
+        clock: Clock | None = None,
     ) -> None:
         self.board = board
+        self.clock = clock or SystemClock()
+        """What requests' deadlines are on (the attempts' latencies are real time)."""
         self.tracer = tracer
         self.max_attempts = max_attempts
         self.attempt_timeout_seconds = attempt_timeout_seconds
@@ -99,6 +103,7 @@ class ReplicaLoop:
                 run_version=partial(self.run_version, mode, fallback=True, traced=True),
                 endpoint=endpoint,
                 metrics=self.metrics,
+                clock=self.clock,
             )
         return mode.answer(won, Provenance(request.version, won.backend, attempts=tuple(attempts)))
 
@@ -131,7 +136,8 @@ class ReplicaLoop:
         for index, backend in enumerate(ordered):
             if tried >= self.max_attempts:
                 break
-            now = time.monotonic()
+            now = self.clock.monotonic()
+            started = time.perf_counter()
             if now >= request.deadline:
                 last_error = DeadlineExceeded(f"{ref}: the deadline passed before {mode.goal}")
                 break
@@ -168,10 +174,10 @@ class ReplicaLoop:
             except Exception as exc:  # a backend bug must not escape as a 500 with no breaker
                 error = Unavailable(f"{backend.name} failed: {exc!r}", code="backend_error")
             else:
-                attempts.append(Attempt(backend.name, ref, "ok", time.monotonic() - now))
+                attempts.append(Attempt(backend.name, ref, "ok", time.perf_counter() - started))
                 self._count(backend.name, "ok")
                 return mode.accepted(request, won, breaker, epoch)
-            attempts.append(Attempt(backend.name, ref, error.code, time.monotonic() - now))
+            attempts.append(Attempt(backend.name, ref, error.code, time.perf_counter() - started))
             outcome = judge_failure(error, breaker, epoch)
             self._count(backend.name, outcome)
             if outcome == REFUSED:

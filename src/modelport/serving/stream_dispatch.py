@@ -27,10 +27,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import time
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, replace
 
+from modelport.clock import Clock, SystemClock
 from modelport.errors import DeadlineExceeded, ModelportError, Unavailable
 from modelport.observability.serving_metrics import ServingMetrics
 from modelport.serving.backends.base import Backend
@@ -72,8 +72,9 @@ class StreamMode:
     what = "stream"
     goal = "a stream"
 
-    def __init__(self, metrics: ServingMetrics | None = None) -> None:
+    def __init__(self, metrics: ServingMetrics | None = None, clock: Clock | None = None) -> None:
         self.metrics = metrics
+        self.clock = clock or SystemClock()
 
     def unmet(self, capabilities: Capabilities, request: StreamRequest) -> str | None:
         return unmet_by_stream(capabilities, request)
@@ -82,7 +83,7 @@ class StreamMode:
         ref = request.version.ref
         chunks = backend.stream(request)
         try:
-            async with asyncio.timeout(max(0.0, until - time.monotonic())):
+            async with asyncio.timeout(max(0.0, until - self.clock.monotonic())):
                 first = await anext(chunks)
         except TimeoutError:
             error: ModelportError = DeadlineExceeded(

@@ -65,7 +65,7 @@ class BackendRequest:
     version: VersionRef
     inputs: Mapping[str, np.ndarray]
     deadline: float
-    """Absolute ``time.monotonic()`` by which the answer must be back."""
+    """Absolute ``monotonic()`` of the dispatcher's clock by which the answer must be back."""
     priority: Priority = Priority.INTERACTIVE
     outputs: tuple[str, ...] | None = None
     parameters: Mapping[str, Any] = field(default_factory=dict)
@@ -95,7 +95,7 @@ class StreamRequest:
     max_tokens: int
     """Most output tokens the stream may carry."""
     deadline: float
-    """Absolute ``time.monotonic()`` by which the stream must have ended."""
+    """Absolute ``monotonic()`` of the dispatcher's clock by which the stream must have ended."""
     task: str = ""
     """The model's task: with its manifest's format, it decides the runtime's contract."""
     parameters: Mapping[str, Any] = field(default_factory=dict)

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass
@@ -325,7 +324,7 @@ class InferenceServicer:
         caller = Caller(principal, generate.request_id)
         try:
             stream = await self.inference.stream(
-                caller, target, generate, time.monotonic() + seconds
+                caller, target, generate, self.inference.clock.monotonic() + seconds
             )
         except NotFound as exc:
             raise _unknown_name(request.model_name, exc) from None

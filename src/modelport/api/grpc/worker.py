@@ -15,7 +15,6 @@ from __future__ import annotations
 import asyncio
 import hmac
 import logging
-import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any
@@ -155,7 +154,7 @@ class WorkerServicer:
                 BackendRequest(
                     version=ref,
                     inputs=parsed.arrays(),
-                    deadline=time.monotonic() + timeout,
+                    deadline=self.services.clock.monotonic() + timeout,
                     priority=priority_of(parsed.parameters),
                     parameters=model_parameters(parsed.parameters),
                     request_id=parsed.id or "",

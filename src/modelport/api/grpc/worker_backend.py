@@ -14,7 +14,6 @@ and retries on another replica.
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import AsyncIterator, Callable
 
 import grpc
@@ -24,6 +23,7 @@ from modelport.api.grpc import oip_pb2 as pb
 from modelport.api.grpc.codec import set_parameter
 from modelport.api.grpc.service import SERVICE_NAME
 from modelport.api.grpc.status import ERROR_CODE_KEY, RETRY_AFTER_KEY, STATUS_OF_KIND
+from modelport.clock import Clock, SystemClock
 from modelport.errors import (
     Conflict,
     DeadlineExceeded,
@@ -110,7 +110,15 @@ class WorkerBackend:
 
     keeps_deadline = True
 
-    def __init__(self, info: WorkerInfo, channel: grpc.aio.Channel, token: str) -> None:
+    def __init__(
+        self,
+        info: WorkerInfo,
+        channel: grpc.aio.Channel,
+        token: str,
+        clock: Clock | None = None,
+    ) -> None:
+        self.clock: Clock = clock or SystemClock()
+        """The clock a call's deadline is on (the services')."""
         self.info = info
         self.name = f"worker:{info.id}"
         self._auth = ("authorization", f"Bearer {token}")
@@ -132,7 +140,7 @@ class WorkerBackend:
         return Health.HEALTHY  # its lease in the registry is its health
 
     async def infer(self, request: BackendRequest) -> BackendResponse:
-        remaining = request.deadline - time.monotonic()
+        remaining = request.deadline - self.clock.monotonic()
         if remaining <= 0:
             raise DeadlineExceeded(f"{self.name}: no time left", code="deadline_exceeded")
         version = request.version
@@ -175,8 +183,9 @@ class WorkerChannels:
     """One gRPC channel per worker address, kept while the worker lives; a backend per
     worker over it (``backend``), remade when the worker's announcement changes."""
 
-    def __init__(self, token: str, max_message_bytes: int) -> None:
+    def __init__(self, token: str, max_message_bytes: int, clock: Clock | None = None) -> None:
         self.token = token
+        self.clock = clock
         self.max_message_bytes = max_message_bytes
         self._channels: dict[str, grpc.aio.Channel] = {}
         self._backends: dict[str, WorkerBackend] = {}
@@ -202,7 +211,7 @@ class WorkerChannels:
                     ("grpc.max_reconnect_backoff_ms", 1000),
                 ],
             )
-        made = self._backends[info.id] = WorkerBackend(info, channel, self.token)
+        made = self._backends[info.id] = WorkerBackend(info, channel, self.token, self.clock)
         return made
 
     def forget(self, live: Callable[[str], bool]) -> None:

@@ -155,7 +155,7 @@ class OpenAILineRunner:
         request_id: str,
     ) -> dict[str, Any]:
         target = target_of(sampling.model)
-        deadline = time.monotonic() + self.timeout
+        deadline = self.inference.clock.monotonic() + self.timeout
         opened = []
         try:
             # One metered call per prompt, each with an id of its own.

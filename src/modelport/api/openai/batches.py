@@ -25,7 +25,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
-from modelport.api.deps import get_services
+from modelport.api import deps
 from modelport.api.openai.files import tenant_principal
 from modelport.api.openai.requests import load_json
 from modelport.api.openai.routes import json_response
@@ -105,7 +105,7 @@ def batch_object(record: BatchRecord) -> dict[str, Any]:
 
 
 def _batches(request: Request) -> BatchService:
-    return get_services(request).batches
+    return deps.batches_service(request)
 
 
 async def create_batch(request: Request) -> Response:

@@ -13,8 +13,8 @@ from typing import Any
 
 from starlette.requests import Request
 
+from modelport.api import deps
 from modelport.api.access import catalog_viewer, model_resource
-from modelport.api.deps import get_services
 from modelport.errors import NotFound
 from modelport.registry.catalog import MAX_LIMIT
 from modelport.registry.types import CatalogQuery, Model
@@ -57,7 +57,7 @@ def endpoint_object(endpoint: Endpoint) -> dict[str, Any]:
 
 
 def _models(request: Request, principal: Principal) -> list[Model]:
-    registry = get_services(request).registry
+    registry = deps.registry_service(request)
     viewer = catalog_viewer(request, principal)
     found: list[Model] = []
     cursor: str | None = None
@@ -77,7 +77,7 @@ def callable_model(
 ) -> Model | None:
     """``owner/name`` if ``principal`` may call it at ``version`` (None: its default)."""
     try:
-        model = get_services(request).registry.get_model(owner, name)
+        model = deps.registry_service(request).get_model(owner, name)
     except NotFound:
         return None
     return model if _may_call(request, principal, model, version) else None
@@ -90,7 +90,7 @@ def _may_call(
     if authorize(principal, Permission.MODEL_CALL, resource) is not Decision.ALLOW:
         return False
     try:
-        resolved = get_services(request).registry.resolve(model.owner, model.name, version)
+        resolved = deps.registry_service(request).resolve(model.owner, model.name, version)
     except NotFound:
         return False  # nothing to serve (yet)
     return may_call_state(principal, model.owner, resolved.state.value)
@@ -99,7 +99,7 @@ def _may_call(
 def _endpoints(request: Request, principal: Principal) -> list[Endpoint]:
     if principal.tenant is None and not principal.is_admin:
         return []
-    plane = get_services(request).serving
+    plane = deps.serving_service(request)
     return [
         e
         for e in plane.endpoints.list_endpoints(principal.tenant)

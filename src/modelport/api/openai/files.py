@@ -21,9 +21,9 @@ from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 from starlette.routing import BaseRoute, Route
 
+from modelport.api import deps
 from modelport.api.access import require_tenant
 from modelport.api.auth import require_principal_async
-from modelport.api.deps import get_services
 from modelport.api.openai.routes import json_response
 from modelport.errors import InvalidInput, PayloadTooLarge
 from modelport.files import FileObject, FileService
@@ -60,7 +60,7 @@ async def tenant_principal(request: Request) -> tuple[Principal, str]:
 
 
 def _files(request: Request) -> FileService:
-    return get_services(request).files
+    return deps.files_service(request)
 
 
 async def _read(upload: UploadFile, limit: int) -> bytes:

@@ -30,9 +30,10 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
+from modelport.api import deps
 from modelport.api.auth import require_principal_async
+from modelport.api.body import read_body
 from modelport.api.calls import answered, caller_of, note_call
-from modelport.api.deps import get_services
 from modelport.api.disconnect import CLIENT_CLOSED, CallerWatch
 from modelport.api.openai.catalog import (
     callable_model,
@@ -59,7 +60,7 @@ from modelport.api.openai.requests import (
 )
 from modelport.api.openai.sse import EventStream
 from modelport.api.openai.templates import with_template
-from modelport.errors import NotFound, PayloadTooLarge, Unprocessable
+from modelport.errors import NotFound, Unprocessable
 from modelport.inference.service import InferenceService
 from modelport.inference.streaming import GenerateRequest
 from modelport.inference.task_routes import RouteTarget, is_route, route_target
@@ -94,16 +95,8 @@ def _target(request: Request, model: str, doc: Mapping[str, Any]) -> Target | Ro
 
 async def _body(request: Request) -> dict[str, Any]:
     """The JSON body, refused (413) above the inference request limit."""
-    limit = get_services(request).settings.max_inference_request_bytes
-    chunks, size = [], 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > limit:
-            raise PayloadTooLarge(
-                f"request body is above the limit of {limit} bytes", code="payload_too_large"
-            )
-        chunks.append(chunk)
-    return load_json(b"".join(chunks))
+    limit = deps.settings_service(request).max_inference_request_bytes
+    return load_json(await read_body(request, limit))
 
 
 def _not_found(name: str, exc: NotFound) -> NotFound:
@@ -128,11 +121,12 @@ async def get_model(request: Request) -> Response:
     principal = await require_principal_async(request)
     name = request.path_params["model"]
     target = target_of(name)
-    services = get_services(request)
     caller = caller_of(request, principal)
     try:
         if isinstance(target, EndpointTarget):
-            route = await services.inference.route(caller, target.name, Permission.MODEL_CALL)
+            route = await deps.inference_service(request).route(
+                caller, target.name, Permission.MODEL_CALL
+            )
             return json_response(endpoint_object(route.endpoint))
         model = await anyio.to_thread.run_sync(
             callable_model, request, principal, target.owner, target.name, target.version
@@ -149,7 +143,7 @@ async def get_model(request: Request) -> Response:
 # ---- generation
 async def chat_completions(request: Request) -> Response | EventStream:
     principal = await require_principal_async(request)
-    doc = await with_template(get_services(request).templates, principal, await _body(request))
+    doc = await with_template(deps.templates_service(request), principal, await _body(request))
     parsed = parse_chat(doc)
     return await _generate(
         request,
@@ -180,7 +174,6 @@ async def _generate(
     tools: bool = False,
     target: Target | RouteTarget,
 ) -> Response | EventStream:
-    services = get_services(request)
     routed = isinstance(target, RouteTarget)
     caller = caller_of(request, principal)
     requests = [
@@ -196,11 +189,14 @@ async def _generate(
         )
         for prompt in prompts
     ]
-    deadline = time.monotonic() + services.settings.generation_timeout_seconds
+    deadline = (
+        deps.inference_service(request).clock.monotonic()
+        + deps.settings_service(request).generation_timeout_seconds
+    )
     chat = messages is not None
     # The body is read: from here a caller that hangs up ends the call.
     caller.watch = CallerWatch(request.receive)
-    opening = _open(services.inference, caller, target, requests, deadline, sampling)
+    opening = _open(deps.inference_service(request), caller, target, requests, deadline, sampling)
     if sampling.stream:
         calls = await answered(request, caller, opening)
         if calls is None:
@@ -288,12 +284,13 @@ async def embeddings(request: Request) -> Response:
     doc = await _body(request)
     parsed = parse_embedding(doc)
     target = _target(request, parsed.model, doc)
-    services = get_services(request)
     caller = caller_of(request, principal)
     decoder = EmbeddingDecoder(parsed)
     caller.watch = CallerWatch(request.receive)
     try:
-        result = await answered(request, caller, services.inference.infer(caller, target, decoder))
+        result = await answered(
+            request, caller, deps.inference_service(request).infer(caller, target, decoder)
+        )
     except NotFound as exc:
         raise _not_found(parsed.model, exc) from None
     except ClientDisconnect:

@@ -7,9 +7,9 @@ from typing import Any
 from fastapi import APIRouter, Request, Response
 from pydantic import BaseModel, ConfigDict
 
+from modelport.api import deps
 from modelport.api.access import require_model
 from modelport.api.auth import CurrentPrincipal
-from modelport.api.deps import get_services
 from modelport.api.routes.registry_json import alias_event_json, alias_json
 from modelport.registry.service import alias_not_found
 from modelport.tenancy.policy import Permission
@@ -26,19 +26,24 @@ class SetAlias(BaseModel):
 
 @router.get("/models/{owner}/{name}/aliases")
 def list_aliases(
-    owner: str, name: str, request: Request, principal: CurrentPrincipal
+    registry: deps.Registry, owner: str, name: str, request: Request, principal: CurrentPrincipal
 ) -> dict[str, Any]:
     require_model(request, principal, owner, name, Permission.MODEL_READ)
-    aliases = get_services(request).registry.aliases(owner, name)
+    aliases = registry.aliases(owner, name)
     return {"items": [alias_json(a) for a in aliases]}
 
 
 @router.get(ALIAS_PATH)
 def get_alias(
-    owner: str, name: str, alias: str, request: Request, principal: CurrentPrincipal
+    registry: deps.Registry,
+    owner: str,
+    name: str,
+    alias: str,
+    request: Request,
+    principal: CurrentPrincipal,
 ) -> dict[str, Any]:
     require_model(request, principal, owner, name, Permission.MODEL_READ)
-    for found in get_services(request).registry.aliases(owner, name):
+    for found in registry.aliases(owner, name):
         if found.alias == alias:
             return alias_json(found)
     raise alias_not_found(owner, name, alias)
@@ -46,6 +51,7 @@ def get_alias(
 
 @router.put(ALIAS_PATH)
 def set_alias(
+    registry: deps.Registry,
     owner: str,
     name: str,
     alias: str,
@@ -55,25 +61,33 @@ def set_alias(
 ) -> dict[str, Any]:
     """Point the alias at a version (created or moved atomically)."""
     require_model(request, principal, owner, name, Permission.VERSION_DEPLOY)
-    found = get_services(request).registry.set_alias(
-        owner, name, alias, body.version, actor=principal.id
-    )
+    found = registry.set_alias(owner, name, alias, body.version, actor=principal.id)
     return alias_json(found)
 
 
 @router.delete(ALIAS_PATH, status_code=204)
 def delete_alias(
-    owner: str, name: str, alias: str, request: Request, principal: CurrentPrincipal
+    registry: deps.Registry,
+    owner: str,
+    name: str,
+    alias: str,
+    request: Request,
+    principal: CurrentPrincipal,
 ) -> Response:
     require_model(request, principal, owner, name, Permission.VERSION_DEPLOY)
-    get_services(request).registry.delete_alias(owner, name, alias, actor=principal.id)
+    registry.delete_alias(owner, name, alias, actor=principal.id)
     return Response(status_code=204)
 
 
 @router.get(ALIAS_PATH + "/history")
 def alias_history(
-    owner: str, name: str, alias: str, request: Request, principal: CurrentPrincipal
+    registry: deps.Registry,
+    owner: str,
+    name: str,
+    alias: str,
+    request: Request,
+    principal: CurrentPrincipal,
 ) -> dict[str, Any]:
     require_model(request, principal, owner, name, Permission.MODEL_READ)
-    history = get_services(request).registry.alias_history(owner, name, alias)
+    history = registry.alias_history(owner, name, alias)
     return {"items": [alias_event_json(e) for e in history]}

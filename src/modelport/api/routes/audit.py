@@ -8,9 +8,9 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, Request
 
+from modelport.api import deps
 from modelport.api.access import require_tenant
 from modelport.api.auth import CurrentPrincipal
-from modelport.api.deps import get_services
 from modelport.api.routes.tenancy_json import audit_event_json
 from modelport.tenancy.audit import MAX_LIMIT
 from modelport.tenancy.policy import Permission, permissions_of
@@ -22,6 +22,7 @@ router = APIRouter(tags=["audit"])
 
 @router.get("/audit")
 def audit_log(
+    tenancy: deps.Tenancy,
     request: Request,
     principal: CurrentPrincipal,
     tenant: Annotated[
@@ -44,7 +45,7 @@ def audit_log(
         require_tenant(request, principal, principal.tenant, Permission.AUDIT_READ)
         tenant = principal.tenant
     since, until = _utc(since), _utc(until)
-    page = get_services(request).tenancy.audit_log(
+    page = tenancy.audit_log(
         AuditQuery(
             tenant=tenant,
             actor=actor,

@@ -13,9 +13,9 @@ import anyio.to_thread
 from fastapi import APIRouter, Request, Response
 from pydantic import BaseModel, ConfigDict, Field
 
+from modelport.api import deps
 from modelport.api.access import enforce, note_tenant, require_tenant
 from modelport.api.auth import CurrentPrincipal
-from modelport.api.deps import get_services
 from modelport.errors import InvalidInput, Unavailable
 from modelport.serving.backends.catalog import BackendCatalog, backend_not_found
 from modelport.serving.backends.types import RemoteBackendInfo
@@ -66,7 +66,7 @@ def backend_json(info: RemoteBackendInfo, request: Request) -> dict[str, Any]:
 
 
 def _catalog(request: Request) -> BackendCatalog:
-    catalog = get_services(request).serving.backends
+    catalog = deps.serving_service(request).backends
     if catalog is None:
         raise Unavailable("remote backends are not configured", code="backends_unavailable")
     return catalog
@@ -85,7 +85,11 @@ def _backend(
 
 @router.post("/backends", status_code=201)
 def create_backend(
-    body: CreateBackend, request: Request, response: Response, principal: CurrentPrincipal
+    tenancy: deps.Tenancy,
+    body: CreateBackend,
+    request: Request,
+    response: Response,
+    principal: CurrentPrincipal,
 ) -> dict[str, Any]:
     """Declare a remote backend in the caller's tenant (the platform admin names the tenant).
     It is probed for health from now on; deployments of the tenant may name it."""
@@ -95,7 +99,7 @@ def create_backend(
             "'tenant' is required for a caller without one", code="invalid_request", field="tenant"
         )
     require_tenant(request, principal, tenant, Permission.VERSION_DEPLOY)
-    get_services(request).tenancy.get_tenant(tenant)
+    tenancy.get_tenant(tenant)
     capabilities = body.capabilities.model_dump(exclude_none=True, exclude_defaults=True)
     info = _catalog(request).create(
         tenant,
@@ -128,10 +132,12 @@ def get_backend(name: str, request: Request, principal: CurrentPrincipal) -> dic
 
 
 @router.delete("/backends/{name}", status_code=204)
-async def delete_backend(name: str, request: Request, principal: CurrentPrincipal) -> Response:
+async def delete_backend(
+    serving: deps.Serving, name: str, request: Request, principal: CurrentPrincipal
+) -> Response:
     """Remove a backend (409 ``backend_in_use`` while a live deployment names it)."""
     await anyio.to_thread.run_sync(_backend, request, principal, name, Permission.VERSION_DEPLOY)
-    plane = get_services(request).serving
+    plane = serving
     live = [s for s in DeploymentState if s.live]
     deployments = await anyio.to_thread.run_sync(plane.endpoints.deployments_in, live)
     in_use = any(name in v.backends for d in deployments for v in d.spec.versions)

@@ -12,8 +12,8 @@ from typing import Any
 from fastapi import APIRouter, Request
 from pydantic import BaseModel, ConfigDict, Field
 
+from modelport.api import deps
 from modelport.api.auth import CurrentPrincipal
-from modelport.api.deps import get_services
 from modelport.api.routes.billing_access import require_document
 from modelport.api.routes.billing_json import balance_json
 from modelport.metering.billing.service import MAX_CREDIT_MICROS
@@ -31,22 +31,31 @@ class CreditBody(BaseModel):
 
 
 @router.get("/balances/{tenant}")
-def get_balances(tenant: str, request: Request, principal: CurrentPrincipal) -> dict[str, Any]:
+def get_balances(
+    billing: deps.Billing,
+    tenancy: deps.Tenancy,
+    tenant: str,
+    request: Request,
+    principal: CurrentPrincipal,
+) -> dict[str, Any]:
     """The tenant's prepaid balance and its keys' allowances (none until credited)."""
-    services = get_services(request)
     require_document(
         request, principal, tenant, Permission.USAGE_READ, lambda: tenant_not_found(tenant)
     )
-    slug = services.tenancy.get_tenant(tenant).slug
-    return {"tenant": slug, "items": [balance_json(b) for b in services.billing.balances_of(slug)]}
+    slug = tenancy.get_tenant(tenant).slug
+    return {"tenant": slug, "items": [balance_json(b) for b in billing.balances_of(slug)]}
 
 
 @router.post("/balances/{tenant}/credits", status_code=201)
 def credit_balance(
-    tenant: str, body: CreditBody, request: Request, principal: CurrentPrincipal
+    billing: deps.Billing,
+    tenancy: deps.Tenancy,
+    tenant: str,
+    body: CreditBody,
+    request: Request,
+    principal: CurrentPrincipal,
 ) -> dict[str, Any]:
     """Add money to the tenant's prepaid balance (opened at 0 by the first credit)."""
-    services = get_services(request)
     request.state.audit_action = "balances.credit"
     request.state.audit_reason = f"credit of {body.amount_micros} micro-units" + (
         f": {body.reason}" if body.reason else ""
@@ -54,5 +63,5 @@ def credit_balance(
     require_document(
         request, principal, tenant, Permission.PLATFORM_MANAGE, lambda: tenant_not_found(tenant)
     )
-    slug = services.tenancy.get_tenant(tenant).slug
-    return balance_json(services.billing.credit_balance(slug, body.amount_micros))
+    slug = tenancy.get_tenant(tenant).slug
+    return balance_json(billing.credit_balance(slug, body.amount_micros))

@@ -9,9 +9,9 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Query, Request
 from pydantic import BaseModel, ConfigDict, Field
 
+from modelport.api import deps
 from modelport.api.access import require_platform
 from modelport.api.auth import CurrentPrincipal
-from modelport.api.deps import get_services
 from modelport.api.routes.billing_json import generate_json, recompute_json, reconciliation_json
 from modelport.tenancy.policy import Permission
 
@@ -25,15 +25,18 @@ class GenerateBody(BaseModel):
 
 
 @router.post("/billing/generate")
-def generate(body: GenerateBody, request: Request, principal: CurrentPrincipal) -> dict[str, Any]:
+def generate(
+    billing: deps.Billing, body: GenerateBody, request: Request, principal: CurrentPrincipal
+) -> dict[str, Any]:
     """Rebuild every draft invoice and statement of the period from the ledger
     (finalised ones are kept as they are and listed under ``kept``)."""
     require_platform(request, principal, Permission.PLATFORM_MANAGE)
-    return generate_json(get_services(request).billing.generate(body.period))
+    return generate_json(billing.generate(body.period))
 
 
 @router.get("/billing/recompute")
 def recompute(
+    billing: deps.Billing,
     request: Request,
     principal: CurrentPrincipal,
     period: Annotated[str, Query(description="YYYY-MM")],
@@ -41,11 +44,12 @@ def recompute(
     """Every difference between the stored invoices and statements and their rebuild
     from the raw usage events (``clean``: none)."""
     require_platform(request, principal, Permission.PLATFORM_MANAGE)
-    return recompute_json(get_services(request).billing.recompute(period))
+    return recompute_json(billing.recompute(period))
 
 
 @router.get("/billing/reconciliation")
 def reconciliation(
+    billing: deps.Billing,
     request: Request,
     principal: CurrentPrincipal,
     period: Annotated[str, Query(description="YYYY-MM")],
@@ -56,5 +60,5 @@ def reconciliation(
     """Reservations taken in the period against what they settled and what the ledger
     charged, per tenant, with the reservations that need attention."""
     require_platform(request, principal, Permission.PLATFORM_MANAGE)
-    report = get_services(request).billing.reconcile(period, threshold_bps=threshold_bps)
+    report = billing.reconcile(period, threshold_bps=threshold_bps)
     return reconciliation_json(report)

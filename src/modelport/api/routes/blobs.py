@@ -8,9 +8,9 @@ import re
 from fastapi import APIRouter, Request
 from starlette.responses import Response, StreamingResponse
 
+from modelport.api import deps
 from modelport.api.access import require_blob
 from modelport.api.auth import CurrentPrincipal
-from modelport.api.deps import get_services
 from modelport.api.openapi import problems
 from modelport.api.problems import problem_response
 from modelport.blobs.types import Blob
@@ -68,11 +68,13 @@ def blob_headers(blob: Blob) -> dict[str, str]:
         }
     },
 )
-def head_blob(digest: str, request: Request, principal: CurrentPrincipal) -> Response:
+def head_blob(
+    blobs: deps.Blobs, digest: str, request: Request, principal: CurrentPrincipal
+) -> Response:
     """A blob's size (``Content-Length``) and digest; 404 if it is not stored or the
     caller may not read it (``require_blob``): ``modelport push`` then uploads it."""
     require_blob(request, principal, digest)
-    blob = get_services(request).blobs.stat(digest)
+    blob = blobs.stat(digest)
     headers = blob_headers(blob) | {"Content-Length": str(blob.size)}
     return Response(status_code=200, headers=headers, media_type="application/octet-stream")
 
@@ -92,10 +94,11 @@ _BYTES = {"schema": {"type": "string", "format": "binary"}}
         **problems(416),
     },
 )
-def get_blob(digest: str, request: Request, principal: CurrentPrincipal) -> Response:
+def get_blob(
+    blobs: deps.Blobs, digest: str, request: Request, principal: CurrentPrincipal
+) -> Response:
     """Stream a blob, or one ``Range: bytes=a-b`` of it (206)."""
     require_blob(request, principal, digest)
-    blobs = get_services(request).blobs
     blob = blobs.stat(digest)
     headers = blob_headers(blob)
     try:

@@ -8,9 +8,9 @@ import anyio.to_thread
 from fastapi import APIRouter, Request, Response
 from pydantic import BaseModel, ConfigDict, Field
 
+from modelport.api import deps
 from modelport.api.access import note_tenant, require_owner_tenant
 from modelport.api.auth import CurrentPrincipal
-from modelport.api.deps import get_services
 from modelport.datasets.types import Dataset, DatasetVersion
 from modelport.tenancy.policy import Permission
 
@@ -62,12 +62,16 @@ def dataset_version_json(version: DatasetVersion) -> dict[str, Any]:
 
 @router.post("/datasets", status_code=201)
 def create_dataset(
-    body: CreateDataset, request: Request, response: Response, principal: CurrentPrincipal
+    datasets: deps.Datasets,
+    body: CreateDataset,
+    request: Request,
+    response: Response,
+    principal: CurrentPrincipal,
 ) -> dict[str, Any]:
     """A new dataset in a tenant's namespace (409 ``dataset_exists``)."""
     note_tenant(request, body.owner)
     require_owner_tenant(request, principal, body.owner)
-    dataset = get_services(request).datasets.create(
+    dataset = datasets.create(
         principal,
         body.owner,
         body.name,
@@ -80,18 +84,21 @@ def create_dataset(
 
 @router.get("/datasets")
 def list_datasets(
-    request: Request, principal: CurrentPrincipal, owner: str | None = None, task: str | None = None
+    datasets: deps.Datasets,
+    request: Request,
+    principal: CurrentPrincipal,
+    owner: str | None = None,
+    task: str | None = None,
 ) -> dict[str, Any]:
     """The datasets the caller may see, each with its latest version."""
-    found = get_services(request).datasets.listing(principal, owner=owner, task=task)
+    found = datasets.listing(principal, owner=owner, task=task)
     return {"items": [dataset_json(d, v) for d, v in found]}
 
 
 @router.get("/datasets/{owner}/{name}")
 def get_dataset(
-    owner: str, name: str, request: Request, principal: CurrentPrincipal
+    datasets: deps.Datasets, owner: str, name: str, request: Request, principal: CurrentPrincipal
 ) -> dict[str, Any]:
-    datasets = get_services(request).datasets
     dataset = datasets.require(principal, owner, name, Permission.MODEL_READ)
     versions = datasets.versions(principal, owner, name)
     return {
@@ -102,6 +109,7 @@ def get_dataset(
 
 @router.post("/datasets/{owner}/{name}/versions", status_code=201)
 async def publish_dataset_version(
+    datasets: deps.Datasets,
     owner: str,
     name: str,
     body: PublishDatasetVersion,
@@ -113,7 +121,7 @@ async def publish_dataset_version(
     409 ``dataset_version_exists``."""
     note_tenant(request, owner)
     version, created = await anyio.to_thread.run_sync(
-        get_services(request).datasets.publish, principal, owner, name, body.version, body.manifest
+        datasets.publish, principal, owner, name, body.version, body.manifest
     )
     if not created:
         response.status_code = 200
@@ -123,7 +131,12 @@ async def publish_dataset_version(
 
 @router.get("/datasets/{owner}/{name}/versions/{version}")
 def get_dataset_version(
-    owner: str, name: str, version: str, request: Request, principal: CurrentPrincipal
+    datasets: deps.Datasets,
+    owner: str,
+    name: str,
+    version: str,
+    request: Request,
+    principal: CurrentPrincipal,
 ) -> dict[str, Any]:
-    found = get_services(request).datasets.version(principal, owner, name, version)
+    found = datasets.version(principal, owner, name, version)
     return dataset_version_json(found)

@@ -14,8 +14,8 @@ from typing import Any
 import anyio.to_thread
 from fastapi import APIRouter, Request
 
+from modelport.api import deps
 from modelport.api.auth import CurrentPrincipal
-from modelport.api.deps import get_services
 from modelport.api.routes.endpoints import readable_endpoint
 from modelport.errors import InvalidInput
 from modelport.observability.version_traffic import VersionTraffic
@@ -47,6 +47,7 @@ def traffic_json(row: VersionTraffic) -> dict[str, Any]:
 
 @router.get("/endpoints/{name}/traffic")
 async def endpoint_traffic(
+    traffic: deps.VersionTraffic,
     name: str,
     request: Request,
     principal: CurrentPrincipal,
@@ -55,7 +56,6 @@ async def endpoint_traffic(
 ) -> dict[str, Any]:
     """Predictions, errors (by code), fallbacks and latency percentiles per version."""
     endpoint = await anyio.to_thread.run_sync(readable_endpoint, request, principal, name)
-    services = get_services(request)
     # Wall time, not the services' clock: the log stamps predictions with wall time.
     window_error = InvalidInput(
         f"'since' must be before 'until', at most {MAX_WINDOW.days} days apart",
@@ -70,7 +70,7 @@ async def endpoint_traffic(
     if start >= end or end - start > MAX_WINDOW:
         raise window_error
     report = await anyio.to_thread.run_sync(
-        lambda: services.version_traffic.report(name, owner=endpoint.tenant, since=start, until=end)
+        lambda: traffic.report(name, owner=endpoint.tenant, since=start, until=end)
     )
     return {
         "endpoint": name,

@@ -14,9 +14,9 @@ import anyio.to_thread
 from fastapi import APIRouter, Request, Response
 from pydantic import BaseModel, ConfigDict, Field
 
+from modelport.api import deps
 from modelport.api.access import note_tenant, require_tenant
 from modelport.api.auth import CurrentPrincipal
-from modelport.api.deps import get_services
 from modelport.api.routes.serving_json import deployment_json, endpoint_json
 from modelport.errors import InvalidInput
 from modelport.inference import access
@@ -130,7 +130,7 @@ class CreateDeployment(_Body):
 
 
 def serving(request: Request) -> ServingPlane:
-    return get_services(request).serving
+    return deps.serving_service(request)
 
 
 def require_endpoint(
@@ -159,7 +159,12 @@ def readable_endpoint(request: Request, principal: Principal, name: str) -> Endp
 
 @router.post("/endpoints", status_code=201)
 async def create_endpoint(
-    body: CreateEndpoint, request: Request, response: Response, principal: CurrentPrincipal
+    serving: deps.Serving,
+    tenancy: deps.Tenancy,
+    body: CreateEndpoint,
+    request: Request,
+    response: Response,
+    principal: CurrentPrincipal,
 ) -> dict[str, Any]:
     """Create an endpoint in the caller's tenant (the platform admin names the tenant)."""
     tenant = body.tenant or principal.tenant
@@ -168,9 +173,8 @@ async def create_endpoint(
             "'tenant' is required for a caller without one", code="invalid_request", field="tenant"
         )
     require_tenant(request, principal, tenant, Permission.VERSION_DEPLOY)
-    services = get_services(request)
-    await anyio.to_thread.run_sync(services.tenancy.get_tenant, tenant)
-    endpoint = await services.serving.create_endpoint(
+    await anyio.to_thread.run_sync(tenancy.get_tenant, tenant)
+    endpoint = await serving.create_endpoint(
         tenant,
         body.name,
         actor=principal.id,

@@ -8,9 +8,9 @@ import anyio.to_thread
 from fastapi import APIRouter, Request, Response
 from pydantic import BaseModel, ConfigDict, Field
 
+from modelport.api import deps
 from modelport.api.access import note_tenant
 from modelport.api.auth import CurrentPrincipal
-from modelport.api.deps import get_services
 from modelport.api.openapi.problem import problems
 from modelport.evaluations.types import BoardEntry, Claim, Evaluation, NewEvaluation
 
@@ -93,13 +93,17 @@ def entry_json(entry: BoardEntry) -> dict[str, Any]:
 
 @router.post("/evaluations", status_code=202, responses=problems(402, 429))
 async def submit_evaluation(
-    body: SubmitEvaluation, request: Request, response: Response, principal: CurrentPrincipal
+    evaluations: deps.Evaluations,
+    body: SubmitEvaluation,
+    request: Request,
+    response: Response,
+    principal: CurrentPrincipal,
 ) -> dict[str, Any]:
     """Evaluate a model version on a dataset split, as a job of the caller's tenant
     (metered and billed as any job). 400 ``unknown_split``, ``column_mismatch``,
     ``task_mismatch``, ``unknown_output``; 404 for a dataset or model the caller may not
     read or call."""
-    evaluation = await get_services(request).evaluations.submit(
+    evaluation = await evaluations.submit(
         principal,
         NewEvaluation(
             model=body.model,
@@ -117,22 +121,27 @@ async def submit_evaluation(
 
 @router.get("/evaluations/{evaluation_id}")
 def get_evaluation(
-    evaluation_id: str, request: Request, principal: CurrentPrincipal
+    evaluations: deps.Evaluations, evaluation_id: str, request: Request, principal: CurrentPrincipal
 ) -> dict[str, Any]:
-    return evaluation_json(get_services(request).evaluations.get(principal, evaluation_id))
+    return evaluation_json(evaluations.get(principal, evaluation_id))
 
 
 @router.get("/models/{owner}/{name}/evaluations")
 def model_evaluations(
-    owner: str, name: str, request: Request, principal: CurrentPrincipal
+    evaluations: deps.Evaluations,
+    owner: str,
+    name: str,
+    request: Request,
+    principal: CurrentPrincipal,
 ) -> dict[str, Any]:
     """A model's evaluations the caller may read, verified and claimed, newest first."""
-    found = get_services(request).evaluations.of_model(principal, owner, name)
+    found = evaluations.of_model(principal, owner, name)
     return {"items": [evaluation_json(e) for e in found]}
 
 
 @router.post("/models/{owner}/{name}/versions/{version}/claims", status_code=201)
 async def claim_scores(
+    evaluations: deps.Evaluations,
     owner: str,
     name: str,
     version: str,
@@ -150,19 +159,22 @@ async def claim_scores(
         split=body.split,
         metrics=body.metrics,
     )
-    made = await anyio.to_thread.run_sync(get_services(request).evaluations.claim, principal, claim)
+    made = await anyio.to_thread.run_sync(evaluations.claim, principal, claim)
     return evaluation_json(made)
 
 
 @router.get("/leaderboards")
-def list_leaderboards(request: Request, principal: CurrentPrincipal) -> dict[str, Any]:
+def list_leaderboards(
+    evaluations: deps.Evaluations, request: Request, principal: CurrentPrincipal
+) -> dict[str, Any]:
     """Every board with a published score, on datasets the caller may see."""
-    boards = get_services(request).evaluations.boards(principal)
+    boards = evaluations.boards(principal)
     return {"items": [{"task": task, "dataset": dataset} for task, dataset in boards]}
 
 
 @router.get("/leaderboards/{task}/{owner}/{name}")
 def get_leaderboard(
+    evaluations: deps.Evaluations,
     task: str,
     owner: str,
     name: str,
@@ -172,5 +184,5 @@ def get_leaderboard(
 ) -> dict[str, Any]:
     """Verified evaluations ranked by the task's score, with price and latency beside it;
     publishers' claims apart."""
-    board = get_services(request).evaluations.leaderboard(principal, task, f"{owner}/{name}", split)
+    board = evaluations.leaderboard(principal, task, f"{owner}/{name}", split)
     return board.to_doc(entry_json)

@@ -12,9 +12,9 @@ from typing import Any
 from fastapi import APIRouter, Request, Response
 from pydantic import BaseModel, ConfigDict, Field
 
+from modelport.api import deps
 from modelport.api.access import require_platform
 from modelport.api.auth import CurrentPrincipal
-from modelport.api.deps import get_services
 from modelport.registry.types import FormatDecision
 from modelport.tenancy.policy import Permission
 
@@ -37,9 +37,10 @@ def decision_json(decision: FormatDecision) -> dict[str, Any]:
 
 
 @router.get("/formats")
-def list_formats(request: Request, principal: CurrentPrincipal) -> dict[str, Any]:
+def list_formats(
+    registry: deps.Registry, request: Request, principal: CurrentPrincipal
+) -> dict[str, Any]:
     """The formats the platform runs, and those an operator accepted for approval."""
-    registry = get_services(request).registry
     return {
         "runnable": sorted(registry.runnable_formats()),
         "accepted": [decision_json(d) for d in registry.format_decisions()],
@@ -48,22 +49,22 @@ def list_formats(request: Request, principal: CurrentPrincipal) -> dict[str, Any
 
 @router.put("/formats/{fmt}")
 def accept_format(
-    fmt: str, body: Decision, request: Request, principal: CurrentPrincipal
+    registry: deps.Registry, fmt: str, body: Decision, request: Request, principal: CurrentPrincipal
 ) -> dict[str, Any]:
     """Accept a format the platform does not run, so its versions may be approved."""
     require_platform(request, principal, Permission.PLATFORM_MANAGE)
     request.state.audit_action = "formats.accept"
     request.state.audit_reason = body.reason
-    decision = get_services(request).registry.decide_format(
-        fmt, reason=body.reason, actor=principal.id
-    )
+    decision = registry.decide_format(fmt, reason=body.reason, actor=principal.id)
     return decision_json(decision)
 
 
 @router.delete("/formats/{fmt}", status_code=204)
-def withdraw_format(fmt: str, request: Request, principal: CurrentPrincipal) -> Response:
+def withdraw_format(
+    registry: deps.Registry, fmt: str, request: Request, principal: CurrentPrincipal
+) -> Response:
     """Withdraw the decision: further approvals of the format are refused."""
     require_platform(request, principal, Permission.PLATFORM_MANAGE)
     request.state.audit_action = "formats.withdraw"
-    get_services(request).registry.withdraw_format(fmt)
+    registry.withdraw_format(fmt)
     return Response(status_code=204)

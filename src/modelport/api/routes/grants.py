@@ -11,9 +11,9 @@ from typing import Any
 from fastapi import APIRouter, Request, Response
 from pydantic import BaseModel, ConfigDict, Field
 
+from modelport.api import deps
 from modelport.api.access import enforce, forbidden, note_tenant, require_tenant
 from modelport.api.auth import CurrentPrincipal
-from modelport.api.deps import get_services
 from modelport.api.routes.tenancy_json import grant_json
 from modelport.errors import InvalidInput
 from modelport.tenancy.policy import Permission, TenantScoped, permissions_of
@@ -35,7 +35,7 @@ class CreateGrant(BaseModel):
 
 def _visible_grant(request: Request, principal: Principal, grant_id: int) -> Grant:
     """A grant given by or to the caller's tenant (404 otherwise)."""
-    grant = get_services(request).tenancy.get_grant(grant_id)
+    grant = deps.tenancy_service(request).get_grant(grant_id)
     side = grant.grantee if principal.tenant == grant.grantee else grant.namespace
     note_tenant(request, grant.namespace)
     enforce(
@@ -49,21 +49,26 @@ def _visible_grant(request: Request, principal: Principal, grant_id: int) -> Gra
 
 @router.post("/grants", status_code=201)
 def create_grant(
-    body: CreateGrant, request: Request, response: Response, principal: CurrentPrincipal
+    tenancy: deps.Tenancy,
+    registry: deps.Registry,
+    datasets: deps.Datasets,
+    templates: deps.Templates,
+    body: CreateGrant,
+    request: Request,
+    response: Response,
+    principal: CurrentPrincipal,
 ) -> dict[str, Any]:
     """Share; 201 when created, 200 when the same grant already exists."""
-    services = get_services(request)
     namespace = body.namespace or principal.tenant
     if namespace is None:
         raise InvalidInput("name the namespace to share", code="invalid_request", field="namespace")
     require_tenant(request, principal, namespace, Permission.GRANTS_MANAGE)
-    services.tenancy.get_tenant(body.grantee)
+    tenancy.get_tenant(body.grantee)
     if body.model is not None and not (
-        services.datasets.exists(namespace, body.model)
-        or services.templates.exists(namespace, body.model)
+        datasets.exists(namespace, body.model) or templates.exists(namespace, body.model)
     ):
-        services.registry.get_model(namespace, body.model)  # a model, else its 404
-    grant, created = services.tenancy.create_grant(
+        registry.get_model(namespace, body.model)  # a model, else its 404
+    grant, created = tenancy.create_grant(
         namespace, body.grantee, model=body.model, actor=principal.id
     )
     response.status_code = 201 if created else 200
@@ -73,10 +78,9 @@ def create_grant(
 
 @router.get("/grants")
 def list_grants(
-    request: Request, principal: CurrentPrincipal, tenant: str | None = None
+    tenancy: deps.Tenancy, request: Request, principal: CurrentPrincipal, tenant: str | None = None
 ) -> dict[str, Any]:
     """Grants given by or to a tenant (one's own; any for the platform admin)."""
-    tenancy = get_services(request).tenancy
     if Permission.PLATFORM_MANAGE not in permissions_of(principal):
         if principal.tenant is None or tenant not in (None, principal.tenant):
             raise tenant_not_found(tenant or "")
@@ -91,11 +95,13 @@ def get_grant(grant_id: int, request: Request, principal: CurrentPrincipal) -> d
 
 
 @router.delete("/grants/{grant_id}", status_code=204)
-def delete_grant(grant_id: int, request: Request, principal: CurrentPrincipal) -> Response:
+def delete_grant(
+    tenancy: deps.Tenancy, grant_id: int, request: Request, principal: CurrentPrincipal
+) -> Response:
     """Withdraw a grant (only the granting tenant may)."""
     grant = _visible_grant(request, principal, grant_id)
     if principal.tenant == grant.grantee:
         raise forbidden(Permission.GRANTS_MANAGE)
     require_tenant(request, principal, grant.namespace, Permission.GRANTS_MANAGE)
-    get_services(request).tenancy.delete_grant(grant_id)
+    tenancy.delete_grant(grant_id)
     return Response(status_code=204)

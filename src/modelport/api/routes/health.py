@@ -2,17 +2,14 @@
 
 from __future__ import annotations
 
-import logging
-
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field
-from sqlalchemy import text
 
-from modelport.api.deps import get_services
+from modelport.api import deps
+from modelport.api.readiness import database_answers
 
 router = APIRouter(tags=["operations"])
-log = logging.getLogger(__name__)
 
 
 class Health(BaseModel):
@@ -35,15 +32,8 @@ def healthz() -> dict[str, str]:
     response_model=Readiness,
     responses={503: {"model": Readiness, "description": "Not ready: the database does not answer"}},
 )
-def readyz(request: Request) -> JSONResponse:
-    """The process can serve: its database answers."""
-    services = get_services(request)
-    try:
-        with services.database.transaction() as session:
-            session.execute(text("SELECT 1"))
-    except Exception:  # any driver error means not ready
-        # Logged, not answered: the probe is open to anyone, and a driver's message names
-        # hosts, users and databases.
-        log.warning("readiness: the database does not answer", exc_info=True)
+def readyz(database: deps.Database, request: Request) -> JSONResponse:
+    """The process can serve: its database answers (``api.readiness``)."""
+    if not database_answers(database):
         return JSONResponse({"status": "unavailable", "database": "unavailable"}, status_code=503)
     return JSONResponse({"status": "ok"})

@@ -13,8 +13,8 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Query, Request, Response
 from pydantic import BaseModel, ConfigDict, Field
 
+from modelport.api import deps
 from modelport.api.auth import CurrentPrincipal
-from modelport.api.deps import get_services
 from modelport.api.routes.billing_access import readable_tenant, require_document
 from modelport.api.routes.billing_json import credit_note_json, invoice_json
 from modelport.metering.billing.repository import invoice_not_found
@@ -45,7 +45,7 @@ class CreditNoteBody(BaseModel):
 def _invoice(
     request: Request, principal: Principal, invoice_id: int, permission: Permission
 ) -> Invoice:
-    invoice = get_services(request).billing.get_invoice(invoice_id)
+    invoice = deps.billing_service(request).get_invoice(invoice_id)
     require_document(
         request, principal, invoice.tenant, permission, lambda: invoice_not_found(invoice_id)
     )
@@ -54,6 +54,7 @@ def _invoice(
 
 @router.get("/invoices")
 def list_invoices(
+    billing: deps.Billing,
     request: Request,
     principal: CurrentPrincipal,
     tenant: Annotated[str | None, Query(description="Default: one's own tenant")] = None,
@@ -62,44 +63,45 @@ def list_invoices(
 ) -> dict[str, Any]:
     """Invoices newest period first (without their lines)."""
     tenant = readable_tenant(request, principal, tenant)
-    invoices = get_services(request).billing.list_invoices(
-        tenant=tenant, period=period, status=status
-    )
+    invoices = billing.list_invoices(tenant=tenant, period=period, status=status)
     return {"items": [invoice_json(i, lines=False) for i in invoices]}
 
 
 @router.get("/invoices/{invoice_id}")
-def get_invoice(invoice_id: int, request: Request, principal: CurrentPrincipal) -> dict[str, Any]:
+def get_invoice(
+    billing: deps.Billing, invoice_id: int, request: Request, principal: CurrentPrincipal
+) -> dict[str, Any]:
     """An invoice with its lines and its credit notes."""
     invoice = _invoice(request, principal, invoice_id, Permission.USAGE_READ)
     body = invoice_json(invoice)
-    notes = get_services(request).billing.credit_notes(invoice_id)
+    notes = billing.credit_notes(invoice_id)
     body["credit_notes"] = [credit_note_json(n) for n in notes]
     return body
 
 
 @router.post("/invoices/{invoice_id}/finalize")
 def finalize_invoice(
-    invoice_id: int, request: Request, principal: CurrentPrincipal
+    billing: deps.Billing, invoice_id: int, request: Request, principal: CurrentPrincipal
 ) -> dict[str, Any]:
     """Rebuild the draft from the ledger one last time and make it final (409
     ``invoice_finalized`` if it is, ``period_open`` before the period has closed)."""
     _invoice(request, principal, invoice_id, Permission.PLATFORM_MANAGE)
-    invoice = get_services(request).billing.finalize_invoice(invoice_id, actor=principal.id)
+    invoice = billing.finalize_invoice(invoice_id, actor=principal.id)
     return invoice_json(invoice)
 
 
 @router.get("/invoices/{invoice_id}/credit-notes")
 def list_credit_notes(
-    invoice_id: int, request: Request, principal: CurrentPrincipal
+    billing: deps.Billing, invoice_id: int, request: Request, principal: CurrentPrincipal
 ) -> dict[str, Any]:
     _invoice(request, principal, invoice_id, Permission.USAGE_READ)
-    notes = get_services(request).billing.credit_notes(invoice_id)
+    notes = billing.credit_notes(invoice_id)
     return {"items": [credit_note_json(n) for n in notes]}
 
 
 @router.post("/invoices/{invoice_id}/credit-notes", status_code=201)
 def add_credit_note(
+    billing: deps.Billing,
     invoice_id: int,
     body: CreditNoteBody,
     request: Request,
@@ -109,7 +111,7 @@ def add_credit_note(
     """Give money back on a finalised invoice; never more than it (or a line) charged."""
     _invoice(request, principal, invoice_id, Permission.PLATFORM_MANAGE)
     request.state.audit_reason = body.reason
-    note = get_services(request).billing.add_credit_note(
+    note = billing.add_credit_note(
         invoice_id,
         reason=body.reason,
         lines=[CreditNoteLine(x.description, x.amount_micros, x.invoice_line) for x in body.lines],

@@ -19,9 +19,9 @@ from fastapi import APIRouter, Header, Request, Response
 from pydantic import BaseModel, ConfigDict, Field
 from starlette.responses import StreamingResponse
 
+from modelport.api import deps
 from modelport.api.access import require_tenant
 from modelport.api.auth import CurrentPrincipal, require_principal
-from modelport.api.deps import get_services
 from modelport.api.openapi.problem import problems
 from modelport.api.routes.blobs import blob_headers
 from modelport.errors import InvalidInput
@@ -82,7 +82,7 @@ class SubmitJob(_Body):
 
 
 def jobs(request: Request) -> JobService:
-    return get_services(request).jobs
+    return deps.jobs_service(request)
 
 
 def _scope(request: Request, principal: Principal) -> str | None:
@@ -170,14 +170,19 @@ def list_jobs(
 
 
 @router.get(JOB_PATH)
-def get_job(job_id: str, request: Request, principal: CurrentPrincipal) -> dict[str, Any]:
+def get_job(
+    jobs: deps.Jobs,
+    job_outputs: deps.JobOutputs,
+    job_id: str,
+    request: Request,
+    principal: CurrentPrincipal,
+) -> dict[str, Any]:
     """The job: its state, each stage's attempts, times and errors, and (once it
     succeeded) its outputs."""
-    services = get_services(request)
     scope, kind = _read_scope(request, principal)
-    job = services.jobs.get(scope, job_id, kind=kind)
-    output = services.job_outputs.output(job)
-    return job_json(job, output, services.jobs.progress(job), output_url(request, job.id))
+    job = jobs.get(scope, job_id, kind=kind)
+    output = job_outputs.output(job)
+    return job_json(job, output, jobs.progress(job), output_url(request, job.id))
 
 
 @router.get(
@@ -192,6 +197,7 @@ def get_job(job_id: str, request: Request, principal: CurrentPrincipal) -> dict[
     },
 )
 def get_job_output(
+    job_outputs: deps.JobOutputs,
     job_id: str,
     digest: str,
     request: Request,
@@ -202,7 +208,7 @@ def get_job_output(
     ``signature`` (no key needed; 403 ``invalid_signature``, 403 ``url_expired``), or
     with a key of the job's tenant. 404 ``output_not_found`` for a digest that is not
     one of the job's outputs."""
-    outputs = get_services(request).job_outputs
+    outputs = job_outputs
     if expires is not None or signature is not None:
         blob, body = outputs.open_signed(job_id, digest, expires or "", signature or "")
     else:

@@ -13,9 +13,9 @@ from typing import Any
 from fastapi import APIRouter, Request, Response
 from pydantic import BaseModel, ConfigDict, Field
 
+from modelport.api import deps
 from modelport.api.access import enforce, forbidden, note_tenant, require_tenant
 from modelport.api.auth import CurrentPrincipal
-from modelport.api.deps import get_services
 from modelport.api.routes.tenancy_json import issued_json, key_json
 from modelport.errors import Forbidden, InvalidInput
 from modelport.tenancy.policy import (
@@ -55,7 +55,7 @@ def _member_of(principal: Principal) -> str | None:
 
 
 def _check_issuable(request: Request, principal: Principal, tenant: str, member: str) -> None:
-    holder = get_services(request).tenancy.get_member(tenant, member)
+    holder = deps.tenancy_service(request).get_member(tenant, member)
     if not may_issue_for(principal, holder.roles):
         raise Forbidden(
             f"{holder.principal_id} can do more than this key's roles allow; only the "
@@ -66,7 +66,7 @@ def _check_issuable(request: Request, principal: Principal, tenant: str, member:
 
 def _key_for(request: Request, principal: Principal, key_id: str) -> ApiKey:
     """A key the caller may manage (404 ``key_not_found`` for keys of other tenants)."""
-    key = get_services(request).tenancy.get_key(key_id)
+    key = deps.tenancy_service(request).get_key(key_id)
     note_tenant(request, key.tenant)
     enforce(
         principal,
@@ -79,7 +79,12 @@ def _key_for(request: Request, principal: Principal, key_id: str) -> ApiKey:
 
 @router.post("/keys", status_code=201)
 def create_key(
-    body: CreateKey, request: Request, response: Response, principal: CurrentPrincipal
+    tenancy: deps.Tenancy,
+    clock: deps.Clock,
+    body: CreateKey,
+    request: Request,
+    response: Response,
+    principal: CurrentPrincipal,
 ) -> dict[str, Any]:
     """Create a key; the response holds its secret (``key``), shown this once."""
     tenant = body.tenant or principal.tenant
@@ -96,8 +101,8 @@ def create_key(
         raise InvalidInput("give expires_at or expires_in_seconds, not both", code="invalid_expiry")
     expires_at = body.expires_at
     if body.expires_in_seconds is not None:
-        expires_at = get_services(request).clock.now() + timedelta(seconds=body.expires_in_seconds)
-    issued = get_services(request).tenancy.create_key(
+        expires_at = clock.now() + timedelta(seconds=body.expires_in_seconds)
+    issued = tenancy.create_key(
         tenant,
         member,
         name=body.name,
@@ -113,13 +118,13 @@ def create_key(
 
 @router.get("/keys")
 def list_keys(
+    tenancy: deps.Tenancy,
     request: Request,
     principal: CurrentPrincipal,
     tenant: str | None = None,
     member: str | None = None,
 ) -> dict[str, Any]:
     """Keys (never their secrets): one's own, or a tenant's for its owners."""
-    tenancy = get_services(request).tenancy
     if Permission.PLATFORM_MANAGE in permissions_of(principal):
         return {"items": [key_json(k) for k in tenancy.list_keys(tenant=tenant, member=member)]}
     own = principal.tenant
@@ -142,20 +147,26 @@ def get_key(key_id: str, request: Request, principal: CurrentPrincipal) -> dict[
 
 
 @router.delete("/keys/{key_id}")
-def revoke_key(key_id: str, request: Request, principal: CurrentPrincipal) -> dict[str, Any]:
+def revoke_key(
+    tenancy: deps.Tenancy, key_id: str, request: Request, principal: CurrentPrincipal
+) -> dict[str, Any]:
     """Revoke a key: it stops working at once, on every gateway."""
     _key_for(request, principal, key_id)
-    return key_json(get_services(request).tenancy.revoke_key(key_id))
+    return key_json(tenancy.revoke_key(key_id))
 
 
 @router.post("/keys/{key_id}/rotate", status_code=201)
 def rotate_key(
-    key_id: str, request: Request, response: Response, principal: CurrentPrincipal
+    tenancy: deps.Tenancy,
+    key_id: str,
+    request: Request,
+    response: Response,
+    principal: CurrentPrincipal,
 ) -> dict[str, Any]:
     """Replace a key with a new one (shown this once); the old one stops working."""
     key = _key_for(request, principal, key_id)
     _check_issuable(request, principal, key.tenant, key.member)
-    issued = get_services(request).tenancy.rotate_key(key_id, actor=principal.id, issuer=principal)
+    issued = tenancy.rotate_key(key_id, actor=principal.id, issuer=principal)
     response.headers.update(NO_STORE)
     response.headers["Location"] = f"/api/keys/{issued.key.id}"
     return issued_json(issued)

@@ -21,9 +21,9 @@ from typing import Any
 from fastapi import APIRouter, Request
 from pydantic import BaseModel, ConfigDict, Field
 
+from modelport.api import deps
 from modelport.api.access import enforce, model_resource, note_tenant
 from modelport.api.auth import CurrentPrincipal
-from modelport.api.deps import get_services
 from modelport.errors import Forbidden, NotFound
 from modelport.registry.errors import model_not_found
 from modelport.store.base import utcnow
@@ -136,21 +136,20 @@ def _scope_tenant(
     request: Request, principal: Principal, scope_type: ScopeType, scope_id: str, write: bool
 ) -> str:
     """The tenant a scope belongs to, once the caller may read (or change) its limits."""
-    services = get_services(request)
     if scope_type is ScopeType.TENANT:
-        tenant = services.tenancy.get_tenant(scope_id).slug
+        tenant = deps.tenancy_service(request).get_tenant(scope_id).slug
         permission = Permission.TENANT_MANAGE if write else Permission.TENANT_READ
         resource: Resource = TenantScoped(tenant)
         hidden: Callable[[], NotFound] = partial(tenant_not_found, tenant)
     elif scope_type is ScopeType.KEY:
-        key = services.tenancy.get_key(scope_id)
+        key = deps.tenancy_service(request).get_key(scope_id)
         tenant = key.tenant
         permission = Permission.KEYS_MANAGE
         resource = TenantScoped(tenant, key.principal_id)
         hidden = partial(key_not_found, scope_id)
     else:
         owner, _, name = scope_id.partition("/")
-        model = services.registry.get_model(owner, name)
+        model = deps.registry_service(request).get_model(owner, name)
         tenant = model.owner
         permission = Permission.MODEL_REGISTER if write else Permission.MODEL_READ
         resource = model_resource(request, principal, owner, name, model.visibility.value)
@@ -161,6 +160,7 @@ def _scope_tenant(
 
 @router.get("/limits")
 def list_limits(
+    limits: deps.Limits,
     request: Request,
     principal: CurrentPrincipal,
     tenant: str | None = None,
@@ -173,20 +173,25 @@ def list_limits(
         if tenant is None:
             raise Forbidden("a tenant is needed", code="forbidden")
         _scope_tenant(request, principal, ScopeType.TENANT, tenant, write=False)
-    items = get_services(request).limits.list_limits(tenant=tenant, scope_type=scope_type)
+    items = limits.list_limits(tenant=tenant, scope_type=scope_type)
     return {"items": [limits_json(item) for item in items]}
 
 
 @router.get("/limits/{scope_type}/{scope_id:path}")
 def get_limits(
-    scope_type: ScopeType, scope_id: str, request: Request, principal: CurrentPrincipal
+    limits: deps.Limits,
+    scope_type: ScopeType,
+    scope_id: str,
+    request: Request,
+    principal: CurrentPrincipal,
 ) -> dict[str, Any]:
     _scope_tenant(request, principal, scope_type, scope_id, write=False)
-    return limits_json(get_services(request).limits.get_limits(scope_type, scope_id))
+    return limits_json(limits.get_limits(scope_type, scope_id))
 
 
 @router.put("/limits/{scope_type}/{scope_id:path}")
 def put_limits(
+    limits: deps.Limits,
     scope_type: ScopeType,
     scope_id: str,
     body: PutLimits,
@@ -195,7 +200,7 @@ def put_limits(
 ) -> dict[str, Any]:
     """Set (replace) a scope's limits; a field left out or null is not limited."""
     tenant = _scope_tenant(request, principal, scope_type, scope_id, write=True)
-    limits = get_services(request).limits.set_limits(
+    stored = limits.set_limits(
         scope_type,
         scope_id,
         tenant=tenant,
@@ -206,19 +211,23 @@ def put_limits(
         job_concurrency=body.job_concurrency,
         actor=principal.id,
     )
-    return limits_json(limits)
+    return limits_json(stored)
 
 
 @router.delete("/limits/{scope_type}/{scope_id:path}", status_code=204)
 def delete_limits(
-    scope_type: ScopeType, scope_id: str, request: Request, principal: CurrentPrincipal
+    limits: deps.Limits,
+    scope_type: ScopeType,
+    scope_id: str,
+    request: Request,
+    principal: CurrentPrincipal,
 ) -> None:
     _scope_tenant(request, principal, scope_type, scope_id, write=True)
-    get_services(request).limits.delete_limits(scope_type, scope_id)
+    limits.delete_limits(scope_type, scope_id)
 
 
 def _budget_access(request: Request, principal: Principal, tenant: str, write: bool) -> str:
-    slug = get_services(request).tenancy.get_tenant(tenant).slug
+    slug = deps.tenancy_service(request).get_tenant(tenant).slug
     permission = Permission.TENANT_MANAGE if write else Permission.USAGE_READ
     _enforce(
         request,
@@ -232,31 +241,37 @@ def _budget_access(request: Request, principal: Principal, tenant: str, write: b
 
 
 @router.get("/budgets/{tenant}")
-def get_budget(tenant: str, request: Request, principal: CurrentPrincipal) -> dict[str, Any]:
+def get_budget(
+    limits: deps.Limits, tenant: str, request: Request, principal: CurrentPrincipal
+) -> dict[str, Any]:
     slug = _budget_access(request, principal, tenant, write=False)
-    budget = get_services(request).limits.get_budget(slug)
+    budget = limits.get_budget(slug)
     return budget_json(budget, period_of(utcnow()))
 
 
 @router.put("/budgets/{tenant}")
 def put_budget(
-    tenant: str, body: PutBudget, request: Request, principal: CurrentPrincipal
+    limits: deps.Limits, tenant: str, body: PutBudget, request: Request, principal: CurrentPrincipal
 ) -> dict[str, Any]:
     """Set a tenant's spending caps (micro-units; null: no cap). Spending is kept."""
     slug = _budget_access(request, principal, tenant, write=True)
-    budget = get_services(request).limits.set_budget(
+    budget = limits.set_budget(
         slug, hard_cap_micros=body.hard_cap_micros, soft_cap_micros=body.soft_cap_micros
     )
     return budget_json(budget, period_of(utcnow()))
 
 
 @router.delete("/budgets/{tenant}", status_code=204)
-def delete_budget(tenant: str, request: Request, principal: CurrentPrincipal) -> None:
+def delete_budget(
+    limits: deps.Limits, tenant: str, request: Request, principal: CurrentPrincipal
+) -> None:
     slug = _budget_access(request, principal, tenant, write=True)
-    get_services(request).limits.delete_budget(slug)
+    limits.delete_budget(slug)
 
 
 @router.get("/budgets/{tenant}/alerts")
-def budget_alerts(tenant: str, request: Request, principal: CurrentPrincipal) -> dict[str, Any]:
+def budget_alerts(
+    limits: deps.Limits, tenant: str, request: Request, principal: CurrentPrincipal
+) -> dict[str, Any]:
     slug = _budget_access(request, principal, tenant, write=False)
-    return {"items": [alert_json(a) for a in get_services(request).limits.budget_alerts(slug)]}
+    return {"items": [alert_json(a) for a in limits.budget_alerts(slug)]}

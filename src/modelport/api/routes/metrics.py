@@ -13,9 +13,9 @@ import hmac
 from fastapi import APIRouter, Request
 from starlette.responses import Response
 
+from modelport.api import deps
 from modelport.api.access import forbidden
 from modelport.api.auth import bearer_token
-from modelport.api.deps import get_services
 from modelport.observability.metrics import exposition
 from modelport.tenancy.policy import Permission, permissions_of
 
@@ -24,12 +24,11 @@ router = APIRouter(tags=["operations"])
 
 def require_operator(request: Request) -> None:
     """Let through the metrics token or an operator's credential; raise otherwise."""
-    services = get_services(request)
     token = bearer_token(request)
-    scraper = services.settings.metrics_token
+    scraper = deps.settings_service(request).metrics_token
     if token and scraper and hmac.compare_digest(token.encode(), scraper.encode()):
         return
-    principal = services.authenticator.authenticate(token)
+    principal = deps.authenticator_service(request).authenticate(token)
     if Permission.PLATFORM_MANAGE not in permissions_of(principal):
         raise forbidden(Permission.PLATFORM_MANAGE)
 
@@ -48,9 +47,7 @@ def require_operator(request: Request) -> None:
         }
     },
 )
-def metrics(request: Request) -> Response:
+def metrics(metrics: deps.Metrics, request: Request) -> Response:
     require_operator(request)
-    body, content_type = exposition(
-        get_services(request).metrics.registry, request.headers.get("accept", "")
-    )
+    body, content_type = exposition(metrics.registry, request.headers.get("accept", ""))
     return Response(body, headers={"Content-Type": content_type})

@@ -7,9 +7,9 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Query, Request, Response
 from pydantic import BaseModel, ConfigDict, Field
 
+from modelport.api import deps
 from modelport.api.access import catalog_viewer, require_model, require_namespace
 from modelport.api.auth import CurrentPrincipal
-from modelport.api.deps import get_services
 from modelport.api.routes.registry_json import model_json
 from modelport.registry.catalog import MAX_LIMIT
 from modelport.registry.facets import PRICE_BANDS
@@ -33,6 +33,7 @@ class CreateModel(BaseModel):
 
 @router.get("/models")
 def list_models(
+    registry: deps.Registry,
     request: Request,
     principal: CurrentPrincipal,
     q: Annotated[
@@ -58,7 +59,7 @@ def list_models(
     """The catalog, filtered to what the caller may see; pass ``next_cursor`` back as
     ``cursor`` for the next page. With ``q`` (or ``facets``) the answer also holds
     ``facets``, ``total`` and, when nothing matched, ``suggestions``."""
-    page = get_services(request).registry.search(
+    page = registry.search(
         CatalogQuery(
             q=q,
             task=task,
@@ -89,10 +90,14 @@ def list_models(
 
 @router.post("/models", status_code=201)
 def create_model(
-    body: CreateModel, request: Request, response: Response, principal: CurrentPrincipal
+    registry: deps.Registry,
+    body: CreateModel,
+    request: Request,
+    response: Response,
+    principal: CurrentPrincipal,
 ) -> dict[str, Any]:
     require_namespace(request, principal, body.owner, Permission.MODEL_REGISTER)
-    model = get_services(request).registry.create_model(
+    model = registry.create_model(
         body.owner,
         body.name,
         actor=principal.id,

@@ -13,9 +13,9 @@ from typing import Annotated, Any, Literal
 from fastapi import APIRouter, Query, Request
 from pydantic import BaseModel, ConfigDict, Field
 
+from modelport.api import deps
 from modelport.api.access import require_tenant
 from modelport.api.auth import CurrentPrincipal
-from modelport.api.deps import get_services
 from modelport.api.openapi.problem import problems
 from modelport.errors import InvalidInput
 from modelport.moderation.repository import MAX_LIMIT
@@ -115,7 +115,7 @@ def decision_json(record: DecisionRecord) -> dict[str, Any]:
 
 
 def _owner_of(request: Request, principal: Principal, tenant: str) -> str:
-    slug = get_services(request).tenancy.get_tenant(tenant).slug
+    slug = deps.tenancy_service(request).get_tenant(tenant).slug
     require_tenant(request, principal, slug, Permission.TENANT_MANAGE)
     return slug
 
@@ -125,6 +125,7 @@ def _owner_of(request: Request, principal: Principal, tenant: str) -> str:
     responses=problems(404),
 )
 def get_policy(
+    moderation: deps.Moderation,
     tenant: str,
     request: Request,
     principal: CurrentPrincipal,
@@ -132,7 +133,7 @@ def get_policy(
 ) -> dict[str, Any]:
     """The tenant's policy in force (or one of its versions)."""
     slug = _owner_of(request, principal, tenant)
-    return policy_json(get_services(request).moderation.get_policy(slug, version))
+    return policy_json(moderation.get_policy(slug, version))
 
 
 @router.put(
@@ -140,7 +141,11 @@ def get_policy(
     responses=problems(400, 409),
 )
 def put_policy(
-    tenant: str, body: PutPolicy, request: Request, principal: CurrentPrincipal
+    moderation: deps.Moderation,
+    tenant: str,
+    body: PutPolicy,
+    request: Request,
+    principal: CurrentPrincipal,
 ) -> dict[str, Any]:
     """Replace the tenant's policy: stored as its next version, in force at once."""
     slug = _owner_of(request, principal, tenant)
@@ -154,12 +159,13 @@ def put_policy(
         thresholds={k: Threshold(t.flag, t.block) for k, t in body.thresholds.items()},
         sync=body.sync,
     )
-    policy = get_services(request).moderation.set_policy(slug, draft, principal.id)
+    policy = moderation.set_policy(slug, draft, principal.id)
     return policy_json(policy)
 
 
 @router.get("/moderation/decisions", responses=problems(400))
 def list_decisions(
+    moderation: deps.Moderation,
     request: Request,
     principal: CurrentPrincipal,
     tenant: Annotated[
@@ -196,7 +202,7 @@ def list_decisions(
         limit=limit,
         cursor=cursor,
     )
-    page = get_services(request).moderation.decisions(query)
+    page = moderation.decisions(query)
     return {"items": [decision_json(r) for r in page.items], "next_cursor": page.next_cursor}
 
 

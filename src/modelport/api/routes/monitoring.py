@@ -20,8 +20,8 @@ from typing import Any
 import anyio.to_thread
 from fastapi import APIRouter, Request, Response
 
+from modelport.api import deps
 from modelport.api.auth import CurrentPrincipal
-from modelport.api.deps import get_services
 from modelport.api.routes.endpoints import readable_endpoint, require_endpoint
 from modelport.errors import NotFound
 from modelport.monitoring.types import MonitoringReport, MonitorPolicy
@@ -67,38 +67,45 @@ def _managed(request: Request, principal: CurrentPrincipal, name: str) -> None:
 
 
 @router.get("/endpoints/{name}/monitor")
-def get_monitor(name: str, request: Request, principal: CurrentPrincipal) -> dict[str, Any]:
+def get_monitor(
+    monitoring: deps.Monitoring, name: str, request: Request, principal: CurrentPrincipal
+) -> dict[str, Any]:
     """The endpoint's monitor policy."""
     readable_endpoint(request, principal, name)
-    policy = get_services(request).monitoring.policy(name)
+    policy = monitoring.policy(name)
     return policy_json(policy or MonitorPolicy(), configured=policy is not None)
 
 
 @router.put("/endpoints/{name}/monitor")
 def put_monitor(
-    name: str, body: MonitorPolicy, request: Request, principal: CurrentPrincipal
+    monitoring: deps.Monitoring,
+    name: str,
+    body: MonitorPolicy,
+    request: Request,
+    principal: CurrentPrincipal,
 ) -> dict[str, Any]:
     """Set the endpoint's monitor policy."""
     _managed(request, principal, name)
-    stored = get_services(request).monitoring.set_policy(name, body, actor=principal.id)
+    stored = monitoring.set_policy(name, body, actor=principal.id)
     return policy_json(stored, configured=True)
 
 
 @router.delete("/endpoints/{name}/monitor", status_code=204)
-def delete_monitor(name: str, request: Request, principal: CurrentPrincipal) -> Response:
+def delete_monitor(
+    monitoring: deps.Monitoring, name: str, request: Request, principal: CurrentPrincipal
+) -> Response:
     """Stop monitoring the endpoint."""
     _managed(request, principal, name)
-    if not get_services(request).monitoring.delete_policy(name):
+    if not monitoring.delete_policy(name):
         raise NotFound(f"endpoint {name} has no monitor", code="monitor_not_found")
     return Response(status_code=204)
 
 
 @router.get("/endpoints/{name}/monitoring")
 async def get_monitoring(
-    name: str, request: Request, principal: CurrentPrincipal
+    monitoring: deps.Monitoring, name: str, request: Request, principal: CurrentPrincipal
 ) -> dict[str, Any]:
     """Drift and quality per version of the endpoint, computed now."""
     await anyio.to_thread.run_sync(readable_endpoint, request, principal, name)
-    monitoring = get_services(request).monitoring
     report = await anyio.to_thread.run_sync(monitoring.report, name)
     return report_json(report)

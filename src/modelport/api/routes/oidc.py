@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, RedirectResponse
 
-from modelport.api.deps import get_services
+from modelport.api import deps
 from modelport.errors import InvalidInput, NotFound, Unauthenticated, Unavailable
 
 if TYPE_CHECKING:  # the ``oidc`` extra: imported only where OIDC is configured
@@ -28,7 +28,7 @@ COOKIE_PATH = "/auth/oidc"
 
 
 def _oidc(request: Request) -> tuple[OidcClient, PendingSignIns]:
-    oidc = get_services(request).oidc
+    oidc = deps.oidc_service(request)
     if oidc is None:
         raise NotFound("OpenID Connect sign-in is not configured", code="not_found")
     if oidc.pending is None:

@@ -34,9 +34,9 @@ from pydantic import BaseModel, Field
 from starlette.routing import BaseRoute
 from starlette.routing import Route as HttpRoute
 
+from modelport.api import deps
 from modelport.api.auth import require_principal_async
 from modelport.api.calls import answered, caller_of
-from modelport.api.deps import get_services
 from modelport.api.disconnect import CLIENT_CLOSED, CallerWatch
 from modelport.api.openapi import problems
 from modelport.api.routes.predict_codec import PredictRequest, encode_outputs, parse_predict
@@ -115,10 +115,9 @@ against the whole ``/api`` table costs more than routing it to a version."""
 
 
 async def _predict(name: str, request: Request) -> Response:
-    services = get_services(request)
     caller = caller_of(request, await require_principal_async(request))
-    decoder = _Decoder(request, caller, services.settings.max_tensor_elements)
-    call = services.inference.call_endpoint(
+    decoder = _Decoder(request, caller, deps.settings_service(request).max_tensor_elements)
+    call = deps.inference_service(request).call_endpoint(
         caller, EndpointTarget(name), decoder.decode, encode=decoder.encode
     )
     outcome = await answered(request, caller, call)

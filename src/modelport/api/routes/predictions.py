@@ -25,8 +25,8 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from modelport.api import deps
 from modelport.api.auth import CurrentPrincipal
-from modelport.api.deps import get_services
 from modelport.api.routes.endpoints import readable_endpoint
 from modelport.errors import Forbidden
 from modelport.observability.types import StoredPrediction
@@ -137,9 +137,8 @@ def _require(
 
 @router.get("/predictions/{prediction_id}")
 async def get_prediction(
-    prediction_id: str, request: Request, principal: CurrentPrincipal
+    outcomes: deps.Outcomes, prediction_id: str, request: Request, principal: CurrentPrincipal
 ) -> dict[str, Any]:
-    outcomes = get_services(request).outcomes
     prediction = await outcomes.find_prediction(prediction_id)
     _require(request, principal, prediction, Permission.MODEL_CALL, Permission.MODEL_READ)
     outcome = await anyio.to_thread.run_sync(outcomes.get, prediction_id)
@@ -163,10 +162,13 @@ class RecordedOutcome(BaseModel):
     responses={200: {"model": RecordedOutcome, "description": "The same outcome, again"}},
 )
 async def post_outcome(
-    prediction_id: str, body: OutcomeBody, request: Request, principal: CurrentPrincipal
+    outcomes: deps.Outcomes,
+    prediction_id: str,
+    body: OutcomeBody,
+    request: Request,
+    principal: CurrentPrincipal,
 ) -> JSONResponse:
     """Attach the prediction's true label or value (idempotent)."""
-    outcomes = get_services(request).outcomes
     prediction = await outcomes.find_prediction(prediction_id)
     _require(request, principal, prediction, Permission.MODEL_CALL, Permission.VERSION_DEPLOY)
     outcome, created = await anyio.to_thread.run_sync(
@@ -179,6 +181,7 @@ async def post_outcome(
 
 @router.get("/endpoints/{name}/outcomes")
 def outcome_report(
+    outcomes: deps.Outcomes,
     name: str,
     request: Request,
     principal: CurrentPrincipal,
@@ -187,8 +190,5 @@ def outcome_report(
 ) -> dict[str, Any]:
     """Accuracy-style metrics per version over predictions joined with their outcomes."""
     endpoint = readable_endpoint(request, principal, name)
-    services = get_services(request)
-    rows = services.outcomes.report(
-        name, owner=endpoint.tenant, since=_utc(since), until=_utc(until)
-    )
+    rows = outcomes.report(name, owner=endpoint.tenant, since=_utc(since), until=_utc(until))
     return {"endpoint": name, "versions": [accuracy_json(row) for row in rows]}

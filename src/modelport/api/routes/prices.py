@@ -18,9 +18,9 @@ from typing import Any
 from fastapi import APIRouter, Request
 from pydantic import BaseModel, ConfigDict, Field
 
+from modelport.api import deps
 from modelport.api.access import forbidden, require_model
 from modelport.api.auth import CurrentPrincipal
-from modelport.api.deps import get_services
 from modelport.errors import InvalidInput
 from modelport.metering.prices import rules_in_effect
 from modelport.metering.types import BPS, FailureRule, NewPriceRule, PriceRule, Unit
@@ -81,6 +81,7 @@ def _split(model: str) -> tuple[str, str]:
 
 @router.get("/prices")
 def list_prices(
+    metering: deps.Metering,
     model: str,
     request: Request,
     principal: CurrentPrincipal,
@@ -94,22 +95,27 @@ def list_prices(
             code="invalid_price",
         )
     require_model(request, principal, owner, name, Permission.MODEL_READ)
-    rules = get_services(request).metering.prices.list(model, version=version)
+    rules = metering.prices.list(model, version=version)
     if at is not None and version is not None:
         rules = rules_in_effect(rules, version, at)
     return {"items": [price_json(rule) for rule in rules]}
 
 
 @router.post("/prices", status_code=201)
-def add_price(body: NewPrice, request: Request, principal: CurrentPrincipal) -> dict[str, Any]:
+def add_price(
+    metering: deps.Metering,
+    registry: deps.Registry,
+    body: NewPrice,
+    request: Request,
+    principal: CurrentPrincipal,
+) -> dict[str, Any]:
     owner, name = _split(body.model)
     require_model(request, principal, owner, name, Permission.MODEL_REGISTER)
     if body.revenue_share_bps is not None and not principal.is_admin:
         raise forbidden(Permission.PLATFORM_MANAGE)
-    services = get_services(request)
     if body.version is not None:
-        services.registry.get_version(owner, name, body.version)  # 404 when unknown
-    rule = services.metering.prices.add(
+        registry.get_version(owner, name, body.version)  # 404 when unknown
+    rule = metering.prices.add(
         NewPriceRule(
             model=body.model,
             version=body.version,

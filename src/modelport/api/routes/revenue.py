@@ -13,8 +13,8 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, Request
 
+from modelport.api import deps
 from modelport.api.auth import CurrentPrincipal
-from modelport.api.deps import get_services
 from modelport.api.routes.billing_access import readable_tenant
 from modelport.metering.billing.periods import Period
 
@@ -23,6 +23,8 @@ router = APIRouter(tags=["billing"])
 
 @router.get("/revenue")
 def revenue(
+    billing: deps.Billing,
+    clock: deps.Clock,
     request: Request,
     principal: CurrentPrincipal,
     publisher: Annotated[
@@ -35,10 +37,9 @@ def revenue(
     """Calls, revenue and the publisher's share per UTC day, model and version (oldest
     day first), and the period's totals; 400 ``invalid_period``. ``calls`` counts calls
     (a chat's input and output token lines are one call), ``events`` usage lines."""
-    services = get_services(request)
     publisher = readable_tenant(request, principal, publisher)
-    parsed = Period.parse(period) if period is not None else Period.of(services.clock.now())
-    days = services.billing.revenue(publisher, str(parsed), model=model, version=version)
+    parsed = Period.parse(period) if period is not None else Period.of(clock.now())
+    days = billing.revenue(publisher, str(parsed), model=model, version=version)
     return {
         "publisher": publisher,
         "period": str(parsed),

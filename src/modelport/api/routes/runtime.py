@@ -10,9 +10,9 @@ from typing import Any
 
 from fastapi import APIRouter, Request
 
+from modelport.api import deps
 from modelport.api.access import require_platform
 from modelport.api.auth import CurrentPrincipal
-from modelport.api.deps import get_services
 from modelport.runtime.engines import GenerativeStatus
 from modelport.runtime.types import VersionStatus
 from modelport.tenancy.policy import Permission
@@ -40,20 +40,20 @@ def status_json(status: VersionStatus) -> dict[str, Any]:
 
 
 @router.get("/runtime/models")
-def runtime_models(request: Request, principal: CurrentPrincipal) -> dict[str, Any]:
+def runtime_models(
+    engines: deps.Engines, host: deps.Host, request: Request, principal: CurrentPrincipal
+) -> dict[str, Any]:
     """Versions this process hosts, by ``owner/name:version``; ``hosts_models`` is false
     (and the list empty) in the ``gateway`` role, which runs versions on remote backends."""
     require_platform(request, principal, Permission.PLATFORM_MANAGE)
-    services = get_services(request)
-    host = services.host
     if host is None:
         return {"hosts_models": False, "items": [], "generative": []}
     statuses = sorted(host.statuses(), key=lambda s: (s.key.model, s.key.version))
-    engines = services.engines.statuses() if services.engines is not None else []
+    generative = engines.statuses() if engines is not None else []
     return {
         "hosts_models": True,
         "items": [status_json(s) for s in statuses],
-        "generative": [generative_json(s) for s in engines],
+        "generative": [generative_json(s) for s in generative],
     }
 
 

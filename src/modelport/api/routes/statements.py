@@ -11,8 +11,8 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, Request
 
+from modelport.api import deps
 from modelport.api.auth import CurrentPrincipal
-from modelport.api.deps import get_services
 from modelport.api.routes.billing_access import readable_tenant, require_document
 from modelport.api.routes.billing_json import statement_json
 from modelport.metering.billing.repository import statement_not_found
@@ -26,7 +26,7 @@ router = APIRouter(tags=["billing"])
 def _statement(
     request: Request, principal: Principal, statement_id: int, permission: Permission
 ) -> Statement:
-    statement = get_services(request).billing.get_statement(statement_id)
+    statement = deps.billing_service(request).get_statement(statement_id)
     require_document(
         request,
         principal,
@@ -39,6 +39,7 @@ def _statement(
 
 @router.get("/statements")
 def list_statements(
+    billing: deps.Billing,
     request: Request,
     principal: CurrentPrincipal,
     publisher: Annotated[str | None, Query(description="Default: one's own tenant")] = None,
@@ -46,7 +47,7 @@ def list_statements(
 ) -> dict[str, Any]:
     """Statements newest period first (without their lines)."""
     publisher = readable_tenant(request, principal, publisher)
-    statements = get_services(request).billing.list_statements(publisher=publisher, period=period)
+    statements = billing.list_statements(publisher=publisher, period=period)
     return {"items": [statement_json(s, lines=False) for s in statements]}
 
 
@@ -59,10 +60,10 @@ def get_statement(
 
 @router.post("/statements/{statement_id}/finalize")
 def finalize_statement(
-    statement_id: int, request: Request, principal: CurrentPrincipal
+    billing: deps.Billing, statement_id: int, request: Request, principal: CurrentPrincipal
 ) -> dict[str, Any]:
     """Rebuild the draft one last time and make it final (409 ``statement_finalized``,
     ``period_open``)."""
     _statement(request, principal, statement_id, Permission.PLATFORM_MANAGE)
-    statement = get_services(request).billing.finalize_statement(statement_id, actor=principal.id)
+    statement = billing.finalize_statement(statement_id, actor=principal.id)
     return statement_json(statement)

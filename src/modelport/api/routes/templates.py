@@ -9,9 +9,9 @@ import anyio.to_thread
 from fastapi import APIRouter, Request, Response
 from pydantic import BaseModel, ConfigDict, Field
 
+from modelport.api import deps
 from modelport.api.access import note_tenant, require_owner_tenant
 from modelport.api.auth import CurrentPrincipal
-from modelport.api.deps import get_services
 from modelport.templates.types import Template, TemplateVersion
 from modelport.tenancy.policy import Permission
 
@@ -68,12 +68,16 @@ def template_version_json(version: TemplateVersion) -> dict[str, Any]:
 
 @router.post("/templates", status_code=201)
 def create_template(
-    body: CreateTemplate, request: Request, response: Response, principal: CurrentPrincipal
+    templates: deps.Templates,
+    body: CreateTemplate,
+    request: Request,
+    response: Response,
+    principal: CurrentPrincipal,
 ) -> dict[str, Any]:
     """A new prompt template in a tenant's namespace (409 ``template_exists``)."""
     note_tenant(request, body.owner)
     require_owner_tenant(request, principal, body.owner)
-    template = get_services(request).templates.create(
+    template = templates.create(
         principal,
         body.owner,
         body.name,
@@ -86,18 +90,17 @@ def create_template(
 
 @router.get("/templates")
 def list_templates(
-    request: Request, principal: CurrentPrincipal, owner: str | None = None
+    templates: deps.Templates, principal: CurrentPrincipal, owner: str | None = None
 ) -> dict[str, Any]:
     """The templates the caller may see, each with its latest version."""
-    found = get_services(request).templates.listing(principal, owner=owner)
+    found = templates.listing(principal, owner=owner)
     return {"items": [template_json(t, v) for t, v in found]}
 
 
 @router.get("/templates/{owner}/{name}")
 def get_template(
-    owner: str, name: str, request: Request, principal: CurrentPrincipal
+    templates: deps.Templates, owner: str, name: str, principal: CurrentPrincipal
 ) -> dict[str, Any]:
-    templates = get_services(request).templates
     template = templates.require(principal, owner, name, Permission.MODEL_READ)
     versions = templates.versions(principal, owner, name)
     return {
@@ -108,6 +111,7 @@ def get_template(
 
 @router.post("/templates/{owner}/{name}/versions", status_code=201)
 async def publish_template_version(
+    templates: deps.Templates,
     owner: str,
     name: str,
     body: PublishTemplateVersion,
@@ -119,7 +123,7 @@ async def publish_template_version(
     409 ``template_version_exists``."""
     note_tenant(request, owner)
     version, created = await anyio.to_thread.run_sync(
-        get_services(request).templates.publish, principal, owner, name, body.version, body.manifest
+        templates.publish, principal, owner, name, body.version, body.manifest
     )
     if not created:
         response.status_code = 200
@@ -129,14 +133,15 @@ async def publish_template_version(
 
 @router.get("/templates/{owner}/{name}/versions/{version}")
 def get_template_version(
-    owner: str, name: str, version: str, request: Request, principal: CurrentPrincipal
+    templates: deps.Templates, owner: str, name: str, version: str, principal: CurrentPrincipal
 ) -> dict[str, Any]:
-    found = get_services(request).templates.version(principal, owner, name, version)
+    found = templates.version(principal, owner, name, version)
     return template_version_json(found)
 
 
 @router.post("/templates/{owner}/{name}/versions/{version}/render")
 def render_template(
+    templates: deps.Templates,
     owner: str,
     name: str,
     version: str,
@@ -146,7 +151,5 @@ def render_template(
 ) -> dict[str, Any]:
     """The version's messages with the given variables in (400 ``missing_variable``,
     ``unknown_variable``, ``invalid_variable``)."""
-    found, messages = get_services(request).templates.render(
-        principal, f"{owner}/{name}:{version}", body.variables
-    )
+    found, messages = templates.render(principal, f"{owner}/{name}:{version}", body.variables)
     return {"template": found.ref, "digest": found.digest, "messages": messages}

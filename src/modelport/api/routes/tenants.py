@@ -8,9 +8,9 @@ from typing import Any
 from fastapi import APIRouter, Request, Response
 from pydantic import BaseModel, ConfigDict, Field
 
+from modelport.api import deps
 from modelport.api.access import forbidden, require_platform, require_tenant
 from modelport.api.auth import CurrentPrincipal
-from modelport.api.deps import get_services
 from modelport.api.routes.tenancy_json import member_json, tenant_json
 from modelport.tenancy.policy import Permission, assignable_roles, permissions_of
 from modelport.tenancy.types import Principal, principal_id
@@ -71,11 +71,15 @@ class SetRoles(BaseModel):
 
 @router.post("/tenants", status_code=201)
 def create_tenant(
-    body: CreateTenant, request: Request, response: Response, principal: CurrentPrincipal
+    tenancy: deps.Tenancy,
+    body: CreateTenant,
+    request: Request,
+    response: Response,
+    principal: CurrentPrincipal,
 ) -> dict[str, Any]:
     require_platform(request, principal, Permission.PLATFORM_MANAGE)
     request.state.audit_tenant = body.slug
-    tenant = get_services(request).tenancy.create_tenant(
+    tenant = tenancy.create_tenant(
         body.slug,
         actor=principal.id,
         name=body.name,
@@ -87,9 +91,10 @@ def create_tenant(
 
 
 @router.get("/tenants")
-def list_tenants(request: Request, principal: CurrentPrincipal) -> dict[str, Any]:
+def list_tenants(
+    tenancy: deps.Tenancy, request: Request, principal: CurrentPrincipal
+) -> dict[str, Any]:
     """Every tenant for the platform admin; one's own tenant for anyone else."""
-    tenancy = get_services(request).tenancy
     if Permission.PLATFORM_MANAGE in permissions_of(principal):
         tenants = tenancy.list_tenants()
     elif principal.tenant is None:
@@ -100,17 +105,23 @@ def list_tenants(request: Request, principal: CurrentPrincipal) -> dict[str, Any
 
 
 @router.get("/tenants/{tenant}")
-def get_tenant(tenant: str, request: Request, principal: CurrentPrincipal) -> dict[str, Any]:
+def get_tenant(
+    tenancy: deps.Tenancy, tenant: str, request: Request, principal: CurrentPrincipal
+) -> dict[str, Any]:
     require_tenant(request, principal, tenant, Permission.TENANT_READ)
-    return tenant_json(get_services(request).tenancy.get_tenant(tenant))
+    return tenant_json(tenancy.get_tenant(tenant))
 
 
 @router.patch("/tenants/{tenant}")
 def update_tenant(
-    tenant: str, body: UpdateTenant, request: Request, principal: CurrentPrincipal
+    tenancy: deps.Tenancy,
+    tenant: str,
+    body: UpdateTenant,
+    request: Request,
+    principal: CurrentPrincipal,
 ) -> dict[str, Any]:
     require_tenant(request, principal, tenant, Permission.TENANT_MANAGE)
-    updated = get_services(request).tenancy.update_tenant(
+    updated = tenancy.update_tenant(
         tenant,
         name=body.name,
         require_separation=body.require_separation,
@@ -122,31 +133,36 @@ def update_tenant(
 
 @router.post("/tenants/{tenant}/suspend")
 def suspend_tenant(
-    tenant: str, body: Suspend, request: Request, principal: CurrentPrincipal
+    tenancy: deps.Tenancy, tenant: str, body: Suspend, request: Request, principal: CurrentPrincipal
 ) -> dict[str, Any]:
     """Suspend a tenant (the platform admin only): its keys and its people's tokens are
     refused with 403 ``tenant_suspended``, and its queued jobs wait. Suspending again
     changes the reason only."""
     require_platform(request, principal, Permission.PLATFORM_MANAGE)
     request.state.audit_reason = body.reason
-    return tenant_json(get_services(request).tenancy.suspend_tenant(tenant, reason=body.reason))
+    return tenant_json(tenancy.suspend_tenant(tenant, reason=body.reason))
 
 
 @router.post("/tenants/{tenant}/reactivate")
-def reactivate_tenant(tenant: str, request: Request, principal: CurrentPrincipal) -> dict[str, Any]:
+def reactivate_tenant(
+    tenancy: deps.Tenancy, tenant: str, request: Request, principal: CurrentPrincipal
+) -> dict[str, Any]:
     """Lift a tenant's suspension (the platform admin only)."""
     require_platform(request, principal, Permission.PLATFORM_MANAGE)
-    return tenant_json(get_services(request).tenancy.reactivate_tenant(tenant))
+    return tenant_json(tenancy.reactivate_tenant(tenant))
 
 
 @router.get("/tenants/{tenant}/members")
-def list_members(tenant: str, request: Request, principal: CurrentPrincipal) -> dict[str, Any]:
+def list_members(
+    tenancy: deps.Tenancy, tenant: str, request: Request, principal: CurrentPrincipal
+) -> dict[str, Any]:
     require_tenant(request, principal, tenant, Permission.MEMBERS_READ)
-    return {"items": [member_json(m) for m in get_services(request).tenancy.list_members(tenant)]}
+    return {"items": [member_json(m) for m in tenancy.list_members(tenant)]}
 
 
 @router.post("/tenants/{tenant}/members", status_code=201)
 def add_member(
+    tenancy: deps.Tenancy,
     tenant: str,
     body: AddMember,
     request: Request,
@@ -156,7 +172,7 @@ def add_member(
     """Add a member or a service account with its roles."""
     require_tenant(request, principal, tenant, Permission.MEMBERS_MANAGE)
     _check_assignable(principal, body.roles)
-    member = get_services(request).tenancy.add_member(
+    member = tenancy.add_member(
         tenant, body.name, roles=body.roles, kind=body.kind, actor=principal.id
     )
     response.headers["Location"] = f"/api/tenants/{tenant}/members/{member.name}"
@@ -165,31 +181,36 @@ def add_member(
 
 @router.get(MEMBER_PATH)
 def get_member(
-    tenant: str, member: str, request: Request, principal: CurrentPrincipal
+    tenancy: deps.Tenancy, tenant: str, member: str, request: Request, principal: CurrentPrincipal
 ) -> dict[str, Any]:
     """A member; anyone may read their own record."""
     if principal.id != principal_id(tenant, member):
         require_tenant(request, principal, tenant, Permission.MEMBERS_READ)
-    return member_json(get_services(request).tenancy.get_member(tenant, member))
+    return member_json(tenancy.get_member(tenant, member))
 
 
 @router.patch(MEMBER_PATH)
 def set_roles(
-    tenant: str, member: str, body: SetRoles, request: Request, principal: CurrentPrincipal
+    tenancy: deps.Tenancy,
+    tenant: str,
+    member: str,
+    body: SetRoles,
+    request: Request,
+    principal: CurrentPrincipal,
 ) -> dict[str, Any]:
     """Replace the roles of a member; its keys carry the new roles from the next request."""
     require_tenant(request, principal, tenant, Permission.MEMBERS_MANAGE)
     _check_assignable(principal, body.roles)
-    return member_json(get_services(request).tenancy.set_roles(tenant, member, body.roles))
+    return member_json(tenancy.set_roles(tenant, member, body.roles))
 
 
 @router.delete(MEMBER_PATH, status_code=204)
 def remove_member(
-    tenant: str, member: str, request: Request, principal: CurrentPrincipal
+    tenancy: deps.Tenancy, tenant: str, member: str, request: Request, principal: CurrentPrincipal
 ) -> Response:
     """Remove a member or service account; its keys stop working at once."""
     require_tenant(request, principal, tenant, Permission.MEMBERS_MANAGE)
-    get_services(request).tenancy.remove_member(tenant, member)
+    tenancy.remove_member(tenant, member)
     return Response(status_code=204)
 
 

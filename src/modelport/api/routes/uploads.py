@@ -20,8 +20,8 @@ from pydantic import BaseModel, Field
 from starlette.requests import ClientDisconnect
 from starlette.responses import Response
 
+from modelport.api import deps
 from modelport.api.access import Uploader
-from modelport.api.deps import get_services
 from modelport.api.openapi import problems
 from modelport.blobs.types import Blob, Upload
 from modelport.blobs.uploads import ChunkAppend, UploadService
@@ -163,11 +163,13 @@ def blob_response(blob: Blob) -> Response:
     openapi_extra=_CHUNK,
 )
 async def start_upload(
-    request: Request, principal: Uploader, digest: str | None = Query(default=None)
+    uploads: deps.Uploads,
+    request: Request,
+    principal: Uploader,
+    digest: str | None = Query(default=None),
 ) -> Response:
     """Start an upload (202); with ``?digest=`` and a body, upload a whole blob (201).
     Its commit records the caller's tenant as holding the blob."""
-    uploads = get_services(request).uploads
     if digest is not None:
         check_digest(digest)
     upload = await anyio.to_thread.run_sync(uploads.start, principal.tenant)
@@ -190,9 +192,9 @@ def _abort_quietly(uploads: UploadService, upload_id: str) -> None:
 
 
 @router.get("/uploads/{upload_id}", response_model=UploadState)
-def upload_status(upload_id: str, request: Request, _: Uploader) -> Response:
+def upload_status(uploads: deps.Uploads, upload_id: str, request: Request, _: Uploader) -> Response:
     """Where an upload is: ``Range: 0-<last byte>`` and ``offset`` (bytes received)."""
-    return upload_response(get_services(request).uploads.get(upload_id), 200)
+    return upload_response(uploads.get(upload_id), 200)
 
 
 @router.patch(
@@ -202,10 +204,12 @@ def upload_status(upload_id: str, request: Request, _: Uploader) -> Response:
     responses=problems(408, 413, 416),
     openapi_extra=_CHUNK,
 )
-async def append_chunk(upload_id: str, request: Request, _: Uploader) -> Response:
+async def append_chunk(
+    uploads: deps.Uploads, upload_id: str, request: Request, _: Uploader
+) -> Response:
     """Append the body at ``Content-Range: <start>-<end>``; 416 ``offset_mismatch`` if
     ``start`` is not the upload's offset (the current one is in ``Upload-Offset``)."""
-    upload = await receive_chunk(get_services(request).uploads, upload_id, request)
+    upload = await receive_chunk(uploads, upload_id, request)
     return upload_response(upload, 202)
 
 
@@ -217,10 +221,13 @@ async def append_chunk(upload_id: str, request: Request, _: Uploader) -> Respons
     openapi_extra=_CHUNK,
 )
 async def commit_upload(
-    upload_id: str, request: Request, _: Uploader, digest: str = Query(default="")
+    uploads: deps.Uploads,
+    upload_id: str,
+    request: Request,
+    _: Uploader,
+    digest: str = Query(default=""),
 ) -> Response:
     """Commit the upload as the blob ``digest`` (a last chunk may come in the body)."""
-    uploads = get_services(request).uploads
     if not digest:
         raise InvalidInput("a commit needs ?digest=sha256:<hex>", code="invalid_digest")
     check_digest(digest)
@@ -231,7 +238,7 @@ async def commit_upload(
 
 
 @router.delete("/uploads/{upload_id}", status_code=204)
-def abort_upload(upload_id: str, request: Request, _: Uploader) -> Response:
+def abort_upload(uploads: deps.Uploads, upload_id: str, request: Request, _: Uploader) -> Response:
     """Abort an upload and drop its staged bytes."""
-    get_services(request).uploads.abort(upload_id)
+    uploads.abort(upload_id)
     return Response(status_code=204)

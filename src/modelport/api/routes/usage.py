@@ -17,8 +17,8 @@ from typing import Annotated, Any, Literal
 from fastapi import APIRouter, Query, Request
 from starlette.responses import StreamingResponse
 
+from modelport.api import deps
 from modelport.api.auth import CurrentPrincipal
-from modelport.api.deps import get_services
 from modelport.api.routes.billing_access import readable_tenant
 from modelport.api.routes.billing_json import USAGE_COLUMNS, usage_json
 from modelport.errors import InvalidInput
@@ -101,6 +101,7 @@ def _csv(billing: BillingService, query: UsageQuery) -> Iterator[str]:
     },
 )
 def usage(
+    billing: deps.Billing,
     request: Request,
     principal: CurrentPrincipal,
     tenant: Annotated[
@@ -123,7 +124,6 @@ def usage(
     query = UsageQuery(
         tenant=tenant, model=model, version=version, period=period, after_seq=_cursor(cursor)
     )
-    billing = get_services(request).billing
     if _wants_csv(request, format):
         name = _UNSAFE.sub("_", "-".join(["usage", tenant or "all", period or "all"]))
         return StreamingResponse(

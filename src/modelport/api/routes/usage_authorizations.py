@@ -20,9 +20,9 @@ from typing import Any
 from fastapi import APIRouter, Request, Response
 from pydantic import BaseModel, ConfigDict, Field
 
+from modelport.api import deps
 from modelport.api.access import enforce, forbidden, note_tenant, require_model, require_tenant
 from modelport.api.auth import CurrentPrincipal
-from modelport.api.deps import get_services
 from modelport.errors import InvalidInput
 from modelport.metering.authorizations import authorization_not_found
 from modelport.metering.types import UsageAuthorization
@@ -75,7 +75,7 @@ def _may_read(principal: Principal, tenant: str) -> bool:
 
 def _visible(request: Request, principal: Principal, authorization_id: int) -> UsageAuthorization:
     """A mandate given by or to the caller's tenant (404 otherwise)."""
-    authorization = get_services(request).metering.authorizations.get(authorization_id)
+    authorization = deps.metering_service(request).authorizations.get(authorization_id)
     note_tenant(request, authorization.consumer)
     if Permission.PLATFORM_MANAGE in permissions_of(principal):
         return authorization
@@ -89,15 +89,19 @@ def _visible(request: Request, principal: Principal, authorization_id: int) -> U
 
 @router.post("/usage/authorizations", status_code=201)
 def create_authorization(
-    body: NewUsageAuthorization, request: Request, response: Response, principal: CurrentPrincipal
+    metering: deps.Metering,
+    tenancy: deps.Tenancy,
+    body: NewUsageAuthorization,
+    request: Request,
+    response: Response,
+    principal: CurrentPrincipal,
 ) -> dict[str, Any]:
     """Authorize a publisher to report the caller's tenant's usage, up to a cap."""
-    services = get_services(request)
     consumer = body.consumer or principal.tenant
     if consumer is None:
         raise InvalidInput("name the consumer tenant", code="invalid_request", field="consumer")
     require_tenant(request, principal, consumer, Permission.USAGE_AUTHORIZE)
-    publisher = services.tenancy.get_tenant(body.publisher).slug
+    publisher = tenancy.get_tenant(body.publisher).slug
     if body.model is not None:
         owner, _, name = body.model.partition("/")
         if owner != publisher or not name or "/" in name:
@@ -108,7 +112,7 @@ def create_authorization(
             )
         require_model(request, principal, owner, name, Permission.MODEL_READ)
         note_tenant(request, consumer)
-    authorization = services.metering.authorizations.create(
+    authorization = metering.authorizations.create(
         consumer,
         publisher,
         model=body.model,
@@ -122,7 +126,10 @@ def create_authorization(
 
 @router.get("/usage/authorizations")
 def list_authorizations(
-    request: Request, principal: CurrentPrincipal, tenant: str | None = None
+    metering: deps.Metering,
+    request: Request,
+    principal: CurrentPrincipal,
+    tenant: str | None = None,
 ) -> dict[str, Any]:
     """Mandates given by or to a tenant (one's own; any for the platform admin)."""
     if Permission.PLATFORM_MANAGE not in permissions_of(principal):
@@ -136,7 +143,7 @@ def list_authorizations(
                 TenantScoped(tenant),
                 hidden=lambda: tenant_not_found(tenant or ""),
             )
-    found = get_services(request).metering.authorizations.list(involving=tenant)
+    found = metering.authorizations.list(involving=tenant)
     return {"items": [authorization_json(a) for a in found]}
 
 
@@ -149,7 +156,7 @@ def get_authorization(
 
 @router.delete("/usage/authorizations/{authorization_id}")
 def withdraw_authorization(
-    authorization_id: int, request: Request, principal: CurrentPrincipal
+    metering: deps.Metering, authorization_id: int, request: Request, principal: CurrentPrincipal
 ) -> dict[str, Any]:
     """Withdraw a mandate (only the consumer may): reports under it are refused from now
     on; what was reported before stays. Answers the mandate, withdrawn."""
@@ -157,7 +164,5 @@ def withdraw_authorization(
     if principal.tenant == authorization.publisher and not principal.is_admin:
         raise forbidden(Permission.USAGE_AUTHORIZE)  # the consumer's to withdraw
     require_tenant(request, principal, authorization.consumer, Permission.USAGE_AUTHORIZE)
-    withdrawn = get_services(request).metering.authorizations.withdraw(
-        authorization_id, actor=principal.id
-    )
+    withdrawn = metering.authorizations.withdraw(authorization_id, actor=principal.id)
     return authorization_json(withdrawn)

@@ -21,9 +21,9 @@ import orjson
 from fastapi import APIRouter, Request
 from starlette.concurrency import run_in_threadpool
 
+from modelport.api import deps
 from modelport.api.access import forbidden
 from modelport.api.auth import CurrentPrincipal
-from modelport.api.deps import get_services
 from modelport.errors import InvalidInput
 from modelport.metering.types import Reporter, Unit
 from modelport.tenancy.policy import Permission, permissions_of
@@ -72,7 +72,9 @@ _BODY = {
 
 
 @router.post("/usage/events", openapi_extra=_BODY)
-async def report_usage(request: Request, principal: CurrentPrincipal) -> dict[str, Any]:
+async def report_usage(
+    metering: deps.Metering, request: Request, principal: CurrentPrincipal
+) -> dict[str, Any]:
     """Record a batch of usage events; answers which were new and which duplicates."""
     if Permission.USAGE_REPORT not in permissions_of(principal):
         raise forbidden(Permission.USAGE_REPORT)
@@ -81,7 +83,7 @@ async def report_usage(request: Request, principal: CurrentPrincipal) -> dict[st
     except orjson.JSONDecodeError as exc:
         raise InvalidInput(f"request body is not valid JSON: {exc}", code="invalid_json") from None
     reporter = Reporter(id=principal.id, tenant=principal.tenant, is_admin=principal.is_admin)
-    result = await run_in_threadpool(get_services(request).metering.ingest, doc, reporter)
+    result = await run_in_threadpool(metering.ingest, doc, reporter)
     return {
         "accepted": len(result.inserted) + len(result.duplicates),
         "inserted": list(result.inserted),

@@ -11,6 +11,7 @@ import anyio.to_thread
 from fastapi import APIRouter, Header, Request, Response
 from pydantic import BaseModel, ConfigDict, Field
 
+from modelport.api import deps
 from modelport.api.access import (
     parent_filter,
     require_model,
@@ -19,7 +20,6 @@ from modelport.api.access import (
     visible_lineage,
 )
 from modelport.api.auth import CurrentPrincipal
-from modelport.api.deps import get_services
 from modelport.api.openapi.problem import problem_response, problems
 from modelport.api.routes.jobs import job_json
 from modelport.api.routes.registry_json import (
@@ -61,16 +61,17 @@ class ExternalSignature(BaseModel):
 
 @router.get("/models/{owner}/{name}/versions")
 def list_versions(
-    owner: str, name: str, request: Request, principal: CurrentPrincipal
+    registry: deps.Registry, owner: str, name: str, request: Request, principal: CurrentPrincipal
 ) -> dict[str, Any]:
     """Versions of a model, oldest first (without their manifests)."""
     require_model(request, principal, owner, name, Permission.MODEL_READ)
-    versions = get_services(request).registry.list_versions(owner, name)
+    versions = registry.list_versions(owner, name)
     return {"items": [version_json(v, manifest=False) for v in versions]}
 
 
 @router.post("/models/{owner}/{name}/versions", status_code=201)
 def publish_version(
+    registry: deps.Registry,
     owner: str,
     name: str,
     body: PublishVersion,
@@ -81,7 +82,6 @@ def publish_version(
     """Publish an immutable version: 201 when created, 200 when identical to the stored one."""
     require_model(request, principal, owner, name, Permission.MODEL_REGISTER)
     require_owner_tenant(request, principal, owner)
-    registry = get_services(request).registry
     published = registry.publish(
         owner,
         name,
@@ -98,11 +98,15 @@ def publish_version(
 
 @router.get(VERSION_PATH)
 def get_version(
-    owner: str, name: str, version: str, request: Request, principal: CurrentPrincipal
+    registry: deps.Registry,
+    owner: str,
+    name: str,
+    version: str,
+    request: Request,
+    principal: CurrentPrincipal,
 ) -> dict[str, Any]:
     """A version with its current state and its signatures, verified on this read."""
     require_model(request, principal, owner, name, Permission.MODEL_READ)
-    registry = get_services(request).registry
     return version_json(
         registry.get_version(owner, name, version),
         signatures=registry.signatures(owner, name, version),
@@ -111,10 +115,15 @@ def get_version(
 
 @router.get(VERSION_PATH + "/events")
 def list_events(
-    owner: str, name: str, version: str, request: Request, principal: CurrentPrincipal
+    registry: deps.Registry,
+    owner: str,
+    name: str,
+    version: str,
+    request: Request,
+    principal: CurrentPrincipal,
 ) -> dict[str, Any]:
     require_model(request, principal, owner, name, Permission.MODEL_READ)
-    events = get_services(request).registry.events(owner, name, version)
+    events = registry.events(owner, name, version)
     return {"items": [event_json(e) for e in events]}
 
 
@@ -132,6 +141,9 @@ def list_events(
     },
 )
 async def transition(
+    settings: deps.Settings,
+    validations: deps.Validations,
+    registry: deps.Registry,
     owner: str,
     name: str,
     version: str,
@@ -150,11 +162,10 @@ async def transition(
         require_transition, request, principal, owner, name, version, body.to
     )
     request.state.audit_reason = body.reason
-    services = get_services(request)
     if body.to != LifecycleState.VALIDATED.value:
         event = await anyio.to_thread.run_sync(
             partial(
-                services.registry.transition,
+                registry.transition,
                 owner,
                 name,
                 version,
@@ -164,12 +175,11 @@ async def transition(
             )
         )
         return {"state": event.to_state.value, "event": event_json(event)}
-    validations = services.validations
     job, _ = await anyio.to_thread.run_sync(
         partial(validations.start, owner, name, version, principal, reason=body.reason)
     )
     asked_async = _respond_async(prefer)
-    wait = 0.0 if asked_async else services.settings.validation_wait_seconds
+    wait = 0.0 if asked_async else settings.validation_wait_seconds
     # Not waiting at all answers 202 every time, even for a job a fast runner has
     # already finished: the caller asked to follow the job, so it gets the job.
     if wait > 0:
@@ -194,24 +204,35 @@ def _respond_async(prefer: str | None) -> bool:
 
 @router.get(VERSION_PATH + "/validation")
 def get_validation(
-    owner: str, name: str, version: str, request: Request, principal: CurrentPrincipal
+    registry: deps.Registry,
+    owner: str,
+    name: str,
+    version: str,
+    request: Request,
+    principal: CurrentPrincipal,
 ) -> dict[str, Any]:
     """The latest validation report."""
     require_model(request, principal, owner, name, Permission.MODEL_READ)
-    return report_json(get_services(request).registry.validation(owner, name, version))
+    return report_json(registry.validation(owner, name, version))
 
 
 @router.get(VERSION_PATH + "/signatures")
 def list_signatures(
-    owner: str, name: str, version: str, request: Request, principal: CurrentPrincipal
+    registry: deps.Registry,
+    owner: str,
+    name: str,
+    version: str,
+    request: Request,
+    principal: CurrentPrincipal,
 ) -> dict[str, Any]:
     require_model(request, principal, owner, name, Permission.MODEL_READ)
-    signatures = get_services(request).registry.signatures(owner, name, version)
+    signatures = registry.signatures(owner, name, version)
     return {"items": [signature_json(s) for s in signatures]}
 
 
 @router.post(VERSION_PATH + "/signatures", status_code=201)
 def add_signature(
+    registry: deps.Registry,
     owner: str,
     name: str,
     version: str,
@@ -221,7 +242,7 @@ def add_signature(
 ) -> dict[str, Any]:
     """Attach an external signature; it must verify against the manifest digest."""
     require_model(request, principal, owner, name, Permission.MODEL_REGISTER)
-    signature = get_services(request).registry.add_signature(
+    signature = registry.add_signature(
         owner,
         name,
         version,
@@ -234,11 +255,16 @@ def add_signature(
 
 @router.get(VERSION_PATH + "/lineage")
 def get_lineage(
-    owner: str, name: str, version: str, request: Request, principal: CurrentPrincipal
+    registry: deps.Registry,
+    owner: str,
+    name: str,
+    version: str,
+    request: Request,
+    principal: CurrentPrincipal,
 ) -> dict[str, Any]:
     """Ancestors and descendants, transitively, with depth, relation and license."""
     require_model(request, principal, owner, name, Permission.MODEL_READ)
-    lineage = get_services(request).registry.lineage(owner, name, version)
+    lineage = registry.lineage(owner, name, version)
     return lineage_json(visible_lineage(request, principal, lineage))
 
 

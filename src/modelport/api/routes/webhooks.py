@@ -25,9 +25,9 @@ from fastapi import APIRouter, Query, Request
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field
 
+from modelport.api import deps
 from modelport.api.access import enforce, note_tenant, require_tenant
 from modelport.api.auth import CurrentPrincipal
-from modelport.api.deps import get_services
 from modelport.api.openapi.problem import problems
 from modelport.errors import InvalidInput
 from modelport.tenancy.policy import Permission, TenantScoped
@@ -166,7 +166,7 @@ def _tenant(
         )
     require_tenant(request, principal, chosen, permission)
     if chosen != principal.tenant:
-        get_services(request).tenancy.get_tenant(chosen)  # the admin's: 404 if none
+        deps.tenancy_service(request).get_tenant(chosen)  # the admin's: 404 if none
     return chosen
 
 
@@ -174,7 +174,7 @@ async def _visible(
     request: Request, principal: Principal, delivery_id: str, permission: Permission
 ) -> DeliveryDetail:
     """A delivery of a tenant the caller may act for (the 404 of a missing one if not)."""
-    webhooks = get_services(request).webhooks
+    webhooks = deps.webhooks_service(request)
     detail = await anyio.to_thread.run_sync(webhooks.delivery, delivery_id)
     tenant = detail.delivery.tenant
     note_tenant(request, tenant)
@@ -186,11 +186,14 @@ async def _visible(
 
 @router.get("/webhooks/secret", response_model=WebhookSecret, responses=problems(400))
 async def get_secret(
-    request: Request, principal: CurrentPrincipal, tenant: TenantQuery = None
+    webhooks: deps.Webhooks,
+    request: Request,
+    principal: CurrentPrincipal,
+    tenant: TenantQuery = None,
 ) -> dict[str, Any]:
     """The tenant's signing secret's metadata; never its value."""
     slug = _tenant(request, principal, tenant, Permission.TENANT_READ)
-    info = await anyio.to_thread.run_sync(get_services(request).webhooks.secret_info, slug)
+    info = await anyio.to_thread.run_sync(webhooks.secret_info, slug)
     return secret_json(info)
 
 
@@ -204,12 +207,15 @@ async def get_secret(
     },
 )
 async def rotate_secret(
-    request: Request, principal: CurrentPrincipal, tenant: TenantQuery = None
+    webhooks: deps.Webhooks,
+    request: Request,
+    principal: CurrentPrincipal,
+    tenant: TenantQuery = None,
 ) -> JSONResponse:
     """Make the tenant's signing secret, or rotate it: the answer is the only time the
     value (``whsec_...``) is shown."""
     slug = _tenant(request, principal, tenant, Permission.TENANT_MANAGE)
-    issued = await anyio.to_thread.run_sync(get_services(request).webhooks.rotate_secret, slug)
+    issued = await anyio.to_thread.run_sync(webhooks.rotate_secret, slug)
     return JSONResponse(
         {**secret_json(issued.info), "secret": issued.secret},
         status_code=201 if issued.created else 200,
@@ -219,6 +225,7 @@ async def rotate_secret(
 
 @router.get("/webhooks/deliveries", response_model=WebhookDeliveryPage, responses=problems(400))
 async def list_deliveries(
+    webhooks: deps.Webhooks,
     request: Request,
     principal: CurrentPrincipal,
     tenant: TenantQuery = None,
@@ -229,7 +236,6 @@ async def list_deliveries(
 ) -> dict[str, Any]:
     """The tenant's deliveries, newest first; pass ``next_cursor`` back as ``cursor``."""
     slug = _tenant(request, principal, tenant, Permission.MODEL_CALL)
-    webhooks = get_services(request).webhooks
     page = await anyio.to_thread.run_sync(
         lambda: webhooks.deliveries(
             slug, subject=subject, status=status, limit=limit, cursor=cursor
@@ -253,11 +259,10 @@ async def get_delivery(
     responses=problems(409),
 )
 async def redeliver(
-    delivery_id: str, request: Request, principal: CurrentPrincipal
+    webhooks: deps.Webhooks, delivery_id: str, request: Request, principal: CurrentPrincipal
 ) -> dict[str, Any]:
     """Send a finished delivery's message again (same ``webhook-id`` and body) as a new
     delivery; 409 ``webhook_delivery_pending`` while it is still being tried."""
     await _visible(request, principal, delivery_id, Permission.MODEL_CALL)
-    webhooks = get_services(request).webhooks
     again = await anyio.to_thread.run_sync(webhooks.redeliver, delivery_id)
     return delivery_json(again)

@@ -4,8 +4,8 @@ Re-exported here is its wire layer, pure code with no I/O: ``codec`` (parse and 
 ``types``, ``validate``, ``metadata`` and ``compression`` (``options``, the deadline and
 priority headers, is pure too and imported by name). The modules with
 I/O are imported by name and are not loaded by importing this package: ``routes`` (the
-plain Starlette routes, which call ``modelport.inference``) and ``lane`` (the
-inference lane in front of the middleware stack).
+plain Starlette routes, which call ``modelport.inference``) and ``lane`` (the infer
+shortcut the envelope, ``modelport.api.envelope``, routes by).
 
 Typical use of the wire layer::
 

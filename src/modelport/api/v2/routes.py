@@ -27,18 +27,19 @@ from typing import Any
 
 import anyio.to_thread
 import orjson
-from sqlalchemy import text
-from starlette.requests import ClientDisconnect, Request
+from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
 from modelport import __version__
+from modelport.api import deps
 from modelport.api.access import note_tenant, visible_model_refs
 from modelport.api.auth import require_principal_async
+from modelport.api.body import read_body
 from modelport.api.calls import answered, caller_of, note_call
-from modelport.api.deps import get_services
 from modelport.api.disconnect import CLIENT_CLOSED, CallerWatch
 from modelport.api.hygiene import check_inference_json
+from modelport.api.readiness import database_answers
 from modelport.api.v2.codec import encode_infer_response, parse_infer_request
 from modelport.api.v2.compression import decode_content
 from modelport.api.v2.metadata import (
@@ -56,7 +57,7 @@ from modelport.api.v2.options import (
 from modelport.api.v2.types import INFERENCE_HEADER
 from modelport.api.v2.types import InferenceRequest as V2Request
 from modelport.api.v2.validate import validate_request
-from modelport.errors import InvalidInput, NotFound, PayloadTooLarge
+from modelport.errors import InvalidInput, NotFound
 from modelport.inference.service import InferenceService
 from modelport.inference.task_routes import is_route, route_target
 from modelport.inference.types import (
@@ -98,38 +99,8 @@ def _model(request: Request) -> tuple[str, str, str | None]:
     return params["owner"], params["name"], params.get("version")
 
 
-async def _body(request: Request, limit: int, length: bytes | None = None) -> bytes:
-    """The whole body, refused (413) above ``limit`` bytes. ``length``: the raw
-    Content-Length header when the caller has read the headers already."""
-    if length is None:
-        length = request.headers.get("content-length", "").encode("latin-1") or None
-    if length is not None and length.isdigit() and int(length) > limit:
-        raise PayloadTooLarge(
-            f"request body of {length.decode('latin-1')} bytes is above the limit of {limit}",
-            code="payload_too_large",
-        )
-    # Straight from ``receive``: Request.stream()'s generator costs more than the
-    # copy for the small bodies that dominate inference traffic.
-    receive = request.receive
-    chunks = []
-    size = 0
-    while True:
-        message = await receive()
-        if message["type"] == "http.disconnect":
-            raise ClientDisconnect()
-        chunk = message.get("body", b"")
-        size += len(chunk)
-        if size > limit:
-            raise PayloadTooLarge(
-                f"request body is above the limit of {limit} bytes", code="payload_too_large"
-            )
-        chunks.append(chunk)
-        if not message.get("more_body", False):
-            return chunks[0] if len(chunks) == 1 else b"".join(chunks)
-
-
 async def _json_body(request: Request) -> dict[str, Any]:
-    raw = await _body(request, 1 << 20)
+    raw = await read_body(request, 1 << 20)
     if not raw.strip():
         return {}
     try:
@@ -148,18 +119,9 @@ async def live(request: Request) -> Response:
 
 
 async def ready(request: Request) -> Response:
-    """The server can serve: its database answers."""
-    services = get_services(request)
-
-    def check() -> None:
-        with services.database.transaction() as session:
-            session.execute(text("SELECT 1"))
-
-    try:
-        await asyncio.to_thread(check)
-    except Exception:  # any driver error means not ready
-        # Logged, not answered: the probe is open to anyone (see ``routes.health``).
-        _log.warning("readiness: the database does not answer", exc_info=True)
+    """The server can serve: its database answers (``api.readiness``)."""
+    database = deps.database_service(request)
+    if not await asyncio.to_thread(database_answers, database):
         return _error("not ready: the database does not answer", "not_ready", 503)
     return _json({"ready": True})
 
@@ -173,10 +135,10 @@ async def server(request: Request) -> Response:
 async def metadata(request: Request) -> Response:
     principal = await _authenticate(request)
     owner, name, version = _model(request)
-    inference = get_services(request).inference
+    inference = deps.inference_service(request)
     note_tenant(request, owner)
     await inference.require_model(principal, owner, name, Permission.MODEL_READ)
-    repository = get_services(request).model_repository
+    repository = deps.model_repository_service(request)
     target = await repository.target(owner, name, version)
     versions = [target.version] if version else await repository.versions(owner, name)
     manifest = target.manifest
@@ -190,10 +152,10 @@ async def config(request: Request) -> Response:
     principal = await _authenticate(request)
     owner, name, version = _model(request)
     note_tenant(request, owner)
-    await get_services(request).inference.require_model(
+    await deps.inference_service(request).require_model(
         principal, owner, name, Permission.MODEL_READ
     )
-    target = await get_services(request).model_repository.target(owner, name, version)
+    target = await deps.model_repository_service(request).target(owner, name, version)
     return _json(model_config(target.model, target.manifest))
 
 
@@ -203,17 +165,17 @@ async def statistics(request: Request) -> Response:
     principal = await _authenticate(request)
     owner, name, version = _model(request)
     note_tenant(request, owner)
-    await get_services(request).inference.require_model(
+    await deps.inference_service(request).require_model(
         principal, owner, name, Permission.MODEL_READ
     )
-    found = await get_services(request).model_repository.statistics(owner, name, version)
+    found = await deps.model_repository_service(request).statistics(owner, name, version)
     return _json(model_statistics(found))
 
 
 async def all_statistics(request: Request) -> Response:
     """Triton's statistics extension for every model the caller may see."""
     principal = await _authenticate(request)
-    found = get_services(request).model_repository.all_statistics()
+    found = deps.model_repository_service(request).all_statistics()
     refs = sorted({s.model for s in found})
     seen = await anyio.to_thread.run_sync(visible_model_refs, request, principal, refs)
     return _json(model_statistics([s for s in found if s.model in seen]))
@@ -223,10 +185,10 @@ async def model_ready(request: Request) -> Response:
     principal = await _authenticate(request)
     owner, name, version = _model(request)
     note_tenant(request, owner)
-    await get_services(request).inference.require_model(
+    await deps.inference_service(request).require_model(
         principal, owner, name, Permission.MODEL_READ
     )
-    repository = get_services(request).model_repository
+    repository = deps.model_repository_service(request)
     target, is_ready = await repository.ready(owner, name, version)
     if not is_ready:
         status = repository.host.status(target.key)
@@ -241,20 +203,21 @@ async def infer(request: Request) -> Response:
     the call is admitted) and encodes the answer. A caller that hangs up once its body
     is read cancels the call (``api.disconnect``): it is metered ``cancelled``.
 
-    The hot path, answered through ``lane.InferenceLane``: headers read once."""
-    services = get_services(request)
+    The hot path, routed by the envelope's shortcut (``lane``): headers read once."""
     headers = dict(request.scope["headers"])  # names are lower-case bytes in ASGI
     caller = caller_of(request, await require_principal_async(request, _bearer(headers)))
-    decoder = _Decoder(request, headers, services.settings.max_inference_request_bytes, caller)
+    decoder = _Decoder(
+        request, headers, deps.settings_service(request).max_inference_request_bytes, caller
+    )
     params = request.path_params
     routed = "owner" not in params and is_route(params["name"])
     if "owner" in params:
         target = ModelTarget(params["owner"], params["name"], params.get("version"))
-        call = services.inference.call_model(caller, target, decoder.decode)
+        call = deps.inference_service(request).call_model(caller, target, decoder.decode)
     elif routed:
-        call = _routed_call(services.inference, caller, params["name"], decoder)
+        call = _routed_call(deps.inference_service(request), caller, params["name"], decoder)
     else:
-        call = _endpoint_call(services.inference, caller, params["name"], decoder)
+        call = _endpoint_call(deps.inference_service(request), caller, params["name"], decoder)
     result = await answered(request, caller, call)
     if result is None:
         return Response(status_code=CLIENT_CLOSED)
@@ -312,7 +275,7 @@ async def _endpoint_route(request: Request) -> Route_:
     name = request.path_params["name"]
     caller = caller_of(request, await _authenticate(request))
     try:
-        route = await get_services(request).inference.route(caller, name, Permission.MODEL_READ)
+        route = await deps.inference_service(request).route(caller, name, Permission.MODEL_READ)
     except NotFound as exc:
         raise _unknown_name(name, exc) from None
     finally:
@@ -345,11 +308,11 @@ class _Decoder:
         if self.body is not None:
             return self.body
         request, headers, limit = self.request, self.headers, self.limit
-        body = await _body(request, limit, headers.get(b"content-length"))
+        body = await read_body(request, limit, headers.get(b"content-length"))
         self.caller.watch = CallerWatch(request.receive)
         encoding = headers.get(b"content-encoding")
         if encoding is not None:
-            settings = get_services(request).settings
+            settings = deps.settings_service(request)
             unpacked = settings.max_decompressed_request_bytes or limit
             body = decode_content(body, encoding.decode("latin-1"), max_bytes=unpacked)
         self.body = body
@@ -371,10 +334,10 @@ class _Decoder:
         self, inputs: Sequence[TensorSpec], outputs: Sequence[TensorSpec]
     ) -> InferenceRequest:
         request, headers, limit = self.request, self.headers, self.limit
-        settings = get_services(request).settings
+        settings = deps.settings_service(request)
         body = await self.read()
         header_length = _text(headers.get(_INFERENCE_HEADER))
-        # Here rather than in the hygiene middleware: the inference lane skips it, and a
+        # Here rather than in the envelope's hygiene: its shortcut leaves it to us, and a
         # compressed body can only be checked once decompressed.
         check_inference_json(body, header_length, settings.max_json_depth)
         parsed = parse_infer_request(body, header_length, max_elements=settings.max_tensor_elements)
@@ -465,7 +428,7 @@ def _server_timing(result: InferenceResult) -> str:
 async def repository_index(request: Request) -> Response:
     principal = await _authenticate(request)
     body = await _json_body(request)
-    rows = get_services(request).model_repository.index(ready_only=bool(body.get("ready", False)))
+    rows = deps.model_repository_service(request).index(ready_only=bool(body.get("ready", False)))
     refs = [row["name"] for row in rows]
     seen = await anyio.to_thread.run_sync(visible_model_refs, request, principal, refs)
     return _json([row for row in rows if row["name"] in seen])
@@ -477,7 +440,7 @@ async def repository_load(request: Request) -> Response:
     principal = await _authenticate(request)
     owner, name, _ = _model(request)
     note_tenant(request, owner)
-    await get_services(request).inference.require_model(
+    await deps.inference_service(request).require_model(
         principal, owner, name, Permission.VERSION_DEPLOY
     )
     parameters = (await _json_body(request)).get("parameters") or {}
@@ -494,7 +457,7 @@ async def repository_load(request: Request) -> Response:
     pinned = parameters.get("pinned", False)
     if not isinstance(pinned, bool):
         raise InvalidInput("parameter 'pinned' must be true or false", code="invalid_request")
-    status = await get_services(request).model_repository.load(owner, name, version, pinned=pinned)
+    status = await deps.model_repository_service(request).load(owner, name, version, pinned=pinned)
     return _json(
         {
             "name": status.key.model,
@@ -511,14 +474,14 @@ async def repository_unload(request: Request) -> Response:
     principal = await _authenticate(request)
     owner, name, _ = _model(request)
     note_tenant(request, owner)
-    await get_services(request).inference.require_model(
+    await deps.inference_service(request).require_model(
         principal, owner, name, Permission.VERSION_DEPLOY
     )
     parameters = (await _json_body(request)).get("parameters") or {}
     version = parameters.get("version") if isinstance(parameters, dict) else None
     if version is not None and not isinstance(version, str):
         raise InvalidInput("parameter 'version' must be a string", code="invalid_request")
-    keys = await get_services(request).model_repository.unload(owner, name, version)
+    keys = await deps.model_repository_service(request).unload(owner, name, version)
     return _json({"unloaded": [{"name": k.model, "version": k.version} for k in keys]})
 
 

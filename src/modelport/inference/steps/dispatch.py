@@ -66,7 +66,7 @@ async def dispatch(env: Env, call: Call) -> None:
                 BackendRequest(
                     ref,
                     request.inputs,
-                    time.monotonic() + call.timeout,
+                    env.clock.monotonic() + call.timeout,
                     request.priority or Priority.INTERACTIVE,
                     outputs,
                     request.parameters,
@@ -111,5 +111,6 @@ async def _stream(env: Env, call: Call) -> None:
         end=lambda ended: finish(call, ended),
         input_estimate=request.input_estimate,
         check=call.check,
+        clock=env.clock,
     )
     await stream.start()

@@ -12,7 +12,6 @@ deadline are checked, and an endpoint's version chosen the same way.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Mapping
 from dataclasses import replace
 from typing import TYPE_CHECKING
@@ -81,7 +80,7 @@ async def _read_endpoint(env: Env, call: Call) -> None:
         timeout = min(timeout, request.timeout)
     call.request = request
     call.timeout = timeout
-    call.deadline = time.monotonic() + timeout
+    call.deadline = env.clock.monotonic() + timeout
     if counts_tokens(route.inputs, route.outputs):
         call.tokens = input_token_bound(request.inputs)
     if request.idempotency is not None:
@@ -113,7 +112,7 @@ async def _read_stream(env: Env, call: Call) -> None:
         raise InvalidInput(f"n must be between 1 and {MAX_CHOICES}", code="invalid_n")
     if call.route is not None:
         call.deadline = min(
-            call.deadline, time.monotonic() + call.route.endpoint.deadline_ms / 1000
+            call.deadline, env.clock.monotonic() + call.route.endpoint.deadline_ms / 1000
         )
         await choose(env, call, request.subject)
     elif call.source is None:
@@ -124,7 +123,7 @@ async def _read_stream(env: Env, call: Call) -> None:
         call.generate = replace(
             request, max_tokens=context_bound(call.ref.manifest.runtime), to_context_end=True
         )
-    call.timeout = call.deadline - time.monotonic()
+    call.timeout = call.deadline - env.clock.monotonic()
     if call.timeout <= 0:
         raise DeadlineExceeded("the deadline passed before the call started")
 

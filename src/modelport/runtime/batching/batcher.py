@@ -32,6 +32,7 @@ from typing import Any
 import numpy as np
 from opentelemetry.trace import Tracer
 
+from modelport.clock import Clock, SystemClock
 from modelport.errors import DeadlineExceeded, Internal, ModelportError, Overloaded, Unavailable
 from modelport.runtime.batching.queue import PendingRequest, RequestQueue, RequestState
 from modelport.runtime.batching.requests import batch_group, batch_rows
@@ -64,8 +65,12 @@ class Batcher:
         name: str = "model",
         execute_estimate: float = 0.0,
         tracer: Tracer | None = None,
+        clock: Clock | None = None,
     ) -> None:
         self.executor = executor
+        self.clock = clock or SystemClock()
+        """What deadlines, queue waits and expiry timers are on (the executor's own
+        deadline is real time: it bounds work in a thread or another process)."""
         self.tracer = tracer
         """Records the waits and batches of traced calls (``batching.spans``); None: off."""
         self.config = config
@@ -94,8 +99,8 @@ class Batcher:
         priority: Priority = Priority.INTERACTIVE,
         parameters: Mapping[str, Any] | None = None,
     ) -> InferenceResult:
-        """Queue one request and await its outputs (``deadline`` on ``time.monotonic()``)."""
-        now = time.monotonic()
+        """Queue one request and await its outputs (``deadline`` on ``clock.monotonic()``)."""
+        now = self.clock.monotonic()
         if self._closing:
             raise Unavailable(f"{self.name} is unloading", code="model_unloading", retry_after=1)
         if deadline <= now:
@@ -118,7 +123,7 @@ class Batcher:
         self._queue.push(request)
         self.observer.enqueued(priority)
         self.observer.queue_depth(len(self._queue))
-        timer = self.loop.call_later(deadline - now, self._expire, request)
+        timer = self.clock.call_later(deadline - now, self._expire, request)
         self._pump_soon()
         outcome = "error"
         try:
@@ -135,7 +140,7 @@ class Batcher:
             raise
         finally:
             timer.cancel()
-            self.observer.request_done(outcome, time.monotonic() - now)
+            self.observer.request_done(outcome, self.clock.monotonic() - now)
 
     def predicted_wait(self, priority: Priority = Priority.BATCH) -> float:
         """Seconds a new request of ``priority`` would wait now: the requests ahead of it
@@ -209,7 +214,7 @@ class Batcher:
         """Dispatch what the queue says to while an executor instance is free."""
         config = self.config
         while self._free and len(self._queue):
-            now = time.monotonic()
+            now = self.clock.monotonic()
             decision = self._queue.step(
                 now,
                 max_batch_size=config.max_batch_size,
@@ -261,7 +266,8 @@ class Batcher:
         try:
             # The batch is worth finishing until its last request's deadline.
             deadline = batch[0].deadline if len(batch) == 1 else max(r.deadline for r in batch)
-            self.executor.submit([r.payload.inputs for r in batch], done, deadline)
+            real = time.monotonic() + (deadline - now)  # the executor's deadline: real time
+            self.executor.submit([r.payload.inputs for r in batch], done, real)
         except Exception as exc:  # e.g. the executor was closed under us
             self._finish(batch, exc)
 
@@ -316,6 +322,7 @@ class Batcher:
             started_at=batch[0].payload.started_at,
             rows=outcome.rows if isinstance(outcome, BatchOutcome) else sum(r.rows for r in batch),
             size=len(batch),
+            now=self.clock.monotonic(),
             error=None if isinstance(outcome, BatchOutcome) else outcome,
         )
 

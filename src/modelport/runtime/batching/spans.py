@@ -63,11 +63,12 @@ def record_batch(
     started_at: float,
     rows: int,
     size: int,
+    now: float,
     error: BaseException | None = None,
 ) -> None:
-    """The spans of a batch of ``size`` requests that ran from ``started_at`` until now;
-    ``requests``: those whose caller's span is sampled (see the module docstring)."""
-    now = time.monotonic()
+    """The spans of a batch of ``size`` requests that ran from ``started_at`` until ``now``
+    (the batcher's clock); ``requests``: those whose caller's span is sampled (see the
+    module docstring)."""
     wall = time.time_ns()
 
     def at(moment: float) -> int:

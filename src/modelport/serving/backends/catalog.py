@@ -26,6 +26,7 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from modelport.clock import Clock
 from modelport.errors import Conflict, InvalidInput, NotFound
 from modelport.logs import log_event
 from modelport.netpolicy import UrlPolicy, UrlRefused
@@ -49,9 +50,11 @@ def backend_not_found(name: str) -> NotFound:
     return NotFound(f"backend {name!r} not found", code="backend_not_found", backend=name)
 
 
-def build_backend(info: RemoteBackendInfo, api_key: str | None, policy: UrlPolicy) -> Backend:
+def build_backend(
+    info: RemoteBackendInfo, api_key: str | None, policy: UrlPolicy, clock: Clock | None = None
+) -> Backend:
     """The backend object for a declaration (no I/O); its connections go through
-    ``policy``."""
+    ``policy``; its requests' deadlines are on ``clock``."""
     caps = info.capabilities
     models = caps.get("models") or {}
     if info.kind is RemoteKind.REMOTE_OPENAI:
@@ -64,6 +67,7 @@ def build_backend(info: RemoteBackendInfo, api_key: str | None, policy: UrlPolic
             api_key=api_key,
             models=models,
             policy=policy,
+            clock=clock,
         )
     capabilities = Capabilities(
         formats=frozenset(caps.get("formats") or DEFAULT_CAPABILITIES.formats),
@@ -77,14 +81,21 @@ def build_backend(info: RemoteBackendInfo, api_key: str | None, policy: UrlPolic
         models=models,
         capabilities=capabilities,
         policy=policy,
+        clock=clock,
     )
 
 
 class BackendCatalog:
     def __init__(
-        self, database: Database, board: HealthBoard, box: SecretBox, policy: UrlPolicy
+        self,
+        database: Database,
+        board: HealthBoard,
+        box: SecretBox,
+        policy: UrlPolicy,
+        clock: Clock | None = None,
     ) -> None:
         self.database = database
+        self.clock = clock
         self.policy = policy
         self.board = board
         self.box = box
@@ -205,7 +216,7 @@ class BackendCatalog:
         return row
 
     def _install(self, info: RemoteBackendInfo, api_key: str | None) -> None:
-        backend = build_backend(info, api_key, self.policy)
+        backend = build_backend(info, api_key, self.policy, self.clock)
         self._built[info.name] = backend
         self.board.register(backend)
 

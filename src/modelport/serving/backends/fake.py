@@ -10,12 +10,12 @@ errors in ``script`` to fail the next calls one by one, ``delay`` to make calls 
 from __future__ import annotations
 
 import asyncio
-import time
 from collections import deque
 from collections.abc import AsyncIterator, Callable, Mapping
 
 import numpy as np
 
+from modelport.clock import Clock, SystemClock
 from modelport.errors import DeadlineExceeded, ModelportError
 from modelport.serving.backends.base import refuse_stream
 from modelport.serving.types import (
@@ -39,8 +39,11 @@ class FakeBackend:
         answer: Answer | None = None,
         offset: float = 1.0,
         delay: float = 0.0,
+        clock: Clock | None = None,
     ) -> None:
         self.name = name
+        self.clock = clock or SystemClock()
+        """What requests' deadlines are on."""
         self._capabilities = capabilities or Capabilities(
             formats=frozenset({"onnx"}), max_batch_size=1 << 20
         )
@@ -64,7 +67,7 @@ class FakeBackend:
     async def infer(self, request: BackendRequest) -> BackendResponse:
         self.calls.append(request)
         if self.delay:
-            remaining = request.deadline - time.monotonic()
+            remaining = request.deadline - self.clock.monotonic()
             if remaining < self.delay:
                 await asyncio.sleep(max(0.0, remaining))
                 raise DeadlineExceeded(f"{self.name}: deadline passed")

@@ -121,6 +121,11 @@ class LocalBackend:
     async def health(self) -> Health:
         return Health.HEALTHY  # the process answering is the probe
 
+    def _real(self, deadline: float) -> float:
+        """A deadline on the host's clock as real ``time.monotonic()``: the processing
+        workers are real processes, stopped on real time."""
+        return time.monotonic() + (deadline - self.host.clock.monotonic())
+
     async def infer(self, request: BackendRequest) -> BackendResponse:
         version = request.version
         known = self._keys.get(id(version))
@@ -144,7 +149,7 @@ class LocalBackend:
             processing = await self.processing.get(version)
         if processing is not None and processing.has("preprocess"):
             inputs, stages["preprocess"] = await processing.run(
-                "preprocess", inputs, request.deadline
+                "preprocess", inputs, self._real(request.deadline)
             )
         try:
             if not self.host.is_ready(key):
@@ -168,7 +173,7 @@ class LocalBackend:
         outputs = result.outputs
         if processing is not None and processing.has("postprocess"):
             outputs, stages["postprocess"] = await processing.run(
-                "postprocess", outputs, request.deadline
+                "postprocess", outputs, self._real(request.deadline)
             )
         if request.outputs is not None:
             outputs = {name: outputs[name] for name in request.outputs if name in outputs}
@@ -187,7 +192,7 @@ class LocalBackend:
                 code="model_not_loaded",
                 scope="version",
             )
-        remaining = request.deadline - time.monotonic()
+        remaining = request.deadline - self.host.clock.monotonic()
         try:
             # The load itself is shielded by the host: it goes on for later requests.
             await asyncio.wait_for(
@@ -238,7 +243,7 @@ class LocalBackend:
             index = 1
             chunks = aiter(generation)
             while True:
-                remaining = request.deadline - time.monotonic()
+                remaining = request.deadline - self.host.clock.monotonic()
                 try:
                     async with asyncio.timeout(max(0.0, remaining)):
                         chunk = await anext(chunks)
@@ -275,7 +280,7 @@ class LocalBackend:
             raise Unavailable(
                 f"{key.ref} is not loaded here", code="model_not_loaded", scope="version"
             )
-        remaining = request.deadline - time.monotonic()
+        remaining = request.deadline - self.host.clock.monotonic()
         try:
             return await asyncio.wait_for(
                 engines.ensure_loaded(key, version.manifest, self.blobs),

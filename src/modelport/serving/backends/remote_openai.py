@@ -37,6 +37,7 @@ from typing import Any
 import httpx
 import numpy as np
 
+from modelport.clock import Clock, SystemClock
 from modelport.errors import (
     DeadlineExceeded,
     InvalidInput,
@@ -85,8 +86,11 @@ class RemoteOpenAIBackend:
         health_timeout: float = 2.0,
         transport: httpx.AsyncBaseTransport | None = None,
         policy: UrlPolicy | None = None,
+        clock: Clock | None = None,
     ) -> None:
-        """``policy``: where connections may go, checked at each one (``guard``)."""
+        """``policy``: where connections may go, checked at each one (``guard``);
+        ``clock``: what requests' deadlines are on."""
+        self.clock = clock or SystemClock()
         unknown = set(tasks) - TASKS
         if unknown:
             raise ValueError(f"unknown tasks {sorted(unknown)} (known: {sorted(TASKS)})")
@@ -176,7 +180,7 @@ class RemoteOpenAIBackend:
         )
 
     async def _post(self, request: BackendRequest, path: str, body: dict[str, Any]) -> Any:
-        remaining = request.deadline - time.monotonic()
+        remaining = request.deadline - self.clock.monotonic()
         if remaining <= 0:
             raise DeadlineExceeded(f"{self.name}: the deadline passed before the call")
         try:
@@ -224,7 +228,7 @@ class RemoteOpenAIBackend:
         model = self.models.get(version.model, version.model)
         body = stream_body(request, task, model)
         path = "/v1/chat/completions" if task == "chat" else "/v1/completions"
-        remaining = request.deadline - time.monotonic()
+        remaining = request.deadline - self.clock.monotonic()
         if remaining <= 0:
             raise DeadlineExceeded(f"{self.name}: the deadline passed before the call")
         sent = self._client.build_request(
@@ -250,7 +254,7 @@ class RemoteOpenAIBackend:
             events = SseEvents(response.aiter_lines(), self.name)
             reader = StreamReader(self.name, chat=task == "chat")
             while True:
-                remaining = request.deadline - time.monotonic()
+                remaining = request.deadline - self.clock.monotonic()
                 try:
                     async with asyncio.timeout(max(0.0, remaining)):
                         event = await anext(events)

@@ -32,6 +32,7 @@ from urllib.parse import quote
 
 import httpx
 
+from modelport.clock import Clock, SystemClock
 from modelport.errors import (
     DeadlineExceeded,
     ModelportError,
@@ -73,8 +74,11 @@ class RemoteV2Backend:
         transport: httpx.AsyncBaseTransport | None = None,
         max_connections: int = 100,
         policy: UrlPolicy | None = None,
+        clock: Clock | None = None,
     ) -> None:
-        """``policy``: where connections may go, checked at each one (``guard``)."""
+        """``policy``: where connections may go, checked at each one (``guard``);
+        ``clock``: what requests' deadlines are on."""
+        self.clock = clock or SystemClock()
         self.name = name
         self.url = url.rstrip("/")
         self.models = dict(models or {})
@@ -128,7 +132,7 @@ class RemoteV2Backend:
 
     async def infer(self, request: BackendRequest) -> BackendResponse:
         version = request.version
-        remaining = request.deadline - time.monotonic()
+        remaining = request.deadline - self.clock.monotonic()
         if remaining <= 0:
             raise DeadlineExceeded(f"{self.name}: the deadline passed before the call")
         body, headers = v2_wire.encode_request(

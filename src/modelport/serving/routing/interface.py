@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Protocol
 
+from modelport.clock import Clock
 from modelport.serving.backends.base import Backend
 from modelport.serving.types import BackendRequest, Served, StreamRequest, VersionRef
 
@@ -25,6 +26,11 @@ ReplicaProvider = Callable[[VersionRef], Sequence[Backend]]
 
 
 class Dispatcher(Protocol):
+    @property
+    def clock(self) -> Clock:
+        """What requests' deadlines are on."""
+        ...
+
     async def dispatch(
         self,
         request: BackendRequest,

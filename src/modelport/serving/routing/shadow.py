@@ -130,7 +130,7 @@ class ShadowRunner:
             request,
             version=shadow,
             priority=Priority.BATCH,
-            deadline=time.monotonic() + timeout,
+            deadline=self.dispatcher.clock.monotonic() + timeout,
             outputs=None,
         )
         task = asyncio.get_running_loop().create_task(
@@ -215,7 +215,7 @@ class ShadowRunner:
             request,
             version=shadow,
             priority=Priority.BATCH,
-            deadline=time.monotonic() + timeout,
+            deadline=self.dispatcher.clock.monotonic() + timeout,
             call_id="",  # not a metered call: nobody is billed for it
         )
         task = asyncio.get_running_loop().create_task(

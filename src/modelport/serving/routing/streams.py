@@ -109,7 +109,7 @@ class PlannedStream:
         except InvalidInput:
             raise
         except (GeneratorExit, asyncio.CancelledError):
-            if time.monotonic() >= request.deadline:
+            if self.router.dispatcher.clock.monotonic() >= request.deadline:
                 ok = False  # cut by the deadline: as a tensor call's timeout
             raise
         except Exception:
