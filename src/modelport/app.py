@@ -84,6 +84,7 @@ if TYPE_CHECKING:
     from modelport.observability.metrics import RuntimeMetrics
     from modelport.observability.predictions import PredictionLog
     from modelport.observability.serving_metrics import ServingMetrics
+    from modelport.observability.slo_metrics import SLIMetrics
     from modelport.observability.version_traffic import VersionTrafficService
     from modelport.runtime.engines import GenerativeHost
     from modelport.runtime.formats.base import GenerativeFormat
@@ -1028,6 +1029,7 @@ def build_jobs(
     moderation: ModerationService | None = None,
     files: FileService | None = None,
     tracer: Tracer | None = None,
+    slis: SLIMetrics | None = None,
 ) -> tuple[JobService, JobRunner]:
     """The job service and this process's runner over the built-in stages; a job
     submitted here wakes the runner at once. ``notifier``: checks a job's webhook URL at
@@ -1065,6 +1067,7 @@ def build_jobs(
         notifier=notifier,
         holds=billing,
         tracer=tracer,
+        observer=slis,
     )
     service = JobService(
         database,
@@ -1501,10 +1504,12 @@ def build_services(
             engines = build_generative_host(settings, host, metrics, check)
     from modelport.observability.http_metrics import HttpMetrics
     from modelport.observability.serving_metrics import ServingMetrics
+    from modelport.observability.slo_metrics import SLIMetrics
     from modelport.observability.version_traffic import VersionTrafficService
     from modelport.serving.routing.shadow_log import shadow_recorder
 
     serving_metrics = ServingMetrics(metrics.registry)
+    slis = SLIMetrics(metrics.registry)  # the SLOs' events: endpoint calls, ended jobs
     health = build_health(settings, serving_metrics, clock)
     prediction_log, outcomes = build_prediction_log(settings, database, serving_metrics)
     serving = build_serving(
@@ -1548,6 +1553,7 @@ def build_services(
         cache=build_response_cache(settings, tenancy, metrics, changes, keys, clock),
         moderation=moderation,
         tracer=tracer,
+        slis=slis,
     )
     blobs = BlobService(database, blob_store, verify_below_bytes=settings.verify_below_bytes)
     webhooks = build_webhooks(settings, database, clock, secret_box, pools)
@@ -1557,7 +1563,7 @@ def build_services(
     notifier = WebhookNotifier(webhooks)
     files = build_files(settings, database, blobs, clock)
     jobs, job_runner = build_jobs(
-        settings, database, blobs, inference, clock, notifier, moderation, files, tracer
+        settings, database, blobs, inference, clock, notifier, moderation, files, tracer, slis
     )
     validations = build_validations(settings, database, blobs, registry, jobs, job_runner, clock)
     datasets, evaluations = build_evaluations(
@@ -1775,6 +1781,7 @@ def build_inference(
     cache: ResponseCache | None = None,
     moderation: ModerationService | None = None,
     tracer: Tracer | None = None,
+    slis: SLIMetrics | None = None,
 ) -> tuple[InferenceService, ModelRepository]:
     """The inference service over the serving layer, its caches (resolved versions,
     access facts) subscribed to the change events, and the model repository sharing
@@ -1805,6 +1812,7 @@ def build_inference(
         cache=cache,
         moderation=SyncModeration(moderation) if moderation is not None else None,
         tracer=tracer,
+        calls=slis,
     )
     repository = ModelRepository(
         targets,

@@ -29,7 +29,7 @@ from modelport.inference.admission import admit
 from modelport.inference.cache import ResponseCache
 from modelport.inference.call import Call, Encoder, Kind, Mode
 from modelport.inference.moderation import SyncModeration
-from modelport.inference.pipeline import Pipeline
+from modelport.inference.pipeline import CallObserver, Pipeline
 from modelport.inference.steps.reserve import call_info
 from modelport.inference.steps.resolve import endpoint_route, task_of
 from modelport.inference.streaming import CallStream, GenerateRequest
@@ -76,6 +76,7 @@ class InferenceService:
         cache: ResponseCache | None = None,
         moderation: SyncModeration | None = None,
         tracer: Tracer | None = None,
+        calls: CallObserver | None = None,
     ) -> None:
         self.targets = targets
         self.facts = facts
@@ -92,6 +93,7 @@ class InferenceService:
         """The response cache, where it is enabled."""
         self.pipeline = Pipeline(self, tracer=tracer)
         """Every call's steps, in their one order (each in a span with ``tracer``)."""
+        self.pipeline.calls = calls
 
     # ---- the caches a change must reach
     def forget(self, owner: str, name: str) -> None:

@@ -522,6 +522,7 @@ class EndpointRow(Base):
     rollback_until: Mapped[datetime | None]
     fallback: Mapped[dict[str, Any] | None] = mapped_column(JSON)
     log_policy: Mapped[dict[str, Any] | None] = mapped_column(JSON)
+    slos: Mapped[list[dict[str, Any]] | None] = mapped_column(JSON)
     revision: Mapped[int] = mapped_column(Integer, default=0)
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
     created_by: Mapped[str] = mapped_column(String(128), default="")
