@@ -61,7 +61,7 @@ class SLO(BaseModel):
         """The threshold as the ``le`` label of its bucket (a checked SLO's)."""
         bound = bound_of(self.kind, self.threshold_ms)
         assert bound is not None
-        return floatToGoString(bound)
+        return str(floatToGoString(bound))
 
 
 def buckets_of(kind: SLOKind) -> tuple[float, ...]:

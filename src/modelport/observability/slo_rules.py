@@ -81,8 +81,14 @@ def endpoint_objective(endpoint: str, slo: SLO) -> Objective:
         summary = f"{slo.objective:.3%} of jobs on {endpoint} succeed within"
     total = f"sum(rate({hist}_count{{{where}}}[$w]))"
     good = f'sum(rate({hist}_bucket{{{good_where}, le="{slo.threshold_le}"}}[$w]))'
-    summary += f" {slo.threshold_ms:g} ms"
+    summary += " " + _duration(slo.threshold_ms or 0.0)
     return Objective(labels, slo.objective, slo.window_days, f"{total} - {good}", total, summary)
+
+
+def _duration(ms: float) -> str:
+    if ms < 1000:
+        return f"{ms:g} ms"
+    return f"{ms / 1000:g} s" if ms < 3_600_000 else f"{ms / 3_600_000:g} h"
 
 
 def group(objective: Objective) -> dict[str, Any]:
