@@ -800,6 +800,7 @@ def build_metering(
     from modelport.errors import NotFound
     from modelport.metering.authorizations import UsageAuthorizations
     from modelport.metering.balances import BalanceRepository
+    from modelport.metering.costs import ComputePrices, CostReport
     from modelport.metering.ledger import Ledger
     from modelport.metering.meter import InferenceMeter
     from modelport.metering.outbox import LedgerSink, Outbox, UsageSink
@@ -899,6 +900,12 @@ def build_metering(
         sweep_interval_seconds=settings.metering_sweep_interval_seconds,
         now=now,
         closers=closers,
+        costs=CostReport(
+            database,
+            ComputePrices(
+                settings.cost_per_core_second_micros, settings.cost_per_gpu_second_micros
+            ),
+        ),
     )
 
 
@@ -1792,6 +1799,7 @@ def build_inference(
     from modelport.inference.repository import ModelRepository
     from modelport.inference.service import InferenceService
     from modelport.inference.targets import VersionTargets
+    from modelport.observability.cost_metrics import CostMetrics
 
     ttl = settings.resolve_cache_ttl_seconds
     targets = VersionTargets(registry, metrics, resolve_ttl=ttl, clock=clock.monotonic)
@@ -1813,6 +1821,11 @@ def build_inference(
         moderation=SyncModeration(moderation) if moderation is not None else None,
         tracer=tracer,
         calls=slis,
+        costs=CostMetrics(
+            metrics.registry,
+            core_second_micros=settings.cost_per_core_second_micros,
+            gpu_second_micros=settings.cost_per_gpu_second_micros,
+        ),
     )
     repository = ModelRepository(
         targets,

@@ -408,6 +408,13 @@ class Settings(BaseSettings):
     """The publisher's share of what its models earn (basis points) when a price rule sets
     none."""
 
+    cost_per_core_second_micros: float = Field(default=0.0, ge=0)
+    """What one core-second of measured compute costs the operator, in micros of the
+    currency (``metering.costs``): each call's cost, each model's margin. 0: unpriced."""
+
+    cost_per_gpu_second_micros: float = Field(default=0.0, ge=0)
+    """The same for one GPU-second."""
+
     metering_reservation_grace_seconds: float = Field(default=60.0, gt=0)
     """A reservation not settled this long after its call's deadline (its process died)
     expires, and the sweeper gives back what it held."""

@@ -119,6 +119,15 @@ class CallObserver(Protocol):
     def endpoint_call(self, endpoint: str, outcome: str, seconds: float) -> None: ...
 
 
+class CostObserver(Protocol):
+    """Told once per metered call, as it ends: its tenant, the model that ran, the
+    compute measured for it and what it was charged (``cost_metrics.CostMetrics``)."""
+
+    def call_metered(
+        self, tenant: str, model: str, cpu_ms: float, gpu_ms: float, charged_micros: int
+    ) -> None: ...
+
+
 _BOTH_KINDS = frozenset(Kind)
 _BOTH_MODES = frozenset(Mode)
 
@@ -208,6 +217,8 @@ class Pipeline:
         """Spans for the call and each step (None: tracing is off)."""
         self.calls: CallObserver | None = None
         """Told how each endpoint call ended (None: nobody listens)."""
+        self.costs: CostObserver | None = None
+        """Told what each metered call used and was charged (None: nobody listens)."""
         self._plans: dict[PlanKey, Plan] = {}
 
     def plan(self, call: Call) -> Plan:
@@ -290,7 +301,19 @@ class Pipeline:
         self._tell(call, ended)
 
     def _tell(self, call: Call, exc: BaseException | None) -> None:
-        """An endpoint call ended (``exc``: how it failed): tell ``calls``."""
+        """A call ended (``exc``: how it failed): tell ``costs`` what a metered one used
+        and was charged, and ``calls`` how an endpoint call ended."""
+        costs, metered = self.costs, call.metered
+        if costs is not None and metered is not None and call.settled:
+            usage = call.usage
+            model = metered.ran[0] if metered.ran is not None else metered.call.model
+            costs.call_metered(
+                metered.call.tenant,
+                model,
+                usage.cpu_ms if usage is not None else metered.compute_ms,
+                usage.gpu_ms if usage is not None else 0.0,
+                metered.charged_micros,
+            )
         calls, endpoint = self.calls, call.endpoint
         if calls is None or endpoint is None or call.kind is not Kind.ENDPOINT:
             return

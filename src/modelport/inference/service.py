@@ -29,7 +29,7 @@ from modelport.inference.admission import admit
 from modelport.inference.cache import ResponseCache
 from modelport.inference.call import Call, Encoder, Kind, Mode
 from modelport.inference.moderation import SyncModeration
-from modelport.inference.pipeline import CallObserver, Pipeline
+from modelport.inference.pipeline import CallObserver, CostObserver, Pipeline
 from modelport.inference.steps.reserve import call_info
 from modelport.inference.steps.resolve import endpoint_route, task_of
 from modelport.inference.streaming import CallStream, GenerateRequest
@@ -77,6 +77,7 @@ class InferenceService:
         moderation: SyncModeration | None = None,
         tracer: Tracer | None = None,
         calls: CallObserver | None = None,
+        costs: CostObserver | None = None,
     ) -> None:
         self.targets = targets
         self.facts = facts
@@ -94,6 +95,7 @@ class InferenceService:
         self.pipeline = Pipeline(self, tracer=tracer)
         """Every call's steps, in their one order (each in a span with ``tracer``)."""
         self.pipeline.calls = calls
+        self.pipeline.costs = costs
 
     # ---- the caches a change must reach
     def forget(self, owner: str, name: str) -> None:
