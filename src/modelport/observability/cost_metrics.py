@@ -19,12 +19,16 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
+from modelport.observability.deferred import Deferred
+
 
 class CostMetrics:
     def __init__(
         self, registry: CollectorRegistry, *, core_second_micros: float, gpu_second_micros: float
     ) -> None:
         self.registry = registry
+        # The calls' figures are applied in batches (``deferred``): 3 series a call.
+        self._deferred = Deferred(registry, self._apply)
         # per millisecond: what a call's cpu_ms and gpu_ms cost
         self._cpu_ms = core_second_micros / 1000
         self._gpu_ms = gpu_second_micros / 1000
@@ -61,6 +65,22 @@ class CostMetrics:
     def call_metered(
         self, tenant: str, model: str, cpu_ms: float, gpu_ms: float, charged_micros: int
     ) -> None:
+        if cpu_ms or gpu_ms or charged_micros:
+            self._deferred.record((tenant, model, cpu_ms, gpu_ms, charged_micros))
+
+    def _apply(self, calls: list[tuple[str, str, float, float, int]]) -> None:
+        totals: dict[tuple[str, str], list[float]] = {}
+        for tenant, model, cpu_ms, gpu_ms, charged in calls:
+            found = totals.get((tenant, model))
+            if found is None:
+                found = totals[tenant, model] = [0.0, 0.0, 0.0]
+            found[0] += cpu_ms
+            found[1] += gpu_ms
+            found[2] += charged
+        for (tenant, model), (cpu_ms, gpu_ms, charged) in totals.items():
+            self._add(tenant, model, cpu_ms, gpu_ms, charged)
+
+    def _add(self, tenant: str, model: str, cpu_ms: float, gpu_ms: float, charged: float) -> None:
         key = (tenant, model)
         found = self._children.get(key)
         if found is None:
@@ -77,5 +97,5 @@ class CostMetrics:
             gpu.inc(gpu_ms / 1000)
         if cpu_ms or gpu_ms:
             cost.inc(cpu_ms * self._cpu_ms + gpu_ms * self._gpu_ms)
-        if charged_micros:
-            revenue.inc(charged_micros)
+        if charged:
+            revenue.inc(charged)

@@ -18,6 +18,7 @@ from typing import Any
 from prometheus_client import CollectorRegistry, Counter, Histogram
 
 from modelport.errors import ModelportError
+from modelport.observability.deferred import Deferred
 from modelport.observability.metrics import LATENCY_BUCKETS
 from modelport.observability.slo import JOB_BUCKETS
 
@@ -47,6 +48,8 @@ class SLIMetrics:
     def __init__(self, registry: CollectorRegistry | None = None) -> None:
         self.registry = registry if registry is not None else CollectorRegistry()
         r = self.registry
+        # Endpoint calls are applied in batches (``deferred``): 2 series a call.
+        self._deferred = Deferred(r, self._apply)
         self.requests = Counter(
             "modelport_endpoint_requests",
             "Calls to an endpoint by outcome: ok, error (the platform's), rejected (the caller's).",
@@ -71,6 +74,13 @@ class SLIMetrics:
         self._children: dict[tuple[str, str], tuple[Any, Any]] = {}
 
     def endpoint_call(self, endpoint: str, outcome: str, seconds: float) -> None:
+        self._deferred.record((endpoint, outcome, seconds))
+
+    def _apply(self, calls: list[tuple[str, str, float]]) -> None:
+        for endpoint, outcome, seconds in calls:
+            self._add(endpoint, outcome, seconds)
+
+    def _add(self, endpoint: str, outcome: str, seconds: float) -> None:
         key = (endpoint, outcome)
         found = self._children.get(key)
         if found is None:
