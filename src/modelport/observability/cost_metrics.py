@@ -77,8 +77,8 @@ class CostMetrics:
             found[0] += cpu_ms
             found[1] += gpu_ms
             found[2] += charged
-        for (tenant, model), (cpu_ms, gpu_ms, charged) in totals.items():
-            self._add(tenant, model, cpu_ms, gpu_ms, charged)
+        for (tenant, model), (cpu, gpu, revenue) in totals.items():
+            self._add(tenant, model, cpu, gpu, revenue)
 
     def _add(self, tenant: str, model: str, cpu_ms: float, gpu_ms: float, charged: float) -> None:
         key = (tenant, model)
