@@ -58,7 +58,20 @@ async def set_slos(
 @router.get(
     "/slos/rules",
     response_class=Response,
-    responses={200: {"content": {"application/yaml": {"schema": {"type": "string"}}}}},
+    responses={
+        200: {
+            "description": "A Prometheus rule file",
+            "content": {
+                "application/yaml": {
+                    "schema": {
+                        "type": "object",
+                        "required": ["groups"],
+                        "properties": {"groups": {"type": "array", "items": {"type": "object"}}},
+                    }
+                }
+            },
+        }
+    },
 )
 def slo_rules(request: Request, principal: CurrentPrincipal) -> Response:
     """A Prometheus rule file (YAML) for every endpoint's SLOs: error ratios, burn
