@@ -305,9 +305,18 @@ def _ops() -> list[Op]:
         "/api/endpoints/{endpoint}/deployments",
         "/api/endpoints/{endpoint}/deployments/{deployment}",
         "/api/endpoints/{endpoint}/outcomes",
+        "/api/endpoints/{endpoint}/slos",
         "/api/predictions/{prediction}",
     ):
         add("endpoint", "read", "GET", path)
+    add(
+        "endpoint",
+        "modify",
+        "PUT",
+        "/api/endpoints/{endpoint}/slos",
+        {"slos": [{"name": "mole", "kind": "availability", "objective": 0.5}]},
+        witness=("/api/endpoints/{endpoint}/slos",),
+    )
     add("endpoint", "list", "GET", "/api/endpoints", refused=False, ghost=False)
     add("endpoint", "list", "GET", "/api/endpoints?tenant=acme", refused=False, ghost=False)
     add("endpoint", "call", "POST", "/api/endpoints/{endpoint}:predict", INFER, witness=MONEY_W)
@@ -466,6 +475,9 @@ def _ops() -> list[Op]:
         "/metrics",
         ghost=False,
     )
+    # the rule file names every endpoint; the costs every tenant's spend: the operator's
+    add("operations", "read", "GET", "/api/slos/rules", ghost=False)
+    add("billing", "read", "GET", "/api/costs", ghost=False)
     # ---- billing the victim, or through its model: usage reported by someone else. Last:
     # a report that gets through (a hole) adds usage the list attacks above would see.
     add(
