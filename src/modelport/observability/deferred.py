@@ -7,13 +7,16 @@ lock (a fraction of a microsecond) and applies them (``apply``) in one go:
 
 - before every read of the registry it is registered on (a scrape, ``render``,
   ``get_sample_value``): a scrape sees every call recorded before it;
-- on the recording path once ``FOLD_INTERVAL`` has passed since the last time, so that
-  in multiprocess mode (a scrape reads the shared files, not this registry) the files
-  lag by at most that while calls come in; and at interpreter exit.
+- ``FOLD_INTERVAL`` after the first observation still pending, by a one-shot timer on
+  the recording event loop (at once for a recording off any loop), so that in
+  multiprocess mode (a scrape reads the shared files, not this registry) they lag by at
+  most that, idle or not; a timer whose loop stopped is replaced by the next recording;
+- at interpreter exit.
 """
 
 from __future__ import annotations
 
+import asyncio
 import atexit
 import threading
 import weakref
@@ -33,22 +36,31 @@ class Deferred:
         self._apply = apply
         self._lock = threading.Lock()
         self._pending: list[Any] = []
-        self._due = monotonic() + FOLD_INTERVAL
+        self._armed_at = 0.0
+        """``monotonic()`` when the pending timer was set; 0.0: none is."""
         # Registered before the series ``apply`` feeds: a collect applies first.
         registry.register(_Folder(self))
         atexit.register(_fold_at_exit, weakref.ref(self))
 
     def record(self, item: Any) -> None:
+        now = monotonic()
         with self._lock:
             self._pending.append(item)
-        if monotonic() >= self._due:
-            self.fold()
+            # None pending, or one long overdue: its loop stopped before it fired.
+            arm = not self._armed_at or now - self._armed_at > 2 * FOLD_INTERVAL
+            if arm:
+                self._armed_at = now
+        if arm:
+            try:
+                asyncio.get_running_loop().call_later(FOLD_INTERVAL, self.fold)
+            except RuntimeError:  # off any event loop: no timer to set, apply now
+                self.fold()
 
     def fold(self) -> None:
         """Apply what was recorded so far."""
         with self._lock:
             pending, self._pending = self._pending, []
-            self._due = monotonic() + FOLD_INTERVAL
+            self._armed_at = 0.0
         if pending:
             self._apply(pending)
 

@@ -77,20 +77,24 @@ class SLIMetrics:
         self._deferred.record((endpoint, outcome, seconds))
 
     def _apply(self, calls: list[tuple[str, str, float]]) -> None:
+        counts: dict[tuple[str, str], int] = {}
         for endpoint, outcome, seconds in calls:
-            self._add(endpoint, outcome, seconds)
+            key = (endpoint, outcome)
+            counts[key] = counts.get(key, 0) + 1
+            if outcome == OK:
+                self._children_of(key)[1].observe(seconds)
+        for key, count in counts.items():
+            self._children_of(key)[0].inc(count)
 
-    def _add(self, endpoint: str, outcome: str, seconds: float) -> None:
-        key = (endpoint, outcome)
+    def _children_of(self, key: tuple[str, str]) -> tuple[Any, Any]:
         found = self._children.get(key)
         if found is None:
+            endpoint, outcome = key
             found = self._children[key] = (
                 self.requests.labels(endpoint, outcome),
                 self.duration.labels(endpoint) if outcome == OK else None,
             )
-        found[0].inc()
-        if found[1] is not None:
-            found[1].observe(seconds)
+        return found
 
     def job_ended(self, endpoint: str, state: str, seconds: float) -> None:
         self.jobs.labels(endpoint, state).observe(max(seconds, 0.0))
