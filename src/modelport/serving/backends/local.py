@@ -258,6 +258,7 @@ class LocalBackend:
                     chunk.finish_reason,
                     chunk.choice,
                     chunk.logprobs,
+                    compute_seconds=chunk.compute_seconds,
                 )
                 index += 1
         finally:
