@@ -15,6 +15,7 @@ from urllib.parse import urlparse
 from fastapi import FastAPI
 
 from modelport.background.lifecycle import Lifecycle
+from modelport.background.loops import BackgroundLoop
 from modelport.background.pools import ThreadPools
 from modelport.blobs import BlobStore
 from modelport.blobs.local import LocalBlobStore
@@ -83,6 +84,7 @@ if TYPE_CHECKING:
     from modelport.observability.http_metrics import HttpMetrics
     from modelport.observability.metrics import RuntimeMetrics
     from modelport.observability.predictions import PredictionLog
+    from modelport.observability.retention import PredictionRetention
     from modelport.observability.serving_metrics import ServingMetrics
     from modelport.observability.slo_metrics import SLIMetrics
     from modelport.observability.version_traffic import VersionTrafficService
@@ -126,6 +128,8 @@ class Services:
     serving: ServingPlane
     health: HealthProber
     prediction_log: PredictionLog
+    retention: PredictionRetention
+    """How long the prediction log keeps records, per tenant; its sweep; deletion."""
     outcomes: OutcomeService
     version_traffic: VersionTrafficService
     """Error rate and latency per version of an endpoint, from the prediction log."""
@@ -1611,6 +1615,18 @@ def build_services(
     lifecycle.serve_threads("metering loops", metering.start, metering.stop)  # outbox, sweeps
     lifecycle.serve_threads("webhook deliveries", webhooks.start, webhooks.stop)
     lifecycle.serve("prediction log", prediction_log.running)  # flushes after serving stops
+    from modelport.observability.retention import PredictionRetention
+
+    retention = PredictionRetention(
+        database, default_days=settings.prediction_retention_days, now=clock.now
+    )
+    sweep = BackgroundLoop(
+        "prediction-retention",
+        retention.sweep,
+        settings.prediction_retention_interval_seconds,
+        clock=clock,
+    )
+    lifecycle.serve_threads("prediction retention", sweep.start, sweep.stop)
     lifecycle.serve("health probes", health.running)
     lifecycle.serve("serving plane", serving.running)  # deployment controller, routes
     lifecycle.serve("model repository sync", model_repository.syncing)
@@ -1634,6 +1650,7 @@ def build_services(
         serving=serving,
         health=health,
         prediction_log=prediction_log,
+        retention=retention,
         outcomes=outcomes,
         version_traffic=VersionTrafficService(database),
         billing=build_billing(database),

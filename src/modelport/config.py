@@ -531,6 +531,13 @@ class Settings(BaseSettings):
     """Longest one attempt may take while other replicas remain; default the deadline."""
 
     # ---- prediction log
+    prediction_retention_days: int = Field(default=90, ge=1, le=3650)
+    """How long the prediction log keeps a record (inputs and outputs included), for a
+    tenant that set no retention of its own (``PUT /api/tenants/{tenant}/retention``)."""
+
+    prediction_retention_interval_seconds: float = Field(default=3600.0, gt=0)
+    """How often a serving process deletes the records past their tenant's retention."""
+
     prediction_log_capacity: int = Field(default=100_000, ge=1)
     """Records waiting to be written at most; past it new records are dropped (counted)."""
 

@@ -418,6 +418,7 @@ def _ops() -> list[Op]:
         "/api/budgets/{tenant}/alerts",
         "/api/balances/{tenant}",
         "/api/audit?tenant={tenant}",
+        "/api/tenants/{tenant}/retention",
     ):
         add("tenant", "read", "GET", path)
     add("tenant", "list", "GET", "/api/tenants", refused=False, ghost=False)
@@ -436,6 +437,17 @@ def _ops() -> list[Op]:
     for method, path, body in tenant_writes:
         action = "delete" if method == "DELETE" else "modify"
         add("tenant", action, method, path, body, witness=TENANT_W + MONEY_W)
+    # the prediction log's retention, and the right to deletion of the tenant's records
+    retention_w = ("/api/tenants/{tenant}/retention", "/api/predictions/{prediction}")
+    add(
+        "tenant",
+        "modify",
+        "PUT",
+        "/api/tenants/{tenant}/retention",
+        {"days": 1},
+        witness=retention_w,
+    )
+    add("tenant", "delete", "DELETE", "/api/tenants/{tenant}/predictions", witness=retention_w)
 
     # ---- money: usage, invoices, statements, platform billing
     add("usage", "read", "GET", "/api/usage?tenant={tenant}")

@@ -158,6 +158,15 @@ OPERATIONS: dict[tuple[str, str], Operation] = {
     ("put", "/api/endpoints/{name}/slos"): Operation(
         "setEndpointSLOs", "Replace an endpoint's SLOs"
     ),
+    ("get", "/api/tenants/{tenant}/retention"): Operation(
+        "getRetention", "Get how long a tenant's prediction log is kept"
+    ),
+    ("put", "/api/tenants/{tenant}/retention"): Operation(
+        "setRetention", "Set how long a tenant's prediction log is kept"
+    ),
+    ("delete", "/api/tenants/{tenant}/predictions"): Operation(
+        "forgetPredictions", "Delete every prediction record of a tenant's calls"
+    ),
     ("get", "/api/slos/rules"): Operation(
         "getSLORules", "Get the Prometheus rules of every endpoint's SLOs (operator)"
     ),
