@@ -99,6 +99,7 @@ def test_the_application_runs_the_composition_roots_order(services: Services) ->
         "metering loops",
         "webhook deliveries",
         "prediction log",
+        "prediction retention",
         "health probes",
         "serving plane",
         "model repository sync",
