@@ -1620,11 +1620,10 @@ def build_services(
     retention = PredictionRetention(
         database, default_days=settings.prediction_retention_days, now=clock.now
     )
+    # Waits on the system clock: an hourly sweep is nothing a test drives (an injected
+    # clock's sleepers are what tests of the controllers count).
     sweep = BackgroundLoop(
-        "prediction-retention",
-        retention.sweep,
-        settings.prediction_retention_interval_seconds,
-        clock=clock,
+        "prediction-retention", retention.sweep, settings.prediction_retention_interval_seconds
     )
     lifecycle.serve_threads("prediction retention", sweep.start, sweep.stop)
     lifecycle.serve("health probes", health.running)
