@@ -16,6 +16,7 @@ from urllib.parse import urlparse
 from fastapi import FastAPI
 
 from modelport.background.lifecycle import Lifecycle
+from modelport.background.loops import BackgroundLoop
 from modelport.background.pools import ThreadPools
 from modelport.blobs import BlobStore
 from modelport.blobs.local import LocalBlobStore
@@ -88,7 +89,9 @@ if TYPE_CHECKING:
     from modelport.observability.http_metrics import HttpMetrics
     from modelport.observability.metrics import RuntimeMetrics
     from modelport.observability.predictions import PredictionLog
+    from modelport.observability.retention import PredictionRetention
     from modelport.observability.serving_metrics import ServingMetrics
+    from modelport.observability.slo_metrics import SLIMetrics
     from modelport.observability.version_traffic import VersionTrafficService
     from modelport.runtime.engines import GenerativeHost
     from modelport.runtime.formats.base import GenerativeFormat
@@ -133,6 +136,8 @@ class Services:
     serving: ServingPlane
     health: HealthProber
     prediction_log: PredictionLog
+    retention: PredictionRetention
+    """How long the prediction log keeps records, per tenant; its sweep; deletion."""
     outcomes: OutcomeService
     version_traffic: VersionTrafficService
     """Error rate and latency per version of an endpoint, from the prediction log."""
@@ -828,6 +833,7 @@ def build_metering(
     from modelport.errors import NotFound
     from modelport.metering.authorizations import UsageAuthorizations
     from modelport.metering.balances import BalanceRepository
+    from modelport.metering.costs import ComputePrices, CostReport
     from modelport.metering.ledger import Ledger
     from modelport.metering.meter import InferenceMeter
     from modelport.metering.outbox import LedgerSink, Outbox, UsageSink
@@ -927,6 +933,12 @@ def build_metering(
         sweep_interval_seconds=settings.metering_sweep_interval_seconds,
         now=now,
         closers=closers,
+        costs=CostReport(
+            database,
+            ComputePrices(
+                settings.cost_per_core_second_micros, settings.cost_per_gpu_second_micros
+            ),
+        ),
     )
 
 
@@ -1137,6 +1149,7 @@ def build_jobs(
     moderation: ModerationService | None = None,
     files: FileService | None = None,
     tracer: Tracer | None = None,
+    slis: SLIMetrics | None = None,
 ) -> tuple[JobService, JobRunner]:
     """The job service and this process's runner over the built-in stages; a job
     submitted here wakes the runner at once. ``notifier``: checks a job's webhook URL at
@@ -1174,6 +1187,7 @@ def build_jobs(
         notifier=notifier,
         holds=billing,
         tracer=tracer,
+        observer=slis,
     )
     service = JobService(
         database,
@@ -1610,10 +1624,12 @@ def build_services(
             engines = build_generative_host(settings, host, metrics, check)
     from modelport.observability.http_metrics import HttpMetrics
     from modelport.observability.serving_metrics import ServingMetrics
+    from modelport.observability.slo_metrics import SLIMetrics
     from modelport.observability.version_traffic import VersionTrafficService
     from modelport.serving.routing.shadow_log import shadow_recorder
 
     serving_metrics = ServingMetrics(metrics.registry)
+    slis = SLIMetrics(metrics.registry)  # the SLOs' events: endpoint calls, ended jobs
     health = build_health(settings, serving_metrics, clock)
     prediction_log, outcomes = build_prediction_log(settings, database, serving_metrics)
     pool = build_gateway_pool(settings, database, keys, clock) if host is None else None
@@ -1667,6 +1683,7 @@ def build_services(
         routes=build_task_routes(settings, registry, metering, lambda: evaluations, clock),
         degradation=build_degradation(settings, host, engines),
         tracer=tracer,
+        slis=slis,
     )
     blobs = BlobService(database, blob_store, verify_below_bytes=settings.verify_below_bytes)
     webhooks = build_webhooks(settings, database, clock, secret_box, pools)
@@ -1676,7 +1693,7 @@ def build_services(
     notifier = WebhookNotifier(webhooks)
     files = build_files(settings, database, blobs, clock)
     jobs, job_runner = build_jobs(
-        settings, database, blobs, inference, clock, notifier, moderation, files, tracer
+        settings, database, blobs, inference, clock, notifier, moderation, files, tracer, slis
     )
     validations = build_validations(settings, database, blobs, registry, jobs, job_runner, clock)
     datasets, evaluations = build_evaluations(
@@ -1717,6 +1734,17 @@ def build_services(
     lifecycle.serve_threads("metering loops", metering.start, metering.stop)  # outbox, sweeps
     lifecycle.serve_threads("webhook deliveries", webhooks.start, webhooks.stop)
     lifecycle.serve("prediction log", prediction_log.running)  # flushes after serving stops
+    from modelport.observability.retention import PredictionRetention
+
+    retention = PredictionRetention(
+        database, default_days=settings.prediction_retention_days, now=clock.now
+    )
+    # Waits on the system clock: an hourly sweep is nothing a test drives (an injected
+    # clock's sleepers are what tests of the controllers count).
+    sweep = BackgroundLoop(
+        "prediction-retention", retention.sweep, settings.prediction_retention_interval_seconds
+    )
+    lifecycle.serve_threads("prediction retention", sweep.start, sweep.stop)
     lifecycle.serve("health probes", health.running)
     if pool is not None:  # the view and placer run before the controller places
         lifecycle.serve("worker pool", pool.running)
@@ -1745,6 +1773,7 @@ def build_services(
         serving=serving,
         health=health,
         prediction_log=prediction_log,
+        retention=retention,
         outcomes=outcomes,
         version_traffic=VersionTrafficService(database),
         billing=build_billing(database),
@@ -1994,6 +2023,7 @@ def build_inference(
     routes: TaskRouter | None = None,
     degradation: Degradation | None = None,
     tracer: Tracer | None = None,
+    slis: SLIMetrics | None = None,
 ) -> tuple[InferenceService, ModelRepository]:
     """The inference service over the serving layer, its caches (resolved versions,
     access facts) subscribed to the change events, and the model repository sharing
@@ -2004,6 +2034,7 @@ def build_inference(
     from modelport.inference.repository import ModelRepository
     from modelport.inference.service import InferenceService
     from modelport.inference.targets import VersionTargets
+    from modelport.observability.cost_metrics import CostMetrics
 
     ttl = settings.resolve_cache_ttl_seconds
     targets = VersionTargets(registry, metrics, resolve_ttl=ttl, clock=clock.monotonic)
@@ -2027,6 +2058,12 @@ def build_inference(
         degradation=degradation,
         tracer=tracer,
         clock=clock,
+        calls=slis,
+        costs=CostMetrics(
+            metrics.registry,
+            core_second_micros=settings.cost_per_core_second_micros,
+            gpu_second_micros=settings.cost_per_gpu_second_micros,
+        ),
     )
     repository = ModelRepository(
         targets,

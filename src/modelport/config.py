@@ -459,6 +459,13 @@ class Settings(BaseSettings):
     """The publisher's share of what its models earn (basis points) when a price rule sets
     none."""
 
+    cost_per_core_second_micros: float = Field(default=0.0, ge=0)
+    """What one core-second of measured compute costs the operator, in micros of the
+    currency (``metering.costs``): each call's cost, each model's margin. 0: unpriced."""
+
+    cost_per_gpu_second_micros: float = Field(default=0.0, ge=0)
+    """The same for one GPU-second."""
+
     metering_reservation_grace_seconds: float = Field(default=60.0, gt=0)
     """A reservation not settled this long after its call's deadline (its process died)
     expires, and the sweeper gives back what it held."""
@@ -575,6 +582,13 @@ class Settings(BaseSettings):
     """Longest one attempt may take while other replicas remain; default the deadline."""
 
     # ---- prediction log
+    prediction_retention_days: int = Field(default=90, ge=1, le=3650)
+    """How long the prediction log keeps a record (inputs and outputs included), for a
+    tenant that set no retention of its own (``PUT /api/tenants/{tenant}/retention``)."""
+
+    prediction_retention_interval_seconds: float = Field(default=3600.0, gt=0)
+    """How often a serving process deletes the records past their tenant's retention."""
+
     prediction_log_capacity: int = Field(default=100_000, ge=1)
     """Records waiting to be written at most; past it new records are dropped (counted)."""
 

@@ -99,10 +99,12 @@ def test_the_application_runs_the_composition_roots_order(services: Services) ->
         "metering loops",
         "webhook deliveries",
         "prediction log",
+        "prediction retention",
         "health probes",
         "serving plane",
         "model repository sync",
         "job runner",
+        "monitors",
     ]
     assert services.lifecycle.running_components == []
     with TestClient(create_app(services)):

@@ -238,3 +238,26 @@ def test_grants(platform: Platform) -> None:
     assert "removed" in ok(platform, "grants", "remove", str(grant["id"]), key=owner)
     again = cli(platform.server.url, "grants", "remove", str(grant["id"]), key=owner)
     assert again.exit_code == 1 and "grant_not_found" in again.output
+
+
+def test_endpoints_slo_rules_prints_or_writes_the_rule_file(
+    platform: Platform, tmp_path: Path
+) -> None:
+    import httpx
+
+    ok(platform, "endpoints", "create", "ruled", "--tenant", "acme")
+    slos = {"slos": [{"name": "availability", "kind": "availability", "objective": 0.999}]}
+    put = httpx.put(
+        f"{platform.server.url}/api/endpoints/ruled/slos",
+        json=slos,
+        headers={"Authorization": f"Bearer {ADMIN_KEY}"},
+    )
+    assert put.status_code == 200, put.text
+    printed = ok(platform, "endpoints", "slo-rules")
+    assert printed.startswith("groups:") and 'name: "modelport-slo-ruled-availability"' in printed
+    out = tmp_path / "slos.yml"
+    assert "wrote" in ok(platform, "endpoints", "slo-rules", "-o", str(out))
+    assert out.read_text() == printed
+    refused = cli(platform.server.url, "endpoints", "slo-rules", key="mp_wrong_" + "x" * 30)
+    assert refused.exit_code == 1
+    assert failure_lines(refused) == ["error: invalid_credentials: invalid API key"]

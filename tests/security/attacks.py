@@ -305,9 +305,18 @@ def _ops() -> list[Op]:
         "/api/endpoints/{endpoint}/deployments",
         "/api/endpoints/{endpoint}/deployments/{deployment}",
         "/api/endpoints/{endpoint}/outcomes",
+        "/api/endpoints/{endpoint}/slos",
         "/api/predictions/{prediction}",
     ):
         add("endpoint", "read", "GET", path)
+    add(
+        "endpoint",
+        "modify",
+        "PUT",
+        "/api/endpoints/{endpoint}/slos",
+        {"slos": [{"name": "mole", "kind": "availability", "objective": 0.5}]},
+        witness=("/api/endpoints/{endpoint}/slos",),
+    )
     add("endpoint", "list", "GET", "/api/endpoints", refused=False, ghost=False)
     add("endpoint", "list", "GET", "/api/endpoints?tenant=acme", refused=False, ghost=False)
     add("endpoint", "call", "POST", "/api/endpoints/{endpoint}:predict", INFER, witness=MONEY_W)
@@ -409,6 +418,7 @@ def _ops() -> list[Op]:
         "/api/budgets/{tenant}/alerts",
         "/api/balances/{tenant}",
         "/api/audit?tenant={tenant}",
+        "/api/tenants/{tenant}/retention",
     ):
         add("tenant", "read", "GET", path)
     add("tenant", "list", "GET", "/api/tenants", refused=False, ghost=False)
@@ -427,6 +437,17 @@ def _ops() -> list[Op]:
     for method, path, body in tenant_writes:
         action = "delete" if method == "DELETE" else "modify"
         add("tenant", action, method, path, body, witness=TENANT_W + MONEY_W)
+    # the prediction log's retention, and the right to deletion of the tenant's records
+    retention_w = ("/api/tenants/{tenant}/retention", "/api/predictions/{prediction}")
+    add(
+        "tenant",
+        "modify",
+        "PUT",
+        "/api/tenants/{tenant}/retention",
+        {"days": 1},
+        witness=retention_w,
+    )
+    add("tenant", "delete", "DELETE", "/api/tenants/{tenant}/predictions", witness=retention_w)
 
     # ---- money: usage, invoices, statements, platform billing
     add("usage", "read", "GET", "/api/usage?tenant={tenant}")
@@ -466,6 +487,9 @@ def _ops() -> list[Op]:
         "/metrics",
         ghost=False,
     )
+    # the rule file names every endpoint; the costs every tenant's spend: the operator's
+    add("operations", "read", "GET", "/api/slos/rules", ghost=False)
+    add("billing", "read", "GET", "/api/costs", ghost=False)
     # ---- billing the victim, or through its model: usage reported by someone else. Last:
     # a report that gets through (a hole) adds usage the list attacks above would see.
     add(

@@ -86,6 +86,8 @@ class Call:
     """The call's span, with tracing on: its steps' parent (``Pipeline``)."""
     owns_span: bool = False
     """The pipeline opened ``span`` (no surface's span to join) and ends it."""
+    began: float = 0.0
+    """``time.perf_counter()`` as an endpoint call entered the pipeline (its SLO time)."""
 
     # resolve
     resolved: Resolved | None = None

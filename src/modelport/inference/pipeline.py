@@ -24,6 +24,10 @@ admission released (``release.release_on_failure``), an idempotency key freed
 release already did is not undone, and a step that raised before taking anything has
 nothing to give.
 
+A ``calls`` observer (None by default; ``observability.slo_metrics.SLIMetrics``) is
+told how each endpoint call ended and how long it took: its SLOs' events. A stream's
+outcome is told when it ends.
+
 An ``observer`` (None by default) hears each step's name before it runs: the seam the
 tests watch the order through. With a ``tracer`` (tracing on), each step runs in a span
 of its own name (but ``resolve``, ``read``, ``release`` and ``answer``, which only find
@@ -37,6 +41,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
+from time import perf_counter
 from typing import Protocol
 
 from opentelemetry import trace
@@ -67,6 +72,7 @@ from modelport.metering.meter import InferenceMeter
 from modelport.metering.types import Unit
 from modelport.observability import tracing
 from modelport.observability.predictions import PredictionLog
+from modelport.observability.slo_metrics import OK, outcome_of
 from modelport.serving.backends.base import Backend
 from modelport.serving.plane import ServingPlane
 from modelport.serving.routing.interface import Dispatcher
@@ -111,6 +117,23 @@ class Env(Protocol):
 StepRun = Callable[[Env, Call], Awaitable[None]]
 Undo = Callable[[Env, Call, BaseException], Awaitable[None]]
 Observer = Callable[[Call, str], None]
+
+
+class CallObserver(Protocol):
+    """Told once per endpoint call, as it ends: ``outcome`` is ``slo_metrics``'s (``ok``,
+    ``error``, ``rejected``), ``seconds`` its time from the pipeline's start."""
+
+    def endpoint_call(self, endpoint: str, outcome: str, seconds: float) -> None: ...
+
+
+class CostObserver(Protocol):
+    """Told once per metered call, as it ends: its tenant, the model that ran, the
+    compute measured for it and what it was charged (``cost_metrics.CostMetrics``)."""
+
+    def call_metered(
+        self, tenant: str, model: str, cpu_ms: float, gpu_ms: float, charged_micros: int
+    ) -> None: ...
+
 
 _BOTH_KINDS = frozenset(Kind)
 _BOTH_MODES = frozenset(Mode)
@@ -201,6 +224,10 @@ class Pipeline:
         """Told each step's name before it runs (tests)."""
         self.tracer = tracer
         """Spans for the call and each step (None: tracing is off)."""
+        self.calls: CallObserver | None = None
+        """Told how each endpoint call ended (None: nobody listens)."""
+        self.costs: CostObserver | None = None
+        """Told what each metered call used and was charged (None: nobody listens)."""
         self._plans: dict[PlanKey, Plan] = {}
 
     def plan(self, call: Call) -> Plan:
@@ -216,6 +243,8 @@ class Pipeline:
         what the steps that ran hold, then raise."""
         plan = self.plan(call)
         env, observer, tracer = self.env, self.observer, self.tracer
+        if call.kind is Kind.ENDPOINT:
+            call.began = perf_counter()
         if tracer is not None:
             _open_call_span(tracer, call)
             if not call.span.is_recording():  # type: ignore[union-attr]
@@ -241,11 +270,15 @@ class Pipeline:
             finally:
                 if tracer is not None:
                     _close_call_span(call, exc)
+                self._tell(call, exc)
             raise
+        whole = call.mode is Mode.UNARY or call.stream is None
         if tracer is not None:
             _annotate(call)
-            if call.mode is Mode.UNARY or call.stream is None:
+            if whole:
                 _close_call_span(call, None)
+        if whole:
+            self._tell(call, None)
 
     async def finish(self, call: Call, ended: BaseException | None) -> None:
         """A stream ended (``ended``: what ended it, None when whole): its last steps.
@@ -269,10 +302,32 @@ class Pipeline:
             finally:
                 if tracer is not None:
                     _close_call_span(call, exc)
+                self._tell(call, exc)
             raise
         if tracer is not None:
             _annotate(call)
             _close_call_span(call, ended)
+        self._tell(call, ended)
+
+    def _tell(self, call: Call, exc: BaseException | None) -> None:
+        """A call ended (``exc``: how it failed): tell ``costs`` what a metered one used
+        and was charged, and ``calls`` how an endpoint call ended."""
+        costs, metered = self.costs, call.metered
+        if costs is not None and metered is not None and call.settled:
+            usage = call.usage
+            model = metered.ran[0] if metered.ran is not None else metered.call.model
+            costs.call_metered(
+                metered.call.tenant,
+                model,
+                usage.cpu_ms if usage is not None else metered.compute_ms,
+                usage.gpu_ms if usage is not None else 0.0,
+                metered.charged_micros,
+            )
+        calls, endpoint = self.calls, call.endpoint
+        if calls is None or endpoint is None or call.kind is not Kind.ENDPOINT:
+            return
+        outcome = OK if exc is None else outcome_of(exc)
+        calls.endpoint_call(endpoint, outcome, perf_counter() - call.began)
 
     async def _undo(self, steps: list[Step], call: Call, exc: BaseException) -> None:
         """Each step's ``undo``, latest first; one that raises does not stop the rest."""

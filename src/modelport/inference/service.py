@@ -32,7 +32,7 @@ from modelport.inference.cache import ResponseCache
 from modelport.inference.call import Call, Encoder, Kind, Mode
 from modelport.inference.degrade import Degradation
 from modelport.inference.moderation import SyncModeration
-from modelport.inference.pipeline import Pipeline
+from modelport.inference.pipeline import CallObserver, CostObserver, Pipeline
 from modelport.inference.routed import TaskRouter
 from modelport.inference.steps.reserve import call_info
 from modelport.inference.steps.resolve import endpoint_route, task_of
@@ -84,6 +84,8 @@ class InferenceService:
         routes: TaskRouter | None = None,
         degradation: Degradation | None = None,
         clock: Clock | None = None,
+        calls: CallObserver | None = None,
+        costs: CostObserver | None = None,
     ) -> None:
         self.clock = clock or SystemClock()
         """What calls' deadlines are on (``modelport.clock``)."""
@@ -106,6 +108,8 @@ class InferenceService:
         """Low-priority calls under load served by a fallback or shed, where wired."""
         self.pipeline = Pipeline(self, tracer=tracer)
         """Every call's steps, in their one order (each in a span with ``tracer``)."""
+        self.pipeline.calls = calls
+        self.pipeline.costs = costs
 
     # ---- the caches a change must reach
     def forget(self, owner: str, name: str) -> None:

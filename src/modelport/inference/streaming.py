@@ -243,6 +243,9 @@ class CallStream:
         self._last_chunk_at: float | None = None
         """When the backend's latest chunk came: the engine worked for the call until then."""
         self._first_chunk_at: float | None = None
+        self.compute_seconds = 0.0
+        """The engine's step time shared to the call, as its chunks reported it (0: the
+        backend reports none, a remote one)."""
         self._metered = metered
         self._deadline = deadline
         self._max_tokens = max_tokens
@@ -359,6 +362,7 @@ class CallStream:
                 "the stream was still running at the deadline", code="deadline_exceeded"
             ) from None
         self._last_chunk_at = time.monotonic()
+        self.compute_seconds += chunk.compute_seconds
         if self._first_chunk_at is None and (chunk.output_tokens or chunk.text):
             self._first_chunk_at = self._last_chunk_at
         if chunk.input_tokens:

@@ -122,6 +122,13 @@ class JobHolds(Protocol):
     async def close(self, job_id: str) -> None: ...
 
 
+class JobObserver(Protocol):
+    """Told each ended job: its endpoint (empty for a version), end state and seconds
+    from submission to end (``observability.slo_metrics.SLIMetrics``)."""
+
+    def job_ended(self, endpoint: str, state: str, seconds: float) -> None: ...
+
+
 class JobRunner:
     """Claims and runs jobs (see the module docstring)."""
 
@@ -140,8 +147,12 @@ class JobRunner:
         kind_concurrency: Mapping[str, int] | None = None,
         installation_concurrency: Mapping[str, int] | None = None,
         tracer: Tracer | None = None,
+        observer: JobObserver | None = None,
     ) -> None:
         self.queue = queue
+        self.observer = observer
+        """Told each job this runner ended, with its time from submission (its SLO's
+        event)."""
         self.tracer = tracer
         """With tracing on: a ``job`` span per run of a job, continuing the submitting
         request's trace (``Job.trace_context``), and a ``stage`` span per attempt."""
@@ -560,6 +571,10 @@ class JobRunner:
         # Committed: from here a crash loses nothing (the hold expires on its own, the
         # notice is a committed outbox row the deliverer finds).
         self.notifier.wake()
+        if self.observer is not None and ended.finished_at is not None:
+            endpoint = ended.target if ended.target_kind == "endpoint" else ""
+            seconds = (ended.finished_at - ended.created_at).total_seconds()
+            self.observer.job_ended(endpoint, ended.state.value, seconds)
         for listener in list(self.ended):
             try:
                 listener(lease.job_id)

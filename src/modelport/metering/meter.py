@@ -163,6 +163,8 @@ class MeteredCall:
         self.rows: int | None = None
         """Rows answered, once the work recorded them (``record_usage``)."""
         self.ran: tuple[str, str, str] | None = None
+        self.charged_micros = 0
+        """What its settlement charged (every unit's amount), once settled."""
 
     def record(
         self, *, compute_seconds: float | None = None, quantities: dict[Unit, int] | None = None
@@ -226,7 +228,7 @@ class MeteredCall:
         call = self.call
         model, version, digest = self.ran or (call.model, call.version, call.manifest_digest)
         units = _units(prices, call)
-        return [
+        events = [
             priced_event(
                 event_id=f"{self.prediction_id}:{unit.value}",
                 price=price,
@@ -251,6 +253,8 @@ class MeteredCall:
             )
             for unit, price in sorted(units.items())
         ]
+        self.charged_micros = sum(e.amount_micros for e in events)
+        return events
 
     def event_docs(
         self, status: UsageStatus, prices: dict[Unit, PriceSnapshot], finished_at: datetime
@@ -265,9 +269,11 @@ class MeteredCall:
         reservation_id = self.reservation.id if self.reservation else None
         prediction_id = self.prediction_id
         docs = []
+        charged = 0
         for unit, price in sorted(_units(prices, call).items()):
             quantity = self.quantity(unit, status, wall_ms)
             amount = price.amount(quantity, status)
+            charged += amount
             docs.append(
                 {
                     "event_id": f"{prediction_id}:{unit.value}",
@@ -294,6 +300,7 @@ class MeteredCall:
                     "reservation_id": reservation_id,
                 }
             )
+        self.charged_micros = charged
         return docs
 
 

@@ -25,6 +25,7 @@ from modelport.metering.authorizations import (
     publisher_check,
 )
 from modelport.metering.balances import BalanceRepository
+from modelport.metering.costs import CostReport
 from modelport.metering.ingest import DigestOf, parse_batch
 from modelport.metering.journal import UsageJournal
 from modelport.metering.ledger import Ledger
@@ -59,8 +60,11 @@ class MeteringService:
         now: Callable[[], datetime] = utcnow,
         closers: Sequence[Callable[[], object]] = (),
         clock: Clock | None = None,
+        costs: CostReport | None = None,
     ) -> None:
         self.prices = prices
+        self.costs = costs
+        """What calls cost to serve and earned, read from the ledger (None: not wired)."""
         self.ledger = ledger
         self.outbox = outbox
         self.balances = balances

@@ -242,3 +242,6 @@ class GenerationChunk:
     """Which of the request's ``n`` choices this chunk continues."""
     logprobs: tuple[float, ...] | None = None
     """Log-probabilities of the chunk's tokens, when the request asked for them."""
+    compute_seconds: float = 0.0
+    """The engine's step time spent on this choice since its last chunk: each step's
+    time shared over its sequences by the tokens each computed in it (its cost)."""

@@ -136,6 +136,8 @@ class StreamChunk:
     version: VersionRef | None = None
     """Set by routing on a stream's first chunk: the version whose stream this is (not
     the one asked for when a fallback answered), so the call is billed at its price."""
+    compute_seconds: float = 0.0
+    """A local engine's step time spent on it since the previous chunk (its compute)."""
 
 
 class FallbackKind(StrEnum):

@@ -522,6 +522,7 @@ class EndpointRow(Base):
     rollback_until: Mapped[datetime | None]
     fallback: Mapped[dict[str, Any] | None] = mapped_column(JSON)
     log_policy: Mapped[dict[str, Any] | None] = mapped_column(JSON)
+    slos: Mapped[list[dict[str, Any]] | None] = mapped_column(JSON)
     revision: Mapped[int] = mapped_column(Integer, default=0)
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
     created_by: Mapped[str] = mapped_column(String(128), default="")
@@ -691,7 +692,10 @@ class PredictionRow(Base):
     """One prediction, written in batches off the request path. Never updated."""
 
     __tablename__ = "predictions"
-    __table_args__ = (Index("ix_predictions_endpoint_received_at", "endpoint", "received_at"),)
+    __table_args__ = (
+        Index("ix_predictions_endpoint_received_at", "endpoint", "received_at"),
+        Index("ix_predictions_received_at", "received_at"),
+    )
 
     id: Mapped[str] = mapped_column(String(64), primary_key=True)
     endpoint: Mapped[str] = mapped_column(String(64))
@@ -714,6 +718,17 @@ class PredictionRow(Base):
     inputs: Mapped[list[Any] | None] = mapped_column(JSON)
     outputs: Mapped[list[Any] | None] = mapped_column(JSON)
     detail: Mapped[str] = mapped_column(String(16))
+
+
+class PredictionRetentionRow(Base):
+    """How many days a tenant's prediction log keeps its records (the default when absent)."""
+
+    __tablename__ = "prediction_retention"
+
+    tenant: Mapped[str] = mapped_column(String(64), primary_key=True)
+    days: Mapped[int] = mapped_column(Integer)
+    updated_at: Mapped[datetime] = mapped_column(default=utcnow)
+    updated_by: Mapped[str] = mapped_column(String(128))
 
 
 class PredictionOutcomeRow(Base):

@@ -315,3 +315,21 @@ def test_queue_full_with_retry_after(make_engine) -> None:
     assert exc.value.code == "queue_full"
     assert exc.value.extra["retry_after"] > 0
     assert engine.scheduler.waiting_count == 0
+
+
+def test_each_steps_time_is_shared_over_its_sequences(make_engine) -> None:
+    """The compute the chunks report, over every concurrent generation, adds up to the
+    time the engine's steps took: each step's time shared by tokens computed."""
+    engine = make_engine(max_running=4)
+
+    async def run() -> list[Collected]:
+        requests = [greedy("The quick brown fox", 12), greedy("Hello world", 6, n=2)]
+        requests.append(greedy("Numbers 0123456789 and punctuation", 9))
+        return await asyncio.gather(*(collect(engine.submit(r)) for r in requests))
+
+    generations = asyncio.run(run())
+    shares = [c.compute_seconds for g in generations for c in g.chunks]
+    assert all(s >= 0 for s in shares) and sum(shares) > 0
+    assert sum(shares) == pytest.approx(engine.step_seconds, rel=1e-9)
+    # A choice's compute grows with its tokens: each took part in its steps.
+    assert all(sum(c.compute_seconds for c in g.choice(0)) > 0 for g in generations)

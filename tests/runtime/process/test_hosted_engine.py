@@ -187,3 +187,15 @@ def test_a_killed_host_fails_its_generations_and_the_version_loads_again(
         assert asyncio.run(run()) == CRASHED
     finally:
         host.close()
+
+
+def test_a_chunks_compute_is_checked_like_the_rest_of_it() -> None:
+    from modelport.errors import Unavailable
+    from modelport.runtime.process.hosted_engine import chunk_of
+
+    base = {"op": "chunk", "text": "hi", "tokens": 1, "finish": None, "choice": 0}
+    assert chunk_of({**base, "compute": 0.25}).compute_seconds == 0.25
+    assert chunk_of(base).compute_seconds == 0.0  # a worker that reports none
+    for bad in (-1.0, float("nan"), float("inf"), "1", True, None):
+        with pytest.raises(Unavailable):
+            chunk_of({**base, "compute": bad})

@@ -166,6 +166,22 @@ OPERATIONS: dict[tuple[str, str], Operation] = {
         "rollbackDeployment", "Roll a deployment back"
     ),
     ("post", "/api/endpoints/{name}:predict"): Operation("predict", "Predict through an endpoint"),
+    ("get", "/api/endpoints/{name}/slos"): Operation("getEndpointSLOs", "Get an endpoint's SLOs"),
+    ("put", "/api/endpoints/{name}/slos"): Operation(
+        "setEndpointSLOs", "Replace an endpoint's SLOs"
+    ),
+    ("get", "/api/tenants/{tenant}/retention"): Operation(
+        "getRetention", "Get how long a tenant's prediction log is kept"
+    ),
+    ("put", "/api/tenants/{tenant}/retention"): Operation(
+        "setRetention", "Set how long a tenant's prediction log is kept"
+    ),
+    ("delete", "/api/tenants/{tenant}/predictions"): Operation(
+        "forgetPredictions", "Delete every prediction record of a tenant's calls"
+    ),
+    ("get", "/api/slos/rules"): Operation(
+        "getSLORules", "Get the Prometheus rules of every endpoint's SLOs (operator)"
+    ),
     ("post", "/api/backends"): Operation("createBackend", "Register a remote backend"),
     ("get", "/api/backends"): Operation("listBackends", "List remote backends"),
     ("get", "/api/backends/{name}"): Operation("getBackend", "Get a remote backend"),
@@ -246,6 +262,9 @@ OPERATIONS: dict[tuple[str, str], Operation] = {
     ("get", "/api/audit"): Operation("listAuditEvents", "Read the audit log"),
     # billing
     ("get", "/api/usage"): Operation("getUsage", "Summarize usage"),
+    ("get", "/api/costs"): Operation(
+        "getCosts", "Get serving costs, revenue and margins per tenant and model (operator)"
+    ),
     ("get", "/api/invoices"): Operation("listInvoices", "List invoices"),
     ("get", "/api/invoices/{invoice_id}"): Operation("getInvoice", "Get an invoice"),
     ("post", "/api/invoices/{invoice_id}/finalize"): Operation(

@@ -20,6 +20,7 @@ from modelport.api.auth import CurrentPrincipal
 from modelport.api.routes.serving_json import deployment_json, endpoint_json
 from modelport.errors import InvalidInput
 from modelport.inference import access
+from modelport.observability.slo import MAX_SLOS, SLO
 from modelport.observability.types import LogPolicy
 from modelport.runtime.types import LoadState
 from modelport.serving.endpoints.errors import endpoint_not_found
@@ -58,6 +59,9 @@ class CreateEndpoint(_Body):
     fallback: FallbackChain | None = None
     log: LogPolicy | None = Field(
         default=None, description="What the prediction log keeps (default: audit fields only)"
+    )
+    slos: list[SLO] = Field(
+        default=[], max_length=MAX_SLOS, description="Service level objectives (see /slos)"
     )
 
 
@@ -183,6 +187,7 @@ async def create_endpoint(
         description=body.description,
         fallback=body.fallback,
         log_policy=body.log,
+        slos=body.slos,
     )
     response.headers["Location"] = f"/api/endpoints/{endpoint.name}"
     return endpoint_json(endpoint)

@@ -40,6 +40,7 @@ def endpoint_json(endpoint: Endpoint, route: Route | None = None) -> dict[str, A
         "priority": endpoint.priority.value,
         "fallback": _dump(endpoint.fallback),
         "log": _dump(endpoint.log_policy),
+        "slos": [s.model_dump(mode="json") for s in endpoint.slos],
         "active_deployment": endpoint.active_deployment,
         "previous_deployment": endpoint.previous_deployment,
         "rollback_until": _time(endpoint.rollback_until),

@@ -11,6 +11,7 @@ from modelport.cli.endpoints.deployments import deployments
 from modelport.cli.endpoints.list import list_endpoints
 from modelport.cli.endpoints.rollback import rollback
 from modelport.cli.endpoints.show import show
+from modelport.cli.endpoints.slo_rules import slo_rules
 
 
 @click.group()
@@ -24,3 +25,4 @@ endpoints.add_command(show)
 endpoints.add_command(deploy)
 endpoints.add_command(deployments)
 endpoints.add_command(rollback)
+endpoints.add_command(slo_rules)

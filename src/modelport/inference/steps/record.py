@@ -76,9 +76,11 @@ def _record_stream(env: Env, call: Call) -> None:
     assert metered is not None and stream is not None
     worked = stream.worked_seconds
     if worked is not None:
-        # The time the engine worked for the call: from its submission to the last
-        # chunk it produced (``compute_ms`` on the usage events).
-        metered.record(compute_seconds=worked)
+        # ``compute_ms`` on the usage events: the engine's step time shared to the call
+        # (its sequences' share of each step, by tokens computed), or where the backend
+        # reports none (a remote one), the time it worked for the call: from its
+        # submission to the last chunk it produced.
+        metered.record(compute_seconds=stream.compute_seconds or worked)
         if not metered.quantities.get(Unit.INPUT_TOKEN):
             # It ran, but no backend counted the prompt (a remote server that reports
             # usage only at the end, or never): estimated.

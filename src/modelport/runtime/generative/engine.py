@@ -135,6 +135,8 @@ class EngineSequence(ScheduledSequence):
         self.first_token_at: float | None = None
         self.unsent_tokens = 0
         self.unsent_logprobs: list[float] = []
+        self.unsent_compute = 0.0
+        """Its share of the steps' time since its last chunk (``GenerationChunk``)."""
 
 
 class BatchingEngine:
@@ -167,6 +169,9 @@ class BatchingEngine:
         self.metrics: EngineMetrics = self.metrics_holder.engine(
             model_label, version_label, kernels.kind
         )
+        self.step_seconds = 0.0
+        """The time its steps took, all shared among their sequences (written by the
+        engine thread only)."""
         self._cond = threading.Condition()
         self._cancelled: list[EngineSequence] = []
         self._stopping = False
@@ -285,6 +290,11 @@ class BatchingEngine:
             self._close(seq)
         if preempted:
             self.metrics.preemptions.inc(len(preempted))
+        # Each group's time (from the last group, or the step's start, to its tokens) is
+        # shared over its sequences by the tokens each computed: a prefill's prompt, or
+        # one decoded token.
+        last = time.perf_counter()
+        computed = {id(s): s.prefill_tokens for s in admitted}
         if admitted:
             hits = self.kernels.open(admitted)
             self.metrics.prefix_queried_tokens.inc(sum(s.prefill_tokens for s in admitted))
@@ -294,6 +304,13 @@ class BatchingEngine:
         produced = 0
         for group in self.kernels.step(admitted, decoding):
             now = time.monotonic()
+            ended = time.perf_counter()
+            elapsed, last = ended - last, ended
+            self.step_seconds += elapsed
+            weights = [computed.get(id(s.sequence), 1) for s in group]
+            total = sum(weights) or 1
+            for sampled, weight in zip(group, weights, strict=True):
+                sampled.sequence.unsent_compute += elapsed * weight / total
             chunks: dict[EngineGeneration, list[GenerationChunk | BaseException]] = {}
             for sampled in group:
                 row: EngineSequence = sampled.sequence
@@ -349,8 +366,9 @@ class BatchingEngine:
             finish_reason=finish,
             choice=seq.choice,
             logprobs=tuple(seq.unsent_logprobs) if seq.params.logprobs else None,
+            compute_seconds=seq.unsent_compute,
         )
-        seq.unsent_tokens, seq.unsent_logprobs = 0, []
+        seq.unsent_tokens, seq.unsent_logprobs, seq.unsent_compute = 0, [], 0.0
         if finish is not None and seq.generated_tokens > 1:
             self.metrics.time_per_output_token.observe(
                 (now - seq.first_token_at) / (seq.generated_tokens - 1)

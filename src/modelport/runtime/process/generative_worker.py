@@ -135,6 +135,7 @@ class _Server:
                         "finish": chunk.finish_reason,
                         "choice": chunk.choice,
                         "logprobs": chunk.logprobs,
+                        "compute": chunk.compute_seconds,
                     }
                 )
         except Exception as exc:

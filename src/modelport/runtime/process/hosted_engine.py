@@ -126,6 +126,7 @@ def chunk_of(message: Message) -> GenerationChunk:
         message.get("choice"),
     )
     logprobs = message.get("logprobs")
+    compute = message.get("compute", 0.0)
     if (
         not isinstance(text, str)
         or type(tokens) is not int
@@ -134,10 +135,17 @@ def chunk_of(message: Message) -> GenerationChunk:
         or type(choice) is not int
         or choice < 0
         or not (logprobs is None or isinstance(logprobs, list))
+        or type(compute) not in (int, float)
+        or not 0 <= compute < 1e9  # NaN fails both
     ):
         raise Unavailable("the model host answered outside the protocol", code=CRASHED)
     return GenerationChunk(
-        text, tokens, finish, choice, None if logprobs is None else tuple(map(float, logprobs))
+        text,
+        tokens,
+        finish,
+        choice,
+        None if logprobs is None else tuple(map(float, logprobs)),
+        float(compute),
     )
 
 

@@ -263,6 +263,7 @@ class LocalBackend:
                     chunk.finish_reason,
                     chunk.choice,
                     chunk.logprobs,
+                    compute_seconds=chunk.compute_seconds,
                 )
                 index += 1
         finally:

@@ -17,6 +17,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from modelport.errors import Conflict, NotFound
+from modelport.observability.slo import SLO
 from modelport.observability.types import LogPolicy
 from modelport.runtime.types import Priority
 from modelport.serving.endpoints.errors import endpoint_not_found
@@ -56,6 +57,7 @@ def insert_endpoint(
     fallback: FallbackChain | None,
     log_policy: LogPolicy | None,
     actor: str,
+    slos: Sequence[SLO] = (),
 ) -> Endpoint:
     row = EndpointRow(
         name=name,
@@ -65,6 +67,7 @@ def insert_endpoint(
         description=description,
         fallback=None if fallback is None else fallback.model_dump(mode="json"),
         log_policy=None if log_policy is None else log_policy.model_dump(mode="json"),
+        slos=_slos_json(slos),
         revision=0,
         created_by=actor,
     )
@@ -125,6 +128,18 @@ def switch(
     return _endpoint(row)
 
 
+def set_slos(session: Session, name: str, slos: Sequence[SLO]) -> Endpoint:
+    """Replace the endpoint's SLOs (its traffic is unchanged: no revision)."""
+    row = _endpoint_row(session, name, lock=True)
+    row.slos = _slos_json(slos)
+    session.flush()
+    return _endpoint(row)
+
+
+def _slos_json(slos: Sequence[SLO]) -> list[dict[str, Any]] | None:
+    return [s.model_dump(mode="json") for s in slos] or None
+
+
 def touch(session: Session, name: str) -> None:
     """Bump the revision: the active deployment's weights changed."""
     _endpoint_row(session, name, lock=True).revision += 1
@@ -146,6 +161,7 @@ def _endpoint(row: EndpointRow) -> Endpoint:
         revision=row.revision,
         created_at=row.created_at,
         created_by=row.created_by,
+        slos=tuple(SLO.model_validate(s) for s in row.slos or ()),
     )
 
 

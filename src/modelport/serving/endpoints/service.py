@@ -29,7 +29,7 @@ Every method opens its own transaction(s) and blocks: call it from a worker thre
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 from datetime import timedelta
 
@@ -39,6 +39,7 @@ from sqlalchemy.orm import Session
 from modelport.changes import ChangeBus, EndpointChanged, LocalChangeBus
 from modelport.clock import Clock
 from modelport.errors import Conflict, InvalidInput, NotFound, Unprocessable
+from modelport.observability.slo import SLO, check_slos
 from modelport.observability.types import LogPolicy
 from modelport.registry.service import RegistryService
 from modelport.registry.types import LifecycleState, ModelVersion
@@ -163,9 +164,11 @@ class EndpointService:
         description: str = "",
         fallback: FallbackChain | None = None,
         log_policy: LogPolicy | None = None,
+        slos: Sequence[SLO] = (),
     ) -> Endpoint:
         check_endpoint_name(name)
         level = check_endpoint_settings(deadline_ms, priority)
+        checked = check_slos(slos)
         for step in fallback_versions(fallback):
             self._resolve(
                 tenant, step
@@ -181,9 +184,16 @@ class EndpointService:
                 fallback=fallback,
                 log_policy=log_policy,
                 actor=actor,
+                slos=checked,
             )
         self._changed(name)
         return created
+
+    def set_slos(self, name: str, slos: Sequence[SLO]) -> Endpoint:
+        """Replace the endpoint's SLOs (``invalid_slo`` for one that makes no sense)."""
+        checked = check_slos(slos)
+        with self.database.transaction() as session:
+            return repo.set_slos(session, name, checked)
 
     def _changed(self, name: str) -> None:
         self.changes.publish(EndpointChanged(name))

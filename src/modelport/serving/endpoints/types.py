@@ -7,6 +7,7 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
+from modelport.observability.slo import SLO
 from modelport.observability.types import LogPolicy
 from modelport.runtime.types import Priority
 from modelport.serving.types import FallbackChain
@@ -35,6 +36,8 @@ class Endpoint:
     """Bumped on every change that moves traffic (routers rebuild on change)."""
     created_at: datetime
     created_by: str
+    slos: tuple[SLO, ...] = ()
+    """Its service level objectives (``observability.slo``): what its alerts watch."""
 
 
 LOCAL_BACKEND = "local"

@@ -1,7 +1,7 @@
 """endpoint monitors: the drift and quality monitor policy of an endpoint
 
 Revision ID: 0030_endpoint_monitors
-Revises: 0027_worker_placements
+Revises: 0029_prediction_retention
 Create Date: 2026-12-05 16:20:00
 """
 
@@ -11,7 +11,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision = "0030_endpoint_monitors"
-down_revision = "0027_worker_placements"
+down_revision = "0029_prediction_retention"
 branch_labels = None
 depends_on = None
 

@@ -1,0 +1,98 @@
+"""``GET /api/costs``: what serving cost over a billing period, what it earned, and the
+margin, per tenant and model (the operator's view: ``platform.manage``).
+
+Cost is the measured compute of each call (``metering.costs``) priced per core-second
+(``cost_per_core_second_micros``); revenue is what the calls were charged; a tenant's
+share is its part of the period's compute.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Any
+
+import anyio.to_thread
+from fastapi import APIRouter, Request
+
+from modelport.api.access import require_platform
+from modelport.api.auth import CurrentPrincipal
+from modelport.api.deps import get_services
+from modelport.errors import Unavailable
+from modelport.metering.billing.periods import Period
+from modelport.metering.costs import CostLine
+from modelport.tenancy.policy import Permission
+
+router = APIRouter(tags=["billing"])
+
+
+def _line(line: CostLine) -> dict[str, Any]:
+    return {
+        "tenant": line.tenant,
+        "model": line.model,
+        "calls": line.calls,
+        "compute_ms": round(line.compute_ms, 3),
+        "cost_micros": round(line.cost_micros, 3),
+        "cost_per_call_micros": round(line.cost_micros / line.calls, 3) if line.calls else 0,
+        "revenue_micros": line.revenue_micros,
+        "margin_micros": round(line.margin_micros, 3),
+    }
+
+
+@router.get("/costs")
+async def costs(
+    request: Request,
+    principal: CurrentPrincipal,
+    period: str | None = None,
+    tenant: str | None = None,
+) -> dict[str, Any]:
+    """Per tenant and model: calls, measured compute, its cost, revenue and margin; per
+    tenant its share of the compute; per model its margin. ``period``: ``YYYY-MM``
+    (default: the current month)."""
+    require_platform(request, principal, Permission.PLATFORM_MANAGE)
+    services = get_services(request)
+    report = services.metering.costs
+    if report is None:
+        raise Unavailable("cost reports are not wired in this process", code="costs_unavailable")
+    month = Period.parse(period) if period is not None else Period.of(services.clock.now())
+    lines = await anyio.to_thread.run_sync(
+        lambda: report.lines(month.start, month.end, tenant=tenant)
+    )
+    total_ms = sum(line.compute_ms for line in lines)
+    tenants: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0])
+    models: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0, 0.0, 0.0])
+    for line in lines:
+        tenants[line.tenant][0] += line.compute_ms
+        tenants[line.tenant][1] += line.cost_micros
+        found = models[line.model]
+        found[0] += line.calls
+        found[1] += line.compute_ms
+        found[2] += line.cost_micros
+        found[3] += line.revenue_micros
+    return {
+        "period": str(month),
+        "prices": {
+            "core_second_micros": report.prices.core_second_micros,
+            "gpu_second_micros": report.prices.gpu_second_micros,
+        },
+        "items": [_line(line) for line in lines],
+        "tenants": [
+            {
+                "tenant": name,
+                "compute_ms": round(ms, 3),
+                "cost_micros": round(cost, 3),
+                "share": round(ms / total_ms, 6) if total_ms else 0.0,
+            }
+            for name, (ms, cost) in sorted(tenants.items())
+        ],
+        "models": [
+            {
+                "model": name,
+                "calls": int(calls),
+                "compute_ms": round(ms, 3),
+                "cost_micros": round(cost, 3),
+                "revenue_micros": int(revenue),
+                "margin_micros": round(revenue - cost, 3),
+            }
+            for name, (calls, ms, cost, revenue) in sorted(models.items())
+        ],
+    }

@@ -1,0 +1,103 @@
+"""How long the prediction log keeps records, per tenant, and deleting them.
+
+A record is kept ``days`` after it was received, by the retention of the tenant that
+owns its endpoint (``PredictionRecord.owner``: whose log it is), or the installation's
+default (``prediction_retention_days``, 90) for a tenant that set none. ``sweep`` deletes
+what is past it, the outcomes recorded against those predictions with them; a serving
+process runs it every ``prediction_retention_interval_seconds``. ``forget`` is the right
+to deletion: every record of a tenant's calls (``PredictionRecord.tenant``, whichever
+endpoint logged them), their inputs and outputs with them, at once.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from datetime import datetime, timedelta
+
+from sqlalchemy import ColumnElement, delete, select
+from sqlalchemy.orm import Session
+
+from modelport.errors import InvalidInput
+from modelport.store import Database
+from modelport.store.base import utcnow
+from modelport.store.tables import PredictionOutcomeRow, PredictionRetentionRow, PredictionRow
+
+MAX_DAYS = 3650
+_log = logging.getLogger("modelport.observability.retention")
+
+
+class PredictionRetention:
+    def __init__(
+        self, database: Database, *, default_days: int, now: Callable[[], datetime] = utcnow
+    ) -> None:
+        self.database = database
+        self.default_days = default_days
+        self._now = now
+
+    def days_of(self, tenant: str) -> tuple[int, bool]:
+        """The tenant's retention in days, and whether it set it (False: the default)."""
+        with self.database.transaction() as session:
+            row = session.get(PredictionRetentionRow, tenant)
+        return (row.days, True) if row is not None else (self.default_days, False)
+
+    def set_days(self, tenant: str, days: int | None, *, actor: str) -> None:
+        """Keep ``tenant``'s records ``days`` days (None: the default again)."""
+        if days is not None and not (isinstance(days, int) and 1 <= days <= MAX_DAYS):
+            raise InvalidInput(
+                f"days is a whole number of days from 1 to {MAX_DAYS}",
+                code="invalid_retention",
+                field="days",
+            )
+        with self.database.transaction() as session:
+            row = session.get(PredictionRetentionRow, tenant)
+            if days is None:
+                if row is not None:
+                    session.delete(row)
+                return
+            if row is None:
+                session.add(PredictionRetentionRow(tenant=tenant, days=days, updated_by=actor))
+            else:
+                row.days, row.updated_by, row.updated_at = days, actor, self._now()
+
+    def sweep(self) -> int:
+        """Delete every record past its owner's retention; how many went."""
+        now = self._now()
+        with self.database.transaction() as session:
+            rows = session.execute(
+                select(PredictionRetentionRow.tenant, PredictionRetentionRow.days)
+            ).all()
+            policies = {tenant: days for tenant, days in rows}
+            deleted = 0
+            for tenant, days in policies.items():
+                deleted += _delete(
+                    session,
+                    (PredictionRow.owner == tenant)
+                    & (PredictionRow.received_at < now - timedelta(days=days)),
+                )
+            others = PredictionRow.received_at < now - timedelta(days=self.default_days)
+            if policies:
+                others = others & (
+                    PredictionRow.owner.is_(None) | PredictionRow.owner.not_in(list(policies))
+                )
+            deleted += _delete(session, others)
+        if deleted:
+            _log.info("prediction retention deleted=%d", deleted)
+        return deleted
+
+    def forget(self, tenant: str) -> int:
+        """Delete every record of ``tenant``'s calls now; how many went."""
+        with self.database.transaction() as session:
+            deleted = _delete(session, PredictionRow.tenant == tenant)
+        _log.info("prediction records forgotten tenant=%s deleted=%d", tenant, deleted)
+        return deleted
+
+
+def _delete(session: Session, where: ColumnElement[bool]) -> int:
+    """Delete the predictions ``where`` selects and the outcomes recorded against them."""
+    chosen = select(PredictionRow.id).where(where)
+    session.execute(
+        delete(PredictionOutcomeRow).where(PredictionOutcomeRow.prediction_id.in_(chosen))
+    )
+    result = session.execute(delete(PredictionRow).where(where))
+    return int(result.rowcount or 0)  # type: ignore[attr-defined]
