@@ -130,7 +130,7 @@ def create_app(services: Services) -> FastAPI:
         # Tracing is modelport's own to do; FastAPI's probe for a configured provider
         # otherwise runs on every request.
         telemetry={"tracing": False, "metrics": False, "logs": False},
-        body_read_timeout_seconds=services.settings.body_read_timeout_seconds,
+        body_read_timeout_seconds=services.settings.requests.body_read_timeout_seconds,
         http_metrics=services.http_metrics,
         tracer=services.tracing.tracer,
     )
@@ -139,7 +139,7 @@ def create_app(services: Services) -> FastAPI:
     app.add_middleware(
         RequestHygiene,
         rules=RequestHygiene.rules_from(services.settings),
-        max_json_depth=services.settings.max_json_depth,
+        max_json_depth=services.settings.requests.max_json_depth,
     )
     install_error_handlers(app)
     install_docs(app, "/api/openapi.json")

@@ -58,10 +58,10 @@ class WorkerSurface:
         self.backend = LocalBackend(
             services.host,
             services.blob_store,
-            load_on_demand=settings.load_on_demand,
+            load_on_demand=settings.runtime.load_on_demand,
             processing=services.processing,
         )
-        self._admin_key = settings.admin_key.encode()
+        self._admin_key = settings.security.admin_key.encode()
         self._versions: dict[tuple[str, str, str], VersionRef] = {}
         """Resolved versions: immutable once published, so kept for good."""
 
@@ -71,8 +71,8 @@ class WorkerSurface:
         scheme, _, raw = header.partition(" ")
         token = raw.strip().encode()
         keys = [self._admin_key]
-        if scraper and self.services.settings.metrics_token:
-            keys.append(self.services.settings.metrics_token.encode())
+        if scraper and self.services.settings.security.metrics_token:
+            keys.append(self.services.settings.security.metrics_token.encode())
         if not (
             scheme.lower() == "bearer"
             and any(key and hmac.compare_digest(token, key) for key in keys)
@@ -127,7 +127,7 @@ class WorkerSurface:
         self._authenticate(request)
         settings = self.services.settings
         ref = await self._version(request)
-        limit = settings.max_inference_request_bytes
+        limit = settings.requests.max_inference_request_bytes
         declared = request.headers.get("content-length", "")
         if declared.isdigit() and int(declared) > limit:  # refused before reading it
             raise PayloadTooLarge(f"the request is over {limit} bytes", code="payload_too_large")
@@ -137,13 +137,13 @@ class WorkerSurface:
         parsed = parse_infer_request(
             body,
             request.headers.get(INFERENCE_HEADER),
-            max_elements=settings.max_tensor_elements,
+            max_elements=settings.requests.max_tensor_elements,
         )
         validate_request(parsed, ref.manifest.inputs, ref.manifest.outputs, max_input_bytes=limit)
         timeout = timeout_seconds(
             request.headers.get(TIMEOUT_HEADER),
             parsed.parameters,
-            settings.runtime_infer_timeout_seconds,
+            settings.runtime.infer_timeout_seconds,
         )
         answer = await self.backend.infer(
             BackendRequest(

@@ -69,7 +69,7 @@ def json_response(doc: Any, status: int = 200) -> Response:
 
 async def _body(request: Request) -> dict[str, Any]:
     """The JSON body, refused (413) above the inference request limit."""
-    limit = get_services(request).settings.max_inference_request_bytes
+    limit = get_services(request).settings.requests.max_inference_request_bytes
     chunks, size = [], 0
     async for chunk in request.stream():
         size += len(chunk)
@@ -166,7 +166,7 @@ async def _generate(
         )
         for prompt in prompts
     ]
-    deadline = time.monotonic() + services.settings.generation_timeout_seconds
+    deadline = time.monotonic() + services.settings.llm.generation_timeout_seconds
     chat = messages is not None
     # The body is read: from here a caller that hangs up ends the call.
     caller.watch = CallerWatch(request.receive)

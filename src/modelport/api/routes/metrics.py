@@ -26,7 +26,7 @@ def require_operator(request: Request) -> None:
     """Let through the metrics token or an operator's credential; raise otherwise."""
     services = get_services(request)
     token = bearer_token(request)
-    scraper = services.settings.metrics_token
+    scraper = services.settings.security.metrics_token
     if token and scraper and hmac.compare_digest(token.encode(), scraper.encode()):
         return
     principal = services.authenticator.authenticate(token)

@@ -117,7 +117,7 @@ against the whole ``/api`` table costs more than routing it to a version."""
 async def _predict(name: str, request: Request) -> Response:
     services = get_services(request)
     caller = caller_of(request, await require_principal_async(request))
-    decoder = _Decoder(request, caller, services.settings.max_tensor_elements)
+    decoder = _Decoder(request, caller, services.settings.requests.max_tensor_elements)
     call = services.inference.call_endpoint(
         caller, EndpointTarget(name), decoder.decode, encode=decoder.encode
     )

@@ -240,7 +240,9 @@ async def infer(request: Request) -> Response:
     services = get_services(request)
     headers = dict(request.scope["headers"])  # names are lower-case bytes in ASGI
     caller = caller_of(request, await require_principal_async(request, _bearer(headers)))
-    decoder = _Decoder(request, headers, services.settings.max_inference_request_bytes, caller)
+    decoder = _Decoder(
+        request, headers, services.settings.requests.max_inference_request_bytes, caller
+    )
     params = request.path_params
     if "owner" in params:
         target = ModelTarget(params["owner"], params["name"], params.get("version"))
@@ -337,12 +339,14 @@ class _Decoder:
         header_length = _text(headers.get(_INFERENCE_HEADER))
         encoding = headers.get(b"content-encoding")
         if encoding is not None:
-            unpacked = settings.max_decompressed_request_bytes or limit
+            unpacked = settings.requests.max_decompressed_request_bytes or limit
             body = decode_content(body, encoding.decode("latin-1"), max_bytes=unpacked)
         # Here rather than in the hygiene middleware: the inference lane skips it, and a
         # compressed body can only be checked once decompressed.
-        check_inference_json(body, header_length, settings.max_json_depth)
-        parsed = parse_infer_request(body, header_length, max_elements=settings.max_tensor_elements)
+        check_inference_json(body, header_length, settings.requests.max_json_depth)
+        parsed = parse_infer_request(
+            body, header_length, max_elements=settings.requests.max_tensor_elements
+        )
         parameters = parsed.parameters
         # 0 stands for "none given" (a given timeout is above 0): the target's default.
         timeout = timeout_seconds(_text(headers.get(_TIMEOUT_HEADER)), parameters, 0.0)
