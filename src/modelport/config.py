@@ -78,7 +78,11 @@ class Section(BaseModel):
     its ``validation_alias`` where it has one, else its own name; both are accepted."""
 
     model_config = ConfigDict(
-        frozen=True, extra="forbid", validate_by_name=True, validate_by_alias=True
+        frozen=True,
+        extra="forbid",
+        validate_by_name=True,
+        validate_by_alias=True,
+        use_attribute_docstrings=True,  # each field's docstring is its description
     )
 
     @classmethod
@@ -109,6 +113,7 @@ class StoreSettings(Section):
     """Endpoint of an S3-compatible service (MinIO, Ceph...); default AWS."""
 
     s3_region: str = "us-east-1"
+    """Region of the S3-compatible service."""
 
     verify_below_bytes: int = Field(default=64 << 20, ge=0)
     """Blobs up to this size are verified against their digest before they are served."""
@@ -238,8 +243,11 @@ class ValidationSettings(Section):
     timeout_seconds: float = Field(
         default=120.0, gt=0, validation_alias="validation_timeout_seconds"
     )
+    """Wall-clock limit of one validation: past it its whole process group is killed."""
 
     memory_bytes: int = Field(default=4 << 30, gt=0, validation_alias="validation_memory_bytes")
+    """Address-space limit of a validation's sandboxed process (and, under a cgroup, the
+    resident memory of its group)."""
 
     concurrency: int = Field(default=2, ge=0, validation_alias="validation_concurrency")
     """Validations running at once across the installation (every process on one
@@ -250,7 +258,7 @@ class ValidationSettings(Section):
     process_concurrency: int | None = Field(
         default=None, ge=0, validation_alias="validation_process_concurrency"
     )
-    """Validations one serving process runs at once, within ``validation_concurrency``
+    """Validations one serving process runs at once, within ``concurrency``
     (unset: up to that cap; 0: none here). Bounds one machine's sandboxes where several
     processes share the installation's cap."""
 
@@ -396,7 +404,7 @@ class RuntimeSettings(Section):
     offline_queue_share: float = Field(
         default=0.5, gt=0, le=1, validation_alias="runtime_offline_queue_share"
     )
-    """Share of ``runtime_max_queue_size`` that ``offline`` requests (jobs, batches) may
+    """Share of ``max_queue_size`` that ``offline`` requests (jobs, batches) may
     hold queued; more offline requests are refused with 429 queue_full, so an offline
     flood never fills the queue interactive and batch requests need."""
 
@@ -408,7 +416,7 @@ class RuntimeSettings(Section):
         default="process", validation_alias="runtime_execution"
     )
     """Where versions execute: ``process`` (the default), every version in model-host
-    processes started under the sandbox (``sandbox``: where it cannot start them here,
+    processes started under the sandbox (``sandbox.mode``: where it cannot start them here,
     their loads fail closed), whatever its manifest says, so no publisher's file is
     parsed in the server: a tensor version in its workers, a generative version's engine
     in a host of its own; ``manifest``, tensor versions as each version's
@@ -494,7 +502,7 @@ class ResponseCacheSettings(Section):
     """How long a cached answer is reused after it was computed, in memory and in Redis."""
 
     redis: bool = Field(default=True, validation_alias="response_cache_redis")
-    """With ``redis_url``, also keep answers in Redis, shared by every process of the
+    """With ``store.redis_url``, also keep answers in Redis, shared by every process of the
     installation."""
 
 
@@ -502,7 +510,7 @@ class RequestSettings(Section):
     """Request hygiene: bodies, JSON and tensors a request may carry."""
 
     max_api_body_bytes: int = Field(default=4 << 20, gt=0)
-    """Largest request body accepted on ``/api`` (uploads have ``max_chunk_bytes``)."""
+    """Largest request body accepted on ``/api`` (uploads have ``uploads.max_chunk_bytes``)."""
 
     body_read_timeout_seconds: float = Field(default=10.0, gt=0)
     """Longest wait for the next part of a request body (between two reads, not for the
@@ -592,7 +600,7 @@ class MeteringSettings(Section):
     )
     """How usage events reach the ledger: ``ledger``, written by the process that
     settled them (idempotent by ``event_id``, so any number of processes may); ``stream``,
-    through ``metering_stream`` in Redis to the consumer group; ``auto``: the stream in
+    through ``stream`` in Redis to the consumer group; ``auto``: the stream in
     the distributed shape (Redis and PostgreSQL), the ledger otherwise (a SQLite home,
     also with ``--workers`` sharing Redis on one machine, where the stream would only
     add a hop)."""
@@ -648,7 +656,7 @@ class JobSettings(Section):
         default=SecretStr(""), validation_alias="job_output_url_secret"
     )
     """The key that signs output URLs (any string; every process of the installation
-    needs the same). Unset: derived from the installation's secret key (``secret_key``,
+    needs the same). Unset: derived from the installation's secret key (``security.secret_key``,
     or the embedded key file); a distributed installation with neither makes no URLs."""
 
 
@@ -738,7 +746,7 @@ class PredictionLogSettings(Section):
         default=10_000, ge=1, validation_alias="prediction_log_detail_capacity"
     )
     """Waiting records past which inputs and outputs are kept only for a sample (the audit
-    fields always are); at most ``prediction_log_capacity``."""
+    fields always are); at most ``capacity``."""
 
     pressure_sample_every: int = Field(
         default=10, ge=1, validation_alias="prediction_log_pressure_sample_every"
@@ -763,7 +771,7 @@ class OidcSettings(Section):
     may sign in with it (authorization code with PKCE)."""
 
     audience: str | None = Field(default=None, validation_alias="oidc_audience")
-    """The ``aud`` a bearer JWT must carry; default ``oidc_client_id``."""
+    """The ``aud`` a bearer JWT must carry; default ``client_id``."""
 
     client_id: str | None = Field(default=None, validation_alias="oidc_client_id")
     """This platform's client id at the provider (sign-in, and the id token's ``aud``)."""
@@ -841,7 +849,7 @@ class WebhookSettings(Section):
         default=5.0, gt=0, validation_alias="webhook_retry_base_seconds"
     )
     """Backoff after the first failed attempt, at most: it doubles with each attempt up
-    to ``webhook_retry_max_seconds``, and each wait is drawn at random below it."""
+    to ``retry_max_seconds``, and each wait is drawn at random below it."""
 
     retry_max_seconds: float = Field(
         default=3600.0, gt=0, validation_alias="webhook_retry_max_seconds"
@@ -876,7 +884,9 @@ class Settings(BaseSettings):
     """Server-wide settings, by section; every field maps to ``MODELPORT_<FLAT NAME>``
     (see the module's docstring)."""
 
-    model_config = SettingsConfigDict(env_prefix="MODELPORT_", frozen=True, extra="ignore")
+    model_config = SettingsConfigDict(
+        env_prefix="MODELPORT_", frozen=True, extra="ignore", use_attribute_docstrings=True
+    )
 
     @classmethod
     def settings_customise_sources(
@@ -903,8 +913,9 @@ class Settings(BaseSettings):
     workers: int = Field(default=1, ge=1)
     """Serving processes on the listening port (``modelport serve --workers``).
     Above one, each process hosts its own copy of a loaded version, so the memory
-    budgets below are split evenly between them, and ``redis_url`` is required: limits,
-    key revocations and repository load/unload must be shared between processes."""
+    budgets (``runtime``) are split evenly between them, and ``store.redis_url`` is
+    required: limits, key revocations and repository load/unload must be shared
+    between processes."""
 
     store: StoreSettings = Field(default_factory=StoreSettings)
     security: SecuritySettings = Field(default_factory=SecuritySettings)
@@ -945,7 +956,9 @@ class Settings(BaseSettings):
         changes: dict[str, Any] = {}
         for key, value in route_flat_names(update).items():
             if key in SECTIONS:
-                changes[key] = getattr(self, key).model_copy(update=value)
+                names = SECTIONS[key].flat_names()
+                fields = {names.get(flat, flat): field for flat, field in value.items()}
+                changes[key] = getattr(self, key).model_copy(update=fields)
             else:
                 changes[key] = value
         return super().model_copy(update=changes, deep=deep)
@@ -991,13 +1004,19 @@ FLAT_NAMES: dict[str, tuple[str, str]] = {
 }
 """Every flat name (``MODELPORT_<FLAT NAME>``, lower-cased), to its section and field."""
 
+_TO_FLAT = {
+    section: {name: flat for flat, name in model.flat_names().items()}
+    for section, model in SECTIONS.items()
+}
+
 
 def route_flat_names(values: Mapping[str, Any]) -> dict[str, Any]:
     """Flat names to their sections (``{"admin_key": k}`` to ``{"security":
     {"admin_key": k}}``), merged with the fields a section given whole set (a model, or
     a mapping; the flat names win); top-level fields and unknown names (ignored by
     ``Settings``, as an unknown ``MODELPORT_*`` variable is) as they are. So sources
-    merge, and ``model_copy`` updates, field by field.
+    merge, and ``model_copy`` updates, field by field. Within a section every field is
+    keyed by its flat name, so a validation error names the variable to fix.
 
     ``sandbox`` is both a section and the flat name of ``sandbox.mode``: a mapping or a
     ``SandboxSettings`` is the section, anything else the mode."""
@@ -1007,10 +1026,11 @@ def route_flat_names(values: Mapping[str, Any]) -> dict[str, Any]:
         if key in SECTIONS and isinstance(value, Mapping | BaseModel):
             if isinstance(value, BaseModel):
                 value = {name: getattr(value, name) for name in value.model_fields_set}
-            routed[key] = {**value, **routed.get(key, {})}
+            to_flat = _TO_FLAT[key]
+            whole = {to_flat.get(name, name): field for name, field in value.items()}
+            routed[key] = {**whole, **routed.get(key, {})}
         elif target is not None:
-            section, name = target
-            routed.setdefault(section, {})[name] = value
+            routed.setdefault(target[0], {})[key.lower()] = value
         else:
             routed[key] = value
     return routed
