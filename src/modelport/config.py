@@ -14,10 +14,15 @@ keywords by ``Settings(...)`` and as keys by ``Settings.model_copy(update=...)``
 beside whole sections (``Settings(serving=ServingSettings(...))``). The one map
 from flat names to sections is ``FLAT_NAMES``, derived from the sections' fields.
 
-Only ``role`` and ``workers`` stay at the top: they describe the process itself,
-not one concern, and every section's consumers depend on them. Values that combine
-sections (paths under ``store.home``, how usage travels given the database and
-Redis) are properties of ``Settings``.
+Only ``role`` and ``workers`` stay at the top: they say what this process is and how
+many of it share a port, which is no one concern (the surfaces, the model host, limits
+and metering all read them). Values that combine sections (paths under
+``store.home``, how usage travels given the database and Redis) are properties of
+``Settings``.
+
+A new setting goes into its section, with ``validation_alias`` set to its flat name
+where the field's own name differs; ``python scripts/settings_doc.py`` then rewrites
+docs/settings.md.
 """
 
 from __future__ import annotations
