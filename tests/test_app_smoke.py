@@ -47,8 +47,8 @@ def test_unknown_api_route_is_problem_json(client: TestClient) -> None:
 
 def test_settings_default_to_embedded_sqlite(tmp_path) -> None:
     settings = Settings(home=tmp_path)
-    assert settings.resolved_database_url.startswith("sqlite:///")
-    assert settings.should_auto_migrate
+    assert settings.store.resolved_database_url.startswith("sqlite:///")
+    assert settings.store.should_auto_migrate
 
 
 def test_a_serving_process_keeps_its_startup_objects_out_of_full_collections(tmp_path) -> None:

@@ -23,9 +23,9 @@ def test_the_default_settings_run_every_tensor_version_in_a_model_host(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.delenv(EXECUTION_ENV, raising=False)
-    assert Settings(home=tmp_path).runtime_execution == "process"
+    assert Settings(home=tmp_path).runtime.execution == "process"
     monkeypatch.setenv(EXECUTION_ENV, "manifest")  # the operator's way back to threads
-    assert Settings(home=tmp_path).runtime_execution == "manifest"
+    assert Settings(home=tmp_path).runtime.execution == "manifest"
 
 
 def test_threads_chosen_by_the_operator_are_a_warning_naming_the_setting(

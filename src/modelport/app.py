@@ -358,20 +358,20 @@ def build_metrics() -> RuntimeMetrics:
 
 
 def build_blob_store(settings: Settings) -> BlobStore:
-    if settings.blob_url and settings.blob_url.startswith("s3://"):
+    if settings.store.blob_url and settings.store.blob_url.startswith("s3://"):
         from modelport.blobs.s3 import S3BlobStore
 
-        parsed = urlparse(settings.blob_url)
+        parsed = urlparse(settings.store.blob_url)
         return S3BlobStore(
             bucket=parsed.netloc,
             prefix=parsed.path.strip("/"),
-            endpoint_url=settings.s3_endpoint_url,
-            region=settings.s3_region,
-            staging_dir=settings.home / "staging",
+            endpoint_url=settings.store.s3_endpoint_url,
+            region=settings.store.s3_region,
+            staging_dir=settings.store.home / "staging",
         )
-    root = settings.home / "blobs"
-    if settings.blob_url:
-        parsed = urlparse(settings.blob_url)
+    root = settings.store.home / "blobs"
+    if settings.store.blob_url:
+        parsed = urlparse(settings.store.blob_url)
         if parsed.scheme not in ("", "file"):
             raise ValueError(f"unsupported MODELPORT_BLOB_URL scheme: {parsed.scheme}")
         from pathlib import Path
@@ -401,37 +401,37 @@ def build_host(
     from modelport.runtime.process.launching import SandboxLauncher
     from modelport.runtime.types import BatchingConfig, Execution
 
-    host_budget = settings.runtime_memory_budget_bytes or int(psutil.virtual_memory().total * 0.7)
-    device_budget = settings.runtime_device_memory_budget_bytes
+    host_budget = settings.runtime.memory_budget_bytes or int(psutil.virtual_memory().total * 0.7)
+    device_budget = settings.runtime.device_memory_budget_bytes
     # Every worker process hosts its own copies: each gets its share of the budgets.
     host_budget //= settings.workers
     if device_budget is not None:
         device_budget //= settings.workers
     onnx = {
-        "intra_op_threads": settings.runtime_intra_op_threads,
-        "intra_op_spinning": settings.runtime_intra_op_spinning,
-        "graph_optimization": settings.runtime_graph_optimization,
+        "intra_op_threads": settings.runtime.intra_op_threads,
+        "intra_op_spinning": settings.runtime.intra_op_spinning,
+        "graph_optimization": settings.runtime.graph_optimization,
     }
     formats = FormatRegistry({"onnx": onnx, "transformers": transformers_options(settings)})
     ledger = CrashLedger(
-        limit=settings.runtime_process_crash_limit,
-        window=settings.runtime_process_crash_window_seconds,
+        limit=settings.runtime.process_crash_limit,
+        window=settings.runtime.process_crash_window_seconds,
         clock=clock or SystemClock(),
     )
     sandbox = build_sandbox(settings)
     report_execution(settings, sandbox)
     return ModelHost(
-        cache=ModelCache(settings.home / "cache"),
+        cache=ModelCache(settings.store.home / "cache"),
         formats=formats,
         budget=MemoryBudget(host_budget, device_budget),
         batching=BatchingConfig(
-            max_batch_size=settings.runtime_max_batch_size,
-            max_queue_delay_us=settings.runtime_max_queue_delay_us,
-            max_queue_size=settings.runtime_max_queue_size,
-            offline_queue_share=settings.runtime_offline_queue_share,
-            instances=settings.runtime_instances,
+            max_batch_size=settings.runtime.max_batch_size,
+            max_queue_delay_us=settings.runtime.max_queue_delay_us,
+            max_queue_size=settings.runtime.max_queue_size,
+            offline_queue_share=settings.runtime.offline_queue_share,
+            instances=settings.runtime.instances,
         ),
-        load_timeout=settings.runtime_load_timeout_seconds,
+        load_timeout=settings.runtime.load_timeout_seconds,
         observer=metrics,
         check_load=check_load,
         tracer=tracer,
@@ -439,14 +439,14 @@ def build_host(
         process_executors=ProcessExecutors(
             formats.spec,
             ledger=ledger,
-            start_timeout=settings.runtime_process_start_timeout_seconds,
+            start_timeout=settings.runtime.process_start_timeout_seconds,
             observer=metrics,
             # Model hosts run publishers' files: started as validation's children are,
             # with nothing of this installation's (environment, home, network).
-            launcher=SandboxLauncher(sandbox, scratch_root=settings.home / "model-hosts"),
+            launcher=SandboxLauncher(sandbox, scratch_root=settings.store.home / "model-hosts"),
         ),
         crash_ledger=ledger,
-        execution=Execution.PROCESS if settings.runtime_execution == "process" else None,
+        execution=Execution.PROCESS if settings.runtime.execution == "process" else None,
     )
 
 
@@ -462,7 +462,7 @@ def report_execution(settings: Settings, sandbox: Sandbox) -> None:
     from modelport.logs import log_event
 
     logger = logging.getLogger("modelport.runtime")
-    if settings.runtime_execution == "manifest":
+    if settings.runtime.execution == "manifest":
         log_event(
             logger,
             "runtime.execution_in_server",
@@ -482,7 +482,7 @@ def report_execution(settings: Settings, sandbox: Sandbox) -> None:
             "runtime.model_hosts_unavailable",
             level=logging.ERROR,
             setting="MODELPORT_RUNTIME_EXECUTION=process",
-            sandbox=f"MODELPORT_SANDBOX={settings.sandbox}",
+            sandbox=f"MODELPORT_SANDBOX={settings.sandbox.mode}",
             consequence="no version can load here: each fails closed with "
             "sandbox_unavailable; nothing is run in the server process instead",
             reason=exc.message,
@@ -502,7 +502,7 @@ def report_execution(settings: Settings, sandbox: Sandbox) -> None:
 
 def transformers_options(settings: Settings) -> dict[str, object]:
     """Options of the ``transformers`` tensor plugin (embedding models)."""
-    return {"device": settings.llm_device, "dtype": settings.llm_dtype}
+    return {"device": settings.llm.device, "dtype": settings.llm.dtype}
 
 
 def build_generative_host(
@@ -527,19 +527,19 @@ def build_generative_host(
 
     options: dict[str, object] = {
         **transformers_options(settings),
-        "kv_cache_bytes": settings.llm_kv_cache_bytes,
-        "max_running": settings.llm_max_running,
-        "max_waiting": settings.llm_max_waiting,
-        "offline_waiting_share": settings.runtime_offline_queue_share,
-        "engine": settings.llm_engine,
-        "threads": settings.llm_threads,
+        "kv_cache_bytes": settings.llm.kv_cache_bytes,
+        "max_running": settings.llm.max_running,
+        "max_waiting": settings.llm.max_waiting,
+        "offline_waiting_share": settings.runtime.offline_queue_share,
+        "engine": settings.llm.engine,
+        "threads": settings.llm.threads,
     }
     formats = generative_formats({"transformers": {**options, "metrics": generation_metrics}})
     if not formats:
         return None
-    if settings.llm_engine == "auto":
+    if settings.llm.engine == "auto":
         report_llama()
-    if settings.runtime_execution == "process":
+    if settings.runtime.execution == "process":
         formats = hosted_generative_formats(settings, formats, options, generation_metrics)
     return GenerativeHost(cache=host.cache, formats=formats, check_load=check_load)
 
@@ -578,14 +578,16 @@ def hosted_generative_formats(
     from modelport.runtime.process.hosted_format import HostedGenerativeFormat
     from modelport.runtime.process.launching import SandboxLauncher
 
-    launcher = SandboxLauncher(build_sandbox(settings), scratch_root=settings.home / "model-hosts")
+    launcher = SandboxLauncher(
+        build_sandbox(settings), scratch_root=settings.store.home / "model-hosts"
+    )
     return {
         name: HostedGenerativeFormat(
             plugin,
             entry=f"{type(plugin).__module__}:{type(plugin).__qualname__}",
             options=options,
             launcher=launcher,
-            start_timeout=settings.runtime_process_start_timeout_seconds,
+            start_timeout=settings.runtime.process_start_timeout_seconds,
             metrics=metrics,
         )
         for name, plugin in formats.items()
@@ -601,10 +603,10 @@ def build_keyspace(database: Database) -> Keyspace:
 def build_change_bus(settings: Settings, keys: Keyspace) -> ChangeBus:
     """How change events reach the caches: in this process, and through Redis to every
     process of the installation when it is set."""
-    if settings.redis_url:
+    if settings.store.redis_url:
         from modelport.changes.redis import RedisChangeBus
 
-        return RedisChangeBus(settings.redis_url, keys)
+        return RedisChangeBus(settings.store.redis_url, keys)
     return LocalChangeBus()
 
 
@@ -660,9 +662,9 @@ def build_tenancy(
     from modelport.tenancy.keycache import KeyCache
 
     clock = clock or SystemClock()
-    cache = KeyCache(ttl=settings.key_cache_ttl_seconds, clock=clock.monotonic)
+    cache = KeyCache(ttl=settings.tenancy.key_cache_ttl_seconds, clock=clock.monotonic)
     invalidation = KeyInvalidation(cache, changes)
-    admin = AdminKeyAuthenticator(settings.admin_key)
+    admin = AdminKeyAuthenticator(settings.security.admin_key)
     return TenancyService(database, invalidation, changes=changes, clock=clock.now), (
         Authenticator(admin, database, cache, invalidation, clock=clock.now, oidc=oidc)
     )
@@ -677,7 +679,7 @@ def build_oidc(
     Sign-ins under way are sealed under a key derived from ``box``'s (none without one:
     then the sign-in routes answer 503). A tenant's suspension (``changes``) reaches the
     bearer's cache of active tenants."""
-    if not settings.oidc_issuer:
+    if not settings.oidc.issuer:
         return None
     import httpx
 
@@ -702,15 +704,15 @@ def build_oidc(
             code="oidc_extra_missing",
         ) from exc
 
-    group_roles = GroupRoles.parse(settings.oidc_group_roles)
-    audience = settings.resolved_oidc_audience
+    group_roles = GroupRoles.parse(settings.oidc.group_roles)
+    audience = settings.oidc.resolved_audience
     assert audience is not None  # Settings require the audience or the client id with an issuer
     provider = Provider(
-        settings.oidc_issuer, httpx.Client(timeout=settings.oidc_http_timeout_seconds)
+        settings.oidc.issuer, httpx.Client(timeout=settings.oidc.http_timeout_seconds)
     )
     keys = KeyStore(
         lambda: provider.get_json(provider.metadata().jwks_uri, "JWKS"),
-        min_refresh_seconds=settings.oidc_jwks_min_refresh_seconds,
+        min_refresh_seconds=settings.oidc.jwks_min_refresh_seconds,
         clock=clock.monotonic,
     )
 
@@ -719,7 +721,7 @@ def build_oidc(
             provider.issuer,
             audience,
             keys,
-            leeway_seconds=settings.oidc_leeway_seconds,
+            leeway_seconds=settings.oidc.leeway_seconds,
             now=lambda: clock.now().timestamp(),
         )
 
@@ -730,19 +732,19 @@ def build_oidc(
     bearer = OidcBearer(
         verifier(audience),
         group_roles,
-        settings.oidc_groups_claim,
+        settings.oidc.groups_claim,
         find_tenant,
         can_remember=changes.live,
     )
     changes.subscribe(TenantSuspensionChanged, lambda change: bearer.forget(change.tenant))
     changes.on_reset(bearer.clear)
-    secret = settings.oidc_client_secret
+    secret = settings.oidc.client_secret
     sealing_key = box.derive("modelport oidc sign-in")
     return OidcClient(
         provider,
-        verifier(settings.oidc_client_id or audience),
+        verifier(settings.oidc.client_id or audience),
         bearer,
-        client_id=settings.oidc_client_id or audience,
+        client_id=settings.oidc.client_id or audience,
         client_secret=secret.get_secret_value() if secret is not None else None,
         pending=PendingSignIns(sealing_key, ttl_seconds=600) if sealing_key else None,
     )
@@ -752,8 +754,8 @@ def build_repository_sync(settings: Settings, keys: Keyspace) -> RepositorySync:
     """How repository loads and unloads reach the other processes sharing the Redis."""
     from modelport.serving.repository_sync import LocalRepositorySync, RedisRepositorySync
 
-    if settings.redis_url:
-        return RedisRepositorySync(settings.redis_url, keys)
+    if settings.store.redis_url:
+        return RedisRepositorySync(settings.store.redis_url, keys)
     return LocalRepositorySync()
 
 
@@ -770,9 +772,9 @@ def build_limits(
     )
 
     limits, budgets = LimitRepository(database), BudgetRepository(database)
-    ttl = settings.limits_cache_ttl_seconds
+    ttl = settings.tenancy.limits_cache_ttl_seconds
     monotonic = (clock or SystemClock()).monotonic
-    if not settings.redis_url:
+    if not settings.store.redis_url:
         return LimitService(
             limits=limits,
             budgets=budgets,
@@ -794,14 +796,16 @@ def build_limits(
 
     # Fail fast when Redis is away: a caller waits at most a few seconds for its 503.
     client = redis.Redis.from_url(
-        settings.redis_url,
+        settings.store.redis_url,
         socket_timeout=2,
         socket_connect_timeout=2,
         health_check_interval=30,
         retry=Retry(ExponentialBackoff(cap=0.1, base=0.01), 1),
     )
     rates = RedisRateLimiter(client, keys)
-    slots = RedisConcurrencyLimiter(client, keys, lease_seconds=settings.limits_lease_seconds)
+    slots = RedisConcurrencyLimiter(
+        client, keys, lease_seconds=settings.tenancy.limits_lease_seconds
+    )
     gate = RedisGate(rates, slots)
     return LimitService(
         limits=limits,
@@ -849,13 +853,13 @@ def build_metering(
         except NotFound:
             return None
 
-    lease = settings.metering_outbox_lease_seconds
+    lease = settings.metering.outbox_lease_seconds
     clock = clock or SystemClock()
     now = clock.now  # every time metering stores or expires by: reservations, leases, mandates
     prices = PriceBook(
         database,
-        default_revenue_share_bps=settings.metering_revenue_share_bps,
-        cache_ttl_seconds=settings.limits_cache_ttl_seconds,
+        default_revenue_share_bps=settings.metering.revenue_share_bps,
+        cache_ttl_seconds=settings.tenancy.limits_cache_ttl_seconds,
         now=now,
         clock=clock.monotonic,
     )
@@ -876,7 +880,7 @@ def build_metering(
             RedisStreamSink,
         )
 
-        if not settings.redis_url:
+        if not settings.store.redis_url:
             raise InvalidInput(
                 "MODELPORT_METERING_DELIVERY=stream needs MODELPORT_REDIS_URL",
                 code="redis_required",
@@ -884,20 +888,20 @@ def build_metering(
 
         # Blocking stream reads wait 1 s; the socket must outlast them.
         client = redis.Redis.from_url(
-            settings.redis_url, socket_timeout=5, socket_connect_timeout=2
+            settings.store.redis_url, socket_timeout=5, socket_connect_timeout=2
         )
-        sink = RedisStreamSink(client, keys, stream=settings.metering_stream)
+        sink = RedisStreamSink(client, keys, stream=settings.metering.stream)
         consumer = RedisLedgerConsumer(
             client,
             ledger,
             keys,
             consumer=f"{socket.gethostname()}-{uuid.uuid4().hex[:8]}",
-            stream=settings.metering_stream,
+            stream=settings.metering.stream,
             claim_idle_ms=int(lease * 1000),
             # Before installation ids the setting named the stream itself.
             legacy_stream=LEGACY_STREAM
-            if settings.metering_stream == STREAM
-            else settings.metering_stream,
+            if settings.metering.stream == STREAM
+            else settings.metering.stream,
         )
         closers.append(client.close)
     journal = None
@@ -908,7 +912,7 @@ def build_metering(
             settings.resolved_metering_journal_dir,
             reservations,
             sink=sink,  # the journal is the events' outbox: no outbox table in between
-            interval_seconds=settings.metering_journal_interval_seconds,
+            interval_seconds=settings.metering.journal_interval_seconds,
         )
     return MeteringService(
         prices=prices,
@@ -920,7 +924,7 @@ def build_metering(
         meter=InferenceMeter(
             prices,
             reservations,
-            grace_seconds=settings.metering_reservation_grace_seconds,
+            grace_seconds=settings.metering.reservation_grace_seconds,
             now=now,
             reserver=GroupReserver(reservations),  # one transaction for concurrent holds
             journal=journal,
@@ -929,14 +933,15 @@ def build_metering(
         consumer=consumer,
         journal=journal,
         digest_of=digest_of,
-        drain_interval_seconds=settings.metering_drain_interval_seconds,
-        sweep_interval_seconds=settings.metering_sweep_interval_seconds,
+        drain_interval_seconds=settings.metering.drain_interval_seconds,
+        sweep_interval_seconds=settings.metering.sweep_interval_seconds,
         now=now,
         closers=closers,
         costs=CostReport(
             database,
             ComputePrices(
-                settings.cost_per_core_second_micros, settings.cost_per_gpu_second_micros
+                settings.metering.cost_per_core_second_micros,
+                settings.metering.cost_per_gpu_second_micros,
             ),
         ),
     )
@@ -946,7 +951,7 @@ def build_backend_policy(settings: Settings, resolver: Resolver | None = None) -
     """Where remote backends may be declared and reached: public addresses over
     http(s), and the hosts of ``backend_allow_hosts``."""
     return UrlPolicy(
-        settings.backend_allow_hosts,
+        settings.serving.backend_allow_hosts,
         resolver or system_resolver,
         require_https=False,
         subject="backend",
@@ -958,9 +963,9 @@ def pool_client(settings: Settings, name: str) -> Any:
     """A Redis client for the worker pool's registry and placer lock."""
     import redis
 
-    assert settings.redis_url is not None
+    assert settings.store.redis_url is not None
     return redis.Redis.from_url(
-        settings.redis_url, socket_timeout=2, socket_connect_timeout=2, client_name=name
+        settings.store.redis_url, socket_timeout=2, socket_connect_timeout=2, client_name=name
     )
 
 
@@ -997,7 +1002,7 @@ def build_gateway_pool(
     client = pool_client(settings, "modelport-pool")
     view = PoolView(
         RedisWorkerRegistry(client, keys),
-        refresh_seconds=min(1.0, settings.worker_heartbeat_seconds),
+        refresh_seconds=min(1.0, settings.pool.heartbeat_seconds),
         clock=clock,
     )
     placement = PoolPlacement(
@@ -1005,13 +1010,13 @@ def build_gateway_pool(
         PlacementRepository(database),
         PlacerLock(client, keys, process_id(), ttl_seconds=10.0),
         estimate=estimate_memory,
-        replicas=settings.worker_replicas,
-        pool=settings.worker_pool,
+        replicas=settings.pool.replicas,
+        pool=settings.pool.name,
         clock=clock,
-        place_timeout_seconds=settings.worker_place_timeout_seconds,
+        place_timeout_seconds=settings.pool.place_timeout_seconds,
     )
     channels = WorkerChannels(
-        settings.worker_token, settings.max_inference_request_bytes, clock=clock
+        settings.pool.token, settings.requests.max_inference_request_bytes, clock=clock
     )
     view.on_change(lambda: channels.forget(lambda worker: worker in view.workers))
 
@@ -1071,7 +1076,7 @@ def build_serving(
                 host,
                 blob_store,
                 name=name,
-                load_on_demand=settings.load_on_demand,
+                load_on_demand=settings.runtime.load_on_demand,
                 engines=engines,
                 processing=processing,
             )
@@ -1092,8 +1097,8 @@ def build_serving(
         Dispatcher(
             board,
             config=DispatchConfig(
-                max_attempts=settings.serving_max_attempts,
-                attempt_timeout_seconds=settings.serving_attempt_timeout_seconds,
+                max_attempts=settings.serving.max_attempts,
+                attempt_timeout_seconds=settings.serving.attempt_timeout_seconds,
             ),
             metrics=serving_metrics,
             tracer=tracer,
@@ -1102,7 +1107,7 @@ def build_serving(
         # One backend per version: a failing version opens its own breaker, not the host's.
         # On the pool: one per worker, read live from the pool's view.
         replicas,
-        shadow_max_in_flight=settings.serving_shadow_max_in_flight,
+        shadow_max_in_flight=settings.serving.shadow_max_in_flight,
         remotes=remotes.backend,
         record_shadow=record_shadow,
         tracer=tracer,
@@ -1115,8 +1120,8 @@ def build_serving(
         grants_to=tenancy.grants_to,
         clock=clock,
         limits=ServingLimits(
-            rollback_window_seconds=settings.serving_rollback_window_seconds,
-            tenant_memory_bytes=settings.serving_tenant_memory_bytes,
+            rollback_window_seconds=settings.serving.rollback_window_seconds,
+            tenant_memory_bytes=settings.serving.tenant_memory_bytes,
         ),
         backend_tenant=remotes.tenant_of,
         changes=changes,
@@ -1126,13 +1131,13 @@ def build_serving(
         router,
         placement,
         clock=clock,
-        refresh_seconds=settings.serving_refresh_seconds,
+        refresh_seconds=settings.serving.refresh_seconds,
     )
     # Another process's endpoint changes: followed at once, not at the next tick.
     changes.subscribe(EndpointChanged, lambda change: controller.nudge())
     changes.on_reset(controller.nudge)
     idempotency = IdempotencyStore(
-        database, clock, window_seconds=settings.serving_idempotency_window_seconds
+        database, clock, window_seconds=settings.serving.idempotency_window_seconds
     )
     return ServingPlane(
         endpoints, router, controller, idempotency, metrics=serving_metrics, backends=remotes
@@ -1175,14 +1180,14 @@ def build_jobs(
     stages.register("tensor_publish", TensorPublishStage(database))
     if files is not None:
         register_batch_stages(stages, database, files, inference, clock)
-    queue = JobQueue(database, now=clock.now, lease_seconds=settings.job_lease_seconds)
+    queue = JobQueue(database, now=clock.now, lease_seconds=settings.jobs.lease_seconds)
     billing = JobBilling(inference)
     runner = JobRunner(
         queue,
         stages,
         StageServices(blobs=blobs, inference=inference),
-        concurrency=settings.job_runner_concurrency,
-        poll_seconds=settings.job_poll_seconds,
+        concurrency=settings.jobs.runner_concurrency,
+        poll_seconds=settings.jobs.poll_seconds,
         clock=clock,
         notifier=notifier,
         holds=billing,
@@ -1226,8 +1231,8 @@ def build_validations(
     )
 
     jobs.stages.register(STAGE, ValidationStage(registry))
-    total = settings.validation_concurrency
-    here = settings.validation_process_concurrency
+    total = settings.validation.concurrency
+    here = settings.validation.process_concurrency
     runner.kind_concurrency[KIND] = total if here is None else min(here, total)
     runner.installation_concurrency[KIND] = total
     validations = ValidationJobs(
@@ -1236,9 +1241,9 @@ def build_validations(
         registry,
         jobs.queue,
         now=clock.now,
-        queue_size=settings.validation_queue_size,
-        stage_timeout_seconds=settings.validation_timeout_seconds + MARGIN_SECONDS,
-        poll_seconds=settings.job_poll_seconds,
+        queue_size=settings.validation.queue_size,
+        stage_timeout_seconds=settings.validation.timeout_seconds + MARGIN_SECONDS,
+        poll_seconds=settings.jobs.poll_seconds,
         submitted=runner.kick,
     )
     runner.ended.append(validations.ended)
@@ -1254,10 +1259,10 @@ def build_job_outputs(
     from modelport.jobs.outputs import JobOutputs
     from modelport.jobs.signing import OutputSigner
 
-    secret = settings.job_output_url_secret.get_secret_value()
+    secret = settings.jobs.output_url_secret.get_secret_value()
     key = secret.encode() if secret else box.derive("modelport job output urls")
-    signer = OutputSigner(key, seconds=settings.job_output_url_seconds, now=clock.now)
-    return JobOutputs(jobs, blobs, signer, inline_bytes=settings.job_inline_output_bytes)
+    signer = OutputSigner(key, seconds=settings.jobs.output_url_seconds, now=clock.now)
+    return JobOutputs(jobs, blobs, signer, inline_bytes=settings.jobs.inline_output_bytes)
 
 
 def register_batch_stages(
@@ -1290,7 +1295,7 @@ def build_billing(database: Database) -> BillingService:
 def open_billing(settings: Settings) -> BillingService:
     """Billing straight on the database, for operator commands that need no server
     (``modelport billing recompute``, ``reconcile``); dispose its ``database`` after."""
-    return build_billing(create_database(settings.resolved_database_url))
+    return build_billing(create_database(settings.store.resolved_database_url))
 
 
 def build_health(
@@ -1302,15 +1307,15 @@ def build_health(
     from modelport.serving.health import HealthBoard, HealthProber
 
     breakers = BreakerConfig(
-        window_seconds=settings.serving_breaker_window_seconds,
-        min_calls=settings.serving_breaker_min_calls,
-        failure_rate=settings.serving_breaker_failure_rate,
-        open_seconds=settings.serving_breaker_open_seconds,
+        window_seconds=settings.serving.breaker_window_seconds,
+        min_calls=settings.serving.breaker_min_calls,
+        failure_rate=settings.serving.breaker_failure_rate,
+        open_seconds=settings.serving.breaker_open_seconds,
     )
     return HealthProber(
         HealthBoard(breakers, metrics=serving_metrics, clock=(clock or SystemClock()).monotonic),
-        interval=settings.serving_health_interval_seconds,
-        timeout=settings.serving_health_timeout_seconds,
+        interval=settings.serving.health_interval_seconds,
+        timeout=settings.serving.health_timeout_seconds,
     )
 
 
@@ -1325,11 +1330,11 @@ def build_prediction_log(
     repository = PredictionRepository(database)
     log = PredictionLog(
         repository,
-        capacity=settings.prediction_log_capacity,
-        detail_capacity=settings.prediction_log_detail_capacity,
-        pressure_sample_every=settings.prediction_log_pressure_sample_every,
-        batch_size=settings.prediction_log_batch_size,
-        flush_interval=settings.prediction_log_flush_interval_seconds,
+        capacity=settings.prediction_log.capacity,
+        detail_capacity=settings.prediction_log.detail_capacity,
+        pressure_sample_every=settings.prediction_log.pressure_sample_every,
+        batch_size=settings.prediction_log.batch_size,
+        flush_interval=settings.prediction_log.flush_interval_seconds,
         metrics=serving_metrics,
     )
     return log, OutcomeService(database, repository, log)
@@ -1351,22 +1356,22 @@ def build_webhooks(
     from modelport.webhooks.service import DeliveryConfig, WebhookService
     from modelport.webhooks.urls import UrlPolicy
 
-    if settings.webhook_lease_seconds <= settings.webhook_timeout_seconds:
+    if settings.webhooks.lease_seconds <= settings.webhooks.timeout_seconds:
         # A claim must outlive its attempt, or another process posts it meanwhile.
         raise ValueError("MODELPORT_WEBHOOK_LEASE_SECONDS must exceed WEBHOOK_TIMEOUT_SECONDS")
     return WebhookService(
         WebhookRepository(database, box),
-        UrlPolicy(settings.webhook_allow_hosts),
-        HttpSender(settings.webhook_timeout_seconds),
+        UrlPolicy(settings.webhooks.allow_hosts),
+        HttpSender(settings.webhooks.timeout_seconds),
         clock,
         DeliveryConfig(
-            retry_window=timedelta(seconds=settings.webhook_retry_window_seconds),
-            retry_base_seconds=settings.webhook_retry_base_seconds,
-            retry_max_seconds=settings.webhook_retry_max_seconds,
-            secret_overlap=timedelta(seconds=settings.webhook_secret_overlap_seconds),
-            lease=timedelta(seconds=settings.webhook_lease_seconds),
-            batch=settings.webhook_concurrency,
-            poll_interval_seconds=settings.webhook_poll_interval_seconds,
+            retry_window=timedelta(seconds=settings.webhooks.retry_window_seconds),
+            retry_base_seconds=settings.webhooks.retry_base_seconds,
+            retry_max_seconds=settings.webhooks.retry_max_seconds,
+            secret_overlap=timedelta(seconds=settings.webhooks.secret_overlap_seconds),
+            lease=timedelta(seconds=settings.webhooks.lease_seconds),
+            batch=settings.webhooks.concurrency,
+            poll_interval_seconds=settings.webhooks.poll_interval_seconds,
         ),
         pools=pools,
     )
@@ -1374,9 +1379,9 @@ def build_webhooks(
 
 def open_database(settings: Settings) -> Database:
     """The process's database, migrated first when the settings say so."""
-    settings.home.mkdir(parents=True, exist_ok=True)
-    url = settings.resolved_database_url
-    if settings.should_auto_migrate:
+    settings.store.home.mkdir(parents=True, exist_ok=True)
+    url = settings.store.resolved_database_url
+    if settings.store.should_auto_migrate:
         upgrade(url)
     return create_database(url)
 
@@ -1391,20 +1396,20 @@ def build_sandbox(settings: Settings, metrics: RuntimeMetrics | None = None) -> 
     from modelport.observability.sandbox_metrics import SandboxMetrics
 
     protect = [
-        settings.home,
+        settings.store.home,
         settings.resolved_signing_key_path.parent,
         settings.resolved_secret_key_path.parent,
     ]
-    url = settings.resolved_database_url
+    url = settings.store.resolved_database_url
     if url.startswith("sqlite:///"):
         protect.append(Path(url.removeprefix("sqlite:///")).parent)
-    cgroups = build_cgroups(settings.sandbox_cgroup, settings.sandbox_cgroup_root)
+    cgroups = build_cgroups(settings.sandbox.cgroup, settings.sandbox.cgroup_root)
     observe = None
     if metrics is not None:
         observe = SandboxMetrics(
-            metrics.registry, settings.sandbox, cgroups.enforcement.value
+            metrics.registry, settings.sandbox.mode, cgroups.enforcement.value
         ).observe
-    if SandboxMode(settings.sandbox) is SandboxMode.UNISOLATED:
+    if SandboxMode(settings.sandbox.mode) is SandboxMode.UNISOLATED:
         log_event(
             logging.getLogger("modelport.sandbox"),
             "sandbox.unisolated",
@@ -1413,16 +1418,16 @@ def build_sandbox(settings: Settings, metrics: RuntimeMetrics | None = None) -> 
             unprotected=UNISOLATED_DOES_NOT_PROTECT,
         )
     return Sandbox(
-        SandboxMode(settings.sandbox),
+        SandboxMode(settings.sandbox.mode),
         protect=protect,
-        bwrap=settings.sandbox_bwrap,
+        bwrap=settings.sandbox.bwrap,
         observe=observe,
         cgroups=cgroups,
         caps=Caps(
-            tmp_bytes=settings.sandbox_tmp_bytes,
-            file_bytes=settings.sandbox_file_bytes,
-            cpu_cores=settings.sandbox_cpu_cores,
-            processes=settings.sandbox_processes,
+            tmp_bytes=settings.sandbox.tmp_bytes,
+            file_bytes=settings.sandbox.file_bytes,
+            cpu_cores=settings.sandbox.cpu_cores,
+            processes=settings.sandbox.processes,
         ),
     )
 
@@ -1469,15 +1474,15 @@ def build_processing(
     return ProcessingPools(
         build_sandbox(settings),
         blob_store,
-        work_dir=settings.home / "processing",
-        concurrency=settings.processing_concurrency,
-        timeout_seconds=settings.processing_timeout_seconds,
-        start_timeout_seconds=settings.processing_start_timeout_seconds,
-        memory_bytes=settings.processing_memory_bytes,
+        work_dir=settings.store.home / "processing",
+        concurrency=settings.processing.concurrency,
+        timeout_seconds=settings.processing.timeout_seconds,
+        start_timeout_seconds=settings.processing.start_timeout_seconds,
+        memory_bytes=settings.processing.memory_bytes,
         metrics=ProcessingMetrics(metrics.registry),
-        idle_seconds=settings.processing_idle_seconds,
-        idle_cpu_seconds=settings.processing_idle_cpu_seconds,
-        reap_interval_seconds=settings.processing_reap_interval_seconds,
+        idle_seconds=settings.processing.idle_seconds,
+        idle_cpu_seconds=settings.processing.idle_cpu_seconds,
+        reap_interval_seconds=settings.processing.reap_interval_seconds,
         clock=clock,
         pools=pools,
     )
@@ -1497,9 +1502,9 @@ def build_secret_box(settings: Settings) -> SecretBox:
     from modelport.logs import log_event
     from modelport.store.secrets import load_or_create_key_file
 
-    keys: list[str] = list(settings.secret_keys)
+    keys: list[str] = list(settings.security.secret_keys)
     path = settings.resolved_secret_key_path
-    if not keys and settings.is_embedded_database:
+    if not keys and settings.store.is_embedded_database:
         key, created = load_or_create_key_file(path)
         if created:
             log_event(logging.getLogger("modelport.secrets"), "secrets.key_created", path=path)
@@ -1517,7 +1522,7 @@ def build_secret_box(settings: Settings) -> SecretBox:
 def open_secrets(settings: Settings) -> tuple[Database, SecretBox]:
     """The database and the secret box, for operator commands that need no server
     (``modelport secrets rotate``); dispose the database after."""
-    return create_database(settings.resolved_database_url), build_secret_box(settings)
+    return create_database(settings.store.resolved_database_url), build_secret_box(settings)
 
 
 def build_registry(
@@ -1532,12 +1537,12 @@ def build_registry(
     from modelport.registry.trust import TrustPolicy, parse_trusted_keys
 
     signer = Signer.load_or_create(settings.resolved_signing_key_path)
-    trust = TrustPolicy(parse_trusted_keys(settings.trusted_publisher_keys))
+    trust = TrustPolicy(parse_trusted_keys(settings.security.trusted_publisher_keys))
     validator = SubprocessValidator(
         blob_store,
-        work_dir=settings.home / "validation",
-        timeout_seconds=settings.validation_timeout_seconds,
-        memory_bytes=settings.validation_memory_bytes,
+        work_dir=settings.store.home / "validation",
+        timeout_seconds=settings.validation.timeout_seconds,
+        memory_bytes=settings.validation.memory_bytes,
         sandbox=build_sandbox(settings, metrics),
     )
     return RegistryService(
@@ -1685,7 +1690,7 @@ def build_services(
         tracer=tracer,
         slis=slis,
     )
-    blobs = BlobService(database, blob_store, verify_below_bytes=settings.verify_below_bytes)
+    blobs = BlobService(database, blob_store, verify_below_bytes=settings.store.verify_below_bytes)
     webhooks = build_webhooks(settings, database, clock, secret_box, pools)
     from modelport.jobs.batch import BatchService
     from modelport.jobs.notify import WebhookNotifier
@@ -1702,8 +1707,8 @@ def build_services(
     uploads = UploadService(
         database,
         blob_store,
-        ttl_seconds=settings.upload_ttl_seconds,
-        max_chunk_bytes=settings.max_chunk_bytes,
+        ttl_seconds=settings.uploads.ttl_seconds,
+        max_chunk_bytes=settings.uploads.max_chunk_bytes,
     )
     lifecycle = Lifecycle()
     # Resources, each closed after those registered after it (which may use it).
@@ -1729,7 +1734,7 @@ def build_services(
     # What works while the application serves, started in this order, stopped in reverse.
     lifecycle.serve(
         "upload sweeper",
-        lambda: periodic_upload_sweep(uploads, settings.upload_sweep_interval_seconds),
+        lambda: periodic_upload_sweep(uploads, settings.uploads.sweep_interval_seconds),
     )
     lifecycle.serve_threads("metering loops", metering.start, metering.stop)  # outbox, sweeps
     lifecycle.serve_threads("webhook deliveries", webhooks.start, webhooks.stop)
@@ -1737,12 +1742,12 @@ def build_services(
     from modelport.observability.retention import PredictionRetention
 
     retention = PredictionRetention(
-        database, default_days=settings.prediction_retention_days, now=clock.now
+        database, default_days=settings.prediction_log.retention_days, now=clock.now
     )
     # Waits on the system clock: an hourly sweep is nothing a test drives (an injected
     # clock's sleepers are what tests of the controllers count).
     sweep = BackgroundLoop(
-        "prediction-retention", retention.sweep, settings.prediction_retention_interval_seconds
+        "prediction-retention", retention.sweep, settings.prediction_log.retention_interval_seconds
     )
     lifecycle.serve_threads("prediction retention", sweep.start, sweep.stop)
     lifecycle.serve("health probes", health.running)
@@ -1798,7 +1803,7 @@ def build_services(
         console_sessions=ConsoleSessions(
             database,
             secret_box,
-            ttl_seconds=settings.console_session_ttl_seconds,
+            ttl_seconds=settings.console.session_ttl_seconds,
             now=clock.now,
         ),
         datasets=datasets,
@@ -1843,7 +1848,9 @@ def build_monitoring(
     )
     # Its schedule is real time, as the other background loops' (a test's manual clock
     # counts its sleepers); the reports read the injected clock.
-    loop = BackgroundLoop("monitors", monitoring.check, settings.monitoring_check_seconds)
+    loop = BackgroundLoop(
+        "monitors", monitoring.check, settings.prediction_log.monitoring_check_seconds
+    )
     lifecycle.serve_threads("monitors", loop.start, loop.stop)
     return monitoring
 
@@ -1852,7 +1859,7 @@ def build_grpc(settings: Settings, services: Services) -> GrpcSurface | None:
     """The OIP gRPC surface over ``services`` where ``GRPC_PORT`` is set, registered with
     the lifecycle last: it starts taking calls once everything it calls runs, and stops
     first."""
-    if settings.grpc_port is None:
+    if settings.grpc.port is None:
         return None
     from modelport.api.grpc.server import GrpcOptions, GrpcSurface
     from modelport.api.grpc.service import InferenceServicer
@@ -1860,11 +1867,11 @@ def build_grpc(settings: Settings, services: Services) -> GrpcSurface | None:
     surface = GrpcSurface(
         InferenceServicer(services),
         GrpcOptions(
-            host=settings.grpc_host or "127.0.0.1",
-            port=settings.grpc_port,
-            max_message_bytes=settings.max_inference_request_bytes,
-            tls_cert_path=settings.tls_cert_path,
-            tls_key_path=settings.tls_key_path,
+            host=settings.grpc.host or "127.0.0.1",
+            port=settings.grpc.port,
+            max_message_bytes=settings.requests.max_inference_request_bytes,
+            tls_cert_path=settings.security.tls_cert_path,
+            tls_key_path=settings.security.tls_key_path,
             shared_port=settings.workers > 1,
         ),
     )
@@ -1931,7 +1938,7 @@ def build_task_routes(
         scores,
         now=clock.now,
         monotonic=clock.monotonic,
-        ttl=settings.route_cache_ttl_seconds,
+        ttl=settings.serving.route_cache_ttl_seconds,
     )
     return TaskRouter(facts)
 
@@ -1945,7 +1952,7 @@ def build_degradation(
     from modelport.inference.degrade import Degradation
     from modelport.runtime.types import VersionKey
 
-    threshold = settings.degrade_queue_wait_seconds
+    threshold = settings.serving.degrade_queue_wait_seconds
     if threshold is None:
         return None
 
@@ -1957,7 +1964,7 @@ def build_degradation(
                 wait = host.predicted_wait(key)
             return wait
 
-    return Degradation(Waits(), threshold, settings.degrade_fallbacks)
+    return Degradation(Waits(), threshold, settings.serving.degrade_fallbacks)
 
 
 def build_files(
@@ -1975,7 +1982,7 @@ def build_files(
         read_blob=lambda digest: blobs.read(blobs.stat(digest)),
         put_chunks=put_chunks,
         now=clock.now,
-        max_bytes=settings.max_file_bytes,
+        max_bytes=settings.uploads.max_file_bytes,
     )
 
 
@@ -2036,7 +2043,7 @@ def build_inference(
     from modelport.inference.targets import VersionTargets
     from modelport.observability.cost_metrics import CostMetrics
 
-    ttl = settings.resolve_cache_ttl_seconds
+    ttl = settings.tenancy.resolve_cache_ttl_seconds
     targets = VersionTargets(registry, metrics, resolve_ttl=ttl, clock=clock.monotonic)
     facts = AccessFacts(registry, tenancy, ttl=ttl, clock=clock.monotonic)
     # Changes made anywhere (a route, the CLI, another process) reach these caches.
@@ -2051,7 +2058,7 @@ def build_inference(
         dispatcher=router.dispatcher,
         replicas_for=router.replicas_for,  # the endpoints' replicas: one breaker per version
         prediction_log=prediction_log,
-        default_timeout_seconds=settings.runtime_infer_timeout_seconds,
+        default_timeout_seconds=settings.runtime.infer_timeout_seconds,
         cache=cache,
         moderation=SyncModeration(moderation) if moderation is not None else None,
         routes=routes,
@@ -2061,15 +2068,15 @@ def build_inference(
         calls=slis,
         costs=CostMetrics(
             metrics.registry,
-            core_second_micros=settings.cost_per_core_second_micros,
-            gpu_second_micros=settings.cost_per_gpu_second_micros,
+            core_second_micros=settings.metering.cost_per_core_second_micros,
+            gpu_second_micros=settings.metering.cost_per_gpu_second_micros,
         ),
     )
     repository = ModelRepository(
         targets,
         host,
         blob_store,
-        load_on_demand=settings.load_on_demand,
+        load_on_demand=settings.runtime.load_on_demand,
         sync=repository_sync,
         role=settings.role.value,
         statistics=metrics,
@@ -2087,7 +2094,7 @@ def build_response_cache(
 ) -> ResponseCache | None:
     """The response cache (None where disabled): a memory tier bounded by bytes, a Redis
     tier where Redis is set, tenants' flags refreshed by ``TenantCacheChanged`` events."""
-    if not settings.response_cache_enabled:
+    if not settings.response_cache.enabled:
         return None
     from modelport.changes import TenantCacheChanged
     from modelport.errors import NotFound
@@ -2107,24 +2114,26 @@ def build_response_cache(
             return None
         return CacheFlags(no_cache=tenant.no_cache, shared_cache=tenant.shared_cache)
 
-    flags = TenantCacheFlags(load, ttl=settings.resolve_cache_ttl_seconds, clock=clock.monotonic)
+    flags = TenantCacheFlags(
+        load, ttl=settings.tenancy.resolve_cache_ttl_seconds, clock=clock.monotonic
+    )
     changes.subscribe(TenantCacheChanged, lambda change: flags.forget(change.tenant))
     changes.on_reset(flags.forget_all)
-    ttl = settings.response_cache_ttl_seconds
+    ttl = settings.response_cache.ttl_seconds
     redis_tier = None
-    if settings.redis_url and settings.response_cache_redis:
+    if settings.store.redis_url and settings.response_cache.redis:
         import redis
 
         client = redis.Redis.from_url(
-            settings.redis_url, socket_timeout=1, socket_connect_timeout=1
+            settings.store.redis_url, socket_timeout=1, socket_connect_timeout=1
         )
         redis_tier = RedisTier(client, keys, ttl_seconds=ttl)
     return ResponseCache(
-        MemoryTier(max_bytes=settings.response_cache_max_bytes, ttl_seconds=ttl),
+        MemoryTier(max_bytes=settings.response_cache.max_bytes, ttl_seconds=ttl),
         flags,
         redis=redis_tier,
         counter=ResponseCacheMetrics(metrics.registry),
-        max_entry_bytes=settings.response_cache_max_entry_bytes,
+        max_entry_bytes=settings.response_cache.max_entry_bytes,
     )
 
 
@@ -2174,7 +2183,7 @@ def build_pool_member(
     from modelport.serving.pool.registry import RedisWorkerRegistry
     from modelport.serving.types import VersionRef
 
-    if settings.grpc_port is None:
+    if settings.grpc.port is None:
         raise InvalidInput(
             "a worker of the pool serves gRPC: set MODELPORT_GRPC_PORT",
             code="worker_grpc_port_required",
@@ -2191,18 +2200,18 @@ def build_pool_member(
         return VersionRef(model, stored.version, stored.manifest_digest, stored.manifest)
 
     identity = WorkerIdentity(
-        id=settings.worker_id or f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:6]}",
-        pool=settings.worker_pool,
+        id=settings.pool.id or f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:6]}",
+        pool=settings.pool.name,
         accelerators=frozenset(
-            a.strip() for a in settings.worker_accelerators.split(",") if a.strip()
+            a.strip() for a in settings.pool.accelerators.split(",") if a.strip()
         ),
     )
-    listen = settings.grpc_host or "127.0.0.1"
+    listen = settings.grpc.host or "127.0.0.1"
     server = WorkerGrpcServer(
-        WorkerServicer(services, settings.worker_token),
+        WorkerServicer(services, settings.pool.token),
         listen,
-        settings.grpc_port,
-        settings.max_inference_request_bytes,
+        settings.grpc.port,
+        settings.requests.max_inference_request_bytes,
     )
 
     def agent(address: Callable[[], str]) -> WorkerAgent:
@@ -2215,12 +2224,12 @@ def build_pool_member(
             PlacementRepository(services.database),
             resolve,
             formats=known_formats(),
-            heartbeat_seconds=settings.worker_heartbeat_seconds,
-            lease_seconds=settings.worker_lease_seconds,
+            heartbeat_seconds=settings.pool.heartbeat_seconds,
+            lease_seconds=settings.pool.lease_seconds,
             clock=clock,
         )
 
-    advertise = settings.worker_advertise_host or (
+    advertise = settings.pool.advertise_host or (
         listen if listen not in ("0.0.0.0", "::") else socket.gethostname()
     )
     return PoolMember(server, agent, advertise)
@@ -2231,7 +2240,7 @@ def configure_logging(settings: Settings) -> None:
     ``MODELPORT_LOG_LEVEL``): once, as a serving process starts."""
     from modelport import logs
 
-    logs.configure(settings.log_format, settings.log_level)
+    logs.configure(settings.logs.format, settings.logs.level)
 
 
 def build_app(settings: Settings) -> FastAPI:

@@ -259,7 +259,7 @@ def test_a_version_that_failed_to_load_is_503_with_its_cause(v2) -> None:
     client, services, publisher = v2
     manifest = publisher.adder()
     digest = manifest["files"][0]["digest"]
-    blob = next(p for p in (services.settings.home / "blobs").rglob(digest.split(":")[1]))
+    blob = next(p for p in (services.settings.store.home / "blobs").rglob(digest.split(":")[1]))
     blob.write_bytes(b"not the model" + blob.read_bytes()[13:])
     x = np.zeros((1, 4), np.float32)
     response = client.post("/v2/models/acme/adder/infer", json=infer_body("x", x))

@@ -162,7 +162,7 @@ def test_on_default_settings_a_v2_call_runs_in_a_model_host(
 
     monkeypatch.delenv("MODELPORT_RUNTIME_EXECUTION", raising=False)
     client, services, publisher = make_v2()
-    assert services.settings.runtime_execution == "process"
+    assert services.settings.runtime.execution == "process"
     publisher.adder("acme/adder")
     publisher.adder("acme/threaded", runtime={"execution": "thread"})
     for ref in ("acme/adder", "acme/threaded"):

@@ -204,7 +204,7 @@ class TestAbortAndExpiry:
         services.uploads.clock = clock
         location = start(client)
         patch(client, location, 0, b"abc")
-        clock.advance(services.settings.upload_ttl_seconds + 1)
+        clock.advance(services.settings.uploads.ttl_seconds + 1)
         response = client.get(location)
         assert response.status_code == 404
         assert response.json()["code"] == "upload_not_found"

@@ -35,12 +35,12 @@ def test_the_running_server_sweeps_expired_uploads(tmp_path: Path, database_url:
             location = client.post("/api/uploads").headers["location"]
             client.patch(location, content=b"abandoned")
             assert len(list(services.blob_store.staged_uploads())) == 1
-            clock.advance(settings.upload_ttl_seconds + 1)
+            clock.advance(settings.uploads.ttl_seconds + 1)
             deadline = time.monotonic() + 30
             while list(services.blob_store.staged_uploads()):
                 assert time.monotonic() < deadline, "the sweeper never ran"
                 time.sleep(0.02)
-            clock.advance(-settings.upload_ttl_seconds)  # the row is gone, not just expired
+            clock.advance(-settings.uploads.ttl_seconds)  # the row is gone, not just expired
             assert client.get(location).status_code == 404
     finally:
         services.close()

@@ -64,7 +64,7 @@ def test_the_client_follows_the_validation_job(server: LiveServer, services: Ser
 
         # A failed validation raises as it did when answered in the request.
         manifest = services.registry.get_version("acme", "adder", "3").manifest
-        find_blob_file(services.settings.home, manifest.files[0].digest).write_bytes(b"x")
+        find_blob_file(services.settings.store.home, manifest.files[0].digest).write_bytes(b"x")
         with pytest.raises(InvalidRequest) as failed:
             client.versions.transition("acme/adder:3", "validated")
         assert failed.value.code == "validation_failed"

@@ -280,8 +280,8 @@ def check_env(objects: list[dict[str, Any]], monkeypatch: pytest.MonkeyPatch) ->
         if name.startswith("MODELPORT_"):
             monkeypatch.setenv(name, value)
     settings = Settings()
-    assert settings.grpc_port is not None and settings.auto_migrate is False
-    assert not settings.is_embedded_database
+    assert settings.grpc.port is not None and settings.store.auto_migrate is False
+    assert not settings.store.is_embedded_database
 
 
 def check_network_policies(objects: list[dict[str, Any]]) -> None:

@@ -92,7 +92,7 @@ class Jobs:
         queue = JobQueue(
             services.database,
             now=(clock or SystemClock()).now,
-            lease_seconds=lease or services.settings.job_lease_seconds,
+            lease_seconds=lease or services.settings.jobs.lease_seconds,
         )
         return JobRunner(
             queue,

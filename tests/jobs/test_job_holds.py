@@ -177,7 +177,7 @@ def test_a_resumed_job_does_not_hold_twice(jobs: Jobs) -> None:
     first.stop(release=False)  # dies: the hold stays, as its lease does
     before = _rows(jobs)
     gate.set()
-    lease = jobs.services.settings.job_lease_seconds
+    lease = jobs.services.settings.jobs.lease_seconds
     jobs.drain(jobs.runner(clock=AheadClock(lease + 1)))
     assert jobs.get(job_id).json()["state"] == "succeeded"
     after = _rows(jobs)

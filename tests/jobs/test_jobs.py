@@ -320,7 +320,7 @@ def test_a_runner_that_dies_loses_its_lease_and_another_resumes_at_its_stage(
     jobs.drain(jobs.runner())  # the lease has not expired: nothing to claim
     assert jobs.get(job["id"]).json()["stages"][2]["attempts"] == 1
     gate.set()
-    lease = jobs.services.settings.job_lease_seconds
+    lease = jobs.services.settings.jobs.lease_seconds
     jobs.drain(jobs.runner(clock=AheadClock(lease + 1)))
     done = jobs.get(job["id"]).json()
     assert done["state"] == "succeeded", done
@@ -363,7 +363,7 @@ def test_running_the_infer_stage_twice_charges_once(jobs: Jobs) -> None:
     )
     asyncio.run(InferStage().run(context))
     crashing.gate = None
-    jobs.drain(jobs.runner(clock=AheadClock(services.settings.job_lease_seconds + 1)))
+    jobs.drain(jobs.runner(clock=AheadClock(services.settings.jobs.lease_seconds + 1)))
     assert jobs.get(job["id"]).json()["state"] == "succeeded"
     if metering.journal is not None:
         assert metering.journal.flush()

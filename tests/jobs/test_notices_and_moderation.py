@@ -62,7 +62,9 @@ def text_job(world: World, *texts: str, webhook: str | None = None) -> Any:
 def run_jobs(world: World) -> None:
     services = world.services
     queue = JobQueue(
-        services.database, now=services.clock.now, lease_seconds=services.settings.job_lease_seconds
+        services.database,
+        now=services.clock.now,
+        lease_seconds=services.settings.jobs.lease_seconds,
     )
     runner = JobRunner(
         queue,
@@ -204,7 +206,7 @@ def runner_of(
     services = world.services
     clock = clock or services.clock
     queue = JobQueue(
-        services.database, now=clock.now, lease_seconds=services.settings.job_lease_seconds
+        services.database, now=clock.now, lease_seconds=services.settings.jobs.lease_seconds
     )
     return JobRunner(
         queue,
@@ -259,7 +261,7 @@ def test_a_job_whose_notice_cannot_be_recorded_does_not_end_without_it(
     assert world.services.webhooks.deliveries("beta", subject=job_id).items == ()
     # Once its lease expires, a runner that can record the notice ends the job with it,
     # without running a finished stage again.
-    lease = world.services.settings.job_lease_seconds
+    lease = world.services.settings.jobs.lease_seconds
     asyncio.run(runner_of(world, clock=AheadClock(lease + 1)).drain())
     ended = job(world, job_id)
     assert ended["state"] == "succeeded"

@@ -40,8 +40,8 @@ def runner(platform: Platform, effects: Path, *, pause: bool) -> subprocess.Pope
     settings = platform.services.settings
     env = {k: v for k, v in os.environ.items() if not k.startswith("MODELPORT_")}
     env |= {
-        "MODELPORT_HOME": str(settings.home),
-        "MODELPORT_DATABASE_URL": settings.resolved_database_url,
+        "MODELPORT_HOME": str(settings.store.home),
+        "MODELPORT_DATABASE_URL": settings.store.resolved_database_url,
         "MODELPORT_ADMIN_KEY": ADMIN_KEY,
         "MODELPORT_RUNTIME_EXECUTION": "manifest",  # threads, as the suite's (tests/conftest.py)
         "MODELPORT_RUNTIME_INTRA_OP_THREADS": "1",

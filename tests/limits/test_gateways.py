@@ -25,7 +25,7 @@ def gateways(
 ) -> Iterator[tuple[list[str], Platform, str]]:
     # This process migrates the shared SQLite database and makes the signing key first.
     platform = make_platform(redis_url=redis_url)
-    home = platform.services.settings.home
+    home = platform.services.settings.store.home
     key = platform.tenant("acme", ("app", ["consumer"]))["app"]
     platform.publisher.adder()
     procs, urls = [], []

@@ -157,7 +157,7 @@ def test_changes_apply_at_once_here_and_after_the_ttl_elsewhere(
         assert admit_all(other, ACME, 3) == 3  # still within its cache TTL
         other.policy.invalidate()
         # With Redis both count in one allowance, which the first service has used up.
-        assert admit_all(other, ACME, 3) == (0 if limit_settings.redis_url else 1)
+        assert admit_all(other, ACME, 3) == (0 if limit_settings.store.redis_url else 1)
     finally:
         other.close()
 

@@ -87,7 +87,7 @@ def processes(
         )
         assert put.status_code == 200, put.text
         assert put.json()["tpm"] == tpm
-    home = services.settings.home  # shared: the blobs too
+    home = services.settings.store.home  # shared: the blobs too
     env = {"MODELPORT_DATABASE_URL": postgres_url, "MODELPORT_REDIS_URL": redis_url}
     procs, urls = [], []
     try:

@@ -142,7 +142,7 @@ def test_validation_of_code_that_looks_for_the_admin_key_finds_nothing(
     if not isolation_available():
         skip_or_fail("the isolation checks need bubblewrap")
     monkeypatch.setenv("MODELPORT_ADMIN_KEY", ADMIN_KEY)
-    database = str(model.services.settings.home / "modelport.db")
+    database = str(model.services.settings.store.home / "modelport.db")
     probe = {
         "inputs": [
             {"name": "text", "datatype": "BYTES", "shape": [2], "data": ["probe", database]}

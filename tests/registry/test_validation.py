@@ -72,7 +72,7 @@ def test_wrong_expected_output_fails_and_stays_candidate(model: Registry) -> Non
 
 def test_corrupted_blob_fails_validation(model: Registry) -> None:
     model.publish(REF, "1")
-    path = find_blob_file(model.services.settings.home, model.digest)
+    path = find_blob_file(model.services.settings.store.home, model.digest)
     raw = bytearray(path.read_bytes())
     raw[-1] ^= 0xFF
     path.write_bytes(bytes(raw))

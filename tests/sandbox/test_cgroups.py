@@ -136,7 +136,7 @@ def test_caps_come_from_the_operators_settings(tmp_path: Path) -> None:
         processes=100,
     )
     defaults = Settings(home=tmp_path / "home")
-    assert (defaults.sandbox_tmp_bytes, defaults.sandbox_file_bytes) == (64 << 20, 1 << 30)
+    assert (defaults.sandbox.tmp_bytes, defaults.sandbox.file_bytes) == (64 << 20, 1 << 30)
 
 
 def test_the_v2_caps_as_written_in_a_delegated_subtree(tmp_path: Path) -> None:

@@ -40,7 +40,7 @@ def _validate(settings: Settings, metrics: RuntimeMetrics | None = None) -> dict
     put_blob(store, data)
     validator = SubprocessValidator(
         store,
-        work_dir=settings.home / "validation",
+        work_dir=settings.store.home / "validation",
         timeout_seconds=60,
         memory_bytes=2 << 30,
         sandbox=build_sandbox(settings, metrics),

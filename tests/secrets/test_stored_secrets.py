@@ -89,7 +89,7 @@ def test_the_database_holds_no_plain_key_and_the_api_never_returns_it(
 ) -> None:
     created = declare(client)
     assert created["has_api_key"] is True and "api_key" not in created
-    [stored] = raw_keys(settings.resolved_database_url)
+    [stored] = raw_keys(settings.store.resolved_database_url)
     assert stored is not None and stored.startswith(SCHEME) and PLAIN not in stored
     for response in (client.get("/api/backends"), client.get("/api/backends/pool")):
         assert response.status_code == 200 and PLAIN not in response.text
@@ -100,7 +100,7 @@ def test_the_database_holds_no_plain_key_and_the_api_never_returns_it(
 def test_a_backend_without_a_key_stores_none(client: TestClient, settings: Settings) -> None:
     assert declare(client, api_key=None)["has_api_key"] is False
     assert declare(client, name="empty", api_key="")["has_api_key"] is False
-    assert raw_keys(settings.resolved_database_url) == [None, None]
+    assert raw_keys(settings.store.resolved_database_url) == [None, None]
 
 
 def test_a_restarted_process_opens_the_sealed_key(start: Any, settings: Settings) -> None:
@@ -116,22 +116,22 @@ def test_a_legacy_plain_key_is_read_and_sealed_at_start(
     first = start()
     declare(first.client)
     first.close()
-    engine = create_engine(settings.resolved_database_url)
+    engine = create_engine(settings.store.resolved_database_url)
     with engine.begin() as conn:  # as an earlier release stored it
         conn.execute(text("UPDATE remote_backends SET api_key = :k"), {"k": PLAIN})
     engine.dispose()
     with caplog.at_level(logging.INFO):
         again = start()
     assert sent_key(again.services) == PLAIN
-    [stored] = raw_keys(settings.resolved_database_url)
+    [stored] = raw_keys(settings.store.resolved_database_url)
     assert stored is not None and stored.startswith(SCHEME)
     assert "secrets.sealed_legacy" in caplog.text and PLAIN not in caplog.text
 
 
 def rotate(settings: Settings, keys: str) -> dict[str, Any]:
     env = {
-        "MODELPORT_DATABASE_URL": settings.resolved_database_url,
-        "MODELPORT_HOME": str(settings.home),
+        "MODELPORT_DATABASE_URL": settings.store.resolved_database_url,
+        "MODELPORT_HOME": str(settings.store.home),
         "MODELPORT_SECRET_KEY": keys,
     }
     result = CliRunner().invoke(modelport, ["--json", "secrets", "rotate"], env=env)
@@ -154,7 +154,7 @@ def test_rotation_reseals_with_the_newest_key(start: Any, settings: Settings) ->
         "legacy": 0,
         "current": 0,
     }
-    [stored] = raw_keys(settings.resolved_database_url)
+    [stored] = raw_keys(settings.store.resolved_database_url)
     assert stored is not None and SecretBox([newest]).open(stored) == PLAIN
     with pytest.raises(Unavailable) as refused:
         SecretBox([TEST_SECRET_KEY]).open(stored)
@@ -167,12 +167,12 @@ def test_rotation_reseals_with_the_newest_key(start: Any, settings: Settings) ->
 
 def test_rotation_seals_legacy_plain_values(client: TestClient, settings: Settings) -> None:
     declare(client)
-    engine = create_engine(settings.resolved_database_url)
+    engine = create_engine(settings.store.resolved_database_url)
     with engine.begin() as conn:
         conn.execute(text("UPDATE remote_backends SET api_key = :k"), {"k": PLAIN})
     engine.dispose()
     assert rotate(settings, TEST_SECRET_KEY)["remote_backends.api_key"]["legacy"] == 1
-    [stored] = raw_keys(settings.resolved_database_url)
+    [stored] = raw_keys(settings.store.resolved_database_url)
     assert stored is not None and SecretBox([TEST_SECRET_KEY]).open(stored) == PLAIN
 
 
@@ -187,7 +187,7 @@ def test_a_start_without_the_sealing_key_fails_clearly(start: Any) -> None:
 def test_a_distributed_installation_without_a_key_refuses_to_store_one(
     start: Any, settings: Settings, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    if settings.is_embedded_database:
+    if settings.store.is_embedded_database:
         pytest.skip("the distributed shape: PostgreSQL")
     monkeypatch.delenv("MODELPORT_SECRET_KEY")
     process = start(secret_key="")
@@ -196,7 +196,7 @@ def test_a_distributed_installation_without_a_key_refuses_to_store_one(
     assert response.status_code == 503, response.text
     assert response.json()["code"] == "secret_key_required"
     assert not settings.resolved_secret_key_path.exists()
-    assert raw_keys(settings.resolved_database_url) == []
+    assert raw_keys(settings.store.resolved_database_url) == []
     # A backend without a key needs no secret key.
     ok = process.client.post("/api/backends", json=BACKEND)
     assert ok.status_code == 201, ok.text
@@ -242,11 +242,11 @@ def test_the_box() -> None:
 
 
 def test_rotation_without_a_key_is_refused(settings: Settings) -> None:
-    if settings.is_embedded_database:
+    if settings.store.is_embedded_database:
         pytest.skip("the distributed shape: PostgreSQL (an embedded one makes its key)")
     env = {
-        "MODELPORT_DATABASE_URL": settings.resolved_database_url,
-        "MODELPORT_HOME": str(settings.home),
+        "MODELPORT_DATABASE_URL": settings.store.resolved_database_url,
+        "MODELPORT_HOME": str(settings.store.home),
         "MODELPORT_SECRET_KEY": "",
     }
     result = CliRunner().invoke(modelport, ["secrets", "rotate"], env=env)
@@ -265,7 +265,7 @@ def test_webhook_signing_secrets_are_sealed_and_rotated(start: Any, settings: Se
     first.services.tenancy.create_tenant("acme", actor="admin")
     issued = first.services.webhooks.rotate_secret("acme")
     first.close()
-    engine = create_engine(settings.resolved_database_url)
+    engine = create_engine(settings.store.resolved_database_url)
     with engine.begin() as conn:
         [stored] = conn.execute(text("SELECT value FROM webhook_secrets")).scalars().all()
     assert stored.startswith(SCHEME) and issued.secret not in stored

@@ -73,7 +73,7 @@ def canary_on_two(
     }
     deployment = a.deploy("fraud", [(v1, 0), (v2, 0)], rollout=rollout)
     assert deployment["rollout"]["status"] == "progressing"
-    b = make_serving(database_url, home=a.services.settings.home)  # a worker beside it
+    b = make_serving(database_url, home=a.services.settings.store.home)  # a worker beside it
     for process in (a, b):  # each: the canary's check and the old deployment's window
         assert eventually(lambda p=process: p.clock.parked == 2), "both controllers parked"
     return a, b, deployment["id"]

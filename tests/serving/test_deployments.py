@@ -196,7 +196,9 @@ class TestValidation:
         first.endpoint("fraud")
         first.endpoint("other")
         second = make_serving(
-            database_url, home=first.services.settings.home, serving_tenant_memory_bytes=3 << 20
+            database_url,
+            home=first.services.settings.store.home,
+            serving_tenant_memory_bytes=3 << 20,
         )
         spec = spec_from_json(
             self.body(("acme/fraud", "1", 100), resources={"memory_bytes": 2 << 20})
@@ -253,7 +255,7 @@ class TestValidation:
         digest = (
             serving.services.registry.get_version("acme", "fraud", "1").manifest.files[0].digest
         )
-        find_blob_file(serving.services.settings.home, digest).unlink()
+        find_blob_file(serving.services.settings.store.home, digest).unlink()
         self.refused(serving, self.body(("acme/fraud", "1", 100)), 422, "blob_missing")
 
     def test_malformed_specs(self, serving: Serving) -> None:
@@ -337,7 +339,7 @@ class TestRollback:
         serving.endpoint("fraud")
         first = serving.deploy("fraud", [(v1, 100)])
         second = serving.deploy("fraud", [(v2, 100)])
-        window = serving.services.settings.serving_rollback_window_seconds
+        window = serving.services.settings.serving.rollback_window_seconds
         serving.clock.advance(window + 1)
         serving.wait("fraud", first["id"], lambda d: d["state"] == "retired")
         late = serving.client.post(f"/api/endpoints/fraud/deployments/{second['id']}:rollback")

@@ -17,7 +17,7 @@ def test_a_deployment_made_by_another_process_is_routed_here_at_once(
 ) -> None:
     shared = {"redis_url": redis_url, "serving_refresh_seconds": HOUR}
     a = make_serving(database_url, **shared)
-    b = make_serving(database_url, home=a.services.settings.home, **shared)
+    b = make_serving(database_url, home=a.services.settings.store.home, **shared)
     assert b.services.changes.wait_live(30)
     v1 = a.publish("acme/fraud", "1")
     v2 = a.publish("acme/fraud", "2")

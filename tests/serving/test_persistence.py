@@ -31,7 +31,7 @@ def test_a_restarted_process_serves_and_resumes_a_pending_deployment(
     pending = first.deploy("fraud", [(v2, 100)], wait=False)
     stop(first)
 
-    second = make_serving(home=first.services.settings.home)
+    second = make_serving(home=first.services.settings.store.home)
     host = second.services.host
     second.wait("fraud", pending["id"])  # picked up and rolled out at start
     assert second.deployment("fraud", pending["id"])["state"] == "active"
@@ -47,8 +47,8 @@ def test_another_process_follows_the_changes(make_serving: ServingFactory) -> No
     writer.endpoint("fraud")
     writer.deploy("fraud", [(v1, 100)])
     reader = make_serving(
-        writer.services.settings.database_url,
-        home=writer.services.settings.home,
+        writer.services.settings.store.database_url,
+        home=writer.services.settings.store.home,
         serving_refresh_seconds=0.05,
     )
     assert reader.predict("fraud").json()["model_version"] == "1"
@@ -70,7 +70,7 @@ def test_another_process_loads_pins_and_unloads_as_deployments_change(
     # A worker beside it that never loads on a call: what it serves, it loaded itself.
     other = make_serving(
         database_url,
-        home=writer.services.settings.home,
+        home=writer.services.settings.store.home,
         serving_refresh_seconds=0.05,
         serving_rollback_window_seconds=60,  # whichever process activates, the same window
         load_on_demand=False,

@@ -210,7 +210,7 @@ class TestIdempotency:
         elsewhere = serving.predict("other", headers=self.KEY).json()["prediction_id"]
         assert elsewhere != first
         assert serving.predict("fraud", headers=self.KEY).json()["prediction_id"] == first
-        serving.clock.advance(serving.services.settings.serving_idempotency_window_seconds + 1)
+        serving.clock.advance(serving.services.settings.serving.idempotency_window_seconds + 1)
         assert serving.predict("fraud", headers=self.KEY).json()["prediction_id"] != first
         assert serving.services.serving.idempotency.purge() == 1  # the other endpoint's
 

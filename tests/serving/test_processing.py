@@ -191,7 +191,7 @@ def test_the_code_sees_no_secret_no_network_no_server_file_and_no_other_package(
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "aws-secret-" + "k" * 20)
     serving = make_serving()
     publish(serving)
-    home = serving.services.settings.home
+    home = serving.services.settings.store.home
     database = str(home / "modelport.db")
     response = v2(serving, ["probe", database])
     assert response.status_code == 500
@@ -265,7 +265,7 @@ def test_a_worker_process_runs_the_processing_of_the_calls_it_is_forwarded(
             failed = client.post(f"/v2/models/{REF}/versions/1/infer", json=crash)
             assert failed.status_code == 500
             assert failed.json()["code"] == "processing_failed"
-            assert len(list((settings.home / "processing").iterdir())) == 1
+            assert len(list((settings.store.home / "processing").iterdir())) == 1
     finally:
         services.close()
-    assert list((settings.home / "processing").iterdir()) == []  # removed with its workers
+    assert list((settings.store.home / "processing").iterdir()) == []  # removed with its workers

@@ -153,15 +153,15 @@ class WorkerProcess:
         self.url = f"http://127.0.0.1:{self.port}"
         env = {k: v for k, v in os.environ.items() if not k.startswith("MODELPORT_")}
         env |= {
-            "MODELPORT_HOME": str(settings.home),
-            "MODELPORT_DATABASE_URL": settings.resolved_database_url,
+            "MODELPORT_HOME": str(settings.store.home),
+            "MODELPORT_DATABASE_URL": settings.store.resolved_database_url,
             "MODELPORT_AUTO_MIGRATE": "false",
             "MODELPORT_ADMIN_KEY": ADMIN_KEY,
             "MODELPORT_RUNTIME_EXECUTION": "manifest",  # threads, as the suite's (tests/conftest.py)
             "MODELPORT_RUNTIME_INTRA_OP_THREADS": "1",
         }
-        if settings.redis_url:
-            env["MODELPORT_REDIS_URL"] = settings.redis_url
+        if settings.store.redis_url:
+            env["MODELPORT_REDIS_URL"] = settings.store.redis_url
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "modelport.cli", "serve", "--role", "worker",
              "--port", str(self.port), "--log-level", "warning"],

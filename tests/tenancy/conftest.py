@@ -124,13 +124,13 @@ class Seeded:
 
     def restore(self, settings: Settings) -> None:
         """Put the seeded content and home where ``settings`` look for them."""
-        url = settings.database_url
+        url = settings.store.database_url
         assert url is not None
         if self.rows is not None:
             self.rows.restore(url)
         elif self.database is not None:
             shutil.copyfile(self.database, url.removeprefix("sqlite:///"))
-        shutil.copytree(self.home, settings.home, dirs_exist_ok=True)
+        shutil.copytree(self.home, settings.store.home, dirs_exist_ok=True)
 
 
 def seed_once(folder: Path, database_url: str) -> tuple[Path, World]:
@@ -139,7 +139,7 @@ def seed_once(folder: Path, database_url: str) -> tuple[Path, World]:
     services = build_services(settings)
     try:
         with TestClient(create_app(services)) as client:
-            return settings.home, seed(client, services)
+            return settings.store.home, seed(client, services)
     finally:
         services.close()
 
@@ -168,9 +168,9 @@ def seeded_postgres(tmp_path_factory: pytest.TempPathFactory, postgres_url: str 
 def seeded_for(request: pytest.FixtureRequest, settings: Settings) -> Seeded | None:
     """The seeded copy this test's world comes from, for tests that ask for the world
     (seeding takes about a second; a copy milliseconds)."""
-    if "world" not in request.fixturenames or settings.database_url is None:
+    if "world" not in request.fixturenames or settings.store.database_url is None:
         return None
-    if settings.database_url.startswith("sqlite"):
+    if settings.store.database_url.startswith("sqlite"):
         return request.getfixturevalue("seeded_sqlite")
     return request.getfixturevalue("seeded_postgres")
 

@@ -373,7 +373,7 @@ def test_malformed_settings_are_refused(monkeypatch: pytest.MonkeyPatch) -> None
     with pytest.raises(ValidationError, match="MODELPORT_OIDC_AUDIENCE"):
         Settings()
     monkeypatch.setenv("MODELPORT_OIDC_CLIENT_ID", "c")
-    assert Settings().resolved_oidc_audience == "c"
+    assert Settings().oidc.resolved_audience == "c"
 
 
 def test_an_unreachable_provider_is_unavailable_not_an_error(

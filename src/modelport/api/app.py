@@ -145,9 +145,9 @@ def create_app(services: Services) -> FastAPI:
         # Tracing is modelport's own to do; FastAPI's probe for a configured provider
         # otherwise runs on every request.
         telemetry={"tracing": False, "metrics": False, "logs": False},
-        body_read_timeout_seconds=services.settings.body_read_timeout_seconds,
+        body_read_timeout_seconds=services.settings.requests.body_read_timeout_seconds,
         body_rules=tuple(body_rules(services.settings)),
-        max_json_depth=services.settings.max_json_depth,
+        max_json_depth=services.settings.requests.max_json_depth,
         http_metrics=services.http_metrics,
         tracer=services.tracing.tracer,
     )

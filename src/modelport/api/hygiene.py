@@ -156,13 +156,13 @@ def path_refusal(scope: Scope) -> ModelportError | None:
 
 def body_rules(settings: Settings) -> list[BodyRule]:
     """The body rule of each surface, first matching prefix wins (module docstring)."""
-    inference = settings.max_inference_request_bytes
+    inference = settings.requests.max_inference_request_bytes
     return [
         BodyRule("/api/uploads", None),
-        BodyRule("/api/", settings.max_api_body_bytes, text_only=True),
+        BodyRule("/api/", settings.requests.max_api_body_bytes, text_only=True),
         BodyRule("/v2/", inference),
         # A file's own limit is checked by its route; the form around it is small.
-        BodyRule("/v1/files", settings.max_file_bytes + (1 << 20)),
+        BodyRule("/v1/files", settings.uploads.max_file_bytes + (1 << 20)),
         BodyRule("/v1/", inference),
     ]
 

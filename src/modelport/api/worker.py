@@ -60,10 +60,10 @@ class WorkerSurface:
         self.backend = LocalBackend(
             services.host,
             services.blob_store,
-            load_on_demand=settings.load_on_demand,
+            load_on_demand=settings.runtime.load_on_demand,
             processing=services.processing,
         )
-        self._admin_key = settings.admin_key.encode()
+        self._admin_key = settings.security.admin_key.encode()
         self._versions: dict[tuple[str, str, str], VersionRef] = {}
         """Resolved versions: immutable once published, so kept for good."""
 
@@ -73,8 +73,8 @@ class WorkerSurface:
         scheme, _, raw = header.partition(" ")
         token = raw.strip().encode()
         keys = [self._admin_key]
-        if scraper and self.services.settings.metrics_token:
-            keys.append(self.services.settings.metrics_token.encode())
+        if scraper and self.services.settings.security.metrics_token:
+            keys.append(self.services.settings.security.metrics_token.encode())
         if not (
             scheme.lower() == "bearer"
             and any(key and hmac.compare_digest(token, key) for key in keys)
@@ -129,18 +129,18 @@ class WorkerSurface:
         self._authenticate(request)
         settings = self.services.settings
         ref = await self._version(request)
-        limit = settings.max_inference_request_bytes
+        limit = settings.requests.max_inference_request_bytes
         body = await read_body(request, limit)
         parsed = parse_infer_request(
             body,
             request.headers.get(INFERENCE_HEADER),
-            max_elements=settings.max_tensor_elements,
+            max_elements=settings.requests.max_tensor_elements,
         )
         validate_request(parsed, ref.manifest.inputs, ref.manifest.outputs, max_input_bytes=limit)
         timeout = timeout_seconds(
             request.headers.get(TIMEOUT_HEADER),
             parsed.parameters,
-            settings.runtime_infer_timeout_seconds,
+            settings.runtime.infer_timeout_seconds,
         )
         answer = await self.backend.infer(
             BackendRequest(

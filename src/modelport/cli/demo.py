@@ -139,11 +139,11 @@ def _start_server(
     from modelport.sandbox import isolation_available
 
     settings = Settings(home=home, admin_key=admin_key)
-    if "log_level" not in settings.model_fields_set:
+    if "level" not in settings.logs.model_fields_set:
         # Quiet unless asked: a record per request (the console's own calls among them)
         # buries the walkthrough. MODELPORT_LOG_LEVEL, when set, still wins.
         settings = settings.model_copy(update={"log_level": "INFO" if verbose else "WARNING"})
-    if settings.sandbox == "auto" and not isolation_available(settings.sandbox_bwrap):
+    if settings.sandbox.mode == "auto" and not isolation_available(settings.sandbox.bwrap):
         # The demo validates only the models it made itself; a server that takes other
         # people's models keeps the default and refuses until bubblewrap is installed.
         settings = settings.model_copy(update={"sandbox": "unisolated"})

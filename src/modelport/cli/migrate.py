@@ -16,9 +16,9 @@ def migrate(app: Application) -> None:
     from modelport.store.migrate import current_revision, upgrade
 
     settings = Settings()
-    url = settings.resolved_database_url
-    if settings.is_embedded_database:
-        settings.home.mkdir(parents=True, exist_ok=True)
+    url = settings.store.resolved_database_url
+    if settings.store.is_embedded_database:
+        settings.store.home.mkdir(parents=True, exist_ok=True)
     upgrade(url)
     revision = current_revision(url)
     if app.terminal.as_json:

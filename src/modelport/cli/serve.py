@@ -96,9 +96,9 @@ def serve(
 
     assert isinstance(app, Application)
     settings = Settings()
-    if dev and not settings.admin_key:
+    if dev and not settings.security.admin_key:
         settings = settings.model_copy(update={"admin_key": generate_admin_key()})
-        app.terminal.warn(f"--dev: generated admin key: {settings.admin_key}")
+        app.terminal.warn(f"--dev: generated admin key: {settings.security.admin_key}")
     if workers is not None:
         settings = settings.model_copy(update={"workers": workers})
     if role is not None:
@@ -111,13 +111,13 @@ def serve(
         settings = settings.model_copy(update={"tls_key_path": tls_key})
     if grpc_port is not None:
         settings = settings.model_copy(update={"grpc_port": grpc_port})
-    if settings.grpc_host is None:
+    if settings.grpc.host is None:
         settings = settings.model_copy(update={"grpc_host": host})
     configure_logging(settings)
     options: dict[str, Any] = {
         "host": host,
         "port": port,
-        "log_level": settings.log_level.lower(),
+        "log_level": settings.logs.level.lower(),
         # uvicorn's records go through the platform's handler (``logs.configure``).
         "log_config": None,
         "access_log": access_log,
@@ -125,7 +125,7 @@ def serve(
         "http": "httptools",
     }
     try:
-        check_admin_key(settings.admin_key)
+        check_admin_key(settings.security.admin_key)
         options.update(tls_options(settings))
         warn_without_sandbox(app, settings)
         if settings.workers > 1:
@@ -139,7 +139,7 @@ def serve(
     scheme = "https" if "ssl_certfile" in options else "http"
     announcement = (
         f"modelport serving on {scheme}://{host}:{port}{grpc_announcement(settings)} "
-        f"(home: {settings.home})"
+        f"(home: {settings.store.home})"
     )
     _serve_announced(asgi, options, sock, lambda: app.terminal.info(announcement))
 
@@ -193,10 +193,10 @@ def grpc_announcement(settings: Settings) -> str:
     worker serves one only as a member of the pool, for its gateways)."""
     from modelport.config import Role
 
-    if settings.grpc_port is None or (settings.role is Role.WORKER and not settings.worker_pool_on):
+    if settings.grpc.port is None or (settings.role is Role.WORKER and not settings.worker_pool_on):
         return ""
-    scheme = "grpcs" if settings.tls_cert_path is not None else "grpc"
-    return f" and {scheme}://{settings.grpc_host}:{settings.grpc_port}"
+    scheme = "grpcs" if settings.security.tls_cert_path is not None else "grpc"
+    return f" and {scheme}://{settings.grpc.host}:{settings.grpc.port}"
 
 
 def warn_without_sandbox(app: Application, settings: Settings) -> None:
@@ -204,10 +204,10 @@ def warn_without_sandbox(app: Application, settings: Settings) -> None:
     and how to fix it (the validations still refuse: the sandbox fails closed)."""
     from modelport.sandbox import isolation_available
 
-    if settings.sandbox == "unisolated" or isolation_available(settings.sandbox_bwrap):
+    if settings.sandbox.mode == "unisolated" or isolation_available(settings.sandbox.bwrap):
         return
     app.terminal.warn(
-        f"warning: the sandbox cannot run here (bubblewrap '{settings.sandbox_bwrap}' is "
+        f"warning: the sandbox cannot run here (bubblewrap '{settings.sandbox.bwrap}' is "
         "missing or cannot create namespaces), so every model validation will fail with "
         "sandbox_unavailable. Install bubblewrap (Debian: apt install bubblewrap), or set "
         "MODELPORT_SANDBOX=unisolated on a machine that runs only its owner's models."
@@ -221,7 +221,7 @@ def tls_options(settings: Settings) -> dict[str, Any]:
 
     from modelport.errors import InvalidInput
 
-    cert, key = settings.tls_cert_path, settings.tls_key_path
+    cert, key = settings.security.tls_cert_path, settings.security.tls_key_path
     if cert is None and key is None:
         return {}
     if cert is None or key is None:
@@ -254,7 +254,7 @@ def _serve_workers(app: Application, settings: Settings, options: dict[str, Any]
     from modelport.config import Role
     from modelport.errors import InvalidInput
 
-    if not settings.redis_url:
+    if not settings.store.redis_url:
         raise InvalidInput(
             f"--workers {settings.workers} needs MODELPORT_REDIS_URL: rate and concurrency "
             "limits, key revocations and model loads are shared between the worker "
@@ -268,28 +268,28 @@ def _serve_workers(app: Application, settings: Settings, options: dict[str, Any]
         build_worker_services(settings).close()
     else:
         build_services(settings).close()
-    run_dir = settings.home / "run"
+    run_dir = settings.store.home / "run"
     run_dir.mkdir(exist_ok=True)
     metrics_dir = Path(tempfile.mkdtemp(prefix="metrics-", dir=run_dir))
     os.environ.update(
         {
             "MODELPORT_WORKERS": str(settings.workers),
             "MODELPORT_ROLE": settings.role.value,
-            "MODELPORT_ADMIN_KEY": settings.admin_key,
-            "MODELPORT_LOG_LEVEL": settings.log_level,
-            "MODELPORT_HOME": str(settings.home),
+            "MODELPORT_ADMIN_KEY": settings.security.admin_key,
+            "MODELPORT_LOG_LEVEL": settings.logs.level,
+            "MODELPORT_HOME": str(settings.store.home),
             "PROMETHEUS_MULTIPROC_DIR": str(metrics_dir),
         }
     )
-    if settings.grpc_port is not None and settings.grpc_host is not None:
+    if settings.grpc.port is not None and settings.grpc.host is not None:
         # Every worker listens on the gRPC port too (SO_REUSEPORT, as for HTTP).
-        os.environ["MODELPORT_GRPC_PORT"] = str(settings.grpc_port)
-        os.environ["MODELPORT_GRPC_HOST"] = settings.grpc_host
+        os.environ["MODELPORT_GRPC_PORT"] = str(settings.grpc.port)
+        os.environ["MODELPORT_GRPC_HOST"] = settings.grpc.host
     scheme = "https" if "ssl_certfile" in options else "http"
     announcement = (
         f"modelport serving on {scheme}://{options['host']}:{options['port']}"
         f"{grpc_announcement(settings)} with {settings.workers} workers "
-        f"(home: {settings.home})"
+        f"(home: {settings.store.home})"
     )
     try:
         if reuse_port_supported():

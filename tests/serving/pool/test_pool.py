@@ -78,11 +78,11 @@ def start_worker(gateway: Serving) -> Iterator[Callable[[str], Worker]]:
         settings = gateway.services.settings.model_copy(
             update={
                 "role": Role.WORKER,
-                "home": gateway.services.settings.home.parent / name,
+                "home": gateway.services.settings.store.home.parent / name,
                 "worker_id": f"{name}-{uuid.uuid4().hex[:6]}",
                 "grpc_port": free_port(),
                 # The installation's blobs: the gateway's home's folder store.
-                "blob_url": str(gateway.services.settings.home / "blobs"),
+                "blob_url": str(gateway.services.settings.store.home / "blobs"),
             }
         )
         services = build_worker_services(settings, clock=ManualClock())
@@ -169,7 +169,7 @@ def test_versions_are_placed_spread_loaded_called_and_placed_again(
     # lapses (Redis's TTL, cut short here) and it leaves every route.
     victim = next(w for w in workers if w.id in by_ref["acme/plus-one:1"])
     others = [w for w in workers if w is not victim]
-    client = redis.Redis.from_url(gateway.services.settings.redis_url or "")
+    client = redis.Redis.from_url(gateway.services.settings.store.redis_url or "")
     keys = [k for k in client.scan_iter("modelport:*:workers:" + victim.id)]
     assert len(keys) == 1
     client.delete(keys[0])
@@ -206,7 +206,7 @@ def test_a_worker_answers_its_gateways_token_only(
             )
             return method(request, metadata=metadata, timeout=10)  # type: ignore[no-any-return]
 
-    for token in (None, "wrong", gateway.services.settings.admin_key):
+    for token in (None, "wrong", gateway.services.settings.security.admin_key):
         with pytest.raises(grpc.RpcError) as refused:
             call(token)
         assert refused.value.code() == grpc.StatusCode.UNAUTHENTICATED
@@ -233,7 +233,7 @@ def test_a_version_no_worker_can_take_fails_its_deployment_in_time(
     drive(gateway, [worker], lambda: pool.placement.status  # type: ignore[truthy-function]
           is not None and bool(pool.placement._wants))  # fmt: skip
     assert PlacementRepository(gateway.services.database).all() == []
-    gateway.clock.advance(gateway.services.settings.worker_place_timeout_seconds)
+    gateway.clock.advance(gateway.services.settings.pool.place_timeout_seconds)
     drive(gateway, [worker], lambda: gateway.deployment("gpu", made["id"])["state"] == "failed")
     failed = gateway.deployment("gpu", made["id"])
     assert "no_worker_fits" in str(failed) or "not ready on any worker" in str(failed)

@@ -266,7 +266,9 @@ class InferenceServicer:
     ) -> pb.ModelInferResponse:
         caller = await self._caller(context)
         target = _target(request.model_name, request.model_version)
-        decoder = _Decoder(request, self.settings.max_tensor_elements, context.time_remaining())
+        decoder = _Decoder(
+            request, self.settings.requests.max_tensor_elements, context.time_remaining()
+        )
         if isinstance(target, ModelTarget):
             result = await self.inference.call_model(caller, target, decoder.decode)
         else:
@@ -318,7 +320,7 @@ class InferenceServicer:
         target = _target(request.model_name, request.model_version)
         generate = _generate_request(request, _request_id(context))
         remaining = context.time_remaining()
-        seconds = self.settings.generation_timeout_seconds
+        seconds = self.settings.llm.generation_timeout_seconds
         if remaining is not None:
             seconds = min(seconds, remaining)
         caller = Caller(principal, generate.request_id)

@@ -137,12 +137,14 @@ class WorkerServicer:
                     scope="version",
                 )
             settings = self.services.settings
-            parsed = parse_infer_request(request, max_elements=settings.max_tensor_elements)
+            parsed = parse_infer_request(
+                request, max_elements=settings.requests.max_tensor_elements
+            )
             manifest = ref.manifest
             validate_request(parsed, manifest.inputs, manifest.outputs)
             remaining = context.time_remaining()
             timeout = timeout_seconds(
-                None, parsed.parameters, settings.runtime_infer_timeout_seconds
+                None, parsed.parameters, settings.runtime.infer_timeout_seconds
             )
             if remaining is not None:
                 timeout = min(timeout, remaining)

@@ -95,7 +95,7 @@ def _target(request: Request, model: str, doc: Mapping[str, Any]) -> Target | Ro
 
 async def _body(request: Request) -> dict[str, Any]:
     """The JSON body, refused (413) above the inference request limit."""
-    limit = deps.settings_service(request).max_inference_request_bytes
+    limit = deps.settings_service(request).requests.max_inference_request_bytes
     return load_json(await read_body(request, limit))
 
 
@@ -191,7 +191,7 @@ async def _generate(
     ]
     deadline = (
         deps.inference_service(request).clock.monotonic()
-        + deps.settings_service(request).generation_timeout_seconds
+        + deps.settings_service(request).llm.generation_timeout_seconds
     )
     chat = messages is not None
     # The body is read: from here a caller that hangs up ends the call.

@@ -25,7 +25,7 @@ router = APIRouter(tags=["operations"])
 def require_operator(request: Request) -> None:
     """Let through the metrics token or an operator's credential; raise otherwise."""
     token = bearer_token(request)
-    scraper = deps.settings_service(request).metrics_token
+    scraper = deps.settings_service(request).security.metrics_token
     if token and scraper and hmac.compare_digest(token.encode(), scraper.encode()):
         return
     principal = deps.authenticator_service(request).authenticate(token)

@@ -116,7 +116,7 @@ against the whole ``/api`` table costs more than routing it to a version."""
 
 async def _predict(name: str, request: Request) -> Response:
     caller = caller_of(request, await require_principal_async(request))
-    decoder = _Decoder(request, caller, deps.settings_service(request).max_tensor_elements)
+    decoder = _Decoder(request, caller, deps.settings_service(request).requests.max_tensor_elements)
     call = deps.inference_service(request).call_endpoint(
         caller, EndpointTarget(name), decoder.decode, encode=decoder.encode
     )

@@ -179,7 +179,7 @@ async def transition(
         partial(validations.start, owner, name, version, principal, reason=body.reason)
     )
     asked_async = _respond_async(prefer)
-    wait = 0.0 if asked_async else settings.validation_wait_seconds
+    wait = 0.0 if asked_async else settings.validation.wait_seconds
     # Not waiting at all answers 202 every time, even for a job a fast runner has
     # already finished: the caller asked to follow the job, so it gets the job.
     if wait > 0:

@@ -207,7 +207,7 @@ async def infer(request: Request) -> Response:
     headers = dict(request.scope["headers"])  # names are lower-case bytes in ASGI
     caller = caller_of(request, await require_principal_async(request, _bearer(headers)))
     decoder = _Decoder(
-        request, headers, deps.settings_service(request).max_inference_request_bytes, caller
+        request, headers, deps.settings_service(request).requests.max_inference_request_bytes, caller
     )
     params = request.path_params
     routed = "owner" not in params and is_route(params["name"])
@@ -313,7 +313,7 @@ class _Decoder:
         encoding = headers.get(b"content-encoding")
         if encoding is not None:
             settings = deps.settings_service(request)
-            unpacked = settings.max_decompressed_request_bytes or limit
+            unpacked = settings.requests.max_decompressed_request_bytes or limit
             body = decode_content(body, encoding.decode("latin-1"), max_bytes=unpacked)
         self.body = body
         return body
@@ -339,8 +339,10 @@ class _Decoder:
         header_length = _text(headers.get(_INFERENCE_HEADER))
         # Here rather than in the envelope's hygiene: its shortcut leaves it to us, and a
         # compressed body can only be checked once decompressed.
-        check_inference_json(body, header_length, settings.max_json_depth)
-        parsed = parse_infer_request(body, header_length, max_elements=settings.max_tensor_elements)
+        check_inference_json(body, header_length, settings.requests.max_json_depth)
+        parsed = parse_infer_request(
+            body, header_length, max_elements=settings.requests.max_tensor_elements
+        )
         parameters = parsed.parameters
         # 0 stands for "none given" (a given timeout is above 0): the target's default.
         timeout = timeout_seconds(_text(headers.get(_TIMEOUT_HEADER)), parameters, 0.0)
