@@ -207,7 +207,10 @@ async def infer(request: Request) -> Response:
     headers = dict(request.scope["headers"])  # names are lower-case bytes in ASGI
     caller = caller_of(request, await require_principal_async(request, _bearer(headers)))
     decoder = _Decoder(
-        request, headers, deps.settings_service(request).requests.max_inference_request_bytes, caller
+        request,
+        headers,
+        deps.settings_service(request).requests.max_inference_request_bytes,
+        caller,
     )
     params = request.path_params
     routed = "owner" not in params and is_route(params["name"])
