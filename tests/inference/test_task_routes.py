@@ -114,7 +114,7 @@ def test_the_reference_price_and_live_latency() -> None:
 
 def test_degrade_fallbacks_are_checked_at_start() -> None:
     ok = Settings(degrade_queue_wait_seconds=2.0, degrade_fallbacks={"acme/big": "acme/small:2"})
-    assert ok.degrade_fallbacks == {"acme/big": "acme/small:2"}
+    assert ok.serving.degrade_fallbacks == {"acme/big": "acme/small:2"}
     for bad in ({"big": "acme/small"}, {"acme/big:1": "acme/small"}, {"acme/big": "small"}):
         with pytest.raises(ValidationError):
             Settings(degrade_fallbacks=bad)

@@ -67,7 +67,8 @@ def test_a_format_the_platform_does_not_run_needs_an_operator_decision(world: Wo
     )
     assert event["reason"] == "served by our llama.cpp backend; reviewed"
     listed = world.client.get("/api/formats", headers=world.key("acme", "consumer")).json()
-    assert listed["runnable"] == ["onnx", "transformers"]  # the installed format plugins
+    # the installed format plugins
+    assert listed["runnable"] == ["lightgbm", "onnx", "sklearn", "transformers", "xgboost"]
     assert [d["format"] for d in listed["accepted"]] == ["gguf"]
 
     assert approve(world, "t2").status_code == 201

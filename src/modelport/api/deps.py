@@ -33,6 +33,7 @@ from modelport.moderation.service import ModerationService
 from modelport.monitoring.service import MonitoringService
 from modelport.observability.metrics import RuntimeMetrics
 from modelport.observability.predictions import PredictionLog
+from modelport.observability.retention import PredictionRetention
 from modelport.observability.version_traffic import VersionTrafficService
 from modelport.registry.service import RegistryService
 from modelport.runtime.engines import GenerativeHost
@@ -97,6 +98,10 @@ def templates_service(request: Request) -> TemplateService:
 
 def monitoring_service(request: Request) -> MonitoringService:
     return get_services(request).monitoring
+
+
+def retention_service(request: Request) -> PredictionRetention:
+    return get_services(request).retention
 
 
 def database_service(request: Request) -> _Database:
@@ -193,6 +198,7 @@ Datasets = Annotated[DatasetService, Depends(datasets_service)]
 Evaluations = Annotated[EvaluationService, Depends(evaluations_service)]
 Templates = Annotated[TemplateService, Depends(templates_service)]
 Monitoring = Annotated[MonitoringService, Depends(monitoring_service)]
+Retention = Annotated[PredictionRetention, Depends(retention_service)]
 Database = Annotated[_Database, Depends(database_service)]
 Jobs = Annotated[JobService, Depends(jobs_service)]
 JobOutputs = Annotated[_JobOutputs, Depends(job_outputs_service)]

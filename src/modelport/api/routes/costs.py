@@ -14,9 +14,9 @@ from typing import Any
 import anyio.to_thread
 from fastapi import APIRouter, Request
 
+from modelport.api import deps
 from modelport.api.access import require_platform
 from modelport.api.auth import CurrentPrincipal
-from modelport.api.deps import get_services
 from modelport.errors import Unavailable
 from modelport.metering.billing.periods import Period
 from modelport.metering.costs import CostLine
@@ -40,6 +40,8 @@ def _line(line: CostLine) -> dict[str, Any]:
 
 @router.get("/costs")
 async def costs(
+    metering: deps.Metering,
+    clock: deps.Clock,
     request: Request,
     principal: CurrentPrincipal,
     period: str | None = None,
@@ -49,11 +51,10 @@ async def costs(
     tenant its share of the compute; per model its margin. ``period``: ``YYYY-MM``
     (default: the current month)."""
     require_platform(request, principal, Permission.PLATFORM_MANAGE)
-    services = get_services(request)
-    report = services.metering.costs
+    report = metering.costs
     if report is None:
         raise Unavailable("cost reports are not wired in this process", code="costs_unavailable")
-    month = Period.parse(period) if period is not None else Period.of(services.clock.now())
+    month = Period.parse(period) if period is not None else Period.of(clock.now())
     lines = await anyio.to_thread.run_sync(
         lambda: report.lines(month.start, month.end, tenant=tenant)
     )

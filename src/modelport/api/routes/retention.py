@@ -11,10 +11,10 @@ import anyio.to_thread
 from fastapi import APIRouter, Request
 from pydantic import BaseModel, ConfigDict, Field
 
+from modelport.api import deps
 from modelport.api.access import require_tenant
 from modelport.api.auth import CurrentPrincipal
-from modelport.api.deps import get_services
-from modelport.observability.retention import MAX_DAYS
+from modelport.observability.retention import MAX_DAYS, PredictionRetention
 from modelport.tenancy.policy import Permission
 
 router = APIRouter(tags=["tenants"])
@@ -29,47 +29,48 @@ class SetRetention(BaseModel):
     )
 
 
-async def _retention(request: Request, tenant: str) -> dict[str, Any]:
-    retention = get_services(request).retention
+async def _retention(retention: PredictionRetention, tenant: str) -> dict[str, Any]:
     days, own = await anyio.to_thread.run_sync(retention.days_of, tenant)
     return {"tenant": tenant, "days": days, "default": not own}
 
 
 async def _tenant(request: Request, principal: Any, tenant: str, permission: Permission) -> None:
     require_tenant(request, principal, tenant, permission)
-    await anyio.to_thread.run_sync(get_services(request).tenancy.get_tenant, tenant)
+    await anyio.to_thread.run_sync(deps.tenancy_service(request).get_tenant, tenant)
 
 
 @router.get(PATH + "/retention")
 async def get_retention(
-    tenant: str, request: Request, principal: CurrentPrincipal
+    retention: deps.Retention, tenant: str, request: Request, principal: CurrentPrincipal
 ) -> dict[str, Any]:
     """How many days the prediction log keeps the records of the tenant's endpoints."""
     await _tenant(request, principal, tenant, Permission.TENANT_READ)
-    return await _retention(request, tenant)
+    return await _retention(retention, tenant)
 
 
 @router.put(PATH + "/retention")
 async def set_retention(
-    tenant: str, body: SetRetention, request: Request, principal: CurrentPrincipal
+    retention: deps.Retention,
+    tenant: str,
+    body: SetRetention,
+    request: Request,
+    principal: CurrentPrincipal,
 ) -> dict[str, Any]:
     """Keep the records of the tenant's endpoints ``days`` days (400 ``invalid_retention``
     out of range); the next sweep deletes what is older."""
     await _tenant(request, principal, tenant, Permission.TENANT_MANAGE)
-    retention = get_services(request).retention
     await anyio.to_thread.run_sync(
         lambda: retention.set_days(tenant, body.days, actor=principal.id)
     )
-    return await _retention(request, tenant)
+    return await _retention(retention, tenant)
 
 
 @router.delete(PATH + "/predictions")
 async def forget_predictions(
-    tenant: str, request: Request, principal: CurrentPrincipal
+    retention: deps.Retention, tenant: str, request: Request, principal: CurrentPrincipal
 ) -> dict[str, Any]:
     """Delete now every prediction-log record of the tenant's calls, their inputs,
     outputs and outcomes, whichever endpoint logged them."""
     await _tenant(request, principal, tenant, Permission.TENANT_MANAGE)
-    retention = get_services(request).retention
     deleted = await anyio.to_thread.run_sync(retention.forget, tenant)
     return {"tenant": tenant, "deleted": deleted}
