@@ -33,6 +33,7 @@ SERVICES = {
     "evaluations",
     "monitoring",
     "templates",
+    "assets",
 }
 FOUNDATION = {"store", "blobs", "runtime", "sandbox"}
 PLAIN = {"errors", "digests", "manifest", "config", "testing", "observability"}
@@ -59,6 +60,7 @@ FORBIDDEN: dict[str, set[str]] = {
     "evaluations": SURFACES | {"app"},
     "monitoring": SURFACES | {"app"},
     "templates": SURFACES | {"app"},
+    "assets": SURFACES | {"app"},
     # the web console calls the platform's own HTTP API, in process: no service directly
     # (tenancy only for the API key format, to name the key it signs in with)
     "console": (SERVICES - {"tenancy"}) | {"runtime", "blobs", "app", "api"},

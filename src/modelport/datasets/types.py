@@ -13,10 +13,9 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal
 
-import orjson
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from modelport.digests import sha256_digest
+from modelport.assets.manifests import manifest_digest, parse_manifest
 from modelport.errors import InvalidInput
 from modelport.manifest import FileEntry
 from modelport.manifest.types import Datatype
@@ -115,22 +114,12 @@ class DatasetManifest(_Strict):
 def parse_dataset_manifest(data: Any) -> DatasetManifest:
     """Validate raw JSON as a dataset manifest; 400 ``invalid_dataset_manifest`` naming
     the offending field."""
-    try:
-        return DatasetManifest.model_validate(data)
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(str(p) for p in first["loc"]) or "(manifest)"
-        raise InvalidInput(
-            f"invalid dataset manifest: {where}: {first['msg']}",
-            code="invalid_dataset_manifest",
-            field=where,
-        ) from None
+    return parse_manifest(DatasetManifest, data, what="dataset", code="invalid_dataset_manifest")
 
 
 def dataset_digest(manifest: DatasetManifest) -> str:
     """The canonical digest: sorted keys, no whitespace, defaults filled in."""
-    doc = manifest.model_dump(mode="json")
-    return sha256_digest(orjson.dumps(doc, option=orjson.OPT_SORT_KEYS))
+    return manifest_digest(manifest)
 
 
 @dataclass(frozen=True)

@@ -14,11 +14,9 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal
 
-import orjson
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from modelport.digests import sha256_digest
-from modelport.errors import InvalidInput
+from modelport.assets.manifests import manifest_digest, parse_manifest
 
 PLACEHOLDER = re.compile(r"\{\{\s*([A-Za-z_][A-Za-z0-9_]{0,63})\s*\}\}")
 """``{{ name }}`` in a message's content; nothing else in the content is syntax."""
@@ -77,22 +75,12 @@ class TemplateManifest(_Strict):
 def parse_template_manifest(data: Any) -> TemplateManifest:
     """Validate raw JSON as a template manifest; 400 ``invalid_template_manifest``
     naming the offending field."""
-    try:
-        return TemplateManifest.model_validate(data)
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(str(p) for p in first["loc"]) or "(manifest)"
-        raise InvalidInput(
-            f"invalid template manifest: {where}: {first['msg']}",
-            code="invalid_template_manifest",
-            field=where,
-        ) from None
+    return parse_manifest(TemplateManifest, data, what="template", code="invalid_template_manifest")
 
 
 def template_digest(manifest: TemplateManifest) -> str:
     """The canonical digest: sorted keys, no whitespace, defaults filled in."""
-    doc = manifest.model_dump(mode="json")
-    return sha256_digest(orjson.dumps(doc, option=orjson.OPT_SORT_KEYS))
+    return manifest_digest(manifest)
 
 
 @dataclass(frozen=True)
