@@ -14,6 +14,7 @@ import pytest
 
 from modelport.errors import InvalidInput, Unavailable
 from modelport.runtime.generative.engine import BatchingEngine
+from modelport.runtime.generative.llama.kernels import MIN_BURST_PREFIX
 from modelport.runtime.types import ChatMessage, GenerationRequest, Priority
 from tests.runtime.generative.helpers import wait_until
 from tests.runtime.llama.conftest import THREADS, EngineFactory, generate, greedy
@@ -25,6 +26,13 @@ SYSTEM = ChatMessage(
     " sentence, you never invent facts, and you say when you do not know. You are polite"
     " and brief, you use plain words, and you never answer a question you were not asked.",
 )
+LONG_SYSTEM = ChatMessage(
+    "system",
+    SYSTEM.content
+    + " When a question has several parts, you answer each part in the order it was asked.",
+)
+"""Long enough that chats admitted in one step share it ahead of the step (more than
+``MIN_BURST_PREFIX`` tokens in common) as well as chats admitted one after another."""
 
 
 def llama_cpp_greedy(gguf: Path, prompt: str, max_tokens: int) -> str:
@@ -134,7 +142,7 @@ def test_chats_sharing_a_system_prompt_compute_it_once(make_engine: EngineFactor
                 prompt="",
                 max_tokens=12,
                 parameters={"temperature": 0},
-                messages=(SYSTEM, ChatMessage("user", question)),
+                messages=(LONG_SYSTEM, ChatMessage("user", question)),
             )
             return "".join([c.text async for c in engine.submit(request)])
 
@@ -143,9 +151,11 @@ def test_chats_sharing_a_system_prompt_compute_it_once(make_engine: EngineFactor
     answers = asyncio.run(run())
     assert all(answers)
     system_tokens = len(
-        engine.encode(GenerationRequest(prompt="", max_tokens=1, messages=(SYSTEM,)))
+        engine.encode(GenerationRequest(prompt="", max_tokens=1, messages=(LONG_SYSTEM,)))
     )
-    # Three of the four copied the shared part (the system turn at least).
+    assert system_tokens - 8 > MIN_BURST_PREFIX
+    # Three of the four copied the shared part (the system turn at least), whether they
+    # were admitted in one step (shared ahead of it) or one after another.
     assert hits(engine) >= 3 * (system_tokens - 8)
 
 
