@@ -78,6 +78,24 @@ def gate(model: Registry) -> GatedValidator:
     return gated
 
 
+def no_validations_here(runner: JobRunner, monkeypatch: pytest.MonkeyPatch) -> None:
+    """This process's runner claims no validation from now on: its cap is 0, and one
+    whole claim made after that has ended (a claim under way when the cap changed had
+    counted its room already, and could take a job submitted meanwhile)."""
+    runner.kind_concurrency["validation"] = 0
+    settled = threading.Event()
+    claim_once = runner.claim_once
+
+    async def counted() -> list[str]:
+        claimed = await claim_once()
+        settled.set()
+        return claimed
+
+    monkeypatch.setattr(runner, "claim_once", counted)
+    runner.kick()
+    assert settled.wait(30), "the job runner did not claim again"
+
+
 def _validate(model: Registry, version: str, headers: dict[str, str] | None = None) -> Any:
     return model.client.post(
         f"/api/models/{REF}/versions/{version}/transitions",
@@ -269,14 +287,16 @@ def test_the_cap_is_the_installations_and_a_process_takes_its_share(
         assert other.kind_concurrency == {"validation": expected}
 
 
-def test_a_validation_whose_runner_died_is_taken_over(model: Registry) -> None:
+def test_a_validation_whose_runner_died_is_taken_over(
+    model: Registry, monkeypatch: pytest.MonkeyPatch
+) -> None:
     services = model.services
     model.publish(REF, "1")
     lease_seconds = 5.0
     dead = JobQueue(services.database, now=services.clock.now, lease_seconds=lease_seconds)
     # No runner of this process runs it: the validation's slots are taken by a runner
     # that died holding it (it claimed the job and started its stage, then nothing).
-    services.job_runner.kind_concurrency["validation"] = 0
+    no_validations_here(services.job_runner, monkeypatch)
     response = _validate(model, "1", ASYNC)
     assert response.status_code == 202
     job_id = response.json()["id"]
