@@ -3,14 +3,9 @@
 from __future__ import annotations
 
 from modelport.assets.queries import AssetQueries
-from modelport.datasets.types import Dataset, DatasetVersion, parse_dataset_manifest
+from modelport.assets.records import record_of
+from modelport.datasets.types import DatasetVersion, parse_dataset_manifest
 from modelport.store.tables import DatasetRow, DatasetVersionRow
-
-
-def _dataset(row: DatasetRow) -> Dataset:
-    return Dataset(
-        row.owner, row.name, row.visibility, row.description, row.created_at, row.created_by
-    )
 
 
 def _version(dataset: DatasetRow, row: DatasetVersionRow) -> DatasetVersion:
@@ -28,5 +23,5 @@ def _version(dataset: DatasetRow, row: DatasetVersionRow) -> DatasetVersion:
 
 
 QUERIES = AssetQueries(
-    DatasetRow, DatasetVersionRow, link="dataset_id", asset_of=_dataset, version_of=_version
+    DatasetRow, DatasetVersionRow, link="dataset_id", asset_of=record_of, version_of=_version
 )

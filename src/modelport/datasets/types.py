@@ -13,9 +13,10 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from modelport.assets.manifests import manifest_digest, parse_manifest
+from modelport.assets.records import AssetRecord, StrictManifest
 from modelport.errors import InvalidInput
 from modelport.manifest import FileEntry
 from modelport.manifest.types import Datatype
@@ -26,11 +27,7 @@ _NAME_RE = re.compile(r"^[A-Za-z0-9_.:/-]{1,128}$")
 _SPLIT_RE = re.compile(r"^[a-z0-9][a-z0-9._-]{0,63}$")
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-class DatasetColumn(_Strict):
+class DatasetColumn(StrictManifest):
     """A column of every split: a ``feature`` is fed to the model as the input of its
     name; the one ``label`` is what the model's answers are scored against."""
 
@@ -48,7 +45,7 @@ class DatasetColumn(_Strict):
         return v
 
 
-class DatasetSplit(_Strict):
+class DatasetSplit(StrictManifest):
     """One split (``train``, ``test``...): a Parquet file of ``rows`` rows."""
 
     name: str
@@ -63,7 +60,7 @@ class DatasetSplit(_Strict):
         return v
 
 
-class DatasetManifest(_Strict):
+class DatasetManifest(StrictManifest):
     """What a dataset version is (see the module docstring)."""
 
     schema_version: Literal[1] = 1
@@ -122,18 +119,8 @@ def dataset_digest(manifest: DatasetManifest) -> str:
     return manifest_digest(manifest)
 
 
-@dataclass(frozen=True)
-class Dataset:
-    owner: str
-    name: str
-    visibility: str
-    description: str
-    created_at: datetime
-    created_by: str
-
-    @property
-    def ref(self) -> str:
-        return f"{self.owner}/{self.name}"
+Dataset = AssetRecord
+"""A dataset as the store returns it (``assets.records``)."""
 
 
 @dataclass(frozen=True)

@@ -4,14 +4,9 @@
 from __future__ import annotations
 
 from modelport.assets.queries import AssetQueries
+from modelport.assets.records import record_of
 from modelport.store.tables import PromptTemplateRow, PromptTemplateVersionRow
-from modelport.templates.types import Template, TemplateVersion, parse_template_manifest
-
-
-def _template(row: PromptTemplateRow) -> Template:
-    return Template(
-        row.owner, row.name, row.visibility, row.description, row.created_at, row.created_by
-    )
+from modelport.templates.types import TemplateVersion, parse_template_manifest
 
 
 def _version(template: PromptTemplateRow, row: PromptTemplateVersionRow) -> TemplateVersion:
@@ -31,6 +26,6 @@ QUERIES = AssetQueries(
     PromptTemplateRow,
     PromptTemplateVersionRow,
     link="template_id",
-    asset_of=_template,
+    asset_of=record_of,
     version_of=_version,
 )

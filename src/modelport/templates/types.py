@@ -14,25 +14,22 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from modelport.assets.manifests import manifest_digest, parse_manifest
+from modelport.assets.records import AssetRecord, StrictManifest
 
 PLACEHOLDER = re.compile(r"\{\{\s*([A-Za-z_][A-Za-z0-9_]{0,63})\s*\}\}")
 """``{{ name }}`` in a message's content; nothing else in the content is syntax."""
 _VARIABLE_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-class TemplateMessage(_Strict):
+class TemplateMessage(StrictManifest):
     role: Literal["system", "user", "assistant", "developer"]
     content: str = Field(min_length=1, max_length=100_000)
 
 
-class TemplateVariable(_Strict):
+class TemplateVariable(StrictManifest):
     name: str
     description: str = Field(default="", max_length=1_000)
     default: str | None = Field(default=None, max_length=100_000)
@@ -48,7 +45,7 @@ class TemplateVariable(_Strict):
         return v
 
 
-class TemplateManifest(_Strict):
+class TemplateManifest(StrictManifest):
     """What a template version is (see the module docstring)."""
 
     schema_version: Literal[1] = 1
@@ -83,18 +80,8 @@ def template_digest(manifest: TemplateManifest) -> str:
     return manifest_digest(manifest)
 
 
-@dataclass(frozen=True)
-class Template:
-    owner: str
-    name: str
-    visibility: str
-    description: str
-    created_at: datetime
-    created_by: str
-
-    @property
-    def ref(self) -> str:
-        return f"{self.owner}/{self.name}"
+Template = AssetRecord
+"""A template as the store returns it (``assets.records``)."""
 
 
 @dataclass(frozen=True)
