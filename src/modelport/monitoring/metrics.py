@@ -2,41 +2,48 @@
 
 from __future__ import annotations
 
+from typing import Literal
+
 from prometheus_client import CollectorRegistry, Gauge
 
 from modelport.monitoring.types import MonitoringReport
 
+_Mode = Literal["livemax", "livemin"]
+_LABELS = ("endpoint", "model", "version", "arm")
+
 
 class MonitoringMetrics:
     def __init__(self, registry: CollectorRegistry) -> None:
-        self.psi = Gauge(
-            "modelport_monitoring_psi",
+        def gauge(name: str, doc: str, mode: _Mode, *extra: str) -> Gauge:
+            return Gauge(
+                f"modelport_monitoring_{name}",
+                doc,
+                (*_LABELS, *extra),
+                registry=registry,
+                multiprocess_mode=mode,
+            )
+
+        self.psi = gauge(
+            "psi",
             "Population stability index of a feature (input, or output with the prefix "
             "'output:') of a version's answers in the current window against the reference.",
-            ("endpoint", "model", "version", "arm", "feature"),
-            registry=registry,
-            multiprocess_mode="livemax",
+            "livemax",
+            "feature",
         )
-        self.drifted = Gauge(
-            "modelport_monitoring_drifted_features",
+        self.drifted = gauge(
+            "drifted_features",
             "Features of a version's answers that drifted past the monitor's limits.",
-            ("endpoint", "model", "version", "arm"),
-            registry=registry,
-            multiprocess_mode="livemax",
+            "livemax",
         )
-        self.accuracy = Gauge(
-            "modelport_monitoring_accuracy",
+        self.accuracy = gauge(
+            "accuracy",
             "Accuracy of a version's answers joined with outcomes, over the current window.",
-            ("endpoint", "model", "version", "arm"),
-            registry=registry,
-            multiprocess_mode="livemin",
+            "livemin",
         )
-        self.breach = Gauge(
-            "modelport_monitoring_breach",
+        self.breach = gauge(
+            "breach",
             "1 when a version is in breach of its endpoint's monitor (drift or accuracy).",
-            ("endpoint", "model", "version", "arm"),
-            registry=registry,
-            multiprocess_mode="livemax",
+            "livemax",
         )
 
     def export(self, report: MonitoringReport) -> None:
