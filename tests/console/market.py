@@ -1,5 +1,5 @@
 """Datasets and prompt templates that acme publishes in the console's world, for the
-marketplace pages' tests: a public dataset and template with a version each, a private
+marketplace pages' tests: a second model of the console model's task, cheaper, and a public dataset and template with a version each, a private
 dataset and template, and a public dataset with no version yet (a draft)."""
 
 from __future__ import annotations
@@ -10,7 +10,11 @@ import numpy as np
 
 from tests.console.conftest import Console
 from tests.evaluations.conftest import parquet_bytes
+from tests.metering.conftest import approve
 
+CHEAPER = "acme/winter"
+"""Another public adder of the console model's task, at ``CHEAPER_MICROS`` a call."""
+CHEAPER_MICROS = 1_000
 PUBLIC_DATASET = "acme/sums"
 PRIVATE_DATASET = "acme/ledger-rows"
 DRAFT_DATASET = "acme/next-sums"
@@ -82,3 +86,20 @@ def publish_assets(console: Console) -> dict[str, Any]:
     }
     dataset(console, DRAFT_DATASET, visibility="private", version=None)
     return published
+
+
+def cheaper_model(console: Console) -> None:
+    """Publish ``CHEAPER``: a routed call of the task that prefers the cheapest picks it."""
+    owner, name = CHEAPER.split("/")
+    doc = {
+        "owner": owner,
+        "name": name,
+        "license": "MIT",
+        "visibility": "public",
+        "task": "tabular-regression",
+    }
+    assert console.platform.client.post("/api/models", json=doc).status_code == 201
+    console.platform.publisher.models.add(CHEAPER)
+    console.platform.publisher.adder(CHEAPER)
+    approve(console.services, owner, name, "1")
+    console.platform.price(CHEAPER_MICROS, model=CHEAPER)

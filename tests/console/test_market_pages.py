@@ -19,11 +19,14 @@ from tests.console.conftest import (
     sign_in,
 )
 from tests.console.market import (
+    CHEAPER,
+    CHEAPER_MICROS,
     DRAFT_DATASET,
     PRIVATE_DATASET,
     PRIVATE_TEMPLATE,
     PUBLIC_DATASET,
     PUBLIC_TEMPLATE,
+    cheaper_model,
     publish_assets,
 )
 
@@ -101,25 +104,29 @@ def _run(client: TestClient, url: str, **route: str) -> tuple[int, str]:
 def test_the_playground_calls_a_task_alias_and_names_the_model_that_served_it(
     console: Console,
 ) -> None:
+    cheaper_model(console)
     beta = _signed_in(console, console.beta_key)
     url = f"/console/models/{MODEL}"
     status, html = _run(beta, url, route="1", prefer="cheapest", max_price="0.01")
     assert status == 200, html
-    assert _text(html, "served-by") == f"{MODEL}:1"
-    assert f"${PRICE_MICROS / 1_000_000:.6f} per call" in html
+    assert _text(html, "served-by") == f"{CHEAPER}:1"  # not the page's own model
+    assert f"${CHEAPER_MICROS / 1_000_000:.6f} per call" in html
     answer = re.search(r'<pre id="answer">(.*?)</pre>', html, re.S)
     assert answer and "2.0" in answer[1] and "5.0" in answer[1]
     [entry] = console.platform.entries()  # billed once, as the model that served it
-    assert (entry.event.model, entry.event.version) == (MODEL, "1")
-    assert entry.event.amount_micros == PRICE_MICROS
+    assert (entry.event.model, entry.event.version) == (CHEAPER, "1")
+    assert entry.event.amount_micros == CHEAPER_MICROS
 
     # No model meets the preferences: the API's answer says why of each candidate.
-    status, html = _run(beta, url, route="1", prefer="cheapest", max_price="0.001")
+    status, html = _run(beta, url, route="1", prefer="cheapest", max_price="0.0005")
     assert status == 422, html
-    assert f"{MODEL}:1: price {PRICE_MICROS} is above max_price 1000" in _text(html, "call-error")
+    error = _text(html, "call-error")
+    assert f"{MODEL}:1: price {PRICE_MICROS} is above max_price 500" in error
+    assert f"{CHEAPER}:1: price {CHEAPER_MICROS} is above max_price 500" in error
     # A preference that is not one is the form's own clear error; nothing is called.
     status, html = _run(beta, url, route="1", max_latency_ms="soon")
     assert status == 400 and "max_latency_ms must be a positive number" in html
     # Unticked, the page's own model is called, as before.
-    status, html = _run(beta, url, prefer="cheapest", max_price="0.001")
+    status, html = _run(beta, url, prefer="cheapest", max_price="0.0005")
     assert status == 200 and 'id="served-by"' not in html
+    assert f"${PRICE_MICROS / 1_000_000:.6f} per call" in html
