@@ -203,7 +203,10 @@ def test_a_chat_model_answers_in_the_chat_box(
     assert answer.split() == ["hello", "from", "the", "browser"]
     assert page.locator("#chat-tokens").inner_text().endswith("4 out")
     assert page.locator("#chat-price").inner_text() == "$0.000020"
-    # A second turn carries the conversation.
+    assert page.locator("#chat-served").inner_text() == "acme/writer:1"
+    # A second turn carries the conversation, routed by the task (the one chat model).
+    page.get_by_label("Let the platform choose").check()
+    page.get_by_label("Prefer").select_option("cheapest")
     page.get_by_label("Message").fill("again")
     page.get_by_role("button", name="Send").click()
     # (Playwright's expect polls from outside the page: the console's CSP forbids eval.)

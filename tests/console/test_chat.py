@@ -1,6 +1,7 @@
 """The model page's chat box over a real generative engine (the toy chat engine of
 tests/api_openai): the answer streamed from /v1 as JSON lines with its usage, latency
-and price; refused when malformed, without the CSRF token, or for a tensor model."""
+and price; routed to the task's cheapest model when the routing box is ticked; refused
+when malformed, without the CSRF token, or for a tensor model."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from typing import Any
 from starlette.testclient import TestClient
 
 from modelport.api import create_app
-from tests.api_openai.conftest import World
+from tests.api_openai.conftest import CHAT_FORMAT, TEXT_IO, World, publish
 from tests.console.conftest import csrf_of
 
 WRITER = "acme/writer"
@@ -62,6 +63,27 @@ def test_a_chat_is_streamed_with_its_usage_and_price(chat_world: World) -> None:
     entries = [e.event for e in chat_world.entries() if e.event.model == WRITER]
     assert {(e.tenant, e.key_id) for e in entries} == {("beta", chat_world.key_id)}
     assert sum(e.amount_micros for e in entries) == done["price_micros"]
+
+
+def test_a_routed_chat_names_the_model_that_served_it_and_its_price(chat_world: World) -> None:
+    scribe = "acme/scribe"
+    publish(chat_world.admin, chat_world.services, scribe, CHAT_FORMAT, "chat", **TEXT_IO)
+    chat_world.price(WRITER, "output_token", 7)
+    chat_world.price(scribe, "output_token", 2)
+    chat_world.credit(1_000_000)
+    client = signed_in(chat_world)
+    page = client.get(f"/console/models/{WRITER}")
+    assert "route:chat" in page.text
+    turns = json.dumps([{"role": "user", "content": "a b c"}])
+    form = {"csrf_token": csrf_of(page.text), "messages": turns, "route": "1"}
+    response = client.post(f"/console/models/{WRITER}/chat", data={**form, "prefer": "cheapest"})
+    assert response.status_code == 200, response.text
+    done = json.loads(response.text.splitlines()[-1])
+    assert done["model"] == f"{scribe}:1"
+    assert done["price_micros"] == 2 * done["usage"]["completion_tokens"] == 6
+    assert [e.event.model for e in chat_world.entries() if e.event.amount_micros] == [scribe]
+    refused = client.post(f"/console/models/{WRITER}/chat", data={**form, "prefer": "soonest"})
+    assert refused.status_code == 400 and refused.json()["code"] == "invalid_route"
 
 
 def test_a_malformed_conversation_is_refused_before_any_call(chat_world: World) -> None:

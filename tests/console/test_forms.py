@@ -10,6 +10,13 @@ import pytest
 
 from modelport.console.playground import BAD_INPUT, body_rows, form_fields, request_body
 from modelport.console.pricing import amount_micros, price_of_tokens_micros, price_per_call_micros
+from modelport.console.routed_calls import (
+    BAD_ROUTE,
+    route_form,
+    route_preferences,
+    route_task,
+    served_by,
+)
 from modelport.console.snippets import snippets
 from modelport.errors import InvalidInput
 
@@ -176,3 +183,37 @@ def test_the_curl_example_survives_the_shell() -> None:
     )
     chat = snippets("http://h", "acme/writer", spec, None, generative=True).curl
     assert "http://h/v1/chat/completions" in chat and '"model": "acme/writer"' in chat
+
+
+def test_routing_preferences_as_typed_become_the_apis_route_object() -> None:
+    assert route_form(None).on is False
+    typed = route_form(
+        {"route": "1", "prefer": "fastest", "max_price": "$0.0025", "max_latency_ms": "250"}
+    )
+    assert typed.on and route_preferences(typed) == {
+        "prefer": "fastest",
+        "max_price": 2_500,
+        "max_latency_ms": 250.0,
+    }
+    assert route_preferences(route_form({"route": "1", "min_score": "0.9"})) == {
+        "prefer": "best",
+        "min_score": 0.9,
+    }
+    for bad, field in (
+        ({"prefer": "soonest"}, "prefer"),
+        ({"max_price": "cheap"}, "max_price"),
+        ({"max_price": "0.0000001"}, "max_price"),
+        ({"max_latency_ms": "0"}, "max_latency_ms"),
+        ({"max_latency_ms": "inf"}, "max_latency_ms"),
+        ({"min_score": "nan"}, "min_score"),
+    ):
+        with pytest.raises(InvalidInput) as refused:
+            route_preferences(route_form({"route": "1", **bad}))
+        assert refused.value.code == BAD_ROUTE and refused.value.extra["field"] == field
+
+
+def test_a_task_alias_and_the_version_that_served_a_routed_call() -> None:
+    assert route_task("tabular-regression") == "tabular-regression"
+    assert route_task("Chat") is None and route_task(None) is None and route_task("a b") is None
+    assert served_by({"model_name": "acme/winter", "model_version": "1"}) == ("acme/winter", "1")
+    assert served_by({"model_name": "route:chat"}) is None

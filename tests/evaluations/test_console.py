@@ -1,5 +1,6 @@
 """The console shows the leaderboards (verified ranked, claims apart) and a model's
-evaluations on its page, as the signed-in key may read them through the API."""
+evaluations on its page (linked to their dataset's page and their board, with both
+digests), as the signed-in key may read them through the API."""
 
 from __future__ import annotations
 
@@ -72,8 +73,18 @@ def test_the_console_shows_leaderboards_and_a_models_evaluations(
     rows = _rows(model.text, "evaluations")
     assert len(rows) == 1 and "acme/iris-eval:1" in rows[0] and "succeeded" in rows[0]
     assert f"accuracy {strong['metrics']['accuracy']:.4f}" in rows[0]
+    board = '<a href="/console/leaderboards/classification/acme/iris-eval">classification</a>'
+    dataset = '<a href="/console/datasets/acme/iris-eval?version=1">acme/iris-eval:1</a>'
+    evaluations = model.text.split('<table id="evaluations">', 1)[1].split("</table>", 1)[0]
+    assert board in evaluations and dataset in evaluations
+    assert strong["version_digest"][:19] in evaluations
+    assert strong["dataset_digest"][:19] in evaluations
+    assert browser.get("/console/datasets/acme/iris-eval?version=1").status_code == 200
     weak = browser.get("/console/models/acme/iris-weak")
     assert "Claimed by the publisher" in weak.text and "accuracy 0.9990" in weak.text
+    claims = weak.text.split('<table id="claims">', 1)[1].split("</table>", 1)[0]
+    assert board in claims and dataset in claims
+    assert 'href="/console/datasets/acme/iris-eval"' in page.text  # the board's dataset
     # A dataset the viewer may not see has no board for it.
     missing = browser.get("/console/leaderboards/classification/acme/nothing")
     assert missing.status_code == 404

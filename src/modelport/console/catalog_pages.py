@@ -19,6 +19,13 @@ from modelport.console.charts import dollars
 from modelport.console.lineage_graph import MAX_NODES, LineageGraph, lineage_graph
 from modelport.console.playground import body_rows, form_fields, request_body
 from modelport.console.pricing import price_per_call_micros, rules_at, scheduled
+from modelport.console.routed_calls import (
+    ROUTE_PREFIX,
+    route_form,
+    route_preferences,
+    route_task,
+    served_by,
+)
 from modelport.console.sessions import ConsoleSession
 from modelport.console.snippets import snippets
 from modelport.console.web import checked_form, current_session, platform, render
@@ -199,6 +206,8 @@ async def _model_context(
         "dollars": dollars,
         "lineage": lineage,
         "evaluations": evaluations.body.get("items", []) if evaluations.ok else [],
+        "route_task": route_task(model.body.get("task")),
+        "route": route_form(None),
     }
 
 
@@ -260,24 +269,39 @@ async def playground(owner: str, name: str, request: Request) -> Response:
         return context
     fields = form_fields(context["inputs"], context["example"], form)
     context["fields"] = fields
+    typed = route_form(form)
+    context["route"] = typed
+    task = context["route_task"]
     result: dict[str, Any] = {}
     status = 200
     try:
         body = request_body(fields)
+        if typed.on and task:
+            body["parameters"] = {"route": route_preferences(typed)}
     except InvalidInput as error:
         result = {"error": error.message, "code": error.code}
         status = 400
     else:
         version = context["chosen"]
-        path = f"/v2/models/{quote(owner, safe='')}/{quote(name, safe='')}"
-        if version:
-            path += f"/versions/{quote(version, safe='')}"
+        if typed.on and task:
+            path = f"/v2/models/{quote(ROUTE_PREFIX + task, safe='')}"
+        else:
+            path = f"/v2/models/{quote(owner, safe='')}/{quote(name, safe='')}"
+            if version:
+                path += f"/versions/{quote(version, safe='')}"
         answer = await api.call("POST", path + "/infer", json=body)
+        rows = body_rows(fields, body)
         result = {
             "status": answer.status,
             "latency_ms": round(answer.seconds * 1000, 1),
-            "price": price_per_call_micros(context["prices"], body_rows(fields, body)),
+            "price": price_per_call_micros(context["prices"], rows),
         }
+        served = served_by(answer.body) if answer.ok and typed.on and task else None
+        if served is not None:
+            # The version the router chose is billed at its own price: quote that one.
+            rules = await rules_at(api, served[0], served[1], datetime.now(UTC))
+            result["price"] = price_per_call_micros(rules, rows)
+            result["served"] = {"model": served[0], "version": served[1]}
         if answer.ok:
             result["outputs"] = json.dumps(answer.body.get("outputs", []), indent=2)
         else:

@@ -1,6 +1,8 @@
 """The chat box of a generative model: the conversation posted by the page, answered by
 ``/v1/chat/completions`` streamed, and passed on to the page as JSON lines as the
-tokens come (``{"delta": …}``, then ``{"done": true, …}`` or ``{"error": …}``)."""
+tokens come (``{"delta": …}``, then ``{"done": true, "model": …, …}`` or ``{"error": …}``).
+With the routing box ticked, the model's task alias is called (``route:<task>``): the
+``done`` line names the version that served it and prices the tokens at its rules."""
 
 from __future__ import annotations
 
@@ -16,8 +18,15 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 
 from modelport.console.calls import PlatformAPI, Stream
-from modelport.console.pricing import price_of_tokens_micros, rules_at
+from modelport.console.pricing import Rule, price_of_tokens_micros, rules_at
+from modelport.console.routed_calls import (
+    ROUTE_PREFIX,
+    route_form,
+    route_preferences,
+    route_task,
+)
 from modelport.console.web import checked_form, current_session, platform
+from modelport.errors import InvalidInput
 
 router = APIRouter()
 
@@ -74,6 +83,12 @@ async def _latest_version(api: PlatformAPI, owner: str, name: str) -> str | None
     return str(items[-1]["version"]) if items else None
 
 
+async def _route_task(api: PlatformAPI, owner: str, name: str) -> str | None:
+    """The task alias of the model (its catalog task), None when it has none."""
+    found = await api.get(f"/api/models/{quote(owner, safe='')}/{quote(name, safe='')}")
+    return route_task(found.body.get("task")) if found.ok else None
+
+
 @router.post("/models/{owner}/{name}/chat")
 async def chat(owner: str, name: str, request: Request) -> Response:
     session = await current_session(request)
@@ -85,15 +100,27 @@ async def chat(owner: str, name: str, request: Request) -> Response:
         )
     model = f"{owner}/{name}"
     api = platform(request, session)
-    # The version the page shows, named in the call: the price quoted is that version's.
-    version = request.query_params.get("version") or await _latest_version(api, owner, name)
-    rules = await rules_at(api, model, version, datetime.now(UTC)) if version else []
-    body = {
-        "model": f"{model}:{version}" if version else model,
+    typed = route_form(form)
+    task = await _route_task(api, owner, name) if typed.on else None
+    body: dict[str, Any] = {
         "messages": turns,
         "stream": True,
         "stream_options": {"include_usage": True},
     }
+    if task is not None:
+        # The model's task alias: the answer's chunks name the version that served it,
+        # and the price quoted is that version's.
+        try:
+            body["route"] = route_preferences(typed)
+        except InvalidInput as refused:
+            return JSONResponse({"error": refused.message, "code": refused.code}, status_code=400)
+        body["model"] = ROUTE_PREFIX + task
+        rules: list[Rule] = []
+    else:
+        # The version the page shows, named in the call: the price quoted is that version's.
+        version = request.query_params.get("version") or await _latest_version(api, owner, name)
+        rules = await rules_at(api, model, version, datetime.now(UTC)) if version else []
+        body["model"] = f"{model}:{version}" if version else model
     stream = Stream(
         request.app, session.credential, "/v1/chat/completions", json.dumps(body).encode()
     )
@@ -116,6 +143,7 @@ async def chat(owner: str, name: str, request: Request) -> Response:
     async def lines() -> AsyncIterator[bytes]:
         buffer = bytearray()
         usage: dict[str, int] = {}
+        served = str(body["model"])
         try:
             async for chunk in stream.chunks():
                 buffer += chunk
@@ -124,16 +152,24 @@ async def chat(owner: str, name: str, request: Request) -> Response:
                         continue
                     if event.get("usage"):
                         usage = event["usage"]
+                    if isinstance(event.get("model"), str):
+                        served = event["model"]
                     for choice in event.get("choices") or []:
                         delta = (choice.get("delta") or {}).get("content")
                         if delta:
                             yield _line({"delta": delta})
+            latency_ms = round((time.perf_counter() - started) * 1000, 1)
+            prices = rules
+            if task is not None and ":" in served and not served.startswith(ROUTE_PREFIX):
+                chosen, _, chosen_version = served.rpartition(":")
+                prices = await rules_at(api, chosen, chosen_version, datetime.now(UTC))
             yield _line(
                 {
                     "done": True,
-                    "latency_ms": round((time.perf_counter() - started) * 1000, 1),
+                    "latency_ms": latency_ms,
                     "usage": usage,
-                    "price_micros": price_of_tokens_micros(rules, usage),
+                    "model": served,
+                    "price_micros": price_of_tokens_micros(prices, usage),
                 }
             )
         finally:

@@ -15,6 +15,7 @@ from starlette.staticfiles import StaticFiles
 
 from modelport.console import (
     account_pages,
+    asset_pages,
     auth_pages,
     billing_pages,
     catalog_pages,
@@ -97,6 +98,7 @@ def _page_routes() -> tuple[BaseRoute, ...]:
         limits_pages,
         jobs_pages,
         leaderboard_pages,
+        asset_pages,
         workbench_pages,
         operator_pages,
     ):

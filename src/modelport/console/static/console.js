@@ -52,6 +52,14 @@ if (chatForm) {
     const body = new FormData();
     body.append("csrf_token", chatForm.elements.csrf_token.value);
     body.append("messages", JSON.stringify(turns));
+    // The routing box, when the page has one: the platform picks the model.
+    const routed = chatForm.elements.route;
+    if (routed && routed.checked) {
+      body.append("route", "1");
+      for (const name of ["prefer", "max_price", "max_latency_ms", "min_score"]) {
+        body.append(name, chatForm.elements[name].value);
+      }
+    }
     try {
       const response = await fetch(chatForm.action, { method: "POST", body, credentials: "same-origin" });
       if (!response.ok) {
@@ -72,6 +80,7 @@ if (chatForm) {
           if (line.delta) answer.textContent += line.delta;
           if (line.error) throw new Error(line.error);
           if (line.done) {
+            document.getElementById("chat-served").textContent = line.model || "";
             document.getElementById("chat-latency").textContent = line.latency_ms;
             const usage = line.usage || {};
             document.getElementById("chat-tokens").textContent =
