@@ -116,7 +116,7 @@ def _swept_event(owner: str | None, days: int, deleted: int) -> audit.NewAuditEv
         key_id=None,
         action=SWEEP_ACTION,
         method="DELETE",
-        target=f"/api/tenants/{owner or ''}/predictions",
+        target=f"/api/tenants/{owner}/predictions" if owner else "/api/predictions",
         tenant=owner or None,
         status=200,
         reason=f"deleted {deleted} prediction records older than {days} days",
