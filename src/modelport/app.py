@@ -92,6 +92,7 @@ if TYPE_CHECKING:
     from modelport.observability.retention import PredictionRetention
     from modelport.observability.serving_metrics import ServingMetrics
     from modelport.observability.slo_metrics import SLIMetrics
+    from modelport.observability.slo_status import SLOStatusService
     from modelport.observability.version_traffic import VersionTrafficService
     from modelport.runtime.engines import GenerativeHost
     from modelport.runtime.formats.base import GenerativeFormat
@@ -141,6 +142,8 @@ class Services:
     outcomes: OutcomeService
     version_traffic: VersionTrafficService
     """Error rate and latency per version of an endpoint, from the prediction log."""
+    slo_status: SLOStatusService
+    """An endpoint's SLOs now (budget left, burn rates), from the prediction log."""
     billing: BillingService
     repository_sync: RepositorySync
     changes: ChangeBus
@@ -1630,6 +1633,7 @@ def build_services(
     from modelport.observability.http_metrics import HttpMetrics
     from modelport.observability.serving_metrics import ServingMetrics
     from modelport.observability.slo_metrics import SLIMetrics
+    from modelport.observability.slo_status import SLOStatusService
     from modelport.observability.version_traffic import VersionTrafficService
     from modelport.serving.routing.shadow_log import shadow_recorder
 
@@ -1781,6 +1785,7 @@ def build_services(
         retention=retention,
         outcomes=outcomes,
         version_traffic=VersionTrafficService(database),
+        slo_status=SLOStatusService(database),
         billing=build_billing(database),
         repository_sync=repository_sync,
         changes=changes,

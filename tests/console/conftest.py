@@ -10,6 +10,7 @@ import sqlite3
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 from starlette.testclient import TestClient
@@ -93,11 +94,12 @@ class SeededConsole:
     beta_key_id: str
     gamma_key: str
 
-    def open(self, home: Path, database: Path) -> Console:
-        """A platform over a copy of the seeded files, at ``home`` and ``database``."""
+    def open(self, home: Path, database: Path, **overrides: Any) -> Console:
+        """A platform over a copy of the seeded files, at ``home`` and ``database``
+        (``overrides``: settings, as ``open_platform`` takes them)."""
         shutil.copyfile(self.database, database)
         shutil.copytree(self.home, home, dirs_exist_ok=True)
-        platform = open_platform(home, f"sqlite:///{database}", self.platform_key)
+        platform = open_platform(home, f"sqlite:///{database}", self.platform_key, **overrides)
         platform.publisher.models.update(self.models)
         return Console(platform, self.beta_key, self.beta_key_id, self.gamma_key)
 
@@ -132,11 +134,20 @@ def seeded_console(
 
 @pytest.fixture
 def console(tmp_path: Path, database_url: str, request: pytest.FixtureRequest) -> Iterator[Console]:
+    yield from console_world(tmp_path, database_url, request)
+
+
+def console_world(
+    tmp_path: Path, database_url: str, request: pytest.FixtureRequest, **overrides: Any
+) -> Iterator[Console]:
+    """The seeded console world on the test's database, with settings ``overrides``."""
     if database_url.startswith("sqlite"):
         seeded: SeededConsole = request.getfixturevalue("seeded_console")
-        world = seeded.open(tmp_path / "home", Path(database_url.removeprefix("sqlite:///")))
+        world = seeded.open(
+            tmp_path / "home", Path(database_url.removeprefix("sqlite:///")), **overrides
+        )
     else:
-        platform = make_platform(tmp_path / "home", database_url)
+        platform = make_platform(tmp_path / "home", database_url, **overrides)
         try:
             world = seed(platform)
         except BaseException:

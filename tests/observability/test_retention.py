@@ -12,9 +12,10 @@ from starlette.testclient import TestClient
 
 from modelport.app import Services
 from modelport.observability.prediction_store import PredictionRepository
-from modelport.observability.retention import PredictionRetention
+from modelport.observability.retention import SWEEP_ACTION, SWEEP_ACTOR, PredictionRetention
 from modelport.observability.types import PredictionRecord
 from modelport.store.tables import PredictionOutcomeRow, PredictionRow
+from modelport.tenancy.types import AuditQuery
 from tests.conftest import ensure_tenant
 from tests.polling import eventually
 
@@ -70,7 +71,15 @@ def test_the_sweep_keeps_each_owners_days_or_the_default(logged: Services) -> No
     assert retention.sweep() == 3
     assert kept(logged) == {"acme-new", "globex-new"}
     assert outcomes(logged) == 1  # the deleted prediction's outcome went with it
+    # One audit event per owner whose records went, saying how many after how long.
+    swept = logged.tenancy.audit_log(AuditQuery(action=SWEEP_ACTION)).items
+    assert {(e.tenant, e.actor, e.reason) for e in swept} == {
+        ("acme", SWEEP_ACTOR, "deleted 1 prediction records older than 30 days"),
+        ("globex", SWEEP_ACTOR, "deleted 1 prediction records older than 90 days"),
+        (None, SWEEP_ACTOR, "deleted 1 prediction records older than 90 days"),  # no owner
+    }
     assert retention.sweep() == 0
+    assert len(logged.tenancy.audit_log(AuditQuery(action=SWEEP_ACTION)).items) == 3
     retention.set_days("acme", None, actor="test")  # back to the default
     assert retention.days_of("acme") == (90, False)
 

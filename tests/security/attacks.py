@@ -306,6 +306,8 @@ def _ops() -> list[Op]:
         "/api/endpoints/{endpoint}/deployments/{deployment}",
         "/api/endpoints/{endpoint}/outcomes",
         "/api/endpoints/{endpoint}/slos",
+        "/api/endpoints/{endpoint}/slos/status",
+        "/api/endpoints/{endpoint}/monitoring",
         "/api/predictions/{prediction}",
     ):
         add("endpoint", "read", "GET", path)
@@ -419,6 +421,7 @@ def _ops() -> list[Op]:
         "/api/balances/{tenant}",
         "/api/audit?tenant={tenant}",
         "/api/tenants/{tenant}/retention",
+        "/api/tenants/{tenant}/costs",
     ):
         add("tenant", "read", "GET", path)
     add("tenant", "list", "GET", "/api/tenants", refused=False, ghost=False)

@@ -34,6 +34,7 @@ from modelport.monitoring.service import MonitoringService
 from modelport.observability.metrics import RuntimeMetrics
 from modelport.observability.predictions import PredictionLog
 from modelport.observability.retention import PredictionRetention
+from modelport.observability.slo_status import SLOStatusService
 from modelport.observability.version_traffic import VersionTrafficService
 from modelport.registry.service import RegistryService
 from modelport.runtime.engines import GenerativeHost
@@ -62,6 +63,10 @@ def prediction_log_service(request: Request) -> PredictionLog:
 
 def version_traffic_service(request: Request) -> VersionTrafficService:
     return get_services(request).version_traffic
+
+
+def slo_status_service(request: Request) -> SLOStatusService:
+    return get_services(request).slo_status
 
 
 def registry_service(request: Request) -> RegistryService:
@@ -189,6 +194,7 @@ def model_repository_service(request: Request) -> _ModelRepository:
 
 
 VersionTraffic = Annotated[VersionTrafficService, Depends(version_traffic_service)]
+SLOStatus = Annotated[SLOStatusService, Depends(slo_status_service)]
 Registry = Annotated[RegistryService, Depends(registry_service)]
 Tenancy = Annotated[TenancyService, Depends(tenancy_service)]
 Serving = Annotated[ServingPlane, Depends(serving_service)]

@@ -1,8 +1,9 @@
 """A consumer's own pages: API keys (create, shown once; revoke), usage and spend by
-model and by day, and the prepaid balance."""
+model and by day, the tenant's share of the month's compute, and the prepaid balance."""
 
 from __future__ import annotations
 
+import asyncio
 from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import quote
@@ -103,9 +104,18 @@ async def usage(request: Request) -> Response:
         for key, calls, micros in totals.by_key
     ]
     balances: list[dict[str, Any]] = []
+    cost_share: dict[str, Any] | None = None
     if session.tenant:
-        found = await api.get(f"/api/balances/{quote(session.tenant, safe='')}")
+        tenant = quote(session.tenant, safe="")
+        found, share = await asyncio.gather(
+            api.get(f"/api/balances/{tenant}"),
+            api.get(f"/api/tenants/{tenant}/costs", period=period),
+        )
         balances = found.body.get("items", []) if found.ok else []
+        if share.ok:
+            cost_share = share.body
+        elif share.status != 403:  # a member who may not read usage is shown none
+            cost_share = {"period": period, "error": share.error}
     return render(
         request,
         "usage.html",
@@ -119,6 +129,7 @@ async def usage(request: Request) -> Response:
         key_names=key_names,
         recent=calls(events)[-RECENT_CALLS:][::-1],
         balances=balances,
+        cost_share=cost_share,
         truncated=cursor is not None and error is None,
         error=error,
         dollars=dollars,

@@ -1,6 +1,7 @@
 """A publisher's endpoints: each one's traffic split, its deployments, a canary's
 progress and gates, a shadow's comparison, traffic per version from the prediction
-log, and the rollback button."""
+log, its monitor's drift and quality per version, its SLOs with the error budget left
+and the burn rates, and the rollback button."""
 
 from __future__ import annotations
 
@@ -132,7 +133,9 @@ async def _endpoint_page(
     listed = await api.get(f"{_path(name)}/deployments")
     deployments = listed.body.get("items", []) if listed.ok else []
     active = next((d for d in deployments if d["id"] == body.get("active_deployment")), None)
-    traffic, outcomes = await _monitoring(api, name)
+    (traffic, outcomes), drift, slos = await asyncio.gather(
+        _monitoring(api, name), _drift(api, name), _slos(api, name)
+    )
     rollback_open = _rollback_open(body)
     return render(
         request,
@@ -147,6 +150,8 @@ async def _endpoint_page(
         shadow=(active or {}).get("shadow"),
         traffic=traffic,
         outcomes=outcomes,
+        drift=drift,
+        slos=slos,
         rollback_open=rollback_open,
         rolled=request.query_params.get("rolled"),
         error=error or (None if listed.ok else listed.error),
@@ -161,6 +166,28 @@ async def _monitoring(api: PlatformAPI, name: str) -> tuple[dict[str, Any], list
     shown = traffic.body if traffic.ok else {"error": traffic.error, "versions": []}
     graded = outcomes.body.get("versions", []) if outcomes.ok else []
     return shown, [v for v in graded if v.get("outcomes")]
+
+
+async def _drift(api: PlatformAPI, name: str) -> dict[str, Any]:
+    """The monitor's report (``GET .../monitoring``), computed now; an unavailable one
+    shows as its error."""
+    report = await api.get(f"{_path(name)}/monitoring")
+    if not report.ok:
+        return {"error": report.error, "versions": []}
+    body: dict[str, Any] = report.body
+    return body
+
+
+async def _slos(api: PlatformAPI, name: str) -> dict[str, Any]:
+    """The endpoint's SLOs where they stand now (``GET .../slos/status``), with the
+    burn-rate windows the table's columns name."""
+    found = await api.get(f"{_path(name)}/slos/status")
+    if not found.ok:
+        return {"error": found.error, "items": [], "windows": []}
+    items: list[dict[str, Any]] = found.body.get("items", [])
+    measured = next((s for s in items if s.get("measured")), {})
+    windows = [b["window"] for b in measured.get("burn_rates", [])]
+    return {**found.body, "windows": windows}
 
 
 def moment(text: str) -> datetime:

@@ -25,6 +25,7 @@ from modelport.console import (
     leaderboard_pages,
     limits_pages,
     oidc_pages,
+    operations_pages,
     operator_pages,
     publisher_pages,
     workbench_pages,
@@ -101,6 +102,7 @@ def _page_routes() -> tuple[BaseRoute, ...]:
         asset_pages,
         workbench_pages,
         operator_pages,
+        operations_pages,
     ):
         router.include_router(pages.router)
     return tuple(router.routes)

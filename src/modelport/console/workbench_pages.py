@@ -1,6 +1,11 @@
 """A publisher's workbench for one of its models: the versions with their lifecycle
 state, aliases and validation, each version's calls and revenue by day in a period,
-and a version's validation report.
+the drift of its versions on the endpoints the publisher may read, and a version's
+validation report.
+
+Drift is shown for endpoints whose monitoring the API answers the publisher: its own
+tenant's. Another tenant's endpoint serving the version is that tenant's (its
+prediction log holds that tenant's callers' data), so it is not listed.
 
 These pages are the owning tenant's (and the platform admin's): a model may be public,
 but its workbench opens only for whom the API answers ``GET /api/tenants/{owner}``;
@@ -26,6 +31,8 @@ from modelport.console.web import current_session, platform, refusal, render
 router = APIRouter()
 
 NOT_VALIDATED = "validation_not_found"
+DRIFT_ENDPOINTS = 10
+"""Endpoints serving the model whose monitoring one workbench page asks for."""
 
 
 def _ref(owner: str, name: str) -> str:
@@ -90,6 +97,7 @@ async def model_workbench(owner: str, name: str, request: Request) -> Response:
         }
         for v, report in zip(version_items, reports, strict=True)
     ]
+    drift = await _drift(api, f"{owner}/{name}")
     errors = [a.error for a in (versions, revenue) if not a.ok]
     return render(
         request,
@@ -100,9 +108,44 @@ async def model_workbench(owner: str, name: str, request: Request) -> Response:
         period=revenue.body.get("period") if revenue.ok else (period or ""),
         versions=rows[::-1],
         totals=total(day for days in daily.values() for day in days),
+        drift=drift,
         errors=errors,
         dollars=dollars,
     )
+
+
+def serves(endpoint: dict[str, Any], model: str) -> bool:
+    """Whether ``endpoint`` (``GET /api/endpoints``) routes traffic or a shadow to ``model``."""
+    refs = [*endpoint.get("traffic", []), endpoint.get("shadow") or {}]
+    return any(ref.get("model") == model for ref in refs)
+
+
+async def _drift(api: PlatformAPI, model: str) -> list[dict[str, Any]]:
+    """Per endpoint the session may read that serves ``model``: its monitor's report on
+    ``model``'s versions (drifted features named), or the API's error."""
+    listed = await api.get("/api/endpoints")
+    if not listed.ok:
+        return []
+    names = [e["name"] for e in listed.body.get("items", []) if serves(e, model)]
+    names = names[:DRIFT_ENDPOINTS]
+    reports = await asyncio.gather(
+        *(api.get(f"/api/endpoints/{quote(n, safe='')}/monitoring") for n in names)
+    )
+    found = []
+    for endpoint, report in zip(names, reports, strict=True):
+        if not report.ok:
+            found.append({"endpoint": endpoint, "error": report.error, "versions": []})
+            continue
+        versions = [
+            {
+                **v,
+                "drifted": [d["feature"] for d in (*v["inputs"], *v["outputs"]) if d["drifted"]],
+            }
+            for v in report.body.get("versions", [])
+            if v.get("model") == model
+        ]
+        found.append({"endpoint": endpoint, "versions": versions})
+    return found
 
 
 @router.get("/publisher/models/{owner}/{name}/versions/{version}/validation")

@@ -3,8 +3,9 @@
 A record is kept ``days`` after it was received, by the retention of the tenant that
 owns its endpoint (``PredictionRecord.owner``: whose log it is), or the installation's
 default (``prediction_retention_days``, 90) for a tenant that set none. ``sweep`` deletes
-what is past it, the outcomes recorded against those predictions with them; a serving
-process runs it every ``prediction_retention_interval_seconds``. ``forget`` is the right
+what is past it, the outcomes recorded against those predictions with them, and audits
+what it deleted per owner (``retention.sweep``); a serving process runs it every
+``prediction_retention_interval_seconds``. ``forget`` is the right
 to deletion: every record of a tenant's calls (``PredictionRecord.tenant``, whichever
 endpoint logged them), their inputs and outputs with them, at once.
 """
@@ -15,13 +16,17 @@ import logging
 from collections.abc import Callable
 from datetime import datetime, timedelta
 
-from sqlalchemy import ColumnElement, delete, select
+from sqlalchemy import ColumnElement, delete, func, select
 from sqlalchemy.orm import Session
 
 from modelport.errors import InvalidInput
 from modelport.store import Database
 from modelport.store.base import utcnow
 from modelport.store.tables import PredictionOutcomeRow, PredictionRetentionRow, PredictionRow
+from modelport.tenancy import audit
+
+SWEEP_ACTION = "retention.sweep"
+SWEEP_ACTOR = "system:retention"
 
 MAX_DAYS = 3650
 _log = logging.getLogger("modelport.observability.retention")
@@ -61,26 +66,37 @@ class PredictionRetention:
                 row.days, row.updated_by, row.updated_at = days, actor, self._now()
 
     def sweep(self) -> int:
-        """Delete every record past its owner's retention; how many went."""
+        """Delete every record past its owner's retention; how many went. Each owner
+        whose records went gets an audit event (``retention.sweep``) in the same
+        transaction, saying how many and after how many days."""
         now = self._now()
         with self.database.transaction() as session:
             rows = session.execute(
                 select(PredictionRetentionRow.tenant, PredictionRetentionRow.days)
             ).all()
             policies = {tenant: days for tenant, days in rows}
-            deleted = 0
+            swept: list[tuple[str | None, int, int]] = []  # (owner, days, deleted)
             for tenant, days in policies.items():
-                deleted += _delete(
-                    session,
-                    (PredictionRow.owner == tenant)
-                    & (PredictionRow.received_at < now - timedelta(days=days)),
+                where = (PredictionRow.owner == tenant) & (
+                    PredictionRow.received_at < now - timedelta(days=days)
                 )
+                swept.append((tenant, days, _delete(session, where)))
             others = PredictionRow.received_at < now - timedelta(days=self.default_days)
             if policies:
                 others = others & (
                     PredictionRow.owner.is_(None) | PredictionRow.owner.not_in(list(policies))
                 )
-            deleted += _delete(session, others)
+            counts = session.execute(
+                select(PredictionRow.owner, func.count())
+                .where(others)
+                .group_by(PredictionRow.owner)
+            ).all()
+            _delete(session, others)
+            swept += [(owner, self.default_days, int(n)) for owner, n in counts]
+            for owner, days, n in swept:
+                if n:
+                    audit.append(session, _swept_event(owner, days, n))
+        deleted = sum(n for _, _, n in swept)
         if deleted:
             _log.info("prediction retention deleted=%d", deleted)
         return deleted
@@ -91,6 +107,20 @@ class PredictionRetention:
             deleted = _delete(session, PredictionRow.tenant == tenant)
         _log.info("prediction records forgotten tenant=%s deleted=%d", tenant, deleted)
         return deleted
+
+
+def _swept_event(owner: str | None, days: int, deleted: int) -> audit.NewAuditEvent:
+    return audit.NewAuditEvent(
+        actor=SWEEP_ACTOR,
+        actor_tenant=None,
+        key_id=None,
+        action=SWEEP_ACTION,
+        method="DELETE",
+        target=f"/api/tenants/{owner}/predictions" if owner else "/api/predictions",
+        tenant=owner or None,
+        status=200,
+        reason=f"deleted {deleted} prediction records older than {days} days",
+    )
 
 
 def _delete(session: Session, where: ColumnElement[bool]) -> int:

@@ -26,7 +26,7 @@ OK, ERROR, REJECTED = "ok", "error", "rejected"
 # What a failure's kind says of the platform: these are its own failures, the rest the
 # caller's (a rate limit is a ``overloaded`` of its own code, the caller's: see below).
 _PLATFORM_KINDS = frozenset({"internal", "unavailable", "deadline", "overloaded"})
-_CALLER_CODES = frozenset(
+CALLER_CODES = frozenset(
     {"rate_limited", "concurrency_limited", "quota_exceeded", "job_quota_exceeded"}
 )
 
@@ -34,7 +34,7 @@ _CALLER_CODES = frozenset(
 def outcome_of(exc: BaseException) -> str:
     """``error`` for a failure on the platform's side, ``rejected`` for the caller's."""
     if isinstance(exc, ModelportError):
-        if exc.kind in _PLATFORM_KINDS and exc.code not in _CALLER_CODES:
+        if exc.kind in _PLATFORM_KINDS and exc.code not in CALLER_CODES:
             return ERROR
         return REJECTED
     if isinstance(exc, Exception):

@@ -167,6 +167,9 @@ OPERATIONS: dict[tuple[str, str], Operation] = {
     ),
     ("post", "/api/endpoints/{name}:predict"): Operation("predict", "Predict through an endpoint"),
     ("get", "/api/endpoints/{name}/slos"): Operation("getEndpointSLOs", "Get an endpoint's SLOs"),
+    ("get", "/api/endpoints/{name}/slos/status"): Operation(
+        "getEndpointSLOStatus", "Get an endpoint's error budgets and burn rates"
+    ),
     ("put", "/api/endpoints/{name}/slos"): Operation(
         "setEndpointSLOs", "Replace an endpoint's SLOs"
     ),
@@ -264,6 +267,9 @@ OPERATIONS: dict[tuple[str, str], Operation] = {
     ("get", "/api/usage"): Operation("getUsage", "Summarize usage"),
     ("get", "/api/costs"): Operation(
         "getCosts", "Get serving costs, revenue and margins per tenant and model (operator)"
+    ),
+    ("get", "/api/tenants/{tenant}/costs"): Operation(
+        "getTenantCosts", "Get a tenant's share of the compute"
     ),
     ("get", "/api/invoices"): Operation("listInvoices", "List invoices"),
     ("get", "/api/invoices/{invoice_id}"): Operation("getInvoice", "Get an invoice"),

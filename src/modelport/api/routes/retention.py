@@ -19,6 +19,7 @@ from modelport.tenancy.policy import Permission
 
 router = APIRouter(tags=["tenants"])
 PATH = "/tenants/{tenant}"
+FORGET_ACTION = "retention.forget"
 
 
 class SetRetention(BaseModel):
@@ -70,7 +71,10 @@ async def forget_predictions(
     retention: deps.Retention, tenant: str, request: Request, principal: CurrentPrincipal
 ) -> dict[str, Any]:
     """Delete now every prediction-log record of the tenant's calls, their inputs,
-    outputs and outcomes, whichever endpoint logged them."""
+    outputs and outcomes, whichever endpoint logged them (audited as
+    ``retention.forget`` with the count)."""
     await _tenant(request, principal, tenant, Permission.TENANT_MANAGE)
     deleted = await anyio.to_thread.run_sync(retention.forget, tenant)
+    request.state.audit_action = FORGET_ACTION
+    request.state.audit_reason = f"deleted {deleted} prediction records"
     return {"tenant": tenant, "deleted": deleted}

@@ -1,13 +1,15 @@
 """/api/endpoints/{name}/slos and /api/slos/rules: an endpoint's service level
-objectives, and the Prometheus rules that watch them.
+objectives, where they stand now (``/slos/status``: the error budget left and the burn
+rates, from the prediction log), and the Prometheus rules that watch them.
 
-Reading an endpoint's SLOs needs ``model.read`` in its tenant, replacing them
+Reading an endpoint's SLOs or their status needs ``model.read`` in its tenant, replacing them
 ``version.deploy``; the rule file, which names every endpoint, is the operator's
 (``platform.manage``).
 """
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import Any
 
 import anyio.to_thread
@@ -15,11 +17,13 @@ from fastapi import APIRouter, Request
 from pydantic import BaseModel, ConfigDict, Field
 from starlette.responses import Response
 
+from modelport.api import deps
 from modelport.api.access import require_platform
 from modelport.api.auth import CurrentPrincipal
 from modelport.api.routes.endpoints import readable_endpoint, require_endpoint, serving
 from modelport.observability.slo import MAX_SLOS, SLO
 from modelport.observability.slo_rules import endpoint_rules
+from modelport.observability.slo_status import SLOStatus
 from modelport.tenancy.policy import Permission
 
 router = APIRouter(tags=["endpoints"])
@@ -40,6 +44,40 @@ def get_slos(name: str, request: Request, principal: CurrentPrincipal) -> dict[s
     """The endpoint's service level objectives."""
     endpoint = readable_endpoint(request, principal, name)
     return _json(endpoint.name, endpoint.slos)
+
+
+def status_json(status: SLOStatus) -> dict[str, Any]:
+    return {
+        **status.slo.model_dump(mode="json"),
+        "measured": status.measured,
+        "events": status.events,
+        "bad_events": status.bad,
+        "error_budget_remaining": status.budget_remaining,
+        "burn_rates": [
+            {"window": b.window, "events": b.events, "bad_events": b.bad, "burn_rate": b.burn_rate}
+            for b in status.burn
+        ],
+    }
+
+
+@router.get("/endpoints/{name}/slos/status")
+async def get_slo_status(
+    slo_status: deps.SLOStatus, name: str, request: Request, principal: CurrentPrincipal
+) -> dict[str, Any]:
+    """Each SLO of the endpoint now: events and bad events over its window, the share of
+    its error budget left, and its burn rate over 5m, 1h, 6h, 1d and 3d (``completion``
+    SLOs: ``measured`` false, their events are jobs)."""
+    endpoint = await anyio.to_thread.run_sync(readable_endpoint, request, principal, name)
+    # Wall time, not the services' clock: the log stamps predictions with wall time.
+    now = datetime.now(UTC)
+    found = await anyio.to_thread.run_sync(
+        lambda: slo_status.status(endpoint.name, owner=endpoint.tenant, slos=endpoint.slos, now=now)
+    )
+    return {
+        "endpoint": endpoint.name,
+        "at": now.isoformat(),
+        "items": [status_json(s) for s in found],
+    }
 
 
 @router.put("/endpoints/{name}/slos")
