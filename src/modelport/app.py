@@ -1007,6 +1007,8 @@ def build_gateway_pool(
     max_replicas)`` (default: none known)."""
     if not settings.worker_pool_on:
         return None
+    import logging
+
     from modelport.api.grpc.worker_backend import WorkerChannels
     from modelport.serving.pool.gateway import GatewayPool
     from modelport.serving.pool.placement import PlacerLock, PoolPlacement
@@ -1066,7 +1068,12 @@ def build_gateway_pool(
     def wake(ref: str) -> bool:
         if not placement.wants(ref):
             return False
-        scaler.wake(ref)
+        try:
+            scaler.wake(ref)
+        except Exception:
+            # Redis unreachable: nothing can place it now; refused as not ready.
+            logging.getLogger(__name__).warning("waking %s failed", ref, exc_info=True)
+            return False
         return True
 
     channels = WorkerChannels(

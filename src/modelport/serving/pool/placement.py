@@ -168,7 +168,7 @@ class PoolPlacement:
             done: Future[VersionStatus] = Future()
             if self.view.ready(ref.ref):
                 done.set_result(self._status(want, LoadState.READY))
-            elif self.scale is not None and self.scale.targets().get(ref.ref) == 0:
+            elif self._scaled_to_zero(ref.ref):
                 done.set_result(
                     replace(
                         self._status(want, LoadState.READY),
@@ -186,6 +186,16 @@ class PoolPlacement:
             return None
         ready = bool(self.view.ready(ref.ref))
         return self._status(want, LoadState.READY if ready else LoadState.LOADING)
+
+    def _scaled_to_zero(self, ref: str) -> bool:
+        if self.scale is None:
+            return False
+        try:
+            return self.scale.targets().get(ref) == 0
+        except Exception:
+            # Redis unreachable: wait for a ready replica as without an autoscaler.
+            _log.warning("the autoscaler's targets could not be read", exc_info=True)
+            return False
 
     def wanted_refs(self) -> list[str]:
         """The versions this gateway holds on the pool."""
