@@ -213,8 +213,8 @@ class PoolScaler:
         )
 
     def wake(self, ref: str) -> None:
-        """A call wants ``ref`` and no replica is ready (see the module)."""
-        self.counter.record(ref)
+        """A call wants ``ref`` and no replica is ready (see the module). The call itself
+        is counted when it reaches a replica."""
         before = self.store.wake(ref, self.clock.now().timestamp())
         if before < 1:
             log_event(_log, "workers.woken", version=ref)
