@@ -225,6 +225,12 @@ FLAT_VARIABLES: list[tuple[str, str, str, Any]] = [
     ("WORKER_LEASE_SECONDS", "9.5", "pool.lease_seconds", 9.5),
     ("WORKER_REPLICAS", "3", "pool.replicas", 3),
     ("WORKER_PLACE_TIMEOUT_SECONDS", "60.5", "pool.place_timeout_seconds", 60.5),
+    ("WORKER_SCALE_SECONDS", "2.5", "pool.scale_seconds", 2.5),
+    ("WORKER_TARGET_WAIT_SECONDS", "0.25", "pool.target_wait_seconds", 0.25),
+    ("WORKER_TARGET_RATE_PER_REPLICA", "40", "pool.target_rate_per_replica", 40.0),
+    ("WORKER_SCALE_DOWN_AFTER_SECONDS", "30", "pool.scale_down_after_seconds", 30.0),
+    ("WORKER_IDLE_SECONDS", "120", "pool.idle_seconds", 120.0),
+    ("WORKER_COLD_START_RETRY_AFTER_SECONDS", "3", "pool.cold_start_retry_after_seconds", 3.0),
     ("OIDC_ISSUER", "value-oidc_issuer", "oidc.issuer", "value-oidc_issuer"),
     ("OIDC_AUDIENCE", "value-oidc_audience", "oidc.audience", "value-oidc_audience"),
     ("OIDC_CLIENT_ID", "value-oidc_client_id", "oidc.client_id", "value-oidc_client_id"),
@@ -281,7 +287,7 @@ def test_the_table_is_the_whole_flat_settings() -> None:
     """Every flat name of today's sections and top-level fields is in the table, each
     once, and no flat name is lost."""
     names = [name.lower() for name, *_ in FLAT_VARIABLES]
-    assert len(names) == len(set(names)) == 141 + 17
+    assert len(names) == len(set(names)) == 141 + 23
     top = {name for name in Settings.model_fields if name not in SECTIONS}
     assert set(names) == set(FLAT_NAMES) | top
     # Two sections naming the same variable would leave one of them unreachable.

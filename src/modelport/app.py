@@ -199,6 +199,8 @@ class Services:
     lifecycle: Lifecycle = field(default_factory=Lifecycle)
     """Who starts and stops what, in which order: the API's lifespan runs
     ``lifecycle.running()``, ``close`` closes its resources."""
+    worker_pool: GatewayPool | None = None
+    """A gateway's side of the worker pool (view, placer, autoscaler), where it is on."""
     grpc: GrpcSurface | None = None
     """The Open Inference Protocol over gRPC, where ``GRPC_PORT`` is set: it listens
     while the lifecycle runs (``build_grpc``)."""
@@ -986,28 +988,54 @@ def estimate_memory(manifest: Manifest) -> int:
         return 2 * sum(f.size for f in manifest.files)
 
 
+def live_bounds(database: Database) -> dict[str, tuple[int, int]]:
+    """Each version the live deployments hold, with its ``(min_replicas, max_replicas)``."""
+    from modelport.serving.endpoints import repository
+    from modelport.serving.endpoints.service import LIVE, replica_bounds
+
+    with database.transaction() as session:
+        return replica_bounds(repository.deployments_in(session, LIVE))
+
+
 def build_gateway_pool(
-    settings: Settings, database: Database, keys: Keyspace, clock: Clock | None = None
+    settings: Settings,
+    database: Database,
+    keys: Keyspace,
+    clock: Clock | None = None,
+    bounds: Callable[[], Mapping[str, tuple[int, int]]] | None = None,
 ) -> GatewayPool | None:
     """A gateway's side of the worker pool (``WORKER_TOKEN`` with ``REDIS_URL``): the
-    registry's view, the placer and the gRPC channels to the workers; None when off."""
+    registry's view, the placer, the autoscaler and the gRPC channels to the workers;
+    None when off. ``bounds``: each live deployment version's ``(min_replicas,
+    max_replicas)`` (default: none known)."""
     if not settings.worker_pool_on:
         return None
+    import logging
+
     from modelport.api.grpc.worker_backend import WorkerChannels
     from modelport.serving.pool.gateway import GatewayPool
     from modelport.serving.pool.placement import PlacerLock, PoolPlacement
     from modelport.serving.pool.placements import PlacementRepository
     from modelport.serving.pool.registry import RedisWorkerRegistry
-    from modelport.serving.pool.replicas import PoolReplicas
+    from modelport.serving.pool.replicas import ColdStart, PoolReplicas
+    from modelport.serving.pool.scaler import CallCounter, PoolScaler, RedisScaleStore
+    from modelport.serving.pool.scaling import Bounds, ScalePolicy
     from modelport.serving.pool.view import PoolView
     from modelport.serving.repository_sync import process_id
 
+    clock = clock or SystemClock()
     client = pool_client(settings, "modelport-pool")
     view = PoolView(
         RedisWorkerRegistry(client, keys),
         refresh_seconds=min(1.0, settings.pool.heartbeat_seconds),
         clock=clock,
     )
+
+    def replica_bounds() -> dict[str, Bounds]:
+        found = {} if bounds is None else bounds()
+        return {ref: Bounds(low, high) for ref, (low, high) in found.items()}
+
+    store = RedisScaleStore(client, keys)
     placement = PoolPlacement(
         view,
         PlacementRepository(database),
@@ -1017,7 +1045,40 @@ def build_gateway_pool(
         pool=settings.pool.name,
         clock=clock,
         place_timeout_seconds=settings.pool.place_timeout_seconds,
+        scale=store,
+        bounds=replica_bounds,
     )
+    counter = CallCounter(clock)
+    pool = settings.pool
+    scaler = PoolScaler(
+        view,
+        store,
+        PlacerLock(client, keys, process_id(), ttl_seconds=10.0, name="scaler"),
+        counter,
+        wanted=placement.wanted_refs,
+        bounds=replica_bounds,
+        kick=placement.loop.kick,
+        policy=ScalePolicy(
+            target_wait_seconds=pool.target_wait_seconds,
+            target_rate_per_replica=pool.target_rate_per_replica,
+            scale_down_after_seconds=pool.scale_down_after_seconds,
+            idle_seconds=pool.idle_seconds,
+        ),
+        clock=clock,
+        interval_seconds=pool.scale_seconds,
+    )
+
+    def wake(ref: str) -> bool:
+        if not placement.wants(ref):
+            return False
+        try:
+            scaler.wake(ref)
+        except Exception:
+            # Redis unreachable: nothing can place it now; refused as not ready.
+            logging.getLogger(__name__).warning("waking %s failed", ref, exc_info=True)
+            return False
+        return True
+
     channels = WorkerChannels(
         settings.pool.token, settings.requests.max_inference_request_bytes, clock=clock
     )
@@ -1027,7 +1088,13 @@ def build_gateway_pool(
         await channels.close()
         client.close()
 
-    return GatewayPool(view, placement, PoolReplicas(view, channels.backend), close)
+    replicas = PoolReplicas(
+        view,
+        channels.backend,
+        record=counter.record,
+        cold=ColdStart(view, wake, clock, pool.cold_start_retry_after_seconds),
+    )
+    return GatewayPool(view, placement, replicas, close, scaler)
 
 
 def build_serving(
@@ -1641,11 +1708,16 @@ def build_services(
     slis = SLIMetrics(metrics.registry)  # the SLOs' events: endpoint calls, ended jobs
     health = build_health(settings, serving_metrics, clock)
     prediction_log, outcomes = build_prediction_log(settings, database, serving_metrics)
-    pool = build_gateway_pool(settings, database, keys, clock) if host is None else None
+    pool = (
+        build_gateway_pool(settings, database, keys, clock, partial(live_bounds, database))
+        if host is None
+        else None
+    )
     if pool is not None:
         from modelport.serving.pool.metrics import PoolCollector
 
-        metrics.registry.register(PoolCollector(pool.view))  # the autoscaler's signal
+        calls = None if pool.scaler is None else pool.scaler.counter
+        metrics.registry.register(PoolCollector(pool.view, calls))  # the autoscaler's signal
     serving = build_serving(
         settings,
         database,
@@ -1800,6 +1872,7 @@ def build_services(
         secret_box=secret_box,
         jobs=jobs,
         job_runner=job_runner,
+        worker_pool=pool,
         validations=validations,
         batches=BatchService(database, jobs, files, now=clock.now),
         job_outputs=build_job_outputs(settings, jobs, blobs, secret_box, clock),

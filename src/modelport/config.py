@@ -814,6 +814,37 @@ class PoolSettings(Section):
     )
     """A deployment's version with no ready replica this long after it was placed fails."""
 
+    scale_seconds: float = Field(default=5.0, gt=0, validation_alias="worker_scale_seconds")
+    """How often the autoscaler decides each version's replicas (one gateway at a time)."""
+
+    target_wait_seconds: float = Field(
+        default=0.5, gt=0, validation_alias="worker_target_wait_seconds"
+    )
+    """A version whose predicted queue wait (mean over its ready replicas) passes this
+    gets one more replica, up to its deployment's ``max_replicas``."""
+
+    target_rate_per_replica: float | None = Field(
+        default=None, gt=0, validation_alias="worker_target_rate_per_replica"
+    )
+    """Calls per second one replica should carry: a higher rate adds replicas (default:
+    the rate alone does not scale)."""
+
+    scale_down_after_seconds: float = Field(
+        default=60.0, ge=0, validation_alias="worker_scale_down_after_seconds"
+    )
+    """How long a version's wait must stay under half the target before it loses one
+    replica (never below ``min_replicas``, nor below one while it is called)."""
+
+    idle_seconds: float = Field(default=900.0, gt=0, validation_alias="worker_idle_seconds")
+    """A version nobody calls this long shrinks to its deployment's ``min_replicas``
+    (zero allowed: its next call loads it, within the call's deadline)."""
+
+    cold_start_retry_after_seconds: float = Field(
+        default=5.0, gt=0, validation_alias="worker_cold_start_retry_after_seconds"
+    )
+    """``Retry-After`` of a call refused (503 ``cold_start``) because its version was not
+    ready on the pool within the call's deadline."""
+
     @model_validator(mode="after")
     def _token_and_lease(self) -> PoolSettings:
         if self.token and len(self.token) < MIN_ADMIN_KEY_LENGTH:

@@ -342,12 +342,29 @@ def check_services(objects: list[dict[str, Any]]) -> None:
 
 
 def exported_metrics() -> set[str]:
-    """Sample names the platform's /metrics pages carry (HTTP and runtime collectors)."""
+    """Sample names the platform's /metrics pages carry (HTTP and runtime collectors,
+    and a gateway's worker pool)."""
+    from prometheus_client import CollectorRegistry
+
     from modelport.observability.http_metrics import HttpMetrics
     from modelport.observability.metrics import RuntimeMetrics
+    from modelport.serving.pool.metrics import PoolCollector
+    from modelport.serving.pool.scaler import CallCounter
+    from modelport.serving.pool.types import WorkerInfo
+    from modelport.serving.pool.view import PoolView
 
+    class NoWorkers:
+        def announce(self, info: WorkerInfo, lease_seconds: float) -> None: ...
+
+        def withdraw(self, worker_id: str) -> None: ...
+
+        def live(self) -> list[WorkerInfo]:
+            return []
+
+    pool = CollectorRegistry()
+    pool.register(PoolCollector(PoolView(NoWorkers()), CallCounter()))
     names: set[str] = set()
-    for registry in (HttpMetrics().registry, RuntimeMetrics().registry):
+    for registry in (HttpMetrics().registry, RuntimeMetrics().registry, pool):
         for family in registry.collect():
             names.add(family.name)
             for suffix in ("_total", "_sum", "_count", "_bucket"):
@@ -355,11 +372,11 @@ def exported_metrics() -> set[str]:
     return names
 
 
-# The pods metrics prometheus-adapter serves (docs/deploy.md has its rules), each from a
-# series of the platform's /metrics.
+# The pods and external metrics prometheus-adapter serves (docs/deploy.md has its
+# rules), each from a series of the platform's /metrics.
 ADAPTER_METRICS = {
     "modelport_http_requests_per_second": "modelport_http_requests_total",
-    "modelport_inference_queue_wait_seconds": "modelport_inference_queue_duration_seconds_sum",
+    "modelport_pool_queue_wait_seconds": "modelport_pool_queue_wait_seconds",
 }
 
 
@@ -372,8 +389,8 @@ def check_autoscalers(objects: list[dict[str, Any]]) -> None:
     for hpa in of_kind(objects, "HorizontalPodAutoscaler"):
         targets.append(hpa["spec"]["scaleTargetRef"]["name"])
         for metric in hpa["spec"]["metrics"]:
-            if metric["type"] == "Pods":
-                name = metric["pods"]["metric"]["name"]
+            if metric["type"] in ("Pods", "External"):
+                name = metric[metric["type"].lower()]["metric"]["name"]
                 assert ADAPTER_METRICS[name] in exported, name
     for scaled in of_kind(objects, "ScaledObject"):
         targets.append(scaled["spec"]["scaleTargetRef"]["name"])

@@ -50,6 +50,8 @@ class TestCheckSpec:
         check_spec(spec(95, 5))
         check_spec(spec(100, 0, shadow=VersionWeight("acme/m", "9")))
         check_spec(canary(steps=(5, 25, 50, 100)))
+        # Scale to zero on the worker pool: no replica kept while idle.
+        check_spec(spec(100, resources=Resources(min_replicas=0, max_replicas=2)))
 
     @pytest.mark.parametrize(
         ("bad", "field"),
@@ -59,6 +61,8 @@ class TestCheckSpec:
             (spec(101, -1), "versions.0.weight"),
             (spec(50, 50, shadow=VersionWeight("acme/m", "2")), "versions"),
             (spec(100, resources=Resources(min_replicas=2, max_replicas=1)), "resources"),
+            (spec(100, resources=Resources(min_replicas=0, max_replicas=0)), "resources"),
+            (spec(100, resources=Resources(min_replicas=-1, max_replicas=1)), "resources"),
             (spec(100, resources=Resources(memory_bytes=0)), "resources.memory_bytes"),
             (canary(steps=(5, 50)), "rollout.steps"),
             (canary(steps=(50, 25, 100)), "rollout.steps"),

@@ -151,7 +151,10 @@ def test_a_worker_killed_under_load_loses_no_call_and_bills_each_once(
             assert made.status_code == 201, made.text
             deployed = httpx.post(
                 f"{urls['g1']}/api/endpoints/{endpoint}/deployments",
-                json={"versions": [{"model": model, "version": "1", "weight": 100}]},
+                json={
+                    "versions": [{"model": model, "version": "1", "weight": 100}],
+                    "resources": {"min_replicas": 2, "max_replicas": 2},
+                },
                 headers=ADMIN,
             )
             assert deployed.status_code == 202, deployed.text

@@ -83,7 +83,7 @@ class ShadowBody(_Body):
 
 
 class ResourcesBody(_Body):
-    min_replicas: int = Field(default=1, ge=1)
+    min_replicas: int = Field(default=1, ge=0)
     max_replicas: int = Field(default=1, ge=1)
     memory_bytes: int | None = Field(default=None, gt=0)
 

@@ -414,6 +414,11 @@ class EndpointService:
         """Versions some live deployment of any endpoint holds."""
         return {p.ref for d in self.deployments_in(LIVE) for p in d.progress}
 
+    def replica_bounds(self) -> dict[str, tuple[int, int]]:
+        """Each version live deployments hold, with the widest of their
+        ``(min_replicas, max_replicas)``: what an autoscaler may give it."""
+        return replica_bounds(self.deployments_in(LIVE))
+
     # ---- traffic changes
     def record_progress(
         self, name: str, deployment: int, progress: list[VersionProgress]
@@ -657,3 +662,17 @@ class EndpointService:
             shadow=refs[spec.shadow.ref] if spec.shadow else None,
             fallbacks={v.ref: refs[v.ref] for v in fallback_versions(endpoint.fallback)},
         )
+
+
+def replica_bounds(deployments: Iterable[Deployment]) -> dict[str, tuple[int, int]]:
+    """Each version ``deployments`` hold, with the widest of their ``(min_replicas,
+    max_replicas)``."""
+    bounds: dict[str, tuple[int, int]] = {}
+    for deployment in deployments:
+        resources = deployment.spec.resources
+        refs = {p.ref for p in deployment.progress}
+        refs.update(v.ref for v in deployment.spec.all_versions())
+        for ref in refs:
+            low, high = bounds.get(ref, (resources.min_replicas, resources.max_replicas))
+            bounds[ref] = (max(low, resources.min_replicas), max(high, resources.max_replicas))
+    return bounds

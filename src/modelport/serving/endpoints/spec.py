@@ -75,8 +75,12 @@ def check_spec(spec: DeploymentSpec) -> None:
     if duplicate is not None:
         _bad(f"{duplicate} is listed twice (the shadow must not also take traffic)", "versions")
     resources = spec.resources
-    if resources.min_replicas < 1 or resources.max_replicas < resources.min_replicas:
-        _bad("replicas: 1 <= min_replicas <= max_replicas", "resources")
+    if (
+        resources.min_replicas < 0
+        or resources.max_replicas < 1
+        or resources.max_replicas < resources.min_replicas
+    ):
+        _bad("replicas: 0 <= min_replicas <= max_replicas, 1 <= max_replicas", "resources")
     if resources.memory_bytes is not None and resources.memory_bytes <= 0:
         _bad("resources.memory_bytes must be positive", "resources.memory_bytes")
     for index, version in enumerate(versions):

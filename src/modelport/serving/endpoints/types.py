@@ -69,7 +69,10 @@ class VersionWeight:
 @dataclass(frozen=True)
 class Resources:
     min_replicas: int = 1
+    """Replicas kept however idle; 0: on the worker pool, a version nobody calls shrinks
+    to none and its next call loads it."""
     max_replicas: int = 1
+    """Replicas the pool's autoscaler may grow a version to."""
     memory_bytes: int | None = None
     """Host memory of one replica of one version; default the manifest's declaration or the
     format's estimate."""

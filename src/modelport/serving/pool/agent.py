@@ -4,7 +4,8 @@ Two steps on the periodic-task primitive, so a slow database never delays the le
 
 - the **heartbeat** (every ``heartbeat_seconds``) announces the worker in the registry
   under a lease of ``lease_seconds``: its address, pool, memory, hardware, formats and
-  engines, each held version's load state and queue;
+  engines, each held version's load state, queue and predicted queue wait (the
+  autoscaling signal);
 - the **placement sync** (every ``sync_seconds``, and kicked by each heartbeat) reads the
   worker's placements from the database, starts loading those not held (pinned, from
   the blob store through the verified local cache), records each one's state
@@ -64,6 +65,7 @@ class WorkerAgent:
         resolve: Callable[[str], VersionRef],
         *,
         formats: frozenset[str],
+        waits: Callable[[VersionKey], float | None] | None = None,
         heartbeat_seconds: float = 1.0,
         lease_seconds: float = 5.0,
         sync_seconds: float = 1.0,
@@ -79,6 +81,8 @@ class WorkerAgent:
         self.placements = placements
         self._resolve = resolve
         self.formats = formats
+        self.waits = waits or host.predicted_wait
+        """Predicted queue wait of a hosted version (None: not hosted)."""
         self.lease_seconds = lease_seconds
         self._held: dict[str, VersionKey] = {}
         """Versions loaded because they were placed here, by ref."""
@@ -96,11 +100,14 @@ class WorkerAgent:
         """What the next heartbeat announces."""
         versions: dict[str, str] = {}
         queued: dict[str, float] = {}
+        waits: dict[str, float] = {}
         used = 0
         for status in self.host.statuses():
             ref = status.key.ref
             versions[ref] = _STATE.get(status.state, status.state.value)
             queued[ref] = float(status.queued)
+            if status.state is LoadState.READY:
+                waits[ref] = self.waits(status.key) or 0.0
             used += status.host_memory_bytes
         return WorkerInfo(
             id=self.identity.id,
@@ -112,6 +119,7 @@ class WorkerAgent:
             engines=self.identity.engines,
             versions=versions,
             queued=queued,
+            waits=waits,
             used_bytes=used,
         )
 

@@ -7,8 +7,14 @@ the reason no worker could take it). The placer, a step on the periodic-task pri
 run by every gateway under a short Redis lock (one of them places at a time), keeps
 the placements in the database equal to what is wanted: it drops the placements of
 workers whose lease lapsed and adds replicas on live workers (``choose``) until each
-wanted version has its ``replicas``. The view's changes kick it, so a lost worker's
+wanted version has its replicas. The view's changes kick it, so a lost worker's
 replicas are placed again within a refresh.
+
+With a ``ScaleStore`` (the autoscaler, ``scaler``), a version's replicas are its target
+there, not a fixed number: the placer gives a version it first places its start
+(``replicas`` within its deployments' bounds), adds replicas up to the target and
+removes those past it (one still loading first, then on the busiest worker). A version
+scaled to zero counts as ready to ``place`` (nothing to load until its first call).
 """
 
 from __future__ import annotations
@@ -16,10 +22,10 @@ from __future__ import annotations
 import logging
 import math
 import threading
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Mapping
 from concurrent.futures import Future
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any
 
 from modelport.background.loops import BackgroundLoop
 from modelport.clock import Clock, SystemClock
@@ -31,9 +37,13 @@ from modelport.runtime.types import LoadState, VersionStatus
 from modelport.serving.placement import key_of
 from modelport.serving.pool.choose import choose
 from modelport.serving.pool.placements import PlacementRepository
-from modelport.serving.pool.types import FAILED, PlacedReplica, Wanted
+from modelport.serving.pool.scaling import Bounds
+from modelport.serving.pool.types import FAILED, READY, PlacedReplica, Wanted
 from modelport.serving.pool.view import PoolView
 from modelport.serving.types import VersionRef
+
+if TYPE_CHECKING:
+    from modelport.serving.pool.scaler import ScaleStore
 
 _log = logging.getLogger(__name__)
 
@@ -43,9 +53,11 @@ NO_WORKER_FITS = "no_worker_fits"
 class PlacerLock:
     """One placer at a time among the gateways: ``SET NX PX`` on ``…:workers:placer``."""
 
-    def __init__(self, client: Any, keys: Keyspace, holder: str, ttl_seconds: float) -> None:
+    def __init__(
+        self, client: Any, keys: Keyspace, holder: str, ttl_seconds: float, name: str = "placer"
+    ) -> None:
         self.client = client
-        self.name = keys.name("workers", "placer")
+        self.name = keys.name("workers", name)
         self.holder = holder
         self.ttl_ms = max(1, math.ceil(ttl_seconds * 1000))
 
@@ -90,6 +102,8 @@ class PoolPlacement:
         clock: Clock | None = None,
         reconcile_seconds: float = 1.0,
         place_timeout_seconds: float = 120.0,
+        scale: ScaleStore | None = None,
+        bounds: Callable[[], Mapping[str, Bounds]] | None = None,
     ) -> None:
         self.view = view
         self.repository = repository
@@ -99,6 +113,8 @@ class PoolPlacement:
         self.pool = pool
         self.clock = clock or SystemClock()
         self.place_timeout_seconds = place_timeout_seconds
+        self.scale = scale
+        self._bounds = bounds or dict
         self._wants: dict[str, _Want] = {}
         self._guard = threading.Lock()
         self._passes = threading.Lock()
@@ -152,6 +168,13 @@ class PoolPlacement:
             done: Future[VersionStatus] = Future()
             if self.view.ready(ref.ref):
                 done.set_result(self._status(want, LoadState.READY))
+            elif self._scaled_to_zero(ref.ref):
+                done.set_result(
+                    replace(
+                        self._status(want, LoadState.READY),
+                        warm_up="scaled to zero: loads on its first call",
+                    )
+                )
             else:
                 want.waiting.append(done)
         self.loop.kick()
@@ -163,6 +186,24 @@ class PoolPlacement:
             return None
         ready = bool(self.view.ready(ref.ref))
         return self._status(want, LoadState.READY if ready else LoadState.LOADING)
+
+    def _scaled_to_zero(self, ref: str) -> bool:
+        if self.scale is None:
+            return False
+        try:
+            return self.scale.targets().get(ref) == 0
+        except Exception:
+            # Redis unreachable: wait for a ready replica as without an autoscaler.
+            _log.warning("the autoscaler's targets could not be read", exc_info=True)
+            return False
+
+    def wanted_refs(self) -> list[str]:
+        """The versions this gateway holds on the pool."""
+        with self._guard:
+            return list(self._wants)
+
+    def wants(self, ref: str) -> bool:
+        return ref in self._wants
 
     def lookup(self, model: str, version: str) -> VersionStatus | None:
         want = self._wants.get(f"{model}:{version}")
@@ -178,6 +219,8 @@ class PoolPlacement:
                         Unavailable(f"{ref.ref} was released", code="model_unloading")
                     )
         self.repository.drop_refs([ref.ref])
+        if self.scale is not None:
+            self.scale.forget([ref.ref])
 
     # ---- the placer
     def reconcile(self) -> None:
@@ -209,8 +252,10 @@ class PoolPlacement:
             by_worker[replica.worker_id].append(replica)
         with self._guard:
             wants = list(self._wants.values())
+        targets = self._targets(wants)
         for want in wants:
-            wanted = want.wanted
+            wanted = replace(want.wanted, replicas=targets.get(want.wanted.ref, self.replicas))
+            placed = self._remove_surplus(wanted, placed, by_worker)
             choice = choose(wanted, list(workers.values()), by_worker)
             for worker_id in choice.workers:
                 self.repository.add(
@@ -227,6 +272,41 @@ class PoolPlacement:
                 log_event(_log, "workers.placed", version=wanted.ref, worker=worker_id)
             want.why = choice.reason
         return placed
+
+    def _targets(self, wants: list[_Want]) -> dict[str, int]:
+        """Each wanted version's replicas: its autoscaler target, set first to the
+        start (``replicas`` within its deployments' bounds) for a version it has none."""
+        if self.scale is None:
+            return {w.wanted.ref: w.wanted.replicas for w in wants}
+        targets = self.scale.targets()
+        missing = [w.wanted.ref for w in wants if w.wanted.ref not in targets]
+        if missing:
+            bounds = self._bounds()
+            for ref in missing:
+                limit = bounds.get(ref, Bounds(1, self.replicas))
+                start = min(max(self.replicas, limit.min, 1), max(limit.max, 1))
+                targets[ref] = self.scale.initial(ref, start, self.clock.now().timestamp())
+        return targets
+
+    def _remove_surplus(
+        self,
+        wanted: Wanted,
+        placed: list[PlacedReplica],
+        by_worker: dict[str, list[PlacedReplica]],
+    ) -> list[PlacedReplica]:
+        """Drop ``wanted``'s replicas past its target: those not ready first, then those
+        on the workers holding the most."""
+        mine = [p for p in placed if p.ref == wanted.ref]
+        surplus = len(mine) - wanted.replicas
+        if surplus <= 0:
+            return placed
+        mine.sort(key=lambda p: (p.state == READY, -len(by_worker[p.worker_id]), p.worker_id))
+        gone = mine[:surplus]
+        for replica in gone:
+            self.repository.drop(replica.ref, replica.worker_id)
+            by_worker[replica.worker_id].remove(replica)
+            log_event(_log, "workers.unplaced", version=replica.ref, worker=replica.worker_id)
+        return [p for p in placed if p not in gone]
 
     def _settle(self, placed: list[PlacedReplica] | None) -> None:
         now = self.clock.monotonic()

@@ -93,3 +93,12 @@ class PlacementRepository:
             return
         with self.database.transaction() as session:
             session.execute(delete(WorkerPlacementRow).where(WorkerPlacementRow.ref.in_(refs)))
+
+    def drop(self, ref: str, worker_id: str) -> None:
+        """Forget one replica (the pool scaled ``ref`` down)."""
+        with self.database.transaction() as session:
+            session.execute(
+                delete(WorkerPlacementRow).where(
+                    WorkerPlacementRow.ref == ref, WorkerPlacementRow.worker_id == worker_id
+                )
+            )

@@ -30,8 +30,11 @@ class WorkerInfo:
     versions: Mapping[str, str] = field(default_factory=dict)
     """The versions it holds (``owner/name:version``) and their load state."""
     queued: Mapping[str, float] = field(default_factory=dict)
-    """Requests waiting per version, as its host counts them (not yet a wait in
-    seconds: the runtime reports counts)."""
+    """Requests waiting per version, as its host counts them."""
+    waits: Mapping[str, float] = field(default_factory=dict)
+    """Predicted queue wait per version in seconds: how long a request arriving now
+    would wait before its batch (or sequence) starts, as its batchers and schedulers
+    predict it; the autoscaling signal."""
     used_bytes: int = 0
     """Host memory its loaded versions take."""
 
@@ -49,6 +52,7 @@ class WorkerInfo:
             "engines": sorted(self.engines),
             "versions": dict(self.versions),
             "queued": dict(self.queued),
+            "waits": dict(self.waits),
             "used_bytes": self.used_bytes,
         }
 
@@ -65,6 +69,7 @@ class WorkerInfo:
             engines=frozenset(doc.get("engines") or ()),
             versions={str(k): str(v) for k, v in (doc.get("versions") or {}).items()},
             queued={str(k): float(v) for k, v in (doc.get("queued") or {}).items()},
+            waits={str(k): float(v) for k, v in (doc.get("waits") or {}).items()},
             used_bytes=int(doc.get("used_bytes") or 0),
         )
 

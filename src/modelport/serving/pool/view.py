@@ -43,6 +43,10 @@ class PoolView:
     def on_change(self, listener: Callable[[], object]) -> None:
         self._listeners.append(listener)
 
+    def off_change(self, listener: Callable[[], object]) -> None:
+        """Stop calling ``listener`` (a call waiting for a replica gave up or got one)."""
+        self._listeners = [x for x in self._listeners if x is not listener]
+
     def refresh(self) -> None:
         """Read the registry now (a failure keeps the last view, and is raised)."""
         found = {info.id: info for info in self.registry.live()}
@@ -50,7 +54,7 @@ class PoolView:
         self._workers = MappingProxyType(found)
         self.fresh = True
         if changed:
-            for listener in self._listeners:
+            for listener in list(self._listeners):
                 try:
                     listener()
                 except Exception:

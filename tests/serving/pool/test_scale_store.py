@@ -1,0 +1,48 @@
+"""The autoscaler's shared state on the real Redis: a first target never overwrites
+one set, a wake raises a target to at least one and never lowers it, and a version's
+last call only moves forward, whichever gateway reports it."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+
+import pytest
+import redis
+
+from modelport.keyspace import Keyspace
+from modelport.serving.pool.scaler import RedisScaleStore
+from tests.metering import conftest as metering_fixtures
+
+redis_url = metering_fixtures.redis_url
+
+
+@pytest.fixture
+def store(redis_url: str) -> Iterator[RedisScaleStore]:
+    client = redis.Redis.from_url(redis_url)
+    keys = Keyspace(uuid.uuid4().hex)
+    yield RedisScaleStore(client, keys)
+    for name in client.scan_iter(f"{keys.prefix}*"):
+        client.delete(name)
+    client.close()
+
+
+def test_targets_start_once_and_wake_to_at_least_one(store: RedisScaleStore) -> None:
+    assert store.initial("a/m:1", 2, at=100.0) == 2
+    assert store.initial("a/m:1", 1, at=200.0) == 2  # another gateway's start: kept
+    store.set_target("a/m:1", 0)
+    assert store.wake("a/m:1", at=300.0) == 0
+    assert store.targets() == {"a/m:1": 1}
+    store.set_target("a/m:1", 3)
+    assert store.wake("a/m:1", at=310.0) == 3
+    assert store.targets() == {"a/m:1": 3}  # a wake never lowers a target
+    assert store.calls() == ({}, {"a/m:1": 310.0})
+
+
+def test_calls_add_up_and_the_last_call_only_moves_forward(store: RedisScaleStore) -> None:
+    store.add_calls({"a/m:1": 3, "a/n:1": 1}, {"a/m:1": 50.0, "a/n:1": 40.0})
+    store.add_calls({"a/m:1": 2}, {"a/m:1": 45.0})  # a gateway reporting late
+    assert store.calls() == ({"a/m:1": 5, "a/n:1": 1}, {"a/m:1": 50.0, "a/n:1": 40.0})
+    store.forget(["a/m:1"])
+    assert store.calls() == ({"a/n:1": 1}, {"a/n:1": 40.0})
+    assert store.targets() == {}
