@@ -20,6 +20,7 @@ from modelport.errors import InvalidInput
 from modelport.registry.facets import FACETS, PriceBands, count_facets
 from modelport.registry.licenses import normalize_license
 from modelport.registry.repository import model_record, tags_of
+from modelport.registry.scores import ScoreBuckets, meets
 from modelport.registry.search_index import SearchIndex
 from modelport.registry.search_terms import SearchTerms, parse_terms
 from modelport.registry.suggest import suggestions
@@ -138,6 +139,7 @@ def _with_facets(
             ("format", query.format),
             ("license", _license_key(query.license) if query.license else None),
             ("price", query.price),
+            ("score", query.score),
         )
         if value
     }
@@ -179,6 +181,10 @@ def _filters(query: CatalogQuery, bands: PriceBands) -> dict[str, ColumnElement[
         )
     if query.price:
         found["price"] = bands.only(query.price)
+    if query.score:
+        found["score"] = ScoreBuckets().only(query.score)
+    if query.min_score is not None:
+        found["min_score"] = meets(query.min_score)
     if query.viewer is not None:
         found["visible"] = _visible_to(query.viewer)
     return found
