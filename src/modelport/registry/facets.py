@@ -133,7 +133,7 @@ def count_facets(
     are not counted: they are no value to filter by.
     """
     bands = PriceBands.of(session, now)
-    scores = ScoreBuckets()
+    scores = ScoreBuckets.of(session)
     rows = (
         scores.join(bands.join(matching))
         .with_only_columns(

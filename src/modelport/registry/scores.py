@@ -15,9 +15,8 @@ which has no fixed scale, is ``lower-better``; one with no verified score ``unsc
 least it where higher is better, at most it where lower is better), as routing's
 ``min_score`` does: pair it with ``task`` to compare like with like.
 
-The evaluations are few beside the catalog, so both engines read them the same way: one
-aggregate of the scored evaluations per query, joined to the matches (the facet) or
-tested by a semi-join (the filters).
+The facet reads each model's bucket as each engine does best (``ScoreBuckets``); the
+filters test a semi-join on the scored evaluations, which are few beside the catalog.
 """
 
 from __future__ import annotations
@@ -25,6 +24,7 @@ from __future__ import annotations
 from typing import Any
 
 from sqlalchemy import ColumnElement, Select, and_, case, false, func, or_, select
+from sqlalchemy.orm import Session
 
 from modelport.store.tables import EvaluationRow, ModelRow
 
@@ -41,35 +41,53 @@ def _scored() -> list[ColumnElement[bool]]:
 
 
 class ScoreBuckets:
-    """Each model's score bucket, for queries over ``ModelRow`` (module docstring)."""
+    """Each model's score bucket, for queries over ``ModelRow`` (module docstring),
+    computed the way each engine does best, as ``facets.PriceBands`` does:
 
-    def __init__(self) -> None:
-        higher = EvaluationRow.higher_is_better.is_(True)
-        best_high = func.max(case((higher, EvaluationRow.score)))
-        best_low = func.min(case((EvaluationRow.higher_is_better.is_(False), EvaluationRow.score)))
+    - ``derived`` (PostgreSQL): the scored evaluations aggregated once per query, a small
+      table joined by hash (``join``);
+    - otherwise (SQLite, which joins by nested loops): the bucket looked up per matching
+      model on the evaluations' (model owner, name) index.
+
+    The filters (``only``) test a semi-join on the aggregate on both.
+    """
+
+    def __init__(self, *, derived: bool) -> None:
+        self.derived = derived
         self.table = (
             select(
                 EvaluationRow.model_owner.label("owner"),
                 EvaluationRow.model_name.label("name"),
-                best_high.label("high"),
-                best_low.label("low"),
+                _best(True).label("high"),
+                _best(False).label("low"),
             )
             .where(*_scored())
             .group_by(EvaluationRow.model_owner, EvaluationRow.model_name)
             .subquery("scores")
         )
-        high, low = self.table.c.high, self.table.c.low
-        self.bucket: ColumnElement[int] = case(
-            (high >= 0.9, 4),
-            (high >= 0.7, 3),
-            (high >= 0.5, 2),
-            (high.is_not(None), 1),
-            (low.is_not(None), 5),
-            else_=0,
+        self._table_bucket = _bucket(self.table.c.high, self.table.c.low)
+        if derived:
+            self.bucket: ColumnElement[int] = self._table_bucket
+            return
+        self.bucket = (
+            select(_bucket(_best(True), _best(False)))
+            .where(
+                EvaluationRow.model_owner == ModelRow.owner,
+                EvaluationRow.model_name == ModelRow.name,
+                *_scored(),
+            )
+            .correlate(ModelRow)
+            .scalar_subquery()
         )
+
+    @classmethod
+    def of(cls, session: Session) -> ScoreBuckets:
+        return cls(derived=session.get_bind().dialect.name == "postgresql")
 
     def join(self, stmt: Select[Any]) -> Select[Any]:
         """``stmt`` (over ``ModelRow``) ready to read ``bucket``."""
+        if not self.derived:
+            return stmt
         return stmt.outerjoin(
             self.table,
             and_(self.table.c.owner == ModelRow.owner, self.table.c.name == ModelRow.name),
@@ -84,7 +102,25 @@ class ScoreBuckets:
         scored = select(self.table.c.owner + "/" + self.table.c.name)
         if name == "unscored":
             return ref.not_in(scored)
-        return ref.in_(scored.where(self.bucket == SCORE_BUCKETS.index(name)))
+        return ref.in_(scored.where(self._table_bucket == SCORE_BUCKETS.index(name)))
+
+
+def _best(higher: bool) -> ColumnElement[Any]:
+    """The best score on metrics better higher (``higher``) or lower."""
+    score = case((EvaluationRow.higher_is_better.is_(higher), EvaluationRow.score))
+    return func.max(score) if higher else func.min(score)
+
+
+def _bucket(high: ColumnElement[Any], low: ColumnElement[Any]) -> ColumnElement[int]:
+    """The index in ``SCORE_BUCKETS`` of a model with these best scores."""
+    return case(
+        (high >= 0.9, 4),
+        (high >= 0.7, 3),
+        (high >= 0.5, 2),
+        (high.is_not(None), 1),
+        (low.is_not(None), 5),
+        else_=0,
+    )
 
 
 def meets(minimum: float) -> ColumnElement[bool]:
