@@ -12,10 +12,13 @@ from typing import Any
 
 import pytest
 from sklearn.metrics import accuracy_score
+from starlette.testclient import TestClient
 
+from modelport.api import create_app
 from modelport.evaluations import repository as evaluations_repo
 from modelport.evaluations.types import ServedVersion
 from modelport.metering.types import BalanceScope
+from tests.console.conftest import sign_in
 from tests.evaluations.conftest import CLASSIFICATION_COLUMNS, CLASSIFIER_IO, Trained, World
 
 PRICE = 3_000
@@ -162,6 +165,15 @@ def test_rows_several_versions_served_are_listed_apart_and_never_a_versions_scor
     [apart] = board["endpoints"]
     assert (apart["rank"], apart["endpoint"], apart["score"]) == (None, "iris-split", 0.9)
     assert services.evaluations.best_scores("classification") == {}
+    # The console lists it apart, with the versions that served it.
+    browser = TestClient(create_app(services))
+    sign_in(browser, world.platform.key)
+    page = browser.get("/console/leaderboards/classification/acme/iris-eval")
+    assert page.status_code == 200, page.text
+    table = page.text.split('<table id="endpoints">', 1)[1].split("</table>", 1)[0]
+    assert "iris-split" in table and "acme/iris:1 (256), acme/iris:2 (44)" in table
+    verified = page.text.split('<table id="verified">', 1)[1].split("</table>", 1)[0]
+    assert "No verified evaluation yet." in verified
     # Nor does the catalog count it a score.
     found = world.client.get("/api/models", params={"facets": "true", "min_score": 0.5})
     assert found.status_code == 200, found.text
