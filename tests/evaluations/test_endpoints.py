@@ -19,7 +19,13 @@ from modelport.evaluations import repository as evaluations_repo
 from modelport.evaluations.types import ServedVersion
 from modelport.metering.types import BalanceScope
 from tests.console.conftest import sign_in
-from tests.evaluations.conftest import CLASSIFICATION_COLUMNS, CLASSIFIER_IO, Trained, World
+from tests.evaluations.conftest import (
+    CLASSIFICATION_COLUMNS,
+    CLASSIFIER_IO,
+    REGRESSOR_IO,
+    Trained,
+    World,
+)
 
 PRICE = 3_000
 CREDIT = 10_000_000
@@ -181,7 +187,7 @@ def test_rows_several_versions_served_are_listed_apart_and_never_a_versions_scor
 
 
 def test_an_endpoint_the_caller_may_not_call_and_bad_targets_are_refused(
-    world: World, classifier: Trained
+    world: World, classifier: Trained, regressor: Trained
 ) -> None:
     world.model("acme/iris", classifier.graph, CLASSIFIER_IO, task="classification")
     world.dataset(
@@ -206,6 +212,16 @@ def test_an_endpoint_the_caller_may_not_call_and_bad_targets_are_refused(
         bad = world.evaluate(dataset="acme/iris-eval", **body)
         assert (bad.status_code, bad.json()["code"]) == (400, "invalid_target"), bad.text
         assert bad.json()["field"] == field
+    # Every version an endpoint may reach is checked as a model's version is.
+    world.model("acme/diabetes", regressor.graph, REGRESSOR_IO, task="regression")
+    _deploy(
+        world,
+        _deployer(world),
+        "wrong-task",
+        [{"model": "acme/diabetes", "version": "1", "weight": 100}],
+    )
+    mismatch = world.evaluate(endpoint="wrong-task", dataset="acme/iris-eval")
+    assert (mismatch.status_code, mismatch.json()["code"]) == (400, "task_mismatch")
     # acme evaluates its own endpoint.
     own = world.run(
         acme["Authorization"].removeprefix("Bearer "),

@@ -225,13 +225,14 @@ class EvaluationService:
     ) -> tuple[ModelVersion, str]:
         """Check an endpoint evaluation: the caller may call the endpoint (404
         ``endpoint_not_found`` otherwise), it has an active deployment (503
-        ``no_active_deployment``), and every version its traffic may reach matches the
-        dataset as a model evaluation's version must (task, columns, the output scored).
+        ``no_active_deployment``), and every version its traffic or fallback chain may
+        reach matches the dataset as a model evaluation's version must (task, columns,
+        the output scored).
         Answers the version the endpoint runs first and the output."""
         route = await self.inference.route(Caller(principal), name, Permission.MODEL_CALL)
         route.check_active()
         chosen: str | None = None
-        for ref in route.versions:
+        for ref in (*route.versions, *route.fallbacks.values()):
             owner, _, model_name = ref.model.partition("/")
             model = await anyio.to_thread.run_sync(self.registry.get_model, owner, model_name)
             if not task_matches(model.task, dataset.task):
