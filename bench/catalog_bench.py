@@ -58,7 +58,7 @@ WORDS = ["fast", "small", "large", "robust", "accurate", "tiny", "quantized", "d
          "multilingual", "vision", "text", "audio", "payments", "retail", "medical", "legal",
          "finance"]  # fmt: skip
 BATCH = 5000
-SEARCH_INDEX_REVISION = "0024_catalog_search_fts"
+SEARCH_INDEX_REVISION = "0026_catalog_search_fts"
 
 
 def _manifest(fmt: str, digest: str, i: int) -> str:

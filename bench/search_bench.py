@@ -8,7 +8,8 @@
 
 A scratch database (SQLite file; with a PostgreSQL URL a temporary database beside the
 named one, dropped at the end) is filled by ``catalog_bench.py``'s bulk inserts, then
-indexed by the search migration's backfill (its time is printed). Each query goes
+indexed by the search migration's backfill (its time is printed); one model in ten is
+priced and one in twenty has a verified score. Each query goes
 through ``RegistryService.search`` as a tenant's member would (visibility filtered;
 ranked page of 50, facets, total, suggestions when nothing matches), and its p50 and p95
 are printed against a baseline measured in the same run: the catalog's former ``q``, a
@@ -36,7 +37,7 @@ from modelport.config import Settings
 from modelport.registry.service import RegistryService
 from modelport.registry.types import CatalogQuery, CatalogViewer
 from modelport.store import Database
-from modelport.store.tables import ModelRow, PriceRuleRow
+from modelport.store.tables import EvaluationRow, ModelRow, PriceRuleRow
 
 BUDGET_MS = 50.0
 VIEWER = CatalogViewer(tenant="owner001")
@@ -102,6 +103,46 @@ def price(database: Database, models: int) -> None:
         session.execute(text("ANALYZE"))
 
 
+def score(database: Database, models: int) -> None:
+    """A verified, published evaluation for one model in twenty (accuracy spread over
+    0..1), so the score facet and ``min_score`` read an evaluations table of a realistic
+    size."""
+    owners = owner_names(models)
+    now = datetime.now(UTC)
+    rows = [
+        {
+            "id": f"e{m:08d}",
+            "kind": "verified",
+            "tenant": "owner001",
+            "created_by": "bench",
+            "model_owner": owners[m % len(owners)],
+            "model_name": f"model-{m:06d}",
+            "model_version": "1",
+            "version_digest": "sha256:" + "0" * 64,
+            "dataset_owner": "owner001",
+            "dataset_name": "bench",
+            "dataset_version": "1",
+            "dataset_digest": "sha256:" + "1" * 64,
+            "split": "test",
+            "task": "classification",
+            "output": "y",
+            "published": True,
+            "state": "succeeded",
+            "metrics": {"accuracy": (m * 7 % 100) / 100},
+            "score": (m * 7 % 100) / 100,
+            "higher_is_better": True,
+            "rows": 100,
+            "latency_ms": 1.0,
+            "created_at": now,
+            "finished_at": now,
+        }
+        for m in range(0, models, 20)
+    ]
+    with database.transaction() as session:
+        session.execute(insert(EvaluationRow), rows)
+        session.execute(text("ANALYZE"))
+
+
 def report(registry: RegistryService, args: argparse.Namespace) -> bool:
     def search(q: str, **filters: Any) -> Callable[[], object]:
         return lambda: registry.search(CatalogQuery(q=q, limit=50, viewer=VIEWER, **filters))
@@ -122,6 +163,8 @@ def report(registry: RegistryService, args: argparse.Namespace) -> bool:
         ("robust + task=embedding", search("robust", task="embedding")),
         ("fraud + price=free", search("fraud", price="free")),
         ("robust + price=high", search("robust", price="high")),
+        ("robust + min_score=0.8", search("robust", min_score=0.8)),
+        ("fraud + score=0.9-1", search("fraud", score="0.9-1")),
         ("fruad (typo: suggestions)", search("fruad")),
         ("no-such-text (none)", search("no-such-text")),
     ]
@@ -148,6 +191,7 @@ def run(url: str | None, args: argparse.Namespace) -> bool:
             started = time.perf_counter()
             fill(services.database, args.models, args.versions_per_model, args.seed)
             price(services.database, args.models)
+            score(services.database, args.models)
             fill_s = time.perf_counter() - started
             total = args.models * args.versions_per_model
             print(

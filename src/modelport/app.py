@@ -1225,6 +1225,7 @@ def build_jobs(
     files: FileService | None = None,
     tracer: Tracer | None = None,
     slis: SLIMetrics | None = None,
+    templates: TemplateService | None = None,
 ) -> tuple[JobService, JobRunner]:
     """The job service and this process's runner over the built-in stages; a job
     submitted here wakes the runner at once. ``notifier``: checks a job's webhook URL at
@@ -1249,7 +1250,8 @@ def build_jobs(
     stages.register("tensor_shards", TensorShardStage(database, now=clock.now))
     stages.register("tensor_publish", TensorPublishStage(database))
     if files is not None:
-        register_batch_stages(stages, database, files, inference, clock)
+        assert templates is not None, "batch lines render templates"
+        register_batch_stages(stages, database, files, inference, templates, clock)
     queue = JobQueue(database, now=clock.now, lease_seconds=settings.jobs.lease_seconds)
     billing = JobBilling(inference)
     runner = JobRunner(
@@ -1340,6 +1342,7 @@ def register_batch_stages(
     database: Database,
     files: FileService,
     inference: InferenceService,
+    templates: TemplateService,
     clock: Clock,
 ) -> None:
     """The batch pipeline's stages (``jobs.batch``): shards whose lines are OpenAI's
@@ -1349,7 +1352,7 @@ def register_batch_stages(
     from modelport.jobs.batch import PublishStage, ShardStage
 
     publish = PublishStage(database, files)
-    lines = OpenAILineRunner(inference)
+    lines = OpenAILineRunner(inference, templates)
     stages.register("batch_shards", ShardStage(database, lines, now=clock.now, publisher=publish))
     stages.register("batch_publish", publish)
 
@@ -1773,8 +1776,21 @@ def build_services(
 
     notifier = WebhookNotifier(webhooks)
     files = build_files(settings, database, blobs, clock)
+    from modelport.templates.service import TemplateService
+
+    templates = TemplateService(database, grants=tenancy.grants_to)
     jobs, job_runner = build_jobs(
-        settings, database, blobs, inference, clock, notifier, moderation, files, tracer, slis
+        settings,
+        database,
+        blobs,
+        inference,
+        clock,
+        notifier,
+        moderation,
+        files,
+        tracer,
+        slis,
+        templates=templates,
     )
     validations = build_validations(settings, database, blobs, registry, jobs, job_runner, clock)
     datasets, evaluations = build_evaluations(
@@ -1833,8 +1849,6 @@ def build_services(
     lifecycle.serve("model repository sync", model_repository.syncing)
     lifecycle.serve("job runner", job_runner.running)  # claims and runs jobs; stops first
     monitoring = build_monitoring(settings, database, registry, serving, metrics, clock, lifecycle)
-    from modelport.templates.service import TemplateService
-
     services = Services(
         settings=settings,
         database=database,
@@ -1886,7 +1900,7 @@ def build_services(
         ),
         datasets=datasets,
         evaluations=evaluations,
-        templates=TemplateService(database, grants=tenancy.grants_to),
+        templates=templates,
         monitoring=monitoring,
     )
     services.grpc = build_grpc(settings, services)

@@ -308,7 +308,9 @@ def test_a_batch_killed_between_shards_is_resumed_with_no_shard_redone(
     )
     assert client.batches.retrieve(batch.id).status == "validating"
 
-    first_lines = CountingLines(OpenAILineRunner(world.services.inference))
+    first_lines = CountingLines(
+        OpenAILineRunner(world.services.inference, world.services.templates)
+    )
     checkpointed: list[int] = []
     second_shard = threading.Event()
 
@@ -325,7 +327,9 @@ def test_a_batch_killed_between_shards_is_resumed_with_no_shard_redone(
     assert len(killed_at) < rows // size
     assert client.batches.retrieve(batch.id).status == "in_progress"
 
-    second_lines = CountingLines(OpenAILineRunner(world.services.inference))
+    second_lines = CountingLines(
+        OpenAILineRunner(world.services.inference, world.services.templates)
+    )
     second = _runner(world, second_lines, checkpointed.append)
     second.start()
     try:
@@ -421,7 +425,7 @@ def test_a_batch_past_its_completion_window_expires_with_its_unrun_lines_as_erro
     )
     assert batch.expires_at == batch.created_at + 24 * 3600
     clock = ManualClock()  # the shard stage's: the window closes when the test says
-    lines = CountingLines(OpenAILineRunner(world.services.inference))
+    lines = CountingLines(OpenAILineRunner(world.services.inference, world.services.templates))
 
     def noted(position: int) -> None:
         if position == 0:
@@ -481,7 +485,7 @@ def test_a_batch_whose_shards_expired_before_a_crash_still_ends_expired(
             crashed.append(position)
             raise RuntimeError("the runner died here")
 
-    lines = CountingLines(OpenAILineRunner(world.services.inference))
+    lines = CountingLines(OpenAILineRunner(world.services.inference, world.services.templates))
     runner = _runner(world, lines, noted, clock)
     runner.start()
     try:

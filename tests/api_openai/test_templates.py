@@ -1,8 +1,14 @@
 """A chat call that names a prompt template through the ``openai`` SDK: the template's
 messages, with the call's variables, come before the call's own; the caller must be
-allowed to read the template, and a missing variable is the call's 400."""
+allowed to read the template, and a missing variable is the call's 400. A batch line's
+chat body names a template the same way, rendered per line under the same rule, and a
+line with a bad template fails alone with its code."""
 
 from __future__ import annotations
+
+import json
+import time
+from typing import Any
 
 import openai
 import pytest
@@ -73,3 +79,67 @@ def test_a_template_the_caller_may_not_read_or_fill_is_refused(world: World) -> 
             extra_body={"template": {"ref": "acme/support:1"}},
         )
     assert missing.value.code == "missing_variable"
+
+
+def test_batch_lines_name_templates_and_a_bad_one_fails_alone(world_on: World) -> None:
+    world = world_on
+    publish_template(world, "public")
+    # A second template private to acme: beta (the batch's submitter) may not read it.
+    world.admin.post("/api/templates", json={"owner": "acme", "name": "inside"})
+    world.admin.post(
+        "/api/templates/acme/inside/versions", json={"version": "1", "manifest": MANIFEST}
+    )
+    world.credit(10_000_000)
+    filled = {"ref": "acme/support:1", "variables": {"company": "Acme"}}
+    templates: list[Any] = [
+        filled,
+        {"ref": "acme/inside:1", "variables": {"company": "Acme"}},
+        {"ref": "acme/support:1"},
+        {"ref": "acme/support"},
+        {"ref": "acme/support:2", "variables": {"company": "Acme"}},
+    ]
+    lines = [
+        {
+            "custom_id": f"r{i}",
+            "method": "POST",
+            "url": "/v1/chat/completions",
+            "body": {
+                "model": "acme/writer",
+                "messages": [{"role": "user", "content": f"row {i}"}],
+                "max_tokens": 20,
+                "template": template,
+            },
+        }
+        for i, template in enumerate(templates)
+    ]
+    client = world.client()
+    uploaded = client.files.create(
+        file=("t.jsonl", "\n".join(json.dumps(line) for line in lines).encode()), purpose="batch"
+    )
+    batch = client.batches.create(
+        input_file_id=uploaded.id, endpoint="/v1/chat/completions", completion_window="24h"
+    )
+    deadline = time.monotonic() + 60
+    while batch.status not in ("completed", "failed", "cancelled", "expired"):
+        assert time.monotonic() < deadline, batch.status
+        time.sleep(0.05)
+        batch = client.batches.retrieve(batch.id)
+    assert batch.status == "completed", batch
+    assert batch.output_file_id and batch.error_file_id
+
+    def jsonl(file_id: str) -> dict[str, Any]:
+        data = client.files.content(file_id).content
+        found = [json.loads(line) for line in data.splitlines() if line.strip()]
+        return {line["custom_id"]: line for line in found}
+
+    [answered] = jsonl(batch.output_file_id).values()
+    assert answered["custom_id"] == "r0"
+    content = answered["response"]["body"]["choices"][0]["message"]["content"]
+    assert content == "answer Acme questions briefly row 0"
+    errors = jsonl(batch.error_file_id)
+    assert {k: (v["response"]["status_code"], v["error"]["code"]) for k, v in errors.items()} == {
+        "r1": (404, "template_not_found"),
+        "r2": (400, "missing_variable"),
+        "r3": (400, "invalid_template_ref"),
+        "r4": (404, "template_version_not_found"),
+    }

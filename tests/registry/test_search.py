@@ -4,6 +4,7 @@ the index kept in step with the registry, and query text that is never syntax.""
 from __future__ import annotations
 
 import re
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -11,6 +12,8 @@ from sqlalchemy import select
 from starlette.testclient import TestClient
 
 from modelport.app import Services
+from modelport.evaluations import repository as evaluations
+from modelport.ids import unique_id
 from modelport.store.tables import ModelRow
 from tests.registry.helpers import Registry, manifest_for
 
@@ -128,6 +131,91 @@ def test_format_and_price_facets(shelf: Registry) -> None:
     assert listed["total"] == 6
     assert _facet(listed, "price") == {"free": 4, "low": 1, "high": 1}
     assert "facets" not in _search(shelf.client)
+
+
+def _evaluated(
+    services: Services,
+    model: str,
+    task: str,
+    metrics: dict[str, float],
+    *,
+    kind: str = "verified",
+    published: bool = True,
+) -> None:
+    """A finished evaluation of ``model`` version 1, as its job (or a claim) writes it."""
+    owner, name = model.split("/")
+    now = datetime.now(UTC)
+    with services.database.transaction() as session:
+        made = evaluations.insert(
+            session,
+            id=unique_id(),
+            kind=kind,
+            tenant=owner,
+            created_by="admin",
+            model_owner=owner,
+            model_name=name,
+            model_version="1",
+            version_digest="sha256:" + "0" * 64,
+            dataset_owner="acme",
+            dataset_name="bench",
+            dataset_version="1",
+            dataset_digest="sha256:" + "1" * 64,
+            split="test",
+            task=task,
+            output="y",
+            published=published,
+            state="queued",
+            created_at=now,
+        )
+        evaluations.record_result(
+            session, made.id, metrics=metrics, rows=10, latency_ms=1.0, at=now
+        )
+
+
+def test_the_score_facet_and_min_score_read_verified_scores_only(
+    shelf: Registry, services: Services
+) -> None:
+    _evaluated(services, "acme/sentiment", "classification", {"accuracy": 0.95})
+    _evaluated(services, "acme/sentiment", "classification", {"accuracy": 0.5})  # not its best
+    _evaluated(services, "acme/sentiment-large", "classification", {"accuracy": 0.6})
+    # A publisher's claim never counts, nor does an evaluation its tenant kept unpublished.
+    _evaluated(
+        services, "acme/sentiment-large", "classification", {"accuracy": 0.99}, kind="claimed"
+    )
+    _evaluated(services, "acme/reviews", "classification", {"accuracy": 0.99}, published=False)
+    _evaluated(services, "globex/tagged", "embedding", {"recall_at_1": 0.75, "mrr": 0.8})
+    _evaluated(services, "globex/detector", "regression", {"mae": 3.0, "rmse": 4.0})
+    answer = _search(shelf.client, q="sentiment")
+    assert _facet(answer, "score") == {
+        "0.9-1": 1,
+        "0.7-0.9": 1,
+        "0.5-0.7": 1,
+        "lower-better": 1,
+        "unscored": 1,
+    }
+    assert _names(shelf.client, q="sentiment", score="0.9-1") == ["acme/sentiment"]
+    assert _names(shelf.client, q="sentiment", score="unscored") == ["acme/reviews"]
+    assert _names(shelf.client, q="sentiment", score="lower-better") == ["globex/detector"]
+    assert _names(shelf.client, q="sentiment", score="perfect") == []
+    # The bucket's own filter leaves its counts whole, and narrows the others.
+    narrowed = _search(shelf.client, q="sentiment", score="0.5-0.7")
+    assert _facet(narrowed, "score") == _facet(answer, "score")
+    assert _facet(narrowed, "task") == {"classification": 1}
+    # min_score: at least it where higher is better, at most it where lower is.
+    assert set(_names(shelf.client, q="sentiment", min_score=0.7)) == {
+        "acme/sentiment",
+        "globex/tagged",
+    }
+    assert _names(shelf.client, q="sentiment", min_score=0.7, task="classification") == [
+        "acme/sentiment"
+    ]
+    assert _names(shelf.client, min_score=5) == ["globex/detector"]
+    assert _names(shelf.client, min_score=0.99) == []
+    filtered = _search(shelf.client, facets=True, min_score=0.7)
+    assert filtered["total"] == 2
+    assert _facet(filtered, "score") == {"0.9-1": 1, "0.7-0.9": 1}
+    bad = shelf.client.get("/api/models", params={"min_score": "many"})
+    assert bad.status_code in (400, 422)
 
 
 def test_another_tenants_private_model_is_never_seen_nor_counted(

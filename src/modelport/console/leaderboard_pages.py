@@ -1,5 +1,6 @@
 """Leaderboards: every board the viewer may see, and one board (verified evaluations
-ranked, price and latency beside the score; publishers' claims apart)."""
+ranked, price and latency beside the score; publishers' claims apart, and endpoint
+evaluations several versions served)."""
 
 from __future__ import annotations
 

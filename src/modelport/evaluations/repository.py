@@ -9,7 +9,13 @@ from typing import Any
 from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
-from modelport.evaluations.types import Evaluation, EvaluationKind, EvaluationState
+from modelport.evaluations.metrics import PRIMARY
+from modelport.evaluations.types import (
+    Evaluation,
+    EvaluationKind,
+    EvaluationState,
+    ServedVersion,
+)
 from modelport.store.tables import EvaluationRow
 
 
@@ -40,6 +46,8 @@ def _record(row: EvaluationRow) -> Evaluation:
         error_message=row.error_message,
         created_at=row.created_at,
         finished_at=row.finished_at,
+        endpoint=row.endpoint,
+        served=tuple(ServedVersion(**doc) for doc in row.served or ()),
     )
 
 
@@ -76,18 +84,40 @@ def record_result(
     rows: int,
     latency_ms: float,
     at: datetime,
+    served: tuple[ServedVersion, ...] = (),
 ) -> bool:
-    """Write the scores once; False if they were written already (a stage run again)."""
+    """Write the scores once; False if they were written already (a stage run again).
+    ``served``: an endpoint evaluation's versions; when one served every row, the
+    evaluation names it. The task's leaderboard metric is kept as ``score`` where the
+    result is one version's verified score (``Evaluation.version_score``)."""
+    row = session.get(EvaluationRow, evaluation_id)
+    if row is None:
+        return False
+    values: dict[str, Any] = {
+        "state": EvaluationState.SUCCEEDED,
+        "metrics": metrics,
+        "rows": rows,
+        "latency_ms": latency_ms,
+        "finished_at": at,
+    }
+    if row.endpoint is not None:
+        values["served"] = [s.to_doc() for s in served]
+    counts = row.kind == EvaluationKind.VERIFIED and (
+        row.endpoint is None or (len(served) == 1 and bool(served[0].model))
+    )
+    if row.endpoint is not None and counts:
+        (one,) = served
+        owner, _, name = one.model.partition("/")
+        values.update(
+            model_owner=owner, model_name=name, model_version=one.version, version_digest=one.digest
+        )
+    metric, higher = PRIMARY.get(row.task, ("", True))
+    if counts and metric in metrics:
+        values.update(score=float(metrics[metric]), higher_is_better=higher)
     done = session.execute(
         update(EvaluationRow)
         .where(EvaluationRow.id == evaluation_id, EvaluationRow.state == EvaluationState.QUEUED)
-        .values(
-            state=EvaluationState.SUCCEEDED,
-            metrics=metrics,
-            rows=rows,
-            latency_ms=latency_ms,
-            finished_at=at,
-        )
+        .values(**values)
     )
     return bool(getattr(done, "rowcount", 0))
 

@@ -1,16 +1,21 @@
 """Evaluations and leaderboards as a tenant sees them.
 
 ``submit`` checks everything that can be known before any work (the dataset split
-readable by the caller, the model callable by it, the task and columns matching) and
-starts the evaluation's job (``evaluations.stage``); the job is metered and billed as
-any job's calls are. An evaluation's scores are written once, by its job; a job that
+readable by the caller, the model, or the endpoint, callable by it, the task and columns
+matching) and starts the evaluation's job (``evaluations.stage``); the job is metered and
+billed as any job's calls are. An endpoint evaluation calls through the endpoint's
+routing; every version its traffic may reach is checked as a model's would be. An evaluation's scores are written once, by its job; a job that
 failed leaves the evaluation ``failed`` with the job's error code (seen when it is next
 read). ``claim`` records a publisher's own scores, kept apart as ``claimed``.
 
 A leaderboard (per task and dataset, optionally one split) ranks every published,
 verified evaluation whose model the viewer may see by the task's score
 (``metrics.PRIMARY``), with the version's price and the measured latency beside it; the
-publishers' claims on the same dataset are listed apart, never ranked.
+publishers' claims on the same dataset are listed apart, never ranked. An endpoint
+evaluation ranks as a version's verified score only when one version served every row
+(it then names that version); one whose rows several versions served (a traffic split, a
+fallback) measured the endpoint, not a version: it is listed apart (``endpoints``),
+unranked, and never counts for routing or the catalog's score.
 """
 
 from __future__ import annotations
@@ -39,8 +44,10 @@ from modelport.evaluations.types import (
 )
 from modelport.ids import unique_id
 from modelport.inference.service import InferenceService
+from modelport.inference.types import Caller
 from modelport.jobs.service import JobService, Submission
 from modelport.jobs.types import EVALUATE, JobState, StageSpec
+from modelport.manifest import Manifest
 from modelport.metering.types import PriceSnapshot, Unit
 from modelport.registry.names import check_model_name, check_owner, check_version
 from modelport.registry.service import RegistryService
@@ -86,10 +93,9 @@ def task_matches(model_task: str, dataset_task: str) -> bool:
     return not model_task or model_task == dataset_task or model_task.endswith("-" + dataset_task)
 
 
-def check_columns(version: ModelVersion, dataset: DatasetVersion, output: str | None) -> str:
+def check_columns(manifest: Manifest, dataset: DatasetVersion, output: str | None) -> str:
     """The feature columns must be the model's inputs, name for name and datatype for
     datatype (400 ``column_mismatch``); answers the output scored (400 ``unknown_output``)."""
-    manifest = version.manifest
     inputs = {spec.name: spec for spec in manifest.inputs}
     features = {c.name: c for c in dataset.manifest.features}
     if set(inputs) != set(features):
@@ -165,7 +171,18 @@ class EvaluationService:
                 "an evaluation runs in a tenant: submit it with a key of the tenant",
                 code="tenant_required",
             )
-        owner, name = _ref(new.model, "model")
+        if (new.model is None) == (new.endpoint is None):
+            raise InvalidInput(
+                "an evaluation names a model or an endpoint, one of them",
+                code="invalid_target",
+                field="model",
+            )
+        if new.endpoint is not None and new.version is not None:
+            raise InvalidInput(
+                "an endpoint is evaluated without a version: its routing picks one a call",
+                code="invalid_target",
+                field="version",
+            )
         dataset_owner, dataset_name = _ref(new.dataset, "dataset")
         check_version(new.dataset_version)
         if new.version is not None:
@@ -180,6 +197,15 @@ class EvaluationService:
                 f"{MAX_ROWS}",
                 code="split_too_large",
             )
+        if new.endpoint is not None:
+            version, output = await self._endpoint_version(
+                principal, new.endpoint, dataset, new.output
+            )
+            return await anyio.to_thread.run_sync(
+                self._start, principal, tenant, version, dataset, new, output
+            )
+        assert new.model is not None
+        owner, name = _ref(new.model, "model")
         await self.inference.require_model(principal, owner, name, Permission.MODEL_CALL)
         version = await anyio.to_thread.run_sync(self.registry.resolve, owner, name, new.version)
         refuse(callable_refusal(principal, owner, version.ref, version.state.value))
@@ -189,10 +215,47 @@ class EvaluationService:
                 f"{model.ref} is a {model.task} model; {dataset.ref} is a {dataset.task} dataset",
                 code="task_mismatch",
             )
-        output = check_columns(version, dataset, new.output)
+        output = check_columns(version.manifest, dataset, new.output)
         return await anyio.to_thread.run_sync(
             self._start, principal, tenant, version, dataset, new, output
         )
+
+    async def _endpoint_version(
+        self, principal: Principal, name: str, dataset: DatasetVersion, output: str | None
+    ) -> tuple[ModelVersion, str]:
+        """Check an endpoint evaluation: the caller may call the endpoint (404
+        ``endpoint_not_found`` otherwise), it has an active deployment (503
+        ``no_active_deployment``), and every version its traffic or fallback chain may
+        reach matches the dataset as a model evaluation's version must (task, columns,
+        the output scored).
+        Answers the version the endpoint runs first and the output."""
+        route = await self.inference.route(Caller(principal), name, Permission.MODEL_CALL)
+        route.check_active()
+        chosen: str | None = None
+        for ref in (*route.versions, *route.fallbacks.values()):
+            owner, _, model_name = ref.model.partition("/")
+            model = await anyio.to_thread.run_sync(self.registry.get_model, owner, model_name)
+            if not task_matches(model.task, dataset.task):
+                raise InvalidInput(
+                    f"endpoint {name} runs {ref.ref}, a {model.task} model; {dataset.ref} is "
+                    f"a {dataset.task} dataset",
+                    code="task_mismatch",
+                )
+            scored = check_columns(ref.manifest, dataset, output)
+            if chosen is not None and scored != chosen:
+                raise InvalidInput(
+                    f"the versions endpoint {name} runs name their first outputs differently: "
+                    "name the output scored",
+                    code="unknown_output",
+                )
+            chosen = scored
+        assert chosen is not None  # an active route has versions
+        stable = route.versions[0]
+        owner, _, model_name = stable.model.partition("/")
+        version = await anyio.to_thread.run_sync(
+            self.registry.get_version, owner, model_name, stable.version
+        )
+        return version, chosen
 
     def _start(
         self,
@@ -226,6 +289,7 @@ class EvaluationService:
                 published=new.publish,
                 state=EvaluationState.QUEUED,
                 created_at=self.now(),
+                endpoint=new.endpoint,
             )
         stage = StageSpec(
             "evaluate",
@@ -235,7 +299,10 @@ class EvaluationService:
             params={"evaluation": evaluation_id},
         )
         submission = Submission(
-            target_kind="model", target=version.ref, inputs=[], pipeline=(stage,)
+            target_kind="model" if new.endpoint is None else "endpoint",
+            target=version.ref if new.endpoint is None else new.endpoint,
+            inputs=[],
+            pipeline=(stage,),
         )
         try:
             job, _ = self.jobs.submit(principal, submission, internal=True)
@@ -383,8 +450,12 @@ class EvaluationService:
             latency = e.latency_ms if e.latency_ms is not None else math.inf
             return (-value if higher else value, latency, e.id)
 
-        verified = sorted((e for e in shown if e.kind is EvaluationKind.VERIFIED), key=order)
+        verified = sorted((e for e in shown if e.version_score), key=order)
         claimed = sorted((e for e in shown if e.kind is EvaluationKind.CLAIMED), key=order)
+        mixed = sorted(
+            (e for e in shown if e.kind is EvaluationKind.VERIFIED and not e.version_score),
+            key=order,
+        )
         return Leaderboard(
             task=task,
             dataset=f"{owner}/{name}",
@@ -393,6 +464,7 @@ class EvaluationService:
             higher_is_better=higher,
             verified=[entry(e, i + 1) for i, e in enumerate(verified)],
             claimed=[entry(e, None) for e in claimed],
+            endpoints=[entry(e, None) for e in mixed],
         )
 
     def best_scores(self, task: str) -> dict[tuple[str, str], VersionScore]:
@@ -409,7 +481,7 @@ class EvaluationService:
             found = repo.verified(session, board)
         best: dict[tuple[str, str], VersionScore] = {}
         for e in found:
-            if e.metrics is None or metric not in e.metrics:
+            if e.metrics is None or metric not in e.metrics or not e.version_score:
                 continue
             key, value = (e.model, e.model_version), e.metrics[metric]
             held = best.get(key)

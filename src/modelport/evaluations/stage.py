@@ -1,5 +1,10 @@
-"""The ``evaluate`` job stage: a model version run over a dataset split, shard by
-shard, and its answers scored by the task's metric suite (``evaluations.metrics``).
+"""The ``evaluate`` job stage: a model version (or an endpoint) run over a dataset
+split, shard by shard, and its answers scored by the task's metric suite
+(``evaluations.metrics``).
+
+An endpoint evaluation calls the endpoint by its name, so its routing (traffic split,
+fallback) picks the version of each shard's call, as for any caller; the versions that
+answered, with their digests and rows, are recorded beside the scores.
 
 Each shard is one ``InferenceService.infer`` call as the submitting principal, at
 offline priority, metered under the call id ``eval:<job>:<shard>`` (so a stage run
@@ -14,6 +19,7 @@ evaluation (``repository.record_result``).
 from __future__ import annotations
 
 import time
+from collections import Counter
 from collections.abc import Callable, Sequence
 from datetime import datetime
 from functools import partial
@@ -27,8 +33,15 @@ from modelport.datasets.splits import SplitRows
 from modelport.errors import InvalidInput
 from modelport.evaluations import metrics
 from modelport.evaluations import repository as repo
-from modelport.evaluations.types import Evaluation
-from modelport.inference.types import Caller, InferenceRequest, InferenceResult, ModelTarget
+from modelport.evaluations.types import Evaluation, ServedVersion
+from modelport.inference.types import (
+    Caller,
+    EndpointTarget,
+    InferenceRequest,
+    InferenceResult,
+    ModelTarget,
+    Target,
+)
 from modelport.jobs import tensors
 from modelport.jobs.stages import StageContext
 from modelport.manifest import TensorSpec
@@ -75,10 +88,15 @@ class EvaluateStage:
         features = [c.name for c in manifest.features]
         label = manifest.label.name
         # The version resolved at submission, never an alias: versions are immutable,
-        # so every shard runs the digest the evaluation names.
-        target = ModelTarget(
-            evaluation.model_owner, evaluation.model_name, evaluation.model_version
+        # so every shard runs the digest the evaluation names. An endpoint: its routing.
+        target: Target = (
+            EndpointTarget(evaluation.endpoint)
+            if evaluation.endpoint is not None
+            else ModelTarget(
+                evaluation.model_owner, evaluation.model_name, evaluation.model_version
+            )
         )
+        served: Counter[tuple[str, str, str]] = Counter()
         answers: list[np.ndarray] = []
         labels: list[np.ndarray] = []
         spent = 0.0
@@ -107,15 +125,23 @@ class EvaluateStage:
             result = await context.services.inference.infer(caller, target, decode)
             spent += self.timer() - began
             assert isinstance(result, InferenceResult)  # no idempotency key: never a replay
+            if evaluation.endpoint is not None:
+                served[_served_by(result)] += len(shard[label])
             answers.append(np.asarray(result.outputs[evaluation.output]))
             labels.append(shard[label])
         outputs = np.concatenate(answers)
         truth = np.concatenate(labels)
         scores = await anyio.to_thread.run_sync(metrics.score, evaluation.task, truth, outputs)
         latency_ms = 1000.0 * spent / rows.rows
+        versions = tuple(
+            ServedVersion(model, version, digest, count)
+            for (model, version, digest), count in sorted(
+                served.items(), key=lambda kv: (-kv[1], kv[0])
+            )
+        )
         context.cancel.settle()  # from here the scores are written whole
         await anyio.to_thread.run_sync(
-            partial(self._record, evaluation.id, scores, rows.rows, latency_ms)
+            partial(self._record, evaluation.id, scores, rows.rows, latency_ms, versions)
         )
         return tensors.dumps(
             {
@@ -123,6 +149,7 @@ class EvaluateStage:
                 "metrics": scores,
                 "rows": rows.rows,
                 "latency_ms": latency_ms,
+                "served": [v.to_doc() for v in versions],
             }
         )
 
@@ -135,9 +162,27 @@ class EvaluateStage:
         return found
 
     def _record(
-        self, evaluation_id: str, scores: dict[str, float], rows: int, latency: float
+        self,
+        evaluation_id: str,
+        scores: dict[str, float],
+        rows: int,
+        latency: float,
+        served: tuple[ServedVersion, ...],
     ) -> None:
         with self.database.transaction() as session:
             repo.record_result(
-                session, evaluation_id, metrics=scores, rows=rows, latency_ms=latency, at=self.now()
+                session,
+                evaluation_id,
+                metrics=scores,
+                rows=rows,
+                latency_ms=latency,
+                at=self.now(),
+                served=served,
             )
+
+
+def _served_by(result: InferenceResult) -> tuple[str, str, str]:
+    """(``owner/name``, version, digest) of the version that answered an endpoint call;
+    empty for the endpoint's static answer (no version ran)."""
+    ran = None if result.prediction is None else result.prediction.version
+    return ("", "", "") if ran is None else (ran.model, ran.version, ran.manifest_digest)

@@ -23,6 +23,29 @@ class EvaluationState(StrEnum):
 
 
 @dataclass(frozen=True)
+class ServedVersion:
+    """A version that answered rows of an endpoint evaluation."""
+
+    model: str
+    """``owner/name`` ('' for the endpoint's static answer)."""
+    version: str
+    digest: str
+    rows: int
+
+    @property
+    def ref(self) -> str:
+        return f"{self.model}:{self.version}"
+
+    def to_doc(self) -> dict[str, Any]:
+        return {
+            "model": self.model,
+            "version": self.version,
+            "digest": self.digest,
+            "rows": self.rows,
+        }
+
+
+@dataclass(frozen=True)
 class Evaluation:
     id: str
     kind: EvaluationKind
@@ -51,10 +74,26 @@ class Evaluation:
     error_message: str | None
     created_at: datetime
     finished_at: datetime | None
+    endpoint: str | None = None
+    """The endpoint it called, for an evaluation of an endpoint; the ``model_*`` fields
+    then name the version that served every row, or (several served) the version the
+    endpoint ran first when it was submitted."""
+    served: tuple[ServedVersion, ...] = ()
+    """An endpoint evaluation's versions that answered its rows, once it succeeded."""
 
     @property
     def model(self) -> str:
         return f"{self.model_owner}/{self.model_name}"
+
+    @property
+    def version_score(self) -> bool:
+        """Whether its scores are one version's verified scores: run by the platform, and
+        for an endpoint, every row answered by one version (not mixed by a split)."""
+        if self.kind is not EvaluationKind.VERIFIED:
+            return False
+        if self.endpoint is None:
+            return True
+        return len(self.served) == 1 and bool(self.served[0].model)
 
     @property
     def dataset(self) -> str:
@@ -65,14 +104,16 @@ class Evaluation:
 class NewEvaluation:
     """What a caller asks to be evaluated (``EvaluationService.submit``)."""
 
-    model: str
-    """``owner/name``."""
+    model: str | None
+    """``owner/name``; None when ``endpoint`` names the target."""
     dataset: str
     """``owner/name``."""
     dataset_version: str
     split: str
     version: str | None = None
     """A version or alias; None: the model's latest."""
+    endpoint: str | None = None
+    """An endpoint called instead of a model: its routing picks the version per call."""
     output: str | None = None
     """The model output scored; None: its first."""
     publish: bool = True
@@ -117,7 +158,8 @@ class Price:
 @dataclass(frozen=True)
 class BoardEntry:
     rank: int | None
-    """1 for the best verified score; None for a claim (never ranked)."""
+    """1 for the best verified score; None for a claim or a mixed endpoint evaluation
+    (never ranked)."""
     evaluation: Evaluation
     score: float
     price: Price
@@ -132,6 +174,8 @@ class Leaderboard:
     higher_is_better: bool
     verified: list[BoardEntry] = field(default_factory=list)
     claimed: list[BoardEntry] = field(default_factory=list)
+    endpoints: list[BoardEntry] = field(default_factory=list)
+    """Endpoint evaluations whose rows several versions served: measured, unranked."""
 
     def to_doc(self, entry_doc: Any) -> dict[str, Any]:
         return {
@@ -142,4 +186,5 @@ class Leaderboard:
             "higher_is_better": self.higher_is_better,
             "verified": [entry_doc(e) for e in self.verified],
             "claimed": [entry_doc(e) for e in self.claimed],
+            "endpoints": [entry_doc(e) for e in self.endpoints],
         }

@@ -20,6 +20,7 @@ from modelport.errors import InvalidInput
 from modelport.registry.facets import FACETS, PriceBands, count_facets
 from modelport.registry.licenses import normalize_license
 from modelport.registry.repository import model_record, tags_of
+from modelport.registry.scores import ScoreBuckets, meets
 from modelport.registry.search_index import SearchIndex
 from modelport.registry.search_terms import SearchTerms, parse_terms
 from modelport.registry.suggest import suggestions
@@ -53,7 +54,7 @@ def search(session: Session, query: CatalogQuery, index: SearchIndex) -> Catalog
     terms = parse_terms(query.q)
     if query.q and terms is None:  # only punctuation: nothing can match
         return CatalogPage(items=(), next_cursor=None, facets=_no_facets(), total=0)
-    filters = _filters(query, PriceBands.of(session, utcnow()))
+    filters = _filters(query, PriceBands.of(session, utcnow()), ScoreBuckets.of(session))
     index.begin(session)
     if terms is None:
         return _listed(session, query, filters, index)
@@ -138,6 +139,7 @@ def _with_facets(
             ("format", query.format),
             ("license", _license_key(query.license) if query.license else None),
             ("price", query.price),
+            ("score", query.score),
         )
         if value
     }
@@ -159,7 +161,9 @@ def _unfaceted(filters: dict[str, ColumnElement[bool]]) -> Select[int]:
     return select(ModelRow.id).where(*(c for name, c in filters.items() if name not in FACETS))
 
 
-def _filters(query: CatalogQuery, bands: PriceBands) -> dict[str, ColumnElement[bool]]:
+def _filters(
+    query: CatalogQuery, bands: PriceBands, scores: ScoreBuckets
+) -> dict[str, ColumnElement[bool]]:
     """Each given filter's condition on ``ModelRow``, by name (facets leave their own
     out); ``visible`` is never left out."""
     found: dict[str, ColumnElement[bool]] = {}
@@ -179,6 +183,10 @@ def _filters(query: CatalogQuery, bands: PriceBands) -> dict[str, ColumnElement[
         )
     if query.price:
         found["price"] = bands.only(query.price)
+    if query.score:
+        found["score"] = scores.only(query.score)
+    if query.min_score is not None:
+        found["min_score"] = meets(query.min_score)
     if query.viewer is not None:
         found["visible"] = _visible_to(query.viewer)
     return found

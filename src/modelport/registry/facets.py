@@ -1,4 +1,5 @@
-"""Catalog facets: the matching models counted by task, format, license and price band.
+"""Catalog facets: the matching models counted by task, format, license, price band and
+score bucket (``registry.scores``).
 
 Each facet is counted under every filter but its own (a page filtered to one task still
 shows how many models each other task has), and always under the viewer's visibility,
@@ -21,10 +22,11 @@ from typing import Any
 from sqlalchemy import ColumnElement, Select, and_, case, false, func, select
 from sqlalchemy.orm import Session, aliased
 
+from modelport.registry.scores import SCORE_BUCKETS, ScoreBuckets
 from modelport.registry.types import FacetCount
 from modelport.store.tables import ModelRow, PriceRuleRow
 
-FACETS = ("task", "format", "license", "price")
+FACETS = ("task", "format", "license", "price", "score")
 PRICE_BANDS = ("free", "low", "medium", "high")
 LOW_BELOW = 1_000
 MEDIUM_BELOW = 10_000
@@ -131,29 +133,29 @@ def count_facets(
     are not counted: they are no value to filter by.
     """
     bands = PriceBands.of(session, now)
+    scores = ScoreBuckets.of(session)
     rows = (
-        bands.join(matching)
+        scores.join(bands.join(matching))
         .with_only_columns(
             ModelRow.task.label("task"),
             ModelRow.license.label("license"),
             bands.band.label("band"),
+            scores.bucket.label("score"),
             formats.label("formats"),
         )
         .subquery("matches")
     )
-    combos = session.execute(
-        select(rows.c.task, rows.c.license, rows.c.band, rows.c.formats, func.count()).group_by(
-            rows.c.task, rows.c.license, rows.c.band, rows.c.formats
-        )
-    )
+    grouped = (rows.c.task, rows.c.license, rows.c.band, rows.c.score, rows.c.formats)
+    combos = session.execute(select(*grouped, func.count()).group_by(*grouped))
     counts: dict[str, Counter[str]] = {name: Counter() for name in FACETS}
     total = 0
-    for task, license, band, fmts, n in combos:
+    for task, license, band, score, fmts, n in combos:
         values = {
             "task": {task} - {""},
             "format": set((fmts or "").split()),
             "license": {license} - {""},
             "price": {PRICE_BANDS[int(band)]},
+            "score": {SCORE_BUCKETS[int(score)]},
         }
         fits = {name: value in values[name] for name, value in wanted.items()}
         if all(fits.values()):

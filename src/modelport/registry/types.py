@@ -166,6 +166,10 @@ class CatalogQuery:
     format: str | None = None
     price: str | None = None
     """A price band (``modelport.registry.facets.PRICE_BANDS``)."""
+    score: str | None = None
+    """A score bucket (``modelport.registry.scores.SCORE_BUCKETS``)."""
+    min_score: float | None = None
+    """The least verified leaderboard score (the most, for a metric better lower)."""
     limit: int = 50
     cursor: str | None = None
     viewer: CatalogViewer | None = None
@@ -185,7 +189,8 @@ class CatalogPage:
     items: tuple[Model, ...]
     next_cursor: str | None
     facets: dict[str, tuple[FacetCount, ...]] | None = None
-    """Per facet (task, format, license, price), the matches by value; None unless asked."""
+    """Per facet (task, format, license, price, score), the matches by value; None unless
+    asked."""
     total: int | None = None
     """How many models match (with ``facets``)."""
     suggestions: tuple[str, ...] = ()

@@ -1114,6 +1114,15 @@ class EvaluationRow(Base):
     error_message: Mapped[str | None] = mapped_column(Text)
     created_at: Mapped[datetime]
     finished_at: Mapped[datetime | None]
+    endpoint: Mapped[str | None] = mapped_column(String(64))
+    """The endpoint it called, for an evaluation of an endpoint (else None)."""
+    served: Mapped[list[dict[str, Any]] | None] = mapped_column(JSON)
+    """An endpoint evaluation's versions that served its rows: model, version, digest,
+    rows."""
+    score: Mapped[float | None] = mapped_column(Float)
+    """The task's leaderboard metric, where the result counts as its version's verified
+    score (the catalog's score facet reads it)."""
+    higher_is_better: Mapped[bool | None]
 
 
 # ---- worker pool -------------------------------------------------------------

@@ -6,7 +6,11 @@ refusal becomes a gRPC status once, in ``_refusals`` (``api.grpc.status``).
 
 A model is named as on ``/v2``: ``owner/name`` (with ``model_version`` a version or
 alias, empty for the default) calls a registry version; a name of one segment calls the
-endpoint of that name through its active deployment.
+endpoint of that name through its active deployment; ``route:<task>`` (no version) is
+a task alias on ``ModelInfer``: the platform picks and falls back as on ``/v2``
+(``inference.routed``), with the preferences in the ``modelport-route`` metadata or the
+string parameter ``route`` (a JSON object); the answer's ``model_name`` and
+``model_version`` name the version that served it, which is the one billed.
 
 ``ModelStreamInfer`` streams generative models, the way Triton's decoupled models do:
 each request on the stream names a model and carries its prompt in the BYTES input
@@ -24,6 +28,7 @@ wrong key ends the stream itself (UNAUTHENTICATED).
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextvars import ContextVar
@@ -54,6 +59,7 @@ from modelport.api.v2.validate import validate_request
 from modelport.errors import Internal, InvalidInput, ModelportError, NotFound, Unavailable
 from modelport.ids import unique_id
 from modelport.inference.streaming import MAX_TOKENS_LIMIT, GenerateRequest
+from modelport.inference.task_routes import INVALID_ROUTE, is_route, route_target
 from modelport.inference.types import (
     Caller,
     EndpointTarget,
@@ -76,6 +82,8 @@ _log = logging.getLogger(__name__)
 SERVICE_NAME = "inference.GRPCInferenceService"
 """The protocol's service name: the path every client calls."""
 EXTENSIONS = ("binary_tensor_data", "model_repository", "statistics", "generate_stream")
+ROUTE_METADATA = "modelport-route"
+"""A routed call's preferences as metadata (a JSON object), as ``/v2``'s header."""
 DEFAULT_MAX_TOKENS = 16
 """``max_tokens`` of a streamed request that sets none (OpenAI's completions default)."""
 _SAMPLING = {"temperature": float, "top_p": float, "top_k": int, "seed": int}
@@ -265,10 +273,20 @@ class InferenceServicer:
         self, request: pb.ModelInferRequest, context: grpc.aio.ServicerContext
     ) -> pb.ModelInferResponse:
         caller = await self._caller(context)
-        target = _target(request.model_name, request.model_version)
         decoder = _Decoder(
             request, self.settings.requests.max_tensor_elements, context.time_remaining()
         )
+        if is_route(request.model_name):
+            if request.model_version:
+                raise InvalidInput(
+                    f"{request.model_name} is called without a version: the platform picks one",
+                    code="invalid_route",
+                )
+            routed = route_target(request.model_name, _route_preferences(request, context))
+            answered = await self.inference.infer(caller, routed, decoder.decode)
+            assert isinstance(answered, InferenceResult)
+            return self._infer_response(answered, decoder)
+        target = _target(request.model_name, request.model_version)
         if isinstance(target, ModelTarget):
             result = await self.inference.call_model(caller, target, decoder.decode)
         else:
@@ -278,6 +296,11 @@ class InferenceServicer:
                 raise _unknown_name(target.name, exc) from None
             assert isinstance(answered, InferenceResult)  # no idempotency key: no replay
             result = answered
+        return self._infer_response(result, decoder)
+
+    @staticmethod
+    def _infer_response(result: InferenceResult, decoder: _Decoder) -> pb.ModelInferResponse:
+        """The answer, naming the version that served it (a routed call's choice)."""
         parsed = decoder.parsed
         return encode_infer_response(
             result.outputs,
@@ -570,6 +593,26 @@ def _target(name: str, version: str) -> Target:
             f"model {name} not found: models are named owner/name", code="model_not_found"
         )
     return ModelTarget(owner, rest, version or None)
+
+
+def _route_preferences(request: pb.ModelInferRequest, context: grpc.aio.ServicerContext) -> Any:
+    """A routed call's preferences, as ``/v2`` takes them: the ``modelport-route``
+    metadata's JSON object, else the request parameter ``route`` (a JSON object as a
+    string: gRPC parameters hold no objects); None when neither is given."""
+    raw = _metadata_value(context, ROUTE_METADATA)
+    if raw is None:
+        given = parameters_of(request.parameters).get("route")
+        if given is None:
+            return None
+        if not isinstance(given, str):
+            raise InvalidInput(
+                "parameter 'route' must be a JSON object in a string", code=INVALID_ROUTE
+            )
+        raw = given
+    try:
+        return json.loads(raw)
+    except ValueError:
+        raise InvalidInput("the route preferences are not valid JSON", code=INVALID_ROUTE) from None
 
 
 def _model_target(name: str) -> ModelTarget:

@@ -5,7 +5,9 @@ line's metered call id, and answered as OpenAI's batch output line ``{"id",
 "custom_id", "response": {"status_code", "request_id", "body"}, "error"}``. A request
 the platform refuses (unknown model, bad parameter, no budget, engine failure) is an
 error line with its status and OpenAI's error body; ``stream`` is ignored (a batch
-line answers whole)."""
+line answers whole). A chat line may name a prompt template as a direct call does
+(``api.openai.templates``): rendered per line as the batch's submitter, so a template it
+may not read, or a variable missing, fails that line alone with its code."""
 
 from __future__ import annotations
 
@@ -27,6 +29,7 @@ from modelport.api.openai.requests import (
     parse_completion,
     parse_embedding,
 )
+from modelport.api.openai.templates import with_template
 from modelport.api.problems import status_of
 from modelport.errors import ModelportError, NotFound
 from modelport.inference.service import InferenceService
@@ -34,6 +37,7 @@ from modelport.inference.streaming import GenerateRequest
 from modelport.inference.types import Caller, InferenceResult
 from modelport.jobs.types import LineOutcome
 from modelport.runtime.types import ChatMessage, Priority
+from modelport.templates.service import TemplateService
 from modelport.tenancy import Principal
 
 GENERATION_TIMEOUT_SECONDS = 600.0
@@ -57,9 +61,14 @@ class OpenAILineRunner:
     """``LineRunner`` for OpenAI's batch lines (see the module docstring)."""
 
     def __init__(
-        self, inference: InferenceService, *, timeout: float = GENERATION_TIMEOUT_SECONDS
+        self,
+        inference: InferenceService,
+        templates: TemplateService,
+        *,
+        timeout: float = GENERATION_TIMEOUT_SECONDS,
     ) -> None:
         self.inference = inference
+        self.templates = templates
         self.timeout = timeout
 
     async def run_line(
@@ -136,7 +145,7 @@ class OpenAILineRunner:
             assert isinstance(result, InferenceResult)  # no idempotency key: never a replay
             return embedding_answer(parsed, decoder, result)
         if endpoint == "/v1/chat/completions":
-            chat = parse_chat(body)
+            chat = parse_chat(await with_template(self.templates, principal, body))
             return await self._generate(
                 principal, chat.sampling, (None,), chat.messages, call_id, request_id
             )

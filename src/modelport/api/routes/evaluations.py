@@ -20,9 +20,13 @@ router = APIRouter(tags=["evaluations"])
 class SubmitEvaluation(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    model: str = Field(description="owner/name")
+    model: str | None = Field(default=None, description="owner/name (or name an endpoint)")
     version: str | None = Field(
         default=None, description="a version or alias; the latest if absent"
+    )
+    endpoint: str | None = Field(
+        default=None,
+        description="an endpoint evaluated through its routing, instead of a model",
     )
     dataset: str = Field(description="owner/name")
     dataset_version: str
@@ -55,6 +59,9 @@ def evaluation_json(evaluation: Evaluation) -> dict[str, Any]:
         "split": evaluation.split,
         "task": evaluation.task,
         "output": evaluation.output or None,
+        "endpoint": evaluation.endpoint,
+        "served": [s.to_doc() for s in evaluation.served],
+        "version_score": evaluation.version_score,
         "published": evaluation.published,
         "metrics": evaluation.metrics,
         "rows": evaluation.rows,
@@ -87,6 +94,8 @@ def entry_json(entry: BoardEntry) -> dict[str, Any]:
         "latency_ms": e.latency_ms,
         "rows": e.rows,
         "price": entry.price.to_doc(),
+        "endpoint": e.endpoint,
+        "served": [s.to_doc() for s in e.served],
         "evaluation": e.id,
     }
 
@@ -99,15 +108,17 @@ async def submit_evaluation(
     response: Response,
     principal: CurrentPrincipal,
 ) -> dict[str, Any]:
-    """Evaluate a model version on a dataset split, as a job of the caller's tenant
-    (metered and billed as any job). 400 ``unknown_split``, ``column_mismatch``,
-    ``task_mismatch``, ``unknown_output``; 404 for a dataset or model the caller may not
-    read or call."""
+    """Evaluate a model version, or an endpoint through its routing, on a dataset split,
+    as a job of the caller's tenant (metered and billed as any job). 400
+    ``invalid_target`` (a model and an endpoint, or neither), ``unknown_split``,
+    ``column_mismatch``, ``task_mismatch``, ``unknown_output``; 404 for a dataset, model
+    or endpoint the caller may not read or call."""
     evaluation = await evaluations.submit(
         principal,
         NewEvaluation(
             model=body.model,
             version=body.version,
+            endpoint=body.endpoint,
             dataset=body.dataset,
             dataset_version=body.dataset_version,
             split=body.split,
@@ -183,6 +194,6 @@ def get_leaderboard(
     split: str | None = None,
 ) -> dict[str, Any]:
     """Verified evaluations ranked by the task's score, with price and latency beside it;
-    publishers' claims apart."""
+    publishers' claims apart, and endpoint evaluations several versions served."""
     board = evaluations.leaderboard(principal, task, f"{owner}/{name}", split)
     return board.to_doc(entry_json)

@@ -13,6 +13,7 @@ from modelport.api.auth import CurrentPrincipal
 from modelport.api.routes.registry_json import model_json
 from modelport.registry.catalog import MAX_LIMIT
 from modelport.registry.facets import PRICE_BANDS
+from modelport.registry.scores import SCORE_BUCKETS
 from modelport.registry.types import CatalogQuery
 from modelport.tenancy.policy import Permission
 
@@ -50,6 +51,17 @@ def list_models(
     owner: str | None = None,
     format: str | None = None,
     price: Annotated[str | None, Query(description="price band: " + ", ".join(PRICE_BANDS))] = None,
+    score: Annotated[
+        str | None, Query(description="verified score bucket: " + ", ".join(SCORE_BUCKETS))
+    ] = None,
+    min_score: Annotated[
+        float | None,
+        Query(
+            allow_inf_nan=False,
+            description="the least verified leaderboard score on the model's task metric "
+            "(the most, for a metric better lower such as MAE)",
+        ),
+    ] = None,
     facets: Annotated[
         bool, Query(description="count the matches by facet (always with q)")
     ] = False,
@@ -68,6 +80,8 @@ def list_models(
             owner=owner,
             format=format,
             price=price,
+            score=score,
+            min_score=min_score,
             facets=facets,
             limit=limit,
             cursor=cursor,
