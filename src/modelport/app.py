@@ -985,7 +985,17 @@ def pool_tls(settings: Settings) -> PoolTls | None:
         return None
 
     def read(path: Path | None) -> bytes | None:
-        return None if path is None else path.read_bytes()
+        if path is None:
+            return None
+        try:
+            return path.read_bytes()
+        except OSError as exc:
+            from modelport.errors import InvalidInput
+
+            raise InvalidInput(
+                f"cannot read the pool's TLS file {path}: {exc.strerror}",
+                code="worker_tls_unreadable",
+            ) from None
 
     return PoolTls(cert=read(pool.tls_cert), key=read(pool.tls_key), ca=read(pool.tls_ca))
 

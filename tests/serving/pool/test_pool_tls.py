@@ -18,7 +18,7 @@ from modelport.api.grpc.worker_backend import WorkerChannels
 from modelport.app import WorkerServices, build_worker_services, pool_tls
 from modelport.clock import SystemClock
 from modelport.config import Role, Settings
-from modelport.errors import ModelportError, NotFound, Unavailable
+from modelport.errors import InvalidInput, ModelportError, NotFound, Unavailable
 from modelport.manifest import parse_manifest
 from modelport.serving.pool.types import WorkerInfo
 from modelport.serving.types import BackendRequest, VersionRef
@@ -136,5 +136,8 @@ def test_the_settings_name_the_pem_files(tmp_path: Path, authority: Authority) -
     )
     assert pool_tls(settings) == side
     assert pool_tls(Settings(home=tmp_path)) is None
+    with pytest.raises(InvalidInput) as unreadable:
+        pool_tls(Settings(home=tmp_path, worker_tls_ca=str(tmp_path / "missing.pem")))
+    assert unreadable.value.code == "worker_tls_unreadable"
     with pytest.raises(ValueError, match="go together"):
         Settings(home=tmp_path, worker_tls_cert=str(paths["cert"]))
