@@ -130,9 +130,17 @@ class World:
 
     def output_tokens(self) -> list[int]:
         """The output tokens of each of beta's calls, as the gateway's ledger has them."""
+        return [quantity for quantity, _ in self.output_events()]
+
+    def output_events(self) -> list[tuple[int, str]]:
+        """Each of beta's calls' output tokens and how the call ended."""
         self.gateway.services.metering.deliver()
         entries = Ledger(self.gateway.services.database).entries(tenant="beta")
-        return [e.event.quantity for e in entries if e.event.unit == "output_token"]
+        return [
+            (e.event.quantity, e.event.status.value)
+            for e in entries
+            if e.event.unit == "output_token"
+        ]
 
 
 @pytest.fixture
@@ -266,7 +274,7 @@ def test_a_worker_lost_mid_stream_ends_it_with_an_error_event_billed_for_what_ca
     errors = [e["error"] for e in events if "error" in e]
     assert text == "1 2 3"
     assert [e["code"] for e in errors] == [WORKER_LOST]
-    assert world.output_tokens() == [3]  # what was delivered, once
+    assert world.output_events() == [(3, "failed")]  # what was delivered, once
 
     # Calls not started go to the other replica: the lost one's attempts fail first.
     (victim,) = lost
