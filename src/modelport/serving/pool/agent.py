@@ -10,7 +10,7 @@ Two steps on the periodic-task primitive, so a slow database never delays the le
   the blob store through the verified local cache), records each one's state
   (``loading``, ``ready``, ``failed`` with its cause), and unloads what it holds that is
   no longer placed on it. A generative version (one a generative engine serves) is
-held by ``GenerativeHolds`` instead of the model host, and announced the same way.
+  held by ``GenerativeHolds`` instead of the model host, and announced the same way.
 
 ``stop`` withdraws the worker from the registry at once; a killed worker's lease lapses
 on its own.
