@@ -3,8 +3,9 @@ and Redis: a gateway and two workers built as their roles build them (the worker
 gRPC servers on loopback), their periodic steps driven by hand. The workers run the
 test engine (``HeldEngine``: it counts ``1 2 3 ...``, and can hold a stream after some
 tokens until it is cancelled, a gate instead of a race). Calls come through the
-gateway's ``/v1`` with the official ``openai`` SDK and a consumer's key: streamed and
-whole, billed once on the gateway; a worker's server stopped abruptly mid-stream ends
+gateway's ``/v1`` with the official ``openai`` SDK and a consumer's key (and its public
+gRPC ``ModelStreamInfer`` with ``tritonclient``): streamed and whole, billed once on
+the gateway; a worker's server stopped abruptly mid-stream ends
 the stream with a ``worker_lost`` error event, billed for what was delivered, while a
 call not yet started goes to the other replica; a stream the gateway closes, or whose
 deadline passes, stops the generation on the worker."""
@@ -35,10 +36,12 @@ from modelport.metering.types import BalanceScope
 from modelport.runtime.types import ChatMessage, GenerationChunk, GenerationRequest
 from modelport.serving.types import StreamRequest, VersionRef
 from modelport.testing.toy_engine import TOY_FORMAT, ToyEngine, ToyGenerativeFormat, ToyRecord
-from tests.conftest import free_port
+from tests.api_grpc.test_stream import Stream
+from tests.conftest import free_port, skip_or_fail
+from tests.databases import truncate_tables
 from tests.polling import eventually
-from tests.serving.conftest import Serving
-from tests.serving.pool.test_pool import drive, gateway, pool_of, redis_url  # noqa: F401
+from tests.serving.conftest import Serving, ServingFactory
+from tests.serving.pool.test_pool import TOKEN, drive, pool_of, redis_url  # noqa: F401
 
 # The SDK's platform headers ask for the processor (``uname -p``, once per process):
 # asked at collection, so no test is taken for one starting processes.
@@ -144,7 +147,24 @@ class World:
 
 
 @pytest.fixture
-def world(gateway: Serving) -> Iterator[World]:  # noqa: F811
+def gateway(make_serving: ServingFactory, postgres_url: str | None, redis_url: str) -> Serving:  # noqa: F811
+    """A pool gateway serving gRPC too (its public OIP surface)."""
+    if postgres_url is None:
+        skip_or_fail("the pool needs PostgreSQL (MODELPORT_TEST_DATABASE_URL)")
+    assert postgres_url is not None
+    truncate_tables(postgres_url)  # another test's placements and versions
+    return make_serving(
+        postgres_url,
+        role=Role.GATEWAY,
+        redis_url=redis_url,
+        worker_token=TOKEN,
+        worker_replicas=2,
+        grpc_port=free_port(),
+    )
+
+
+@pytest.fixture
+def world(gateway: Serving) -> Iterator[World]:
     workers: list[Worker] = []
     for name in ("w1", "w2"):
         engine = HeldEngine(mode="count")
@@ -341,3 +361,18 @@ def test_closing_a_stream_or_its_deadline_stops_the_generation_on_the_worker(
     second = worker.engine.records[-1]
     assert second is not first
     assert eventually(lambda: second.cancelled, 30)
+
+
+def test_the_public_grpc_surface_streams_from_a_worker(world: World) -> None:
+    grpc = world.gateway.services.grpc
+    assert grpc is not None
+    stream = Stream(grpc.port, world.key)
+    try:
+        stream.send("talk", "hello pool", max_tokens=3)
+        chunks, final = stream.call()
+    finally:
+        stream.close()
+    assert "".join(chunks) == "1 2 3"
+    assert final["output_tokens"] == 3
+    assert sum(len(w.engine.records) for w in world.workers) == 1
+    assert world.output_tokens() == [3]
