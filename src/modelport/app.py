@@ -997,7 +997,12 @@ def pool_tls(settings: Settings) -> PoolTls | None:
                 code="worker_tls_unreadable",
             ) from None
 
-    return PoolTls(cert=read(pool.tls_cert), key=read(pool.tls_key), ca=read(pool.tls_ca))
+    return PoolTls(
+        cert=read(pool.tls_cert),
+        key=read(pool.tls_key),
+        ca=read(pool.tls_ca),
+        server_name=pool.tls_server_name,
+    )
 
 
 def estimate_memory(manifest: Manifest) -> int:

@@ -827,6 +827,10 @@ class PoolSettings(Section):
     certificate must be signed by (TLS on for its channels); on a worker, what a gateway's
     client certificate must be signed by (mutual TLS: a gateway without one is refused)."""
 
+    tls_server_name: str = Field(default="", validation_alias="worker_tls_server_name")
+    """On a gateway: the name workers' certificates are checked for (one name for every
+    worker, e.g. where pods' addresses change); empty: the address each one advertises."""
+
     @property
     def tls_on(self) -> bool:
         """Whether this process speaks TLS on the pool's hop (a worker: it has a

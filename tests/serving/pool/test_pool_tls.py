@@ -121,6 +121,17 @@ def test_tls_without_client_certificates_when_the_worker_has_no_authority(
     assert heard.startswith("not_found:")
 
 
+def test_workers_certified_under_one_name_are_checked_for_that_name(
+    worker: WorkerServices, authority: Authority
+) -> None:
+    cert, key = authority.issue("worker", dns="modelport-worker")  # no address in it
+    server = PoolTls(cert=cert, key=key)
+    by_address = asyncio.run(call(worker, server, PoolTls(ca=authority.pem)))
+    assert by_address == "Unavailable:backend_unreachable"
+    by_name = PoolTls(ca=authority.pem, server_name="modelport-worker")
+    assert asyncio.run(call(worker, server, by_name)).startswith("not_found:")
+
+
 def test_the_settings_name_the_pem_files(tmp_path: Path, authority: Authority) -> None:
     side = authority.side("worker")
     paths = {}

@@ -69,9 +69,9 @@ class Authority:
     def pem(self) -> bytes:
         return self.cert.public_bytes(serialization.Encoding.PEM)
 
-    def issue(self, name: str) -> tuple[bytes, bytes]:
-        """A certificate (for ``localhost`` and 127.0.0.1, server and client use) and its
-        key, as PEM."""
+    def issue(self, name: str, *, dns: str | None = None) -> tuple[bytes, bytes]:
+        """A certificate (for ``localhost`` and 127.0.0.1, or for ``dns`` only; server and
+        client use) and its key, as PEM."""
         key = ec.generate_private_key(ec.SECP256R1())
         now = datetime.datetime.now(datetime.UTC)
         cert = (
@@ -84,7 +84,12 @@ class Authority:
             .not_valid_after(now + datetime.timedelta(days=1))
             .add_extension(
                 x509.SubjectAlternativeName(
-                    [x509.DNSName("localhost"), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]
+                    [x509.DNSName(dns)]
+                    if dns is not None
+                    else [
+                        x509.DNSName("localhost"),
+                        x509.IPAddress(ipaddress.ip_address("127.0.0.1")),
+                    ]
                 ),
                 critical=False,
             )

@@ -25,6 +25,8 @@ class PoolTls:
     """The private key of ``cert``."""
     ca: bytes | None = None
     """The authority the other side's certificate must be signed by."""
+    server_name: str = ""
+    """A gateway's: the name every worker's certificate must carry (empty: its address)."""
 
 
 def server_credentials(tls: PoolTls) -> grpc.ServerCredentials:
@@ -34,6 +36,14 @@ def server_credentials(tls: PoolTls) -> grpc.ServerCredentials:
     return grpc.ssl_server_credentials(
         [(tls.key, tls.cert)], root_certificates=tls.ca, require_client_auth=tls.ca is not None
     )
+
+
+def channel_options(tls: PoolTls | None) -> list[tuple[str, str]]:
+    """A gateway's channel options for ``tls``: the name workers' certificates are checked
+    for, when one is set."""
+    if tls is None or not tls.server_name:
+        return []
+    return [("grpc.ssl_target_name_override", tls.server_name)]
 
 
 def channel_credentials(tls: PoolTls) -> grpc.ChannelCredentials:

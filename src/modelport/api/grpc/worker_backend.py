@@ -31,7 +31,7 @@ import numpy as np
 
 from modelport.api.grpc import oip_pb2 as pb
 from modelport.api.grpc.codec import set_parameter
-from modelport.api.grpc.pool_tls import PoolTls, channel_credentials
+from modelport.api.grpc.pool_tls import PoolTls, channel_credentials, channel_options
 from modelport.api.grpc.service import SERVICE_NAME
 from modelport.api.grpc.status import ERROR_CODE_KEY, RETRY_AFTER_KEY, STATUS_OF_KIND
 from modelport.api.grpc.worker_stream import (
@@ -254,6 +254,7 @@ class WorkerChannels:
                 # A killed worker is noticed by the next call, not after a backoff.
                 ("grpc.initial_reconnect_backoff_ms", 100),
                 ("grpc.max_reconnect_backoff_ms", 1000),
+                *channel_options(self.tls),
             ]
             channel = self._channels[info.address] = (
                 grpc.aio.insecure_channel(info.address, options=options)
