@@ -66,6 +66,8 @@ class HeldGeneration:
         record, total = self._record, self._record.request.max_tokens
         for i in range(total):
             if self._engine.hold_after is not None and i >= self._engine.hold_after:
+                # Asked for the next token: the ones before it were handed over.
+                self._engine.holding += 1
                 await asyncio.Event().wait()  # held until the stream is cancelled
             record.produced += 1
             last = i == total - 1
@@ -85,6 +87,8 @@ class HeldEngine(ToyEngine):
     """Counts ``1 2 3 ...``; with ``hold_after``, holds each stream after that many tokens."""
 
     hold_after: int | None = None
+    holding = 0
+    """Streams it holds (each asked for a token past ``hold_after``)."""
 
     def submit(self, request: GenerationRequest) -> HeldGeneration:  # type: ignore[override]
         record = ToyRecord(request)
@@ -261,9 +265,7 @@ def test_a_worker_lost_mid_stream_ends_it_with_an_error_event_billed_for_what_ca
         worker.engine.hold_after = 3
 
     def held() -> Worker | None:
-        return next(
-            (w for w in world.workers if any(r.produced == 3 for r in w.engine.records)), None
-        )
+        return next((w for w in world.workers if w.engine.holding), None)
 
     lost: list[Worker] = []
 
