@@ -241,8 +241,8 @@ def test_streamed_and_whole_chats_run_on_the_workers_and_are_billed_once(world: 
         if chunk.choices
     )
     assert streamed == "1 2 3 4"
-    # Round robin: one call on each worker; the workers meter nothing, the gateway once.
-    assert [len(w.engine.records) for w in world.workers] == [1, 1]
+    # Each call ran once on a worker; the workers meter nothing, the gateway once each.
+    assert sum(len(w.engine.records) for w in world.workers) == 2
     assert sorted(world.output_tokens()) == [4, 5]
 
 
