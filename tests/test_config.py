@@ -231,6 +231,10 @@ FLAT_VARIABLES: list[tuple[str, str, str, Any]] = [
     ("WORKER_SCALE_DOWN_AFTER_SECONDS", "30", "pool.scale_down_after_seconds", 30.0),
     ("WORKER_IDLE_SECONDS", "120", "pool.idle_seconds", 120.0),
     ("WORKER_COLD_START_RETRY_AFTER_SECONDS", "3", "pool.cold_start_retry_after_seconds", 3.0),
+    ("WORKER_TLS_CERT", "/srv/worker.pem", "pool.tls_cert", Path("/srv/worker.pem")),
+    ("WORKER_TLS_KEY", "/srv/worker.key", "pool.tls_key", Path("/srv/worker.key")),
+    ("WORKER_TLS_CA", "/srv/pool-ca.pem", "pool.tls_ca", Path("/srv/pool-ca.pem")),
+    ("WORKER_TLS_SERVER_NAME", "modelport-worker", "pool.tls_server_name", "modelport-worker"),
     ("OIDC_ISSUER", "value-oidc_issuer", "oidc.issuer", "value-oidc_issuer"),
     ("OIDC_AUDIENCE", "value-oidc_audience", "oidc.audience", "value-oidc_audience"),
     ("OIDC_CLIENT_ID", "value-oidc_client_id", "oidc.client_id", "value-oidc_client_id"),
@@ -287,7 +291,7 @@ def test_the_table_is_the_whole_flat_settings() -> None:
     """Every flat name of today's sections and top-level fields is in the table, each
     once, and no flat name is lost."""
     names = [name.lower() for name, *_ in FLAT_VARIABLES]
-    assert len(names) == len(set(names)) == 141 + 23
+    assert len(names) == len(set(names)) == 141 + 27
     top = {name for name in Settings.model_fields if name not in SECTIONS}
     assert set(names) == set(FLAT_NAMES) | top
     # Two sections naming the same variable would leave one of them unreachable.

@@ -65,6 +65,7 @@ if TYPE_CHECKING:
     from opentelemetry.sdk.trace.sampling import Sampler
     from opentelemetry.trace import Tracer
 
+    from modelport.api.grpc.pool_tls import PoolTls
     from modelport.api.grpc.server import GrpcSurface
     from modelport.api.grpc.worker import PoolMember
     from modelport.datasets.service import DatasetService
@@ -232,6 +233,9 @@ class WorkerServices:
     tracing: Tracing = field(default_factory=Tracing)
     """The process's tracer (off unless the ``OTEL_*`` variables turn it on): a gateway's
     call continues its trace here."""
+    engines: GenerativeHost | None = None
+    """Its generative engines (None without a generative format installed): the
+    generative versions placed on it stream from them."""
     pool: PoolMember | None = None
     """Its part in the worker pool (``WORKER_TOKEN`` with ``REDIS_URL``): the gRPC server
     and the agent that announces it and loads what is placed on it."""
@@ -251,6 +255,8 @@ class WorkerServices:
             close()
         if self.processing is not None:
             self.processing.close()
+        if self.engines is not None:
+            self.engines.close()
         self.host.close()
         self.pools.close()
         self.database.dispose()
@@ -974,6 +980,36 @@ def pool_client(settings: Settings, name: str) -> Any:
     )
 
 
+def pool_tls(settings: Settings) -> PoolTls | None:
+    """The PEM material of this process's side of the pool's gRPC hop, read from the
+    files the settings name; None when TLS is off there."""
+    from modelport.api.grpc.pool_tls import PoolTls
+
+    pool = settings.pool
+    if not pool.tls_on:
+        return None
+
+    def read(path: Path | None) -> bytes | None:
+        if path is None:
+            return None
+        try:
+            return path.read_bytes()
+        except OSError as exc:
+            from modelport.errors import InvalidInput
+
+            raise InvalidInput(
+                f"cannot read the pool's TLS file {path}: {exc.strerror}",
+                code="worker_tls_unreadable",
+            ) from None
+
+    return PoolTls(
+        cert=read(pool.tls_cert),
+        key=read(pool.tls_key),
+        ca=read(pool.tls_ca),
+        server_name=pool.tls_server_name,
+    )
+
+
 def estimate_memory(manifest: Manifest) -> int:
     """Host memory one copy of a version takes, as its format plugin estimates it (a
     gateway has no model host to ask)."""
@@ -1080,7 +1116,10 @@ def build_gateway_pool(
         return True
 
     channels = WorkerChannels(
-        settings.pool.token, settings.requests.max_inference_request_bytes, clock=clock
+        settings.pool.token,
+        settings.requests.max_inference_request_bytes,
+        clock=clock,
+        tls=pool_tls(settings),
     )
     view.on_change(lambda: channels.forget(lambda worker: worker in view.workers))
 
@@ -2230,10 +2269,14 @@ def build_response_cache(
 
 
 def build_worker_services(
-    settings: Settings, *, clock: Clock | None = None, tracing: Tracing | None = None
+    settings: Settings,
+    *,
+    clock: Clock | None = None,
+    tracing: Tracing | None = None,
+    generative_formats: Mapping[str, GenerativeFormat] | None = None,
 ) -> WorkerServices:
-    """The services of a ``worker`` process (see ``WorkerServices``); ``tracing`` as for
-    ``build_services``."""
+    """The services of a ``worker`` process (see ``WorkerServices``); ``tracing`` and
+    ``generative_formats`` as for ``build_services``."""
     tracing = tracing or build_tracing()
     database = open_database(settings)
     blob_store = build_blob_store(settings)
@@ -2241,17 +2284,22 @@ def build_worker_services(
     # A worker publishes no change: versions it reads are immutable.
     registry = build_registry(settings, database, blob_store, LocalChangeBus(), metrics)
     pools = ThreadPools()
+    check = signature_check(registry)
+    host = build_host(settings, metrics, check, clock, tracing.tracer)
     services = WorkerServices(
         settings=settings,
         database=database,
         blob_store=blob_store,
         registry=registry,
         metrics=metrics,
-        host=build_host(settings, metrics, signature_check(registry), clock, tracing.tracer),
+        host=host,
         clock=clock or SystemClock(),
         processing=build_processing(settings, blob_store, metrics, clock, pools),
         pools=pools,
         tracing=tracing,
+        engines=build_engines(host, generative_formats, check)
+        if generative_formats is not None
+        else build_generative_host(settings, host, metrics, check),
     )
     services.pool = build_pool_member(settings, services, clock)
     return services
@@ -2271,6 +2319,7 @@ def build_pool_member(
     from modelport.errors import InvalidInput
     from modelport.runtime.formats.registry import known_formats
     from modelport.serving.pool.agent import WorkerAgent, WorkerIdentity
+    from modelport.serving.pool.generative import GenerativeHolds
     from modelport.serving.pool.placements import PlacementRepository
     from modelport.serving.pool.registry import RedisWorkerRegistry
     from modelport.serving.types import VersionRef
@@ -2279,6 +2328,12 @@ def build_pool_member(
         raise InvalidInput(
             "a worker of the pool serves gRPC: set MODELPORT_GRPC_PORT",
             code="worker_grpc_port_required",
+        )
+    tls = pool_tls(settings)
+    if tls is not None and tls.cert is None:
+        raise InvalidInput(
+            "a worker serving TLS needs MODELPORT_WORKER_TLS_CERT and MODELPORT_WORKER_TLS_KEY",
+            code="worker_tls_incomplete",
         )
     keys = build_keyspace(services.database)
     client = pool_client(settings, "modelport-worker")
@@ -2304,7 +2359,10 @@ def build_pool_member(
         listen,
         settings.grpc.port,
         settings.requests.max_inference_request_bytes,
+        tls=tls,
     )
+    engines = services.engines
+    generative = None if engines is None else GenerativeHolds(engines, services.blob_store)
 
     def agent(address: Callable[[], str]) -> WorkerAgent:
         return WorkerAgent(
@@ -2315,16 +2373,17 @@ def build_pool_member(
             RedisWorkerRegistry(client, keys),
             PlacementRepository(services.database),
             resolve,
-            formats=known_formats(),
+            formats=known_formats() | frozenset(engines.formats if engines else ()),
             heartbeat_seconds=settings.pool.heartbeat_seconds,
             lease_seconds=settings.pool.lease_seconds,
             clock=clock,
+            generative=generative,
         )
 
     advertise = settings.pool.advertise_host or (
         listen if listen not in ("0.0.0.0", "::") else socket.gethostname()
     )
-    return PoolMember(server, agent, advertise)
+    return PoolMember(server, agent, advertise, generative)
 
 
 def configure_logging(settings: Settings) -> None:

@@ -845,6 +845,29 @@ class PoolSettings(Section):
     """``Retry-After`` of a call refused (503 ``cold_start``) because its version was not
     ready on the pool within the call's deadline."""
 
+    tls_cert: Path | None = Field(default=None, validation_alias="worker_tls_cert")
+    """PEM certificate chain of this process on the pool's gRPC hop: a worker's server
+    certificate (TLS on for its server, with ``tls_key``), a gateway's client certificate
+    (mutual TLS, with ``tls_key``)."""
+
+    tls_key: Path | None = Field(default=None, validation_alias="worker_tls_key")
+    """PEM private key of ``tls_cert``."""
+
+    tls_ca: Path | None = Field(default=None, validation_alias="worker_tls_ca")
+    """PEM certificate authority of the pool's hop: on a gateway, what a worker's server
+    certificate must be signed by (TLS on for its channels); on a worker, what a gateway's
+    client certificate must be signed by (mutual TLS: a gateway without one is refused)."""
+
+    tls_server_name: str = Field(default="", validation_alias="worker_tls_server_name")
+    """On a gateway: the name workers' certificates are checked for (one name for every
+    worker, e.g. where pods' addresses change); empty: the address each one advertises."""
+
+    @property
+    def tls_on(self) -> bool:
+        """Whether this process speaks TLS on the pool's hop (a worker: it has a
+        certificate; a gateway: it has the authority to check workers' by)."""
+        return self.tls_ca is not None or self.tls_cert is not None
+
     @model_validator(mode="after")
     def _token_and_lease(self) -> PoolSettings:
         if self.token and len(self.token) < MIN_ADMIN_KEY_LENGTH:
@@ -853,6 +876,8 @@ class PoolSettings(Section):
             )
         if self.lease_seconds <= self.heartbeat_seconds:
             raise ValueError("MODELPORT_WORKER_LEASE_SECONDS must outlast the heartbeat")
+        if (self.tls_cert is None) != (self.tls_key is None):
+            raise ValueError("MODELPORT_WORKER_TLS_CERT and MODELPORT_WORKER_TLS_KEY go together")
         return self
 
 

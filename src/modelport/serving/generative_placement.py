@@ -92,6 +92,10 @@ class GenerativePlacement:
     def status(self, key: VersionKey) -> VersionStatus | None:
         return self._status.get(key)
 
+    def keys(self) -> list[VersionKey]:
+        """The versions placed here (loading, ready or failed)."""
+        return list(self._status)
+
     def lookup(self, model: str, version: str) -> VersionStatus | None:
         for key, status in self._status.items():
             if key.model == model and key.version == version:

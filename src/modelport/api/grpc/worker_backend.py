@@ -9,6 +9,16 @@ from the ``modelport-error-code`` trailer, version scope from
 ``modelport-error-scope``); a worker that cannot be reached (killed, restarting) is
 ``Unavailable`` ``backend_unreachable``, which the replica loop counts on its breaker
 and retries on another replica.
+
+``stream`` calls the worker's server-streaming ``ModelStreamInfer`` (see
+``worker_stream``) with the same metadata and deadline. Before its first chunk a
+failure is an attempt's, retried on another replica as for a whole call; after it, a
+worker that cannot be reached any more ends the stream with ``Unavailable``
+``worker_lost`` (the consumer has chunks already: the gateway settles what was
+delivered). Closing the stream (the caller left) cancels the call, which cancels the
+generation on the worker.
+
+With ``PoolTls`` the channels speak TLS (``pool_tls``).
 """
 
 from __future__ import annotations
@@ -21,8 +31,14 @@ import numpy as np
 
 from modelport.api.grpc import oip_pb2 as pb
 from modelport.api.grpc.codec import set_parameter
+from modelport.api.grpc.pool_tls import PoolTls, channel_credentials, channel_options
 from modelport.api.grpc.service import SERVICE_NAME
 from modelport.api.grpc.status import ERROR_CODE_KEY, RETRY_AFTER_KEY, STATUS_OF_KIND
+from modelport.api.grpc.worker_stream import (
+    STREAM_METHOD,
+    decode_chunk,
+    encode_stream_request,
+)
 from modelport.clock import Clock, SystemClock
 from modelport.errors import (
     Conflict,
@@ -39,7 +55,6 @@ from modelport.errors import (
     Unprocessable,
 )
 from modelport.runtime.tensors import decode_binary_tensor, encode_binary_tensor, oip_datatype
-from modelport.serving.backends.base import refuse_stream
 from modelport.serving.pool.types import WorkerInfo
 from modelport.serving.types import (
     BackendRequest,
@@ -52,6 +67,8 @@ from modelport.serving.types import (
 
 CALL_ID_KEY = "modelport-call-id"
 SCOPE_KEY = "modelport-error-scope"
+WORKER_LOST = "worker_lost"
+"""A stream's worker could no longer be reached after its first chunk."""
 
 _KINDS: dict[str, type[ModelportError]] = {
     cls.kind: cls
@@ -127,6 +144,11 @@ class WorkerBackend:
             request_serializer=pb.ModelInferRequest.SerializeToString,
             response_deserializer=pb.ModelInferResponse.FromString,
         )
+        self._stream = channel.unary_stream(
+            f"/{SERVICE_NAME}/{STREAM_METHOD}",
+            request_serializer=pb.ModelInferRequest.SerializeToString,
+            response_deserializer=pb.ModelStreamInferResponse.FromString,
+        )
         self._capabilities = Capabilities(
             formats=frozenset(info.formats),
             max_batch_size=1 << 20,
@@ -168,8 +190,26 @@ class WorkerBackend:
         }
         return BackendResponse(outputs=outputs, backend=self.name)
 
-    def stream(self, request: StreamRequest) -> AsyncIterator[StreamChunk]:
-        return refuse_stream(self.name, request)
+    async def stream(self, request: StreamRequest) -> AsyncIterator[StreamChunk]:
+        remaining = request.deadline - self.clock.monotonic()
+        if remaining <= 0:
+            raise DeadlineExceeded(f"{self.name}: no time left", code="deadline_exceeded")
+        metadata = (self._auth, (CALL_ID_KEY, request.call_id or request.request_id))
+        call = self._stream(encode_stream_request(request), timeout=remaining, metadata=metadata)
+        started = False
+        try:
+            async for message in call:
+                started = True
+                yield decode_chunk(message, self.name)
+        except grpc.aio.AioRpcError as exc:
+            error = refusal_of(exc, self.name)
+            if started and error.code == "backend_unreachable":
+                raise Unavailable(
+                    f"{self.name} was lost mid-stream: {exc.code().name}", code=WORKER_LOST
+                ) from None
+            raise error from None
+        finally:
+            call.cancel()  # the consumer left, or it ended: the worker stops generating
 
     async def close(self) -> None:
         return None
@@ -183,8 +223,15 @@ class WorkerChannels:
     """One gRPC channel per worker address, kept while the worker lives; a backend per
     worker over it (``backend``), remade when the worker's announcement changes."""
 
-    def __init__(self, token: str, max_message_bytes: int, clock: Clock | None = None) -> None:
+    def __init__(
+        self,
+        token: str,
+        max_message_bytes: int,
+        clock: Clock | None = None,
+        tls: PoolTls | None = None,
+    ) -> None:
         self.token = token
+        self.tls = tls
         self.clock = clock
         self.max_message_bytes = max_message_bytes
         self._channels: dict[str, grpc.aio.Channel] = {}
@@ -201,15 +248,20 @@ class WorkerChannels:
             return known  # its versions and queues change each heartbeat; it does not
         channel = self._channels.get(info.address)
         if channel is None:
-            channel = self._channels[info.address] = grpc.aio.insecure_channel(
-                info.address,
-                options=[
-                    ("grpc.max_receive_message_length", self.max_message_bytes),
-                    ("grpc.max_send_message_length", self.max_message_bytes),
-                    # A killed worker is noticed by the next call, not after a backoff.
-                    ("grpc.initial_reconnect_backoff_ms", 100),
-                    ("grpc.max_reconnect_backoff_ms", 1000),
-                ],
+            options = [
+                ("grpc.max_receive_message_length", self.max_message_bytes),
+                ("grpc.max_send_message_length", self.max_message_bytes),
+                # A killed worker is noticed by the next call, not after a backoff.
+                ("grpc.initial_reconnect_backoff_ms", 100),
+                ("grpc.max_reconnect_backoff_ms", 1000),
+                *channel_options(self.tls),
+            ]
+            channel = self._channels[info.address] = (
+                grpc.aio.insecure_channel(info.address, options=options)
+                if self.tls is None
+                else grpc.aio.secure_channel(
+                    info.address, channel_credentials(self.tls), options=options
+                )
             )
         made = self._backends[info.id] = WorkerBackend(info, channel, self.token, self.clock)
         return made

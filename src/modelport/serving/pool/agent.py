@@ -10,7 +10,8 @@ Two steps on the periodic-task primitive, so a slow database never delays the le
   worker's placements from the database, starts loading those not held (pinned, from
   the blob store through the verified local cache), records each one's state
   (``loading``, ``ready``, ``failed`` with its cause), and unloads what it holds that is
-  no longer placed on it.
+  no longer placed on it. A generative version (one a generative engine serves) is
+  held by ``GenerativeHolds`` instead of the model host, and announced the same way.
 
 ``stop`` withdraws the worker from the registry at once; a killed worker's lease lapses
 on its own.
@@ -31,6 +32,7 @@ from modelport.runtime.cache import BlobSource
 from modelport.runtime.host import ModelHost
 from modelport.runtime.types import LoadState, VersionKey
 from modelport.serving.placement import key_of
+from modelport.serving.pool.generative import GenerativeHolds
 from modelport.serving.pool.placements import PlacementRepository
 from modelport.serving.pool.registry import WorkerRegistry
 from modelport.serving.pool.types import FAILED, LOADING, READY, WorkerInfo
@@ -70,6 +72,7 @@ class WorkerAgent:
         lease_seconds: float = 5.0,
         sync_seconds: float = 1.0,
         clock: Clock | None = None,
+        generative: GenerativeHolds | None = None,
     ) -> None:
         if lease_seconds <= heartbeat_seconds:
             raise ValueError("the lease must outlast the heartbeat interval")
@@ -81,8 +84,9 @@ class WorkerAgent:
         self.placements = placements
         self._resolve = resolve
         self.formats = formats
-        self.waits = waits or host.predicted_wait
-        """Predicted queue wait of a hosted version (None: not hosted)."""
+        self.generative = generative
+        self.waits = waits or self._predicted_wait
+        """Predicted queue wait of a held version (None: not held)."""
         self.lease_seconds = lease_seconds
         self._held: dict[str, VersionKey] = {}
         """Versions loaded because they were placed here, by ref."""
@@ -96,13 +100,25 @@ class WorkerAgent:
             "worker placements", self.sync, sync_seconds, clock=clock, max_backoff=1.0
         )
 
+    def _predicted_wait(self, key: VersionKey) -> float | None:
+        """The generative scheduler's wait for a version an engine serves, else the
+        tensor batchers'."""
+        if self.generative is not None:
+            wait = self.generative.engines.predicted_wait(key)
+            if wait is not None:
+                return wait
+        return self.host.predicted_wait(key)
+
     def info(self) -> WorkerInfo:
         """What the next heartbeat announces."""
         versions: dict[str, str] = {}
         queued: dict[str, float] = {}
         waits: dict[str, float] = {}
         used = 0
-        for status in self.host.statuses():
+        statuses = self.host.statuses()
+        if self.generative is not None:
+            statuses = [*statuses, *self.generative.statuses()]
+        for status in statuses:
             ref = status.key.ref
             versions[ref] = _STATE.get(status.state, status.state.value)
             queued[ref] = float(status.queued)
@@ -141,8 +157,19 @@ class WorkerAgent:
                 key = self._held.pop(ref)
                 self._recorded.pop(ref, None)
                 log_event(_log, "worker.unplaced", version=ref)
-                # Off this thread: draining its calls must not hold the sync up.
-                threading.Thread(target=self.host.unload, args=(key,), daemon=True).start()
+                self._unload(key)
+
+    def _unload(self, key: VersionKey) -> None:
+        if self.generative is not None and self.generative.status(key) is not None:
+            self.generative.unload(key)
+            return
+        # Off this thread: draining its calls must not hold the sync up.
+        threading.Thread(target=self.host.unload, args=(key,), daemon=True).start()
+
+    def _holder(self, key: VersionKey) -> ModelHost | GenerativeHolds:
+        if self.generative is not None and self.generative.status(key) is not None:
+            return self.generative
+        return self.host
 
     def _hold(self, ref: str) -> tuple[str, str | None] | None:
         """Load ``ref`` if not held; its state and cause now (None: unknown yet)."""
@@ -151,12 +178,15 @@ class WorkerAgent:
             try:
                 version = self._resolve(ref)
                 key = key_of(version)
-                self.host.start_load(key, version.manifest, self.blobs, pinned=True)
+                if self.generative is not None and self.generative.handles(version.manifest):
+                    self.generative.start_load(key, version.manifest)
+                else:
+                    self.host.start_load(key, version.manifest, self.blobs, pinned=True)
             except ModelportError as exc:
                 return FAILED, exc.message
             self._held[ref] = key
             log_event(_log, "worker.placed", version=ref)
-        status = self.host.status(key)
+        status = self._holder(key).status(key)
         if status is None:
             self._held.pop(ref, None)  # unloaded under us (memory pressure): load again
             return LOADING, None
