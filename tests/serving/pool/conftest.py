@@ -44,16 +44,21 @@ class Worker:
         agent.announce()
 
 
+def reset_pool_keys(redis_url: str) -> None:
+    """Forget another test's workers and scaling state."""
+    client = redis.Redis.from_url(redis_url)
+    for name in client.scan_iter("modelport:*:workers*"):
+        client.delete(name)
+    client.close()
+
+
 @pytest.fixture
 def gateway(make_serving: ServingFactory, postgres_url: str | None, redis_url: str) -> Serving:
     if postgres_url is None:
         skip_or_fail("the pool needs PostgreSQL (MODELPORT_TEST_DATABASE_URL)")
     assert postgres_url is not None
     truncate_tables(postgres_url)  # another test's placements and versions
-    client = redis.Redis.from_url(redis_url)
-    for name in client.scan_iter("modelport:*:workers*"):  # another test's workers, scaling
-        client.delete(name)
-    client.close()
+    reset_pool_keys(redis_url)
     serving = make_serving(
         postgres_url,
         role=Role.GATEWAY,

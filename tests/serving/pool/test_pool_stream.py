@@ -41,7 +41,7 @@ from tests.conftest import free_port, skip_or_fail
 from tests.databases import truncate_tables
 from tests.polling import eventually
 from tests.serving.conftest import Serving, ServingFactory
-from tests.serving.pool.test_pool import TOKEN, drive, pool_of, redis_url  # noqa: F401
+from tests.serving.pool.conftest import TOKEN, drive, pool_of, reset_pool_keys
 
 # The SDK's platform headers ask for the processor (``uname -p``, once per process):
 # asked at collection, so no test is taken for one starting processes.
@@ -151,12 +151,13 @@ class World:
 
 
 @pytest.fixture
-def gateway(make_serving: ServingFactory, postgres_url: str | None, redis_url: str) -> Serving:  # noqa: F811
+def gateway(make_serving: ServingFactory, postgres_url: str | None, redis_url: str) -> Serving:
     """A pool gateway serving gRPC too (its public OIP surface)."""
     if postgres_url is None:
         skip_or_fail("the pool needs PostgreSQL (MODELPORT_TEST_DATABASE_URL)")
     assert postgres_url is not None
     truncate_tables(postgres_url)  # another test's placements and versions
+    reset_pool_keys(redis_url)
     return make_serving(
         postgres_url,
         role=Role.GATEWAY,
@@ -209,7 +210,12 @@ def world(gateway: Serving) -> Iterator[World]:
             runtime={"task": "chat"},
         )
         gateway.endpoint("talk", tenant="beta")
-        deployed = gateway.deploy("talk", [("acme/talker:1", 100)], wait=False)
+        deployed = gateway.deploy(
+            "talk",
+            [("acme/talker:1", 100)],
+            wait=False,
+            resources={"min_replicas": 2, "max_replicas": 2},
+        )
         drive(
             gateway,
             workers,  # type: ignore[arg-type]
@@ -378,3 +384,29 @@ def test_the_public_grpc_surface_streams_from_a_worker(world: World) -> None:
     assert final["output_tokens"] == 3
     assert sum(len(w.engine.records) for w in world.workers) == 1
     assert world.output_tokens() == [3]
+
+
+class _Waiting:
+    """A scheduler with three sequences waiting, each 0.5 s behind the one before."""
+
+    waiting_count = 3
+
+    def predicted_wait(self, sequences: int) -> float:
+        return 0.5 * sequences
+
+
+def test_a_workers_heartbeat_carries_its_generative_schedulers_predicted_wait(
+    world: World,
+) -> None:
+    pool = pool_of(world.gateway)
+    worker = world.workers[0]
+    worker.engine.scheduler = _Waiting()  # type: ignore[attr-defined]
+    worker.step()
+    drive(
+        world.gateway,
+        world.workers,  # type: ignore[arg-type]
+        lambda: (
+            {w.id: w.waits.get("acme/talker:1") for w in pool.view.ready("acme/talker:1")}
+            == {worker.id: 1.5, world.workers[1].id: 0.0}
+        ),
+    )

@@ -20,14 +20,7 @@ from tests.registry.helpers import put_blob
 from tests.runtime.formats.transformers.manifests import file_entries
 from tests.runtime.formats.transformers.packages import build_tiny_llama, package_files
 from tests.serving.conftest import Serving
-from tests.serving.pool.test_pool import (  # noqa: F401
-    Worker,
-    drive,
-    gateway,
-    pool_of,
-    redis_url,
-    start_worker,
-)
+from tests.serving.pool.conftest import Worker, drive, pool_of
 
 pytest.importorskip("torch")
 pytest.importorskip("transformers")
@@ -45,7 +38,7 @@ def tiny_llama(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return build_tiny_llama(tmp_path_factory.mktemp("tiny-llama"), chat=True)
 
 
-def publish(gateway: Serving, folder: Path) -> None:  # noqa: F811
+def publish(gateway: Serving, folder: Path) -> None:
     files = package_files(folder)
     for path in files.values():
         put_blob(gateway.services.blob_store, path.read_bytes())
@@ -64,8 +57,8 @@ def publish(gateway: Serving, folder: Path) -> None:  # noqa: F811
 
 
 def test_a_tiny_llama_on_a_worker_streams_what_it_answers_whole(
-    gateway: Serving,  # noqa: F811
-    start_worker: Callable[[str], Worker],  # noqa: F811
+    gateway: Serving,
+    start_worker: Callable[[str], Worker],
     tiny_llama: Path,
 ) -> None:
     worker = start_worker("w1")
