@@ -1739,10 +1739,31 @@ def build_services(
     lifecycle.serve_threads("metering loops", metering.start, metering.stop)  # outbox, sweeps
     lifecycle.serve_threads("webhook deliveries", webhooks.start, webhooks.stop)
     lifecycle.serve("prediction log", prediction_log.running)  # flushes after serving stops
+    from modelport.jobs.erasure import JobErasure
     from modelport.observability.retention import PredictionRetention
+    from modelport.tenancy.audit import NewAuditEvent
+
+    def audit_sweep(tenant: str, reason: str) -> None:
+        tenancy.record(
+            NewAuditEvent(
+                actor="modelport:retention",
+                actor_tenant=None,
+                key_id=None,
+                action="retention.sweep",
+                method="DELETE",
+                target=f"/api/tenants/{tenant}/retention",
+                tenant=tenant,
+                status=200,
+                reason=reason,
+            )
+        )
 
     retention = PredictionRetention(
-        database, default_days=settings.prediction_log.retention_days, now=clock.now
+        database,
+        default_days=settings.prediction_log.retention_days,
+        now=clock.now,
+        also=[JobErasure(database, blob_store, now=clock.now)],
+        audit=audit_sweep,
     )
     # Waits on the system clock: an hourly sweep is nothing a test drives (an injected
     # clock's sleepers are what tests of the controllers count).
