@@ -1,9 +1,9 @@
 """Erasing jobs' inputs and outputs: past their tenant's retention, or all of a tenant's
 at once (the right to deletion).
 
-An erased job keeps its record (id, tenant, target, pipeline, state, times, errors and
-its stages' attempts: what billing and the audit need; its usage events are the
-ledger's and stay there) and loses every payload: its input and output digests and its
+An erased job keeps its record (id, tenant, target, pipeline, state, times, errors, its
+stages' attempts and a batch's shards' row counts: what billing and the audit need; its
+usage events are the ledger's and stay there) and loses every payload: its input and output digests and its
 stages' and shards' are cleared, and a batch's input, output and error files are
 deleted. Its output then answers 410 ``erased``.
 
@@ -188,7 +188,12 @@ def _erase_job(session: Session, job_id: str, tenant: str, now: datetime) -> Non
     files = select(FileRow.digest).where(FileRow.id.in_(file_ids), FileRow.tenant == tenant)
     digests |= set(session.scalars(files))
     session.execute(delete(FileRow).where(FileRow.id.in_(file_ids), FileRow.tenant == tenant))
-    session.execute(delete(BatchShardRow).where(BatchShardRow.job_id == job_id))
+    # A shard's rows and failures stay (the batch's counts); its outputs go.
+    session.execute(
+        update(BatchShardRow)
+        .where(BatchShardRow.job_id == job_id)
+        .values(output_digest="", error_digest="")
+    )
     session.execute(
         update(JobStageRow).where(JobStageRow.job_id == job_id).values(output_digest=None)
     )
