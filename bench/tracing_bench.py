@@ -14,7 +14,9 @@ soon as the last one answered, with its tracer switched between bursts:
   SDK's ``BatchSpanProcessor`` and an exporter that drops them (what an OTLP exporter adds
   runs on the processor's own thread);
 - on, 0% and on, 100%: the same, no call or every call sampled (for scale: what every
-  call pays, and what a sampled one pays).
+  call pays, and what a sampled one pays);
+- 10%, SDK: "on, 10%" without the surfaces' root sampling (``tracing.RootSampler``):
+  every request's server span made and sampled by the SDK, as before it existed.
 
 The same installation serves every mode (the same model host, database and caches), so
 only the tracer differs. The modes run in turn, round after round (each round starting
@@ -52,7 +54,7 @@ from modelport.api import create_app
 from modelport.app import Services, build_services
 from modelport.config import Settings
 from modelport.digests import sha256_digest
-from modelport.observability.tracing import Tracing
+from modelport.observability.tracing import PresetIds, RootSampler, Tracing
 from modelport.tenancy.limits import ScopeType
 from modelport.testing.onnx_models import add_one
 
@@ -72,14 +74,20 @@ class Dropped(SpanExporter):
         return SpanExportResult.SUCCESS
 
 
-def tracing_at(ratio: float | None) -> tuple[Tracing, Dropped | None]:
+def tracing_at(ratio: float | None, *, at_root: bool = True) -> tuple[Tracing, Dropped | None]:
+    """The tracing ``build_tracing`` makes for ``parentbased_traceidratio`` at ``ratio``
+    (``parentbased_always_on`` at 1), its spans dropped; ``at_root`` False: without its
+    ``RootSampler``, every span sampled by the SDK (the path before root sampling)."""
     if ratio is None:
         return Tracing(), None
     exporter = Dropped()
     sampler = ParentBased(ALWAYS_ON if ratio >= 1 else TraceIdRatioBased(ratio))
-    provider = TracerProvider(sampler=sampler)
+    ids = PresetIds()
+    provider = TracerProvider(sampler=sampler, id_generator=ids)  # type: ignore[arg-type]
     provider.add_span_processor(BatchSpanProcessor(exporter))
-    return Tracing(provider.get_tracer("modelport"), shutdown=provider.shutdown), exporter
+    roots = RootSampler(ratio, ids) if at_root and ratio < 1 else None
+    tracer = provider.get_tracer("modelport")
+    return Tracing(tracer, shutdown=provider.shutdown, roots=roots), exporter
 
 
 def installation(home: Path) -> tuple[Services, str]:
@@ -210,14 +218,20 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=2.0, help="per mode and round")
     parser.add_argument("--rounds", type=int, default=8)
     args = parser.parse_args()
-    ratios = {"off": None, "on, 0%": 0.0, "on, 10%": 0.1, "on, 100%": 1.0}
+    ratios = {
+        "off": (None, True),
+        "on, 0%": (0.0, True),
+        "10%, SDK": (0.1, False),
+        "on, 10%": (0.1, True),
+        "on, 100%": (1.0, True),
+    }
     with tempfile.TemporaryDirectory(prefix="modelport-bench-") as tmp:
         services, key = installation(Path(tmp) / "home")
         modes: dict[str, Mode] = {}
         exporters: dict[str, Dropped | None] = {}
         tracings: list[Tracing] = []
-        for name, ratio in ratios.items():
-            tracing, exporters[name] = tracing_at(ratio)
+        for name, (ratio, at_root) in ratios.items():
+            tracing, exporters[name] = tracing_at(ratio, at_root=at_root)
             tracings.append(tracing)
             modes[name] = (application(services, tracing), tracing.tracer)
         # The collector as a serving process tunes it (``modelport.app.build_app``).

@@ -10,7 +10,7 @@ from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 from urllib.parse import urlparse
 
 from fastapi import FastAPI
@@ -39,7 +39,7 @@ from modelport.files import FileService
 from modelport.keyspace import Keyspace
 from modelport.manifest import Manifest
 from modelport.netpolicy import Resolver, UrlPolicy, system_resolver
-from modelport.observability.tracing import Tracing
+from modelport.observability.tracing import PresetIds, RootSampler, Tracing
 from modelport.registry.service import RegistryService
 from modelport.registry.signing import Signer
 from modelport.registry.validation import SubprocessValidator
@@ -308,13 +308,19 @@ def build_tracing(environ: Mapping[str, str] | None = None) -> Tracing:
         from opentelemetry.sdk.resources import SERVICE_NAME, Resource
         from opentelemetry.sdk.trace import SpanProcessor, TracerProvider
         from opentelemetry.sdk.trace.export import BatchSpanProcessor, ConsoleSpanExporter
+        from opentelemetry.sdk.trace.id_generator import IdGenerator
     except ImportError as exc:  # the base install has the API only
         raise ValueError(
             "tracing is on (OTEL_TRACES_EXPORTER) but the OpenTelemetry SDK is not installed: "
             "install modelport[otel]"
         ) from exc
     resource = Resource.create({SERVICE_NAME: env.get("OTEL_SERVICE_NAME") or "modelport"})
-    provider = TracerProvider(resource=resource, sampler=build_sampler(env))
+    sampler, ratio = build_sampler(env), root_ratio(env)
+    ids = PresetIds()
+    # PresetIds is an IdGenerator by shape (``observability`` does not import the SDK).
+    provider = TracerProvider(
+        resource=resource, sampler=sampler, id_generator=cast("IdGenerator", ids)
+    )
     processors: list[SpanProcessor] = []
     if "otlp" in exporters:
         from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
@@ -328,7 +334,21 @@ def build_tracing(environ: Mapping[str, str] | None = None) -> Tracing:
         processors.append(BatchSpanProcessor(ConsoleSpanExporter()))
     for processor in processors:
         provider.add_span_processor(processor)
-    return Tracing(provider.get_tracer("modelport"), shutdown=provider.shutdown)
+    roots = RootSampler(ratio, ids) if ratio is not None else None
+    return Tracing(provider.get_tracer("modelport"), shutdown=provider.shutdown, roots=roots)
+
+
+def root_ratio(env: Mapping[str, str]) -> float | None:
+    """The ratio a root request is sampled at, where the sampler is one the surfaces may
+    decide for themselves at the root (``RootSampler``): the ``traceidratio`` ones and
+    ``always_off``; None for the others (``always_on``: every root is recorded anyway)."""
+    name = (env.get("OTEL_TRACES_SAMPLER") or "parentbased_always_on").strip().lower()
+    if name.endswith("always_off"):
+        return 0.0
+    if name.endswith("traceidratio"):
+        argument = env.get("OTEL_TRACES_SAMPLER_ARG", "").strip()
+        return float(argument) if argument else 1.0
+    return None
 
 
 def build_sampler(env: Mapping[str, str]) -> Sampler:
@@ -1870,10 +1890,15 @@ def build_services(
     lifecycle.serve_threads("metering loops", metering.start, metering.stop)  # outbox, sweeps
     lifecycle.serve_threads("webhook deliveries", webhooks.start, webhooks.stop)
     lifecycle.serve("prediction log", prediction_log.running)  # flushes after serving stops
-    from modelport.observability.retention import PredictionRetention
+    from modelport.jobs.erasure import JobErasure
+    from modelport.observability.retention import PredictionRetention, audit_sweeps
 
     retention = PredictionRetention(
-        database, default_days=settings.prediction_log.retention_days, now=clock.now
+        database,
+        default_days=settings.prediction_log.retention_days,
+        now=clock.now,
+        also=[JobErasure(database, blob_store, now=clock.now)],
+        audit=audit_sweeps(database),
     )
     # Waits on the system clock: an hourly sweep is nothing a test drives (an injected
     # clock's sleepers are what tests of the controllers count).

@@ -12,6 +12,7 @@ machine ``code`` and a transport-neutral ``kind``. Each HTTP surface maps
     ├── NotFound            kind=not_found        (404)
     ├── RequestTimeout      kind=request_timeout  (408)
     ├── Conflict            kind=conflict         (409)
+    ├── Gone                kind=gone             (410)
     ├── PayloadTooLarge     kind=too_large        (413)
     ├── RangeNotSatisfiable kind=range            (416)
     ├── Unprocessable       kind=unprocessable    (422)
@@ -72,6 +73,13 @@ class NotFound(ModelportError):
 class Conflict(ModelportError):
     kind = "conflict"
     default_code = "conflict"
+
+
+class Gone(ModelportError):
+    """What was asked for existed and was erased (retention, the right to deletion)."""
+
+    kind = "gone"
+    default_code = "erased"
 
 
 class RequestTimeout(ModelportError):

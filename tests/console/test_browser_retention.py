@@ -49,8 +49,12 @@ def test_an_owner_deletes_the_tenants_logged_predictions_after_confirming(
 
     page.once("dialog", lambda dialog: dialog.accept())
     page.get_by_role("button", name="Delete logged predictions").click()
-    page.wait_for_url("**/console/data?deleted=3")
-    assert page.locator("#deleted").inner_text() == "3 logged predictions were deleted."
-    assert "deleted 3 prediction records" in page.locator("#deletions").inner_text()
+    page.wait_for_url("**/console/data?deleted=3&jobs=0")
+    assert page.locator("#deleted").inner_text() == (
+        "3 logged predictions were deleted, and the inputs and outputs of 0 jobs erased."
+    )
+    assert "erased 0 jobs, 0 jobs_unfinished, 3 predictions" in page.locator(
+        "#deletions"
+    ).inner_text()
     assert kept(console) == {"gamma-00000", "gamma-00001"}
     shot(page, tmp_path, "tenant-data-deleted")

@@ -339,8 +339,7 @@ def test_the_operator_sees_each_tenants_retention_and_the_audited_sweep(console:
     assert "beta 90 days the installation's default" in table
     sweeps = text_of(re.search(r'<table id="sweeps">.*?</table>', page.text, re.S)[0])  # type: ignore[index]
     assert (
-        "system:retention acme success (200) deleted 3 prediction records older than 30 days"
-        in sweeps
+        "system:retention acme success (200) retention of 30 days erased 3 predictions" in sweeps
     )
     # Another tenant's consumer sees its own tenant's retention, none of the others',
     # and the API's refusal of the audit log.
@@ -348,7 +347,7 @@ def test_the_operator_sees_each_tenants_retention_and_the_audited_sweep(console:
     assert other.status_code == 200
     rows = text_of(re.search(r'<table id="retention">.*?</table>', other.text, re.S)[0])  # type: ignore[index]
     assert "gamma 90 days" in rows and "acme" not in rows and "beta" not in rows
-    assert "deleted 3" not in other.text and "(forbidden)" in other.text
+    assert "erased 3" not in other.text and "(forbidden)" in other.text
 
 
 def test_a_tenant_deletes_its_logged_predictions_through_the_form(console: Console) -> None:
@@ -377,18 +376,22 @@ def test_a_tenant_deletes_its_logged_predictions_through_the_form(console: Conso
         data={"csrf_token": token, "confirm": "beta"},
         follow_redirects=False,
     )
-    assert done.status_code == 303 and done.headers["location"] == "/console/data?deleted=4"
+    assert done.status_code == 303 and done.headers["location"] == "/console/data?deleted=4&jobs=0"
     assert kept(console) == {r.id for r in theirs}
     after = owner.get(done.headers["location"])
-    assert "4 logged predictions were deleted." in after.text
+    assert (
+        "4 logged predictions were deleted, and the inputs and outputs of 0 jobs erased."
+        in after.text
+    )
     deletions = text_of(re.search(r'<table id="deletions">.*?</table>', after.text, re.S)[0])  # type: ignore[index]
-    assert "beta/bob beta success (200) deleted 4 prediction records" in deletions
+    erased = "erased 0 jobs, 0 jobs_unfinished, 4 predictions"
+    assert f"beta/bob beta success (200) {erased}" in deletions
     audit = console.platform.client.get("/api/audit", params={"action": "retention.forget"})
     [event] = audit.json()["items"]
     assert (event["actor"], event["tenant"], event["reason"]) == (
         "beta/bob",
         "beta",
-        "deleted 4 prediction records",
+        erased,
     )
 
 

@@ -56,7 +56,7 @@ BASE: dict[str, Any] = {
     "source": "inference",
     "reservation_id": None,
 }
-OPTIONAL = ("endpoint", "task", "compute_ms", "wall_ms", "request_id", "prediction_id")
+OPTIONAL = ("endpoint", "task", "compute_ms", "gpu_ms", "wall_ms", "request_id", "prediction_id")
 
 ODD_TIMESTAMPS = [
     "2026-11-30T13:00:00Z",  # another spelling of UTC
@@ -168,6 +168,7 @@ def documents() -> st.SearchStrategy[dict[str, Any]]:
             "endpoint": st.one_of(st.none(), st.text(max_size=20)),
             "task": st.text(max_size=10),
             "compute_ms": st.floats(allow_nan=False),
+            "gpu_ms": st.floats(allow_nan=False),
             "wall_ms": st.one_of(st.floats(allow_nan=False), st.integers(0, 10**6)),
             "reservation_id": st.one_of(st.none(), st.text(max_size=32)),
         }

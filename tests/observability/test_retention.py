@@ -12,7 +12,12 @@ from starlette.testclient import TestClient
 
 from modelport.app import Services
 from modelport.observability.prediction_store import PredictionRepository
-from modelport.observability.retention import SWEEP_ACTION, SWEEP_ACTOR, PredictionRetention
+from modelport.observability.retention import (
+    SWEEP_ACTION,
+    SWEEP_ACTOR,
+    PredictionRetention,
+    audit_sweeps,
+)
 from modelport.observability.types import PredictionRecord
 from modelport.store.tables import PredictionOutcomeRow, PredictionRow
 from modelport.tenancy.types import AuditQuery
@@ -64,7 +69,9 @@ def logged(services: Services) -> Services:
 
 
 def test_the_sweep_keeps_each_owners_days_or_the_default(logged: Services) -> None:
-    retention = PredictionRetention(logged.database, default_days=90, now=lambda: NOW)
+    retention = PredictionRetention(
+        logged.database, default_days=90, now=lambda: NOW, audit=audit_sweeps(logged.database)
+    )
     retention.set_days("acme", 30, actor="test")
     assert retention.days_of("acme") == (30, True)
     assert retention.days_of("globex") == (90, False)
@@ -74,12 +81,11 @@ def test_the_sweep_keeps_each_owners_days_or_the_default(logged: Services) -> No
     # One audit event per owner whose records went, saying how many after how long.
     swept = logged.tenancy.audit_log(AuditQuery(action=SWEEP_ACTION)).items
     assert {(e.tenant, e.actor, e.reason) for e in swept} == {
-        ("acme", SWEEP_ACTOR, "deleted 1 prediction records older than 30 days"),
-        ("globex", SWEEP_ACTOR, "deleted 1 prediction records older than 90 days"),
-        (None, SWEEP_ACTOR, "deleted 1 prediction records older than 90 days"),  # no owner
+        ("acme", SWEEP_ACTOR, "retention of 30 days erased 1 predictions"),
+        ("globex", SWEEP_ACTOR, "retention of 90 days erased 1 predictions"),
     }
     assert retention.sweep() == 0
-    assert len(logged.tenancy.audit_log(AuditQuery(action=SWEEP_ACTION)).items) == 3
+    assert len(logged.tenancy.audit_log(AuditQuery(action=SWEEP_ACTION)).items) == 2
     retention.set_days("acme", None, actor="test")  # back to the default
     assert retention.days_of("acme") == (90, False)
 

@@ -60,6 +60,7 @@ from modelport.api.tracing import TraceMiddleware
 from modelport.api.v2 import routes as v2
 from modelport.api.v2.lane import infer_shortcut
 from modelport.console.mount import install_console
+from modelport.observability.tracing import RootSampler
 
 if TYPE_CHECKING:
     from opentelemetry.trace import Tracer
@@ -87,6 +88,7 @@ class ModelportAPI(FastAPI):
         max_json_depth: int = 64,
         http_metrics: HttpMetrics | None = None,
         tracer: Tracer | None = None,
+        roots: RootSampler | None = None,
         **options: Any,
     ) -> None:
         self.body_read_timeout_seconds = body_read_timeout_seconds
@@ -94,6 +96,7 @@ class ModelportAPI(FastAPI):
         self.max_json_depth = max_json_depth
         self.http_metrics = http_metrics
         self.tracer = tracer
+        self.roots = roots
         self._described: tuple[dict[str, Any], dict[str, Any]] | None = None
         super().__init__(**options)
 
@@ -121,7 +124,7 @@ class ModelportAPI(FastAPI):
         if self.tracer is not None:
             # The server span around all the rest, so that a request's every log record
             # and step is in it (tracing off: not installed at all).
-            guarded = TraceMiddleware(guarded, self.tracer, templates)
+            guarded = TraceMiddleware(guarded, self.tracer, templates, self.roots)
         if self.http_metrics is None:
             return guarded
         # Outermost: every request counts, the ones refused by the layers above too.
@@ -150,6 +153,7 @@ def create_app(services: Services) -> FastAPI:
         max_json_depth=services.settings.requests.max_json_depth,
         http_metrics=services.http_metrics,
         tracer=services.tracing.tracer,
+        roots=services.tracing.roots,
     )
     app.state.services = services
     install_error_handlers(app)

@@ -9,7 +9,10 @@ span is named by the route template (``POST /v2/models/{owner}/{name}/infer``), 
 the request id and the status, and is an error for a 5xx answer.
 
 Installed by ``api.app`` only when the process has a tracer: with tracing off, requests
-do not pass through it at all.
+do not pass through it at all. A request with no caller's trace is sampled here, once,
+where the sampler allows it (``tracing.RootSampler``): one sampled out gets a bare
+non-recording span (its ids on its log records and on what it sends on), and no span
+or attribute is built for it here or in any later step.
 """
 
 from __future__ import annotations
@@ -30,10 +33,17 @@ class TraceMiddleware:
     """One ``SERVER`` span per request on the traced surfaces (see the module
     docstring)."""
 
-    def __init__(self, app: ASGIApp, tracer: Tracer, templates: RouteTemplates) -> None:
+    def __init__(
+        self,
+        app: ASGIApp,
+        tracer: Tracer,
+        templates: RouteTemplates,
+        roots: tracing.RootSampler | None = None,
+    ) -> None:
         self.app = app
         self.tracer = tracer
         self.templates = templates
+        self.roots = roots
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         path: str = scope.get("path", "")
@@ -41,12 +51,22 @@ class TraceMiddleware:
             await self.app(scope, receive, send)
             return
         headers = _trace_headers(scope)
+        parent = tracing.context_of(headers) if headers else None
+        if parent is None and self.roots is not None:
+            unsampled = self.roots.root()
+            if unsampled is not None:
+                token = context.attach(trace.set_span_in_context(unsampled))
+                try:
+                    await self.app(scope, receive, send)
+                finally:
+                    context.detach(token)
+                return
         method: str = scope["method"]
         route = self.templates.template(path)
         state: dict[str, Any] = scope.setdefault("state", {})
         span = self.tracer.start_span(
             f"{method} {route}",
-            context=tracing.context_of(headers) if headers else None,
+            context=parent,
             kind=SpanKind.SERVER,
             attributes={"http.request.method": method, "http.route": route, "url.path": path},
         )

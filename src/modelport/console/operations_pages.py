@@ -2,7 +2,7 @@
 over a month (``GET /api/costs``, the operator's), each tenant's prediction-log
 retention with the latest sweeps and deletions from the audit log (the operator's),
 and a tenant's own retention with the form that deletes its logged predictions now
-(its right to deletion, ``DELETE /api/tenants/{tenant}/predictions``). The API
+(its right to deletion, ``DELETE /api/tenants/{tenant}/data``). The API
 decides who may see and do what; its refusal is shown with its code."""
 
 from __future__ import annotations
@@ -139,14 +139,16 @@ async def _data_page(
         sweeps=sweeps,
         deletions=deletions,
         deleted=request.query_params.get("deleted"),
+        jobs=request.query_params.get("jobs"),
         error=error,
     )
 
 
 @router.post("/data/forget")
 async def forget(request: Request) -> Response:
-    """Delete every logged prediction of the signed-in tenant's calls, once the form
-    names the tenant (the confirmation); the API decides who may, and audits it."""
+    """Erase every logged prediction of the signed-in tenant's calls and its finished
+    jobs' inputs and outputs (``DELETE /api/tenants/{tenant}/data``), once the form names
+    the tenant (the confirmation); the API decides who may, and audits it."""
     session = await current_session(request)
     form = await checked_form(request, session)
     tenant = session.tenant
@@ -160,9 +162,11 @@ async def forget(request: Request) -> Response:
             "(deletion_not_confirmed)",
             status_code=400,
         )
-    answer = await platform(request, session).call(
-        "DELETE", f"/api/tenants/{_q(tenant)}/predictions"
-    )
+    answer = await platform(request, session).call("DELETE", f"/api/tenants/{_q(tenant)}/data")
     if not answer.ok:
         return await _data_page(request, session, error=answer.error, status_code=answer.status)
-    return RedirectResponse(f"/console/data?deleted={int(answer.body['deleted'])}", status_code=303)
+    erased = answer.body
+    return RedirectResponse(
+        f"/console/data?deleted={int(erased['predictions'])}&jobs={int(erased.get('jobs', 0))}",
+        status_code=303,
+    )

@@ -4,7 +4,8 @@ with a signed, expiring URL (``jobs.signing``), and the blobs behind those URLs.
 A job's outputs are its output document (``Job.output_digest``), its stages' outputs
 and, for a batch (a pipeline of ``batch_shards`` or ``tensor_shards``), the shards its
 output manifest lists. Any other digest is not the job's: 404 ``output_not_found``,
-whether or not the blob exists.
+whether or not the blob exists. An erased job's (``jobs.erasure``) are gone: 410
+``erased``.
 """
 
 from __future__ import annotations
@@ -15,14 +16,14 @@ from typing import Any
 
 from modelport.blobs.service import BlobService
 from modelport.blobs.types import Blob
-from modelport.errors import InvalidInput, NotFound
+from modelport.errors import Gone, InvalidInput, NotFound
 from modelport.jobs import tensors
 from modelport.jobs.progress import SHARDING
 from modelport.jobs.service import JobService
 from modelport.jobs.signing import OutputSigner, SignedOutput
 from modelport.jobs.types import Job
 
-__all__ = ["JobOutput", "JobOutputs", "output_not_found"]
+__all__ = ["JobOutput", "JobOutputs", "job_erased", "output_not_found"]
 
 _SHARD_KEYS = ("digest", "output", "errors")
 """Where a manifest's shard names a blob: a tensor batch's ``.npy`` (``digest``), a
@@ -31,6 +32,14 @@ JSON Lines batch's output and error lines."""
 
 def output_not_found(job_id: str, digest: str) -> NotFound:
     return NotFound(f"job '{job_id}' has no output {digest}", code="output_not_found", job=job_id)
+
+
+def job_erased(job_id: str) -> Gone:
+    return Gone(
+        f"job '{job_id}' had its inputs and outputs erased (retention or deletion)",
+        code="erased",
+        job=job_id,
+    )
 
 
 @dataclass(frozen=True)
@@ -61,7 +70,8 @@ class JobOutputs:
 
     def output(self, job: Job) -> JobOutput | None:
         """The job's output (None until it has one). Above ``inline_bytes`` its document
-        is not read at all: only its size and a signed URL are given."""
+        is not read at all: only its size and a signed URL are given. None too once
+        erased: the job's record says when (``erased_at``)."""
         if job.output_digest is None:
             return None
         blob = self.blobs.stat(job.output_digest)
@@ -89,6 +99,8 @@ class JobOutputs:
         return self._open(self.jobs.get(tenant, job_id), digest)
 
     def _open(self, job: Job, digest: str) -> tuple[Blob, Iterator[bytes]]:
+        if job.erased_at is not None:
+            raise job_erased(job.id)
         if digest not in self.digests(job):
             raise output_not_found(job.id, digest)
         blob = self.blobs.stat(digest)

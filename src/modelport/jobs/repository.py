@@ -503,6 +503,7 @@ def _job(row: JobRow, stages: Sequence[StageRun]) -> Job:
         lease_generation=row.lease_generation,
         stages=tuple(stages),
         trace_context=dict(row.trace_context) if row.trace_context else None,
+        erased_at=row.erased_at,
     )
 
 

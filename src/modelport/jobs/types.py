@@ -217,6 +217,9 @@ class Job:
     stages: tuple[StageRun, ...] = ()
     trace_context: dict[str, str] | None = None
     """The submitting request's W3C trace context: the job's stages continue its trace."""
+    erased_at: datetime | None = None
+    """When its inputs and outputs were erased (retention, the right to deletion): its
+    digests are cleared, the record kept for billing (``jobs.erasure``)."""
 
     @property
     def finished(self) -> bool:

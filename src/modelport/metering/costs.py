@@ -2,13 +2,12 @@
 
 A call's compute is what the runtime measured for it (``Usage.cpu_ms`` and ``gpu_ms``:
 its rows' share of its executed batch's time), recorded on its usage events as
-``compute_ms``. ``ComputePrices`` prices it per core-second and GPU-second (settings
-``cost_per_core_second_micros``, ``cost_per_gpu_second_micros``). ``CostReport`` reads
-the ledger: per tenant and model, the calls, their compute, its cost, what was charged
-for them (revenue) and the margin (revenue less cost). Every event of one call carries
-the call's compute, so a call's compute is counted once (by ``prediction_id``). The
-ledger keeps compute as one figure: the report prices it per core-second; the metrics
-(``observability.cost_metrics``) see the split.
+``compute_ms`` with its GPU part as ``gpu_ms``. ``ComputePrices`` prices the GPU part
+per GPU-second and the rest per core-second (settings ``cost_per_core_second_micros``,
+``cost_per_gpu_second_micros``). ``CostReport`` reads the ledger: per tenant and model,
+the calls, their compute, its cost, what was charged for them (revenue) and the margin
+(revenue less cost). Every event of one call carries the call's compute, so a call's
+compute is counted once (by ``prediction_id``).
 """
 
 from __future__ import annotations
@@ -39,8 +38,11 @@ class CostLine:
     model: str
     calls: int
     compute_ms: float
+    """CPU and GPU time together."""
     cost_micros: float
     revenue_micros: int
+    gpu_ms: float = 0.0
+    """Of ``compute_ms``, the GPU's."""
 
     @property
     def margin_micros(self) -> float:
@@ -67,6 +69,7 @@ class CostReport:
                 e.tenant,
                 e.model,
                 func.max(e.compute_ms).label("compute_ms"),
+                func.max(e.gpu_ms).label("gpu_ms"),
                 func.sum(e.amount_micros).label("amount"),
             )
             .where(*where)
@@ -78,18 +81,30 @@ class CostReport:
             per_call.c.model,
             func.count(),
             func.sum(per_call.c.compute_ms),
+            func.sum(per_call.c.gpu_ms),
             func.sum(per_call.c.amount),
         ).group_by(per_call.c.tenant, per_call.c.model)
         with self.database.transaction() as session:
             found = session.execute(rows.order_by(per_call.c.tenant, per_call.c.model)).all()
-        return [
-            CostLine(
-                tenant=t,
-                model=m,
-                calls=int(calls),
-                compute_ms=float(compute or 0.0),
-                cost_micros=self.prices.cost_micros(float(compute or 0.0)),
-                revenue_micros=int(amount or 0),
-            )
-            for t, m, calls, compute, amount in found
-        ]
+        return [_line(self.prices, *row) for row in found]
+
+
+def _line(
+    prices: ComputePrices,
+    tenant: str,
+    model: str,
+    calls: int,
+    compute: float | None,
+    gpu: float | None,
+    amount: int | None,
+) -> CostLine:
+    compute_ms, gpu_ms = float(compute or 0.0), float(gpu or 0.0)
+    return CostLine(
+        tenant=tenant,
+        model=model,
+        calls=int(calls),
+        compute_ms=compute_ms,
+        cost_micros=prices.cost_micros(compute_ms - gpu_ms, gpu_ms),
+        revenue_micros=int(amount or 0),
+        gpu_ms=gpu_ms,
+    )

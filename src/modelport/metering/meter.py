@@ -159,6 +159,7 @@ class MeteredCall:
         self.started = started
         self.prediction_id = call.call_id or unique_id()
         self.compute_ms = 0.0
+        self.gpu_ms = 0.0
         self.quantities: dict[Unit, int] = {}
         self.rows: int | None = None
         """Rows answered, once the work recorded them (``record_usage``)."""
@@ -190,6 +191,7 @@ class MeteredCall:
         """What the work used, as the inference service measured it: compute from its
         ``cpu_ms`` and ``gpu_ms``, counted units from its quantities."""
         self.compute_ms = usage.cpu_ms + usage.gpu_ms
+        self.gpu_ms = usage.gpu_ms
         self.rows = usage.rows
         if usage.input_tokens or usage.output_tokens or usage.images:
             self.quantities.update(usage.quantities())
@@ -245,6 +247,7 @@ class MeteredCall:
                 endpoint=call.endpoint,
                 task=call.task,
                 compute_ms=self.compute_ms,
+                gpu_ms=self.gpu_ms,
                 wall_ms=wall_ms,
                 request_id=call.request_id,
                 prediction_id=self.prediction_id,
@@ -293,6 +296,7 @@ class MeteredCall:
                     "endpoint": call.endpoint,
                     "task": call.task,
                     "compute_ms": self.compute_ms,
+                    "gpu_ms": self.gpu_ms,
                     "wall_ms": wall_ms,
                     "request_id": call.request_id,
                     "prediction_id": prediction_id,

@@ -191,6 +191,8 @@ class UsageEvent:
     task: str = ""
     compute_ms: float = 0.0
     """Executor time attributed to this call (its rows' share of its batch)."""
+    gpu_ms: float = 0.0
+    """Of ``compute_ms``, the GPU's time (0.0 on the CPU)."""
     wall_ms: float = 0.0
     request_id: str = ""
     prediction_id: str = ""
@@ -351,7 +353,8 @@ class Usage:
     ``output_tokens``, ``images``: counted units; ``seconds``: the call's wall time as
     measured by the service (the meter prices ``second`` from its own clock);
     ``cpu_ms`` / ``gpu_ms``: executor time attributed to the call where measured (its
-    rows' share of its batch's execution), priced together as ``compute_ms``."""
+    rows' share of its batch's execution); the ledger keeps their sum as ``compute_ms``
+    and ``gpu_ms`` beside it, each priced per its device's second."""
 
     rows: int = 0
     input_tokens: int = 0

@@ -1,20 +1,27 @@
-"""How long the prediction log keeps records, per tenant, and deleting them.
+"""How long a tenant's data is kept (its prediction log, its jobs' inputs and outputs),
+and deleting it.
 
 A record is kept ``days`` after it was received, by the retention of the tenant that
 owns its endpoint (``PredictionRecord.owner``: whose log it is), or the installation's
 default (``prediction_retention_days``, 90) for a tenant that set none. ``sweep`` deletes
-what is past it, the outcomes recorded against those predictions with them, and audits
-what it deleted per owner (``retention.sweep``); a serving process runs it every
-``prediction_retention_interval_seconds``. ``forget`` is the right
+what is past it, the outcomes recorded against those predictions with them; a serving
+process runs it every ``prediction_retention_interval_seconds``. ``forget`` is the right
 to deletion: every record of a tenant's calls (``PredictionRecord.tenant``, whichever
 endpoint logged them), their inputs and outputs with them, at once.
+
+The same retention covers other data a tenant's calls left (``Retained``: the inputs and
+outputs of its finished jobs and batches, ``jobs.erasure``), kept ``days`` after the job
+finished; the sweep and ``forget`` erase those too. Each sweep that erased something
+writes one audit event per tenant (``audit``), naming what went; ``forget`` is audited
+by its route.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime, timedelta
+from typing import Protocol
 
 from sqlalchemy import ColumnElement, delete, func, select
 from sqlalchemy.orm import Session
@@ -23,7 +30,7 @@ from modelport.errors import InvalidInput
 from modelport.store import Database
 from modelport.store.base import utcnow
 from modelport.store.tables import PredictionOutcomeRow, PredictionRetentionRow, PredictionRow
-from modelport.tenancy import audit
+from modelport.tenancy import audit as audit_log
 
 SWEEP_ACTION = "retention.sweep"
 SWEEP_ACTOR = "system:retention"
@@ -32,13 +39,68 @@ MAX_DAYS = 3650
 _log = logging.getLogger("modelport.observability.retention")
 
 
+class Retained(Protocol):
+    """Other data a tenant's retention covers (a job's inputs and outputs)."""
+
+    @property
+    def kind(self) -> str:
+        """What it is, as counts and audit reasons name it (``jobs``)."""
+        ...
+
+    def sweep(self, days: Mapping[str, int], default_days: int) -> Mapping[str, int]:
+        """Erase what is past its tenant's ``days`` (``default_days`` for the others);
+        how many went, by tenant."""
+        ...
+
+    def forget(self, tenant: str) -> Mapping[str, int]:
+        """Erase all of ``tenant``'s now; counts by name (``jobs``: erased, and what else
+        it reports, such as ``jobs_unfinished``)."""
+        ...
+
+
+Audit = Callable[[str, str], None]
+"""Records that the sweep erased something of a tenant: ``(tenant, reason)``."""
+
+
+def audit_sweeps(database: Database) -> Audit:
+    """The audit log's record of a sweep: ``retention.sweep`` by ``system:retention``
+    on the tenant, the counts as its reason."""
+
+    def record(tenant: str, reason: str) -> None:
+        with database.transaction() as session:
+            audit_log.append(
+                session,
+                audit_log.NewAuditEvent(
+                    actor=SWEEP_ACTOR,
+                    actor_tenant=None,
+                    key_id=None,
+                    action=SWEEP_ACTION,
+                    method="DELETE",
+                    target=f"/api/tenants/{tenant}/retention",
+                    tenant=tenant,
+                    status=200,
+                    reason=reason,
+                ),
+            )
+
+    return record
+
+
 class PredictionRetention:
     def __init__(
-        self, database: Database, *, default_days: int, now: Callable[[], datetime] = utcnow
+        self,
+        database: Database,
+        *,
+        default_days: int,
+        now: Callable[[], datetime] = utcnow,
+        also: Sequence[Retained] = (),
+        audit: Audit | None = None,
     ) -> None:
         self.database = database
         self.default_days = default_days
         self._now = now
+        self.also = tuple(also)
+        self._audit = audit
 
     def days_of(self, tenant: str) -> tuple[int, bool]:
         """The tenant's retention in days, and whether it set it (False: the default)."""
@@ -66,40 +128,45 @@ class PredictionRetention:
                 row.days, row.updated_by, row.updated_at = days, actor, self._now()
 
     def sweep(self) -> int:
-        """Delete every record past its owner's retention; how many went. Each owner
-        whose records went gets an audit event (``retention.sweep``) in the same
-        transaction, saying how many and after how many days."""
+        """Delete every record past its owner's retention, and erase the other data
+        (``also``) past it; how many records went."""
         now = self._now()
+        by_tenant: dict[str, dict[str, int]] = {}
+        deleted = 0
+        policies = self.policies()
         with self.database.transaction() as session:
-            rows = session.execute(
-                select(PredictionRetentionRow.tenant, PredictionRetentionRow.days)
-            ).all()
-            policies = {tenant: days for tenant, days in rows}
-            swept: list[tuple[str | None, int, int]] = []  # (owner, days, deleted)
             for tenant, days in policies.items():
-                where = (PredictionRow.owner == tenant) & (
+                old = (PredictionRow.owner == tenant) & (
                     PredictionRow.received_at < now - timedelta(days=days)
                 )
-                swept.append((tenant, days, _delete(session, where)))
+                _count(by_tenant, "predictions", _owners(session, old))
+                deleted += _delete(session, old)
             others = PredictionRow.received_at < now - timedelta(days=self.default_days)
             if policies:
                 others = others & (
                     PredictionRow.owner.is_(None) | PredictionRow.owner.not_in(list(policies))
                 )
-            counts = session.execute(
-                select(PredictionRow.owner, func.count())
-                .where(others)
-                .group_by(PredictionRow.owner)
-            ).all()
-            _delete(session, others)
-            swept += [(owner, self.default_days, int(n)) for owner, n in counts]
-            for owner, days, n in swept:
-                if n:
-                    audit.append(session, _swept_event(owner, days, n))
-        deleted = sum(n for _, _, n in swept)
+            _count(by_tenant, "predictions", _owners(session, others))
+            deleted += _delete(session, others)
         if deleted:
             _log.info("prediction retention deleted=%d", deleted)
+        for data in self.also:
+            try:
+                _count(by_tenant, data.kind, data.sweep(policies, self.default_days))
+            except Exception:  # the next sweep finishes it; the log's records went
+                _log.exception("retention sweep of %s failed", data.kind)
+        if self._audit is not None:
+            for tenant, counts in sorted(by_tenant.items()):
+                self._audit(tenant, _reason(counts, policies.get(tenant, self.default_days)))
         return deleted
+
+    def policies(self) -> dict[str, int]:
+        """The tenants that set a retention of their own, and their days."""
+        with self.database.transaction() as session:
+            rows = session.execute(
+                select(PredictionRetentionRow.tenant, PredictionRetentionRow.days)
+            ).all()
+        return {tenant: days for tenant, days in rows}
 
     def forget(self, tenant: str) -> int:
         """Delete every record of ``tenant``'s calls now; how many went."""
@@ -108,19 +175,34 @@ class PredictionRetention:
         _log.info("prediction records forgotten tenant=%s deleted=%d", tenant, deleted)
         return deleted
 
+    def forget_all(self, tenant: str) -> dict[str, int]:
+        """The right to deletion over everything: ``tenant``'s prediction-log records
+        (``forget``) and its other data (``also``: its finished jobs' inputs and
+        outputs). Counts by name (``predictions``, ``jobs``, ...)."""
+        counts = {"predictions": self.forget(tenant)}
+        for data in self.also:
+            counts.update(data.forget(tenant))
+        return counts
 
-def _swept_event(owner: str | None, days: int, deleted: int) -> audit.NewAuditEvent:
-    return audit.NewAuditEvent(
-        actor=SWEEP_ACTOR,
-        actor_tenant=None,
-        key_id=None,
-        action=SWEEP_ACTION,
-        method="DELETE",
-        target=f"/api/tenants/{owner}/predictions" if owner else "/api/predictions",
-        tenant=owner or None,
-        status=200,
-        reason=f"deleted {deleted} prediction records older than {days} days",
-    )
+
+def _owners(session: Session, where: ColumnElement[bool]) -> dict[str, int]:
+    """How many records ``where`` selects, by owner (records of no owner under "")."""
+    rows = session.execute(
+        select(PredictionRow.owner, func.count()).where(where).group_by(PredictionRow.owner)
+    ).all()
+    return {owner or "": int(n) for owner, n in rows}
+
+
+def _count(by_tenant: dict[str, dict[str, int]], kind: str, counts: Mapping[str, int]) -> None:
+    for tenant, n in counts.items():
+        if n and tenant:
+            tally = by_tenant.setdefault(tenant, {})
+            tally[kind] = tally.get(kind, 0) + n
+
+
+def _reason(counts: Mapping[str, int], days: int) -> str:
+    parts = ", ".join(f"{n} {kind}" for kind, n in sorted(counts.items()))
+    return f"retention of {days} days erased {parts}"
 
 
 def _delete(session: Session, where: ColumnElement[bool]) -> int:

@@ -33,6 +33,8 @@ class BatchOutcome:
     execute_seconds: float
     """Time spent in the model itself (not merging or splitting)."""
     rows: int
+    gpu_seconds: float = 0.0
+    """Of that, the GPU's time, where the model measures it (``DeviceTimedModel``)."""
 
 
 Parts = Sequence[Mapping[str, np.ndarray]]
@@ -82,6 +84,7 @@ class ThreadExecutor:
 
     def __init__(self, model: LoadedModel, *, instances: int = 1, name: str = "model") -> None:
         self.model = model
+        self._timed = getattr(model, "execute_timed", None)  # a ``DeviceTimedModel``'s
         self.instances = instances
         self._jobs: queue.SimpleQueue[tuple[Parts, Done] | None] = queue.SimpleQueue()
         self._closed = False
@@ -109,9 +112,12 @@ class ThreadExecutor:
     def _run(self, parts: Parts) -> BatchOutcome:
         merged, sizes = merge(parts)
         started = time.perf_counter()
-        outputs = self.model.execute(merged)
+        if self._timed is None:
+            outputs, gpu = self.model.execute(merged), 0.0
+        else:
+            outputs, gpu = self._timed(merged)
         elapsed = time.perf_counter() - started
-        return BatchOutcome(split(outputs, sizes), elapsed, sum(sizes))
+        return BatchOutcome(split(outputs, sizes), elapsed, sum(sizes), gpu)
 
     def close(self) -> None:
         if self._closed:

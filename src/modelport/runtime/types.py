@@ -136,6 +136,8 @@ class InferenceTimings:
     """Rows in that batch."""
     batch_requests: int
     """Requests merged into that batch."""
+    gpu_seconds: float = 0.0
+    """Of ``execute_seconds``, the GPU's time (0.0: on the CPU, or not measured)."""
 
 
 @dataclass(slots=True)

@@ -76,13 +76,19 @@ class BackendRequest:
     the call's usage against it (``POST /api/usage/events``, ``call_id``)."""
 
 
+GPU_SECONDS = "gpu"
+"""The ``BackendResponse.timings`` key of the GPU's share of ``execute``, where a model
+on a GPU measured it (absent on the CPU)."""
+
+
 @dataclass(slots=True)  # not frozen: made per call (see HOT_PATH_RECORDS)
 class BackendResponse:
     outputs: Mapping[str, np.ndarray]
     backend: str
     """Name of the backend (replica) that answered."""
     timings: Mapping[str, float] = field(default_factory=dict)
-    """Seconds per stage where the backend knows them: queue, batch_wait, execute."""
+    """Seconds per stage where the backend knows them: queue, batch_wait, execute, and
+    ``GPU_SECONDS`` (of execute, the GPU's)."""
     batch_size: int | None = None
 
 

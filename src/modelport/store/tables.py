@@ -426,6 +426,8 @@ class UsageEventRow(Base):
     unit: Mapped[str] = mapped_column(String(16))
     quantity: Mapped[int] = mapped_column(BigInteger)
     compute_ms: Mapped[float] = mapped_column(Float, default=0.0)
+    gpu_ms: Mapped[float] = mapped_column(Float, default=0.0, server_default="0")
+    """Of ``compute_ms``, the GPU's time (priced per GPU-second, the rest per core-second)."""
     wall_ms: Mapped[float] = mapped_column(Float, default=0.0)
     status: Mapped[str] = mapped_column(String(16))
     started_at: Mapped[datetime]
@@ -897,6 +899,7 @@ class JobRow(Base):
         Index("ix_jobs_state_lease_expires_at", "state", "lease_expires_at"),
         Index("ix_jobs_tenant_seq", "tenant", "seq"),
         Index("ix_jobs_tenant_state", "tenant", "state"),
+        Index("ix_jobs_erasable", "erased_at", "finished_at"),
     )
 
     seq: Mapped[int] = mapped_column(_SEQ, primary_key=True, autoincrement=True)
@@ -926,6 +929,9 @@ class JobRow(Base):
     trace_context: Mapped[dict[str, str] | None] = mapped_column(JSON)
     """The submitting request's W3C trace context (``traceparent``, ``tracestate``):
     the job's stages continue its trace. None when it was not traced."""
+    erased_at: Mapped[datetime | None] = mapped_column(default=None)
+    """When its inputs and outputs were erased (its tenant's retention, or the right to
+    deletion): the record stays for billing, its digests are cleared."""
 
 
 class JobStageRow(Base):
@@ -951,6 +957,19 @@ class JobStageRow(Base):
     error_code: Mapped[str | None] = mapped_column(String(64))
     error_message: Mapped[str | None] = mapped_column(Text)
     output_digest: Mapped[str | None] = mapped_column(String(71))
+
+
+class BlobErasureRow(Base):
+    """A blob whose last references an erasure removed: its bytes go once nothing else
+    lists them (``jobs.erasure``). Written in the erasure's transaction, so a crash
+    before the bytes went leaves the row for the next sweep."""
+
+    __tablename__ = "blob_erasures"
+
+    digest: Mapped[str] = mapped_column(String(71), primary_key=True)
+    tenant: Mapped[str] = mapped_column(String(64), primary_key=True)
+    """The tenant whose data it was: its possession of the blob goes with the bytes."""
+    queued_at: Mapped[datetime]
 
 
 # ---- batches -------------------------------------------------------------------

@@ -26,6 +26,7 @@ STATUS_OF_KIND: dict[str, grpc.StatusCode] = {
     "conflict": grpc.StatusCode.ABORTED,
     "too_large": grpc.StatusCode.RESOURCE_EXHAUSTED,
     "range": grpc.StatusCode.OUT_OF_RANGE,
+    "gone": grpc.StatusCode.NOT_FOUND,
     "unprocessable": grpc.StatusCode.FAILED_PRECONDITION,
     "overloaded": grpc.StatusCode.RESOURCE_EXHAUSTED,
     "unavailable": grpc.StatusCode.UNAVAILABLE,

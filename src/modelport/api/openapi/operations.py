@@ -174,13 +174,17 @@ OPERATIONS: dict[tuple[str, str], Operation] = {
         "setEndpointSLOs", "Replace an endpoint's SLOs"
     ),
     ("get", "/api/tenants/{tenant}/retention"): Operation(
-        "getRetention", "Get how long a tenant's prediction log is kept"
+        "getRetention", "Get how long a tenant's prediction log and job data are kept"
     ),
     ("put", "/api/tenants/{tenant}/retention"): Operation(
-        "setRetention", "Set how long a tenant's prediction log is kept"
+        "setRetention", "Set how long a tenant's prediction log and job data are kept"
     ),
     ("delete", "/api/tenants/{tenant}/predictions"): Operation(
         "forgetPredictions", "Delete every prediction record of a tenant's calls"
+    ),
+    ("delete", "/api/tenants/{tenant}/data"): Operation(
+        "forgetTenantData",
+        "Erase a tenant's prediction records and its finished jobs' inputs and outputs",
     ),
     ("get", "/api/slos/rules"): Operation(
         "getSLORules", "Get the Prometheus rules of every endpoint's SLOs (operator)"

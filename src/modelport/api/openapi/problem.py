@@ -21,6 +21,7 @@ DESCRIPTIONS = {
     409: "The request conflicts with the current state (a name taken, an immutable "
     "version, a transition not allowed from the current state).",
     413: "The request body (or one chunk) is over a configured limit.",
+    410: "It existed and was erased (its tenant's retention, or the right to deletion).",
     416: "The range or upload offset does not match what is stored.",
     429: "A rate, concurrency or queue limit was reached; see `Retry-After`.",
     500: "A bug: the detail carries the request id to quote.",

@@ -4,8 +4,9 @@ margin, per tenant and model (the operator's view: ``platform.manage``).
 (``usage.read`` in it): its calls, their compute and that compute's share of all
 calls', without the operator's prices, costs or margins.
 
-Cost is the measured compute of each call (``metering.costs``) priced per core-second
-(``cost_per_core_second_micros``); revenue is what the calls were charged; a tenant's
+Cost is the measured compute of each call (``metering.costs``): its GPU time
+(``gpu_ms``, where it ran on a GPU) priced per GPU-second (``cost_per_gpu_second_micros``),
+the rest per core-second (``cost_per_core_second_micros``); revenue is what the calls were charged; a tenant's
 share is its part of the period's compute.
 """
 
@@ -35,6 +36,7 @@ def _line(line: CostLine) -> dict[str, Any]:
         "model": line.model,
         "calls": line.calls,
         "compute_ms": round(line.compute_ms, 3),
+        "gpu_ms": round(line.gpu_ms, 3),
         "cost_micros": round(line.cost_micros, 3),
         "cost_per_call_micros": round(line.cost_micros / line.calls, 3) if line.calls else 0,
         "revenue_micros": line.revenue_micros,

@@ -193,7 +193,7 @@ def get_job(
             "description": "The output's bytes",
             "content": {"application/octet-stream": {"schema": {"type": "string"}}},
         },
-        **problems(403, 404),
+        **problems(403, 404, 410),
     },
 )
 def get_job_output(
@@ -207,7 +207,8 @@ def get_job_output(
     """Stream one of the job's outputs: with a signed URL's ``expires`` and
     ``signature`` (no key needed; 403 ``invalid_signature``, 403 ``url_expired``), or
     with a key of the job's tenant. 404 ``output_not_found`` for a digest that is not
-    one of the job's outputs."""
+    one of the job's outputs; 410 ``erased`` once the job's inputs and outputs were
+    erased (its tenant's retention, or the right to deletion)."""
     outputs = job_outputs
     if expires is not None or signature is not None:
         blob, body = outputs.open_signed(job_id, digest, expires or "", signature or "")
@@ -296,6 +297,7 @@ def job_json(
         if job.error_code is None
         else {"code": job.error_code, "message": job.error_message},
         "output_digest": job.output_digest,
+        "erased_at": None if job.erased_at is None else job.erased_at.isoformat(),
         "stages": [
             {
                 "name": run.name,

@@ -1,7 +1,9 @@
-"""/api/tenants/{tenant}/retention and /api/tenants/{tenant}/predictions: how long the
-prediction log keeps a tenant's records, and deleting a tenant's records now (the right
-to deletion). Reading needs ``tenant.read``, changing and deleting ``tenant.manage``, in
-that tenant (the platform admin: any)."""
+"""/api/tenants/{tenant}/retention, /predictions and /data: how long a tenant's data is
+kept (its prediction log's records; its finished jobs' and batches' inputs and outputs),
+and erasing it now (the right to deletion): ``/predictions`` the prediction log only,
+``/data`` everything. Reading needs ``tenant.read``, changing and deleting
+``tenant.manage``, in that tenant (the platform admin: any). Every change and deletion
+is audited (``api.context``), a deletion with what it erased as the reason."""
 
 from __future__ import annotations
 
@@ -44,7 +46,8 @@ async def _tenant(request: Request, principal: Any, tenant: str, permission: Per
 async def get_retention(
     retention: deps.Retention, tenant: str, request: Request, principal: CurrentPrincipal
 ) -> dict[str, Any]:
-    """How many days the prediction log keeps the records of the tenant's endpoints."""
+    """How many days the prediction log keeps the records of the tenant's endpoints, and
+    the tenant's finished jobs keep their inputs and outputs."""
     await _tenant(request, principal, tenant, Permission.TENANT_READ)
     return await _retention(retention, tenant)
 
@@ -57,8 +60,9 @@ async def set_retention(
     request: Request,
     principal: CurrentPrincipal,
 ) -> dict[str, Any]:
-    """Keep the records of the tenant's endpoints ``days`` days (400 ``invalid_retention``
-    out of range); the next sweep deletes what is older."""
+    """Keep the records of the tenant's endpoints, and its jobs' inputs and outputs,
+    ``days`` days (400 ``invalid_retention`` out of range); the next sweep erases what
+    is older."""
     await _tenant(request, principal, tenant, Permission.TENANT_MANAGE)
     await anyio.to_thread.run_sync(
         lambda: retention.set_days(tenant, body.days, actor=principal.id)
@@ -76,5 +80,23 @@ async def forget_predictions(
     await _tenant(request, principal, tenant, Permission.TENANT_MANAGE)
     deleted = await anyio.to_thread.run_sync(retention.forget, tenant)
     request.state.audit_action = FORGET_ACTION
-    request.state.audit_reason = f"deleted {deleted} prediction records"
+    request.state.audit_reason = f"erased {deleted} predictions"
     return {"tenant": tenant, "deleted": deleted}
+
+
+@router.delete(PATH + "/data")
+async def forget_data(
+    retention: deps.Retention, tenant: str, request: Request, principal: CurrentPrincipal
+) -> dict[str, Any]:
+    """The right to deletion: erase now every prediction-log record of the tenant's
+    calls and the inputs and outputs of its finished jobs and batches (their records
+    stay, with what billing needs: ids, quantities, times; their outputs answer 410
+    ``erased``). Jobs still queued or running are left and counted in
+    ``jobs_unfinished``: cancel them and call again."""
+    await _tenant(request, principal, tenant, Permission.TENANT_MANAGE)
+    erased = await anyio.to_thread.run_sync(retention.forget_all, tenant)
+    request.state.audit_action = FORGET_ACTION
+    request.state.audit_reason = "erased " + ", ".join(
+        f"{n} {kind}" for kind, n in sorted(erased.items())
+    )
+    return {"tenant": tenant, **erased}

@@ -30,6 +30,7 @@ from modelport.inference.types import Usage
 from modelport.manifest import TensorSpec
 from modelport.metering.types import Unit
 from modelport.serving.routing.streams import PlannedStream, prompt_tensor, texts_tensor
+from modelport.serving.types import GPU_SECONDS
 
 if TYPE_CHECKING:
     from modelport.inference.pipeline import Env
@@ -175,11 +176,19 @@ def measure(
     started: float,
 ) -> Usage:
     """What a tensor call used: its rows, its wall time since ``started``
-    (``time.perf_counter``), and its rows' share of its batch's execution time as
-    ``cpu_ms`` (the local host runs on CPU)."""
+    (``time.perf_counter``), and its rows' share of its batch's execution time: the
+    GPU's part of it (``GPU_SECONDS``, where the model ran on one and measured it) as
+    ``gpu_ms``, the rest as ``cpu_ms``; so a call's compute is its share of the
+    execution either way, and each part is priced by its own device's second."""
     first = next(iter(inputs.values()), None)
     rows = first.shape[0] if first is not None and first.ndim else 1
     execute = float(timings.get("execute", 0.0))
+    gpu = min(float(timings.get(GPU_SECONDS, 0.0)), execute)
     batch = batch_size or 0
-    share = execute * min(1.0, rows / batch) if batch > 0 else execute
-    return Usage(rows=rows, seconds=time.perf_counter() - started, cpu_ms=share * 1000)
+    part = min(1.0, rows / batch) if batch > 0 else 1.0
+    return Usage(
+        rows=rows,
+        seconds=time.perf_counter() - started,
+        cpu_ms=(execute - gpu) * part * 1000,
+        gpu_ms=gpu * part * 1000,
+    )

@@ -301,6 +301,7 @@ class Batcher:
                         execute_seconds=outcome.execute_seconds,
                         batch_size=outcome.rows,
                         batch_requests=len(batch),
+                        gpu_seconds=outcome.gpu_seconds,
                     ),
                 )
             )

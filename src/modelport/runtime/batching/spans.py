@@ -7,8 +7,10 @@ each request whose caller's span is sampled, two spans under the span that submi
 
 - its wait, named ``batch wait`` when an executor was free as it came (it waited for
   the batch to form) and ``queue wait`` when every executor was busy;
-- ``execute``: the executed batch, with its rows and requests as attributes, linked to
-  the span of every other sampled call it merged.
+- ``execute``: the executed batch, with its rows and requests as attributes. The first
+  sampled request's is the batch's: it links the span of every other sampled call the
+  batch merged, and each of theirs links the first's (two links per call: linking
+  every call to every other would cost the SDK a link object per pair).
 
 Nothing is kept or made for a request whose caller was sampled out; with no tracer the
 batcher records nothing and asks for no context.
@@ -79,13 +81,14 @@ def record_batch(
         "modelport.batch.rows": rows,
         "modelport.batch.requests": size,
     }
-    for request in requests:
+    lead = [Link(requests[0].traced.parent)] if requests else []
+    for index, request in enumerate(requests):
         parent = trace.set_span_in_context(trace.NonRecordingSpan(request.traced.parent))
         wait = BATCH_WAIT if request.traced.executor_free else QUEUE_WAIT
         tracer.start_span(wait, context=parent, start_time=at(request.enqueued_at)).end(
             at(request.started_at)
         )
-        merged = [Link(other.traced.parent) for other in requests if other is not request]
+        merged = [Link(other.traced.parent) for other in requests[1:]] if index == 0 else lead
         execute = tracer.start_span(
             EXECUTE,
             context=parent,

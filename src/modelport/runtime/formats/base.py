@@ -42,6 +42,15 @@ class LoadedModel(Protocol):
     def unload(self) -> None: ...
 
 
+class DeviceTimedModel(Protocol):
+    """A loaded model that can run on a GPU and measures the device's time: the
+    executor calls ``execute_timed`` instead of ``execute`` where a model has it."""
+
+    def execute_timed(self, inputs: dict[str, np.ndarray]) -> tuple[dict[str, np.ndarray], float]:
+        """``execute``, and the seconds the GPU spent on it (0.0 on the CPU)."""
+        ...
+
+
 TensorModel = LoadedModel
 """The tensor contract's loaded model, by the name of its contract."""
 

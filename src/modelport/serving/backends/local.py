@@ -37,6 +37,7 @@ from modelport.runtime.types import Contract, GenerationRequest, VersionKey
 from modelport.serving.backends.base import STREAMING_UNSUPPORTED
 from modelport.serving.processing import ProcessingPools
 from modelport.serving.types import (
+    GPU_SECONDS,
     BackendRequest,
     BackendResponse,
     Capabilities,
@@ -178,6 +179,8 @@ class LocalBackend:
         if request.outputs is not None:
             outputs = {name: outputs[name] for name in request.outputs if name in outputs}
         timings = result.timings
+        if timings.gpu_seconds:
+            stages[GPU_SECONDS] = timings.gpu_seconds
         return BackendResponse(
             outputs=outputs,
             backend=self.name,

@@ -49,3 +49,26 @@ def resolve_dtype(name: str, device: str) -> torch.dtype:
 def dtype_name(dtype: torch.dtype) -> str:
     """``float32`` for ``torch.float32``."""
     return str(dtype).removeprefix("torch.")
+
+
+class CudaTimer:
+    """The GPU's time of the work queued on the current CUDA stream between ``start`` and
+    ``stop``, by CUDA events (host time is not in it: the events are timestamped by the
+    device as it reaches them)."""
+
+    def __init__(self) -> None:
+        import torch
+
+        self._start = torch.cuda.Event(enable_timing=True)  # type: ignore[no-untyped-call]
+        self._stop = torch.cuda.Event(enable_timing=True)  # type: ignore[no-untyped-call]
+
+    def start(self) -> None:
+        self._start.record()
+
+    def stop(self) -> None:
+        self._stop.record()
+
+    def seconds(self) -> float:
+        """Waits for the device to reach ``stop``; the seconds between the two events."""
+        self._stop.synchronize()
+        return float(self._start.elapsed_time(self._stop)) / 1000

@@ -4,6 +4,11 @@ Tensors (task ``embeddings``): input ``text`` BYTES ``[-1]`` (UTF-8 texts, one p
 row), outputs ``embedding`` FP32 ``[-1, d]`` and ``tokens`` INT64 ``[-1]`` (the tokens
 the model read for each text, what a call is billed by). Rows are independent, so the
 host's ``Batcher`` merges requests along the first dimension.
+
+On a CUDA device the model measures the GPU's time of each batch's forward pass with
+CUDA events (``execute_timed``, a ``DeviceTimedModel``): a call's compute is then
+priced as GPU time (``cost_per_gpu_second_micros``), the rest of its execution as CPU
+time.
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ import numpy as np
 from modelport.errors import InvalidInput
 from modelport.manifest import Manifest
 from modelport.runtime.formats.transformers.availability import require_llm
+from modelport.runtime.formats.transformers.device import CudaTimer
 from modelport.runtime.formats.transformers.loading import LoadedEncoder, load_encoder
 
 TEXT = "text"
@@ -58,6 +64,11 @@ class EmbeddingModel:
 
     def embed(self, texts: list[str]) -> tuple[np.ndarray, np.ndarray]:
         """Embeddings ``[n, d]`` (float32) and tokens per text ``[n]`` (int64)."""
+        embedding, tokens, _ = self._embed(texts, timed=False)
+        return embedding, tokens
+
+    def _embed(self, texts: list[str], *, timed: bool) -> tuple[np.ndarray, np.ndarray, float]:
+        """``embed``, and the GPU seconds of its forward pass where ``timed`` on CUDA."""
         import torch
 
         encoder = self.encoder
@@ -67,7 +78,7 @@ class EmbeddingModel:
             width = int(getattr(encoder.model.config, "hidden_size", 0)) * len(
                 encoder.pooling.modes
             )
-            return np.zeros((0, width), np.float32), np.zeros((0,), np.int64)
+            return np.zeros((0, width), np.float32), np.zeros((0,), np.int64), 0.0
         with self._tokenizing:
             batch = encoder.tokenizer(
                 texts,
@@ -77,20 +88,30 @@ class EmbeddingModel:
                 return_tensors="pt",
             )
         batch = batch.to(encoder.device)
+        timer = CudaTimer() if timed and encoder.device == "cuda" else None
         with torch.inference_mode():
+            if timer is not None:
+                timer.start()
             states = encoder.model(**batch).last_hidden_state
             pooled = encoder.pooling.apply(states, batch["attention_mask"])
+            if timer is not None:
+                timer.stop()
         tokens = batch["attention_mask"].sum(dim=1)
         return (
             pooled.float().cpu().numpy().astype(np.float32, copy=False),
             tokens.cpu().numpy().astype(np.int64),
+            0.0 if timer is None else timer.seconds(),
         )
 
     def execute(self, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        return self.execute_timed(inputs)[0]
+
+    def execute_timed(self, inputs: dict[str, np.ndarray]) -> tuple[dict[str, np.ndarray], float]:
+        """``execute``, and its forward pass's GPU seconds (0.0 on the CPU)."""
         if TEXT not in inputs:
             raise InvalidInput(f"input '{TEXT}' is required", code="missing_input")
-        embedding, tokens = self.embed(_texts(np.asarray(inputs[TEXT])))
-        return {EMBEDDING: embedding, TOKENS: tokens}
+        embedding, tokens, gpu = self._embed(_texts(np.asarray(inputs[TEXT])), timed=True)
+        return {EMBEDDING: embedding, TOKENS: tokens}, gpu
 
     def memory_bytes(self) -> int:
         return self._size_hint
