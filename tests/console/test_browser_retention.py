@@ -53,8 +53,8 @@ def test_an_owner_deletes_the_tenants_logged_predictions_after_confirming(
     assert page.locator("#deleted").inner_text() == (
         "3 logged predictions were deleted, and the inputs and outputs of 0 jobs erased."
     )
-    assert "erased 0 jobs, 0 jobs_unfinished, 3 predictions" in page.locator(
-        "#deletions"
-    ).inner_text()
+    assert (
+        "erased 0 jobs, 0 jobs_unfinished, 3 predictions" in page.locator("#deletions").inner_text()
+    )
     assert kept(console) == {"gamma-00000", "gamma-00001"}
     shot(page, tmp_path, "tenant-data-deleted")

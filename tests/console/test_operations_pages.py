@@ -338,9 +338,7 @@ def test_the_operator_sees_each_tenants_retention_and_the_audited_sweep(console:
     assert "acme 30 days the tenant" in table
     assert "beta 90 days the installation's default" in table
     sweeps = text_of(re.search(r'<table id="sweeps">.*?</table>', page.text, re.S)[0])  # type: ignore[index]
-    assert (
-        "system:retention acme success (200) retention of 30 days erased 3 predictions" in sweeps
-    )
+    assert "system:retention acme success (200) retention of 30 days erased 3 predictions" in sweeps
     # Another tenant's consumer sees its own tenant's retention, none of the others',
     # and the API's refusal of the audit log.
     other = signed_in(console, console.gamma_key).get("/console/operator/retention")

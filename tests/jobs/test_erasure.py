@@ -16,7 +16,13 @@ from modelport.blobs.interface import BlobStore
 from modelport.blobs.local import LocalBlobStore
 from modelport.jobs.erasure import JobErasure
 from modelport.observability.retention import PredictionRetention
-from modelport.store.tables import BlobErasureRow, BlobRow, JobRow
+from modelport.store.tables import (
+    BlobErasureRow,
+    BlobRow,
+    DatasetRow,
+    DatasetVersionRow,
+    JobRow,
+)
 from modelport.tenancy.types import AuditQuery
 from tests.jobs.conftest import Jobs
 
@@ -171,3 +177,30 @@ def test_a_job_finished_within_the_retention_is_kept(jobs: Jobs) -> None:
     _age(jobs, done["id"], 91)
     assert erasure.sweep({}, 90) == {"beta": 1}
     assert erasure.sweep({}, 90) == {}
+
+
+def test_bytes_a_dataset_of_the_tenant_lists_as_a_split_stay(jobs: Jobs) -> None:
+    """The same bytes as a job's input and as a split of the tenant's own dataset: the
+    job's erasure leaves them to the dataset (its manifest is what lists them)."""
+    done = _done(jobs)
+    shared = done["input_digest"]
+    with jobs.services.database.transaction() as session:
+        dataset = DatasetRow(owner="beta", name="rows", visibility="private")
+        session.add(dataset)
+        session.flush()
+        split = {"name": "test", "file": {"path": "test.parquet", "digest": shared}, "rows": 3}
+        session.add(
+            DatasetVersionRow(
+                dataset_id=dataset.id,
+                version="1",
+                digest="sha256:" + "d" * 64,
+                task="regression",
+                license="MIT",
+                manifest={"schema_version": 1, "splits": [split]},
+            )
+        )
+    answer = jobs.platform.client.delete("/api/tenants/beta/data")
+    assert answer.status_code == 200 and answer.json()["jobs"] == 1, answer.text
+    assert jobs.get(done["id"]).json()["erased_at"] is not None
+    assert _stored(jobs, shared)  # the dataset's split
+    assert not _stored(jobs, done["output_digest"])  # nothing else lists the output

@@ -12,7 +12,7 @@ Two steps, so that a crash leaves a state the next sweep finishes:
 1. one transaction clears the job's digests, deletes its files, stamps ``erased_at``
    and queues each digest it dropped in ``blob_erasures``;
 2. then each queued digest that nothing lists any more (no job, stage, shard, file,
-   model version or asset version, and no other tenant holds it: storage is
+   model version or asset version, no dataset's split, and no other tenant holds it: storage is
    content-addressed and shared) loses its ``blobs`` and ``blob_owners`` rows and then
    its bytes; its queue row goes last. A digest still listed elsewhere only leaves the
    queue: the bytes are someone else's too.
@@ -28,7 +28,7 @@ import logging
 from collections.abc import Callable, Mapping
 from datetime import datetime, timedelta
 
-from sqlalchemy import ColumnElement, delete, exists, func, select, update
+from sqlalchemy import ColumnElement, Text, cast, delete, exists, func, select, update
 from sqlalchemy.orm import Session
 
 from modelport.blobs.interface import BlobStore
@@ -215,6 +215,11 @@ def _listed(session: Session, digest: str, tenant: str) -> bool:
         select(VersionFileRow.digest).where(VersionFileRow.digest == digest),
         select(ModelVersionRow.manifest_digest).where(ModelVersionRow.manifest_digest == digest),
         select(DatasetVersionRow.digest).where(DatasetVersionRow.digest == digest),
+        # A dataset's split files are listed only in its manifest: a job over the same
+        # bytes must not take them from the dataset.
+        select(DatasetVersionRow.id).where(
+            cast(DatasetVersionRow.manifest, Text).contains(digest, autoescape=True)
+        ),
         select(PromptTemplateVersionRow.digest).where(PromptTemplateVersionRow.digest == digest),
         select(BlobOwnerRow.digest).where(
             BlobOwnerRow.digest == digest, BlobOwnerRow.tenant != tenant
