@@ -54,5 +54,5 @@ async def _set(
     plane = serving(request)
     endpoint = await anyio.to_thread.run_sync(plane.endpoints.get_endpoint, name)
     require_endpoint(request, principal, endpoint, Permission.VERSION_DEPLOY)
-    changed = await anyio.to_thread.run_sync(plane.endpoints.set_degradation, name, policy)
+    changed = await plane.set_degradation(name, policy)
     return _json(changed.name, changed.degradation)

@@ -138,9 +138,11 @@ def set_slos(session: Session, name: str, slos: Sequence[SLO]) -> Endpoint:
 
 
 def set_degradation(session: Session, name: str, policy: DegradePolicy | None) -> Endpoint:
-    """Replace the endpoint's degradation policy (None: the installation's)."""
+    """Replace the endpoint's degradation policy (None: the installation's): a new
+    revision, since it moves traffic (routes carry it)."""
     row = _endpoint_row(session, name, lock=True)
     row.degradation = None if policy is None else policy.model_dump(mode="json")
+    row.revision += 1
     session.flush()
     return _endpoint(row)
 
