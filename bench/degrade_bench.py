@@ -9,15 +9,16 @@ hidden layer: its cost grows with the rows merged into an execution) and its che
 fallback ``acme/small`` (a 32-wide hidden layer). Called through the whole app over the
 ASGI interface (no sockets; SQLite; auth, limits and metering on), in one process:
 ``--interactive-callers`` callers send interactive calls to big, one every
-``--interval-ms`` (or as soon as the last is answered, if later), while ``batch`` calls arrive at ``--batch-rate`` a second (open loop: the same offered
-load in every mode, whatever answers it). The batcher serves
-interactive requests first, but merges batch rows into the executions (up to 16 rows)
-and holds them in its queue. "off" is the installation with no degradation; "on" sets
-``MODELPORT_DEGRADE_QUEUE_WAIT_SECONDS`` to ``--threshold-ms`` with small as big's
-fallback. Modes alternate, ``--rounds`` times each.
+``--interval-ms`` (or as soon as the last is answered, if later), while ``batch`` calls
+arrive at ``--batch-rate`` a second (open loop: the same offered load in every mode,
+whatever answers it). The batcher serves interactive requests first, but merges batch
+rows into its executions (up to 16 rows). Three modes, alternating, ``--rounds`` times
+each: "off" (no degradation), "shed" (above ``--threshold-ms`` of big's predicted queue
+wait, batch calls are shed with 503 ``degraded``) and "fallback" (they go to small).
 
-Prints the interactive p50/p99 of each mode, the batch calls answered (by big or by
-small) and shed, and p99 off/on, the ratio this page's figure quotes.
+Prints the interactive p50/p99 of each mode, the batch calls answered (by big, or by
+small) and shed, and the interactive p99 of off against each other mode (the ratio
+``docs/benchmarks.md`` quotes: above 1 means degradation lowered it).
 """
 
 from __future__ import annotations
