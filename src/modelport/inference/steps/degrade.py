@@ -4,7 +4,9 @@ rule's threshold goes to the configured fallback (a call of it, as the caller ma
 the same access rule; for a unary call, one taking the same inputs), or is shed with
 503 ``degraded`` and ``Retry-After``. An endpoint's call follows the endpoint's policy
 over the installation's, measured on the version its route chose; moved to a fallback,
-it is served as a call of that version (not through the route). Other calls, and every
+it runs as a call of that version (not through the route): a unary one is still
+answered and logged as the endpoint's, its provenance a ``version`` fallback for the
+reason ``degraded``. Other calls, and every
 call where no policy is wired, pass untouched.
 """
 
@@ -98,7 +100,9 @@ async def _serve_by(env: Env, call: Call, fallback: str, threshold_seconds: floa
         assert call.request is not None
         call.tokens = input_token_bound(call.request.inputs) if resolved.counts_tokens else None
     call.resolved, call.ref = resolved, chosen
-    call.plan = None  # an endpoint's call: served as a call of the fallback version
+    call.degraded = True
+    if call.mode is Mode.STREAM:
+        call.plan = None  # an endpoint's stream: served as a stream of the fallback
     return True
 
 
