@@ -82,9 +82,12 @@ class Degradation:
         """The rule for a call of ``model`` (through an endpoint with ``endpoint`` as its
         policy, if any): the endpoint's parts over the installation's; None: never
         degraded."""
-        if endpoint is not None and not endpoint.enabled:
-            return None
         threshold = self.threshold_seconds
+        if endpoint is None:
+            if threshold is None:
+                return None  # the common case, on every call: nothing to build
+        elif not endpoint.enabled:
+            return None
         fallback = self.fallbacks.get(model)
         priorities, tiers = self.priorities, self.tiers
         if endpoint is not None:
