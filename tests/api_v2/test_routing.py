@@ -171,6 +171,16 @@ def test_an_endpoint_call_under_load_goes_to_its_policys_fallback(world: World) 
         assert moved["fallback"]["kind"] == "version"
         assert moved["fallback"]["reason"] == "degraded"
         assert moved["fallback"]["chosen"] == "acme/embedder:1"
+        # Logged as the endpoint's prediction, with who answered.
+
+        def logged() -> dict[str, Any] | None:
+            found = client.get(f"/api/predictions/{moved['prediction_id']}")
+            return found.json() if found.status_code == 200 else None
+
+        assert eventually(lambda: logged() is not None)
+        record = logged()
+        assert record is not None and record["endpoint"] == "vectors", record
+        assert "acme/quick" in str(record), record
         assert FlakyEmbedModel.calls == calls + 1
         waits.seconds["acme/embedder"] = 0.5  # under the endpoint's threshold
         assert predict("batch")["model"] == "acme/embedder"
