@@ -209,6 +209,13 @@ FLAT_VARIABLES: list[tuple[str, str, str, Any]] = [
     ("ROUTE_CACHE_TTL_SECONDS", "7.5", "serving.route_cache_ttl_seconds", 7.5),
     ("DEGRADE_QUEUE_WAIT_SECONDS", "0.25", "serving.degrade_queue_wait_seconds", 0.25),
     (
+        "DEGRADE_PRIORITIES",
+        "batch, interactive",
+        "serving.degrade_priorities",
+        ("batch", "interactive"),
+    ),
+    ("DEGRADE_TIERS", "free,standard", "serving.degrade_tiers", ("free", "standard")),
+    (
         "DEGRADE_FALLBACKS",
         '{"acme/big": "acme/small:2"}',
         "serving.degrade_fallbacks",
@@ -291,7 +298,7 @@ def test_the_table_is_the_whole_flat_settings() -> None:
     """Every flat name of today's sections and top-level fields is in the table, each
     once, and no flat name is lost."""
     names = [name.lower() for name, *_ in FLAT_VARIABLES]
-    assert len(names) == len(set(names)) == 141 + 27
+    assert len(names) == len(set(names)) == 141 + 29
     top = {name for name in Settings.model_fields if name not in SECTIONS}
     assert set(names) == set(FLAT_NAMES) | top
     # Two sections naming the same variable would leave one of them unreachable.

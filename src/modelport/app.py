@@ -1824,7 +1824,7 @@ def build_services(
         # Routing weighs the leaderboards' scores, and evaluations run through the
         # inference service: the routes reach the evaluations once built, when first asked.
         routes=build_task_routes(settings, registry, metering, lambda: evaluations, clock),
-        degradation=build_degradation(settings, host, engines),
+        degradation=build_degradation(settings, host, engines, tenancy, changes, clock),
         tracer=tracer,
         slis=slis,
     )
@@ -2100,17 +2100,23 @@ def build_task_routes(
 
 
 def build_degradation(
-    settings: Settings, host: ModelHost | None, engines: GenerativeHost | None
-) -> Degradation | None:
-    """Low-priority calls under load (``inference.degrade``), where a threshold is set:
-    the predicted waits of this process's generative schedulers and tensor batchers (a
-    gateway's, hosting nothing, predict none: never degraded)."""
+    settings: Settings,
+    host: ModelHost | None,
+    engines: GenerativeHost | None,
+    tenancy: TenancyService,
+    changes: ChangeBus,
+    clock: Clock,
+) -> Degradation:
+    """Calls that give way under load (``inference.degrade``): the predicted waits of
+    this process's generative schedulers and tensor batchers (a gateway's, hosting
+    nothing, predict none: never degraded), the installation's defaults (an endpoint's
+    policy overrides them), tenants' tiers refreshed by ``TenantTierChanged`` events."""
+    from modelport.changes import TenantTierChanged
+    from modelport.errors import NotFound
     from modelport.inference.degrade import Degradation
-    from modelport.runtime.types import VersionKey
-
-    threshold = settings.serving.degrade_queue_wait_seconds
-    if threshold is None:
-        return None
+    from modelport.inference.tiers import TenantTiers
+    from modelport.runtime.types import Priority, VersionKey
+    from modelport.tenancy.types import Tier
 
     class Waits:
         def predicted_wait(self, version: VersionRef) -> float | None:
@@ -2120,7 +2126,24 @@ def build_degradation(
                 wait = host.predicted_wait(key)
             return wait
 
-    return Degradation(Waits(), threshold, settings.serving.degrade_fallbacks)
+    def load(slug: str) -> Tier | None:
+        try:
+            return tenancy.get_tenant(slug).tier
+        except NotFound:
+            return None
+
+    tiers = TenantTiers(load, ttl=settings.tenancy.resolve_cache_ttl_seconds, clock=clock.monotonic)
+    changes.subscribe(TenantTierChanged, lambda change: tiers.forget(change.tenant))
+    changes.on_reset(tiers.forget_all)
+    serving = settings.serving
+    return Degradation(
+        Waits(),
+        serving.degrade_queue_wait_seconds,
+        serving.degrade_fallbacks,
+        priorities=frozenset(Priority(p) for p in serving.degrade_priorities),
+        tiers=frozenset(Tier(t) for t in serving.degrade_tiers),
+        tier_source=tiers,
+    )
 
 
 def build_files(

@@ -752,15 +752,28 @@ class ServingSettings(Section):
     versions, prices and verified scores) when routing a ``route:<task>`` call."""
 
     degrade_queue_wait_seconds: float | None = Field(default=None, gt=0)
-    """Above this predicted queue wait, a version's low-priority calls (``batch``,
-    ``offline``) go to its ``degrade_fallbacks`` model or are shed with 503 ``degraded``
-    and ``Retry-After``; None: never degraded."""
+    """Above this predicted queue wait, a version's calls that give way (those of the
+    ``degrade_priorities``, and of tenants on the ``degrade_tiers``) go to its
+    ``degrade_fallbacks`` model or are shed with 503 ``degraded`` and ``Retry-After``;
+    None: never degraded, but for endpoints with a threshold of their own."""
+
+    degrade_priorities: Annotated[
+        tuple[Literal["interactive", "batch", "offline"], ...], NoDecode
+    ] = ("batch", "offline")
+    """Priorities (comma-separated) whose calls give way under load, unless an endpoint
+    says otherwise."""
+
+    degrade_tiers: Annotated[tuple[Literal["free", "standard", "premium"], ...], NoDecode] = (
+        "free",
+    )
+    """Tenant tiers (comma-separated; ``free``, ``standard``, ``premium``) whose calls,
+    of any priority, give way under load, unless an endpoint says otherwise."""
 
     degrade_fallbacks: dict[str, str] = Field(default_factory=dict)
     """JSON: ``{"acme/big": "acme/small"}`` (or ``"acme/small:2"``): the cheaper model
     that serves a loaded model's low-priority calls, as the caller may call it."""
 
-    @field_validator("backend_allow_hosts", mode="before")
+    @field_validator("backend_allow_hosts", "degrade_priorities", "degrade_tiers", mode="before")
     @classmethod
     def _split(cls, v: object) -> object:
         return split_hosts(v)

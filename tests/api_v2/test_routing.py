@@ -7,6 +7,7 @@ a failing first choice falls back to the next."""
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -134,3 +135,62 @@ def test_under_load_batch_tensor_calls_go_to_the_fallback_or_are_shed(world: Wor
         assert moved.json()["model_name"] == "acme/quick"
         assert moved.headers["modelport-routed-model"] == "acme/quick:1"
         assert FlakyEmbedModel.calls == calls + 1
+
+
+def test_an_endpoint_call_under_load_goes_to_its_policys_fallback(world: World) -> None:
+    """``POST /api/endpoints/{name}:predict``: a batch call of an endpoint whose chosen
+    version is loaded past the endpoint's own threshold is answered by the endpoint's
+    fallback, named in the answer (a ``version`` fallback for the reason ``degraded``) and
+    billed at its price; interactive calls keep the endpoint's version."""
+    world.deploy("vectors", "acme/embedder:1")
+    waits = Waits()
+    inference = world.services.inference
+    assert inference.degradation is not None
+    inference.degradation = replace(inference.degradation, waits=waits)
+    waits.seconds["acme/embedder"] = 3.0
+    policy = {"queue_wait_seconds": 1.0, "fallback": "acme/quick"}
+    assert world.admin.put("/api/endpoints/vectors/degradation", json=policy).status_code == 200
+    body = {"inputs": [{"name": "text", "datatype": "BYTES", "shape": [1], "data": ["a b"]}]}
+    auth = {"Authorization": f"Bearer {world.key}"}
+    with httpx.Client(base_url=world.url, headers=auth) as client:
+
+        def predict(priority: str | None) -> dict[str, Any]:
+            parameters = {} if priority is None else {"priority": priority}
+            answer = client.post(
+                "/api/endpoints/vectors:predict", json={**body, "parameters": parameters}
+            )
+            assert answer.status_code == 200, answer.text
+            found: dict[str, Any] = answer.json()
+            return found
+
+        calls = FlakyEmbedModel.calls
+        assert predict(None)["model"] == "acme/embedder"
+        moved = predict("batch")
+        assert (moved["model"], moved["model_version"]) == ("acme/quick", "1")
+        assert moved["endpoint"] == "vectors"
+        assert moved["fallback"]["kind"] == "version"
+        assert moved["fallback"]["reason"] == "degraded"
+        assert moved["fallback"]["chosen"] == "acme/embedder:1"
+        # Logged as the endpoint's prediction, with who answered.
+
+        def logged() -> dict[str, Any] | None:
+            found = client.get(f"/api/predictions/{moved['prediction_id']}")
+            return found.json() if found.status_code == 200 else None
+
+        assert eventually(lambda: logged() is not None)
+        record = logged()
+        assert record is not None and record["endpoint"] == "vectors", record
+        assert "acme/quick" in str(record), record
+        assert FlakyEmbedModel.calls == calls + 1
+        waits.seconds["acme/embedder"] = 0.5  # under the endpoint's threshold
+        assert predict("batch")["model"] == "acme/embedder"
+
+    def predictions() -> list[Any]:
+        return [
+            e.event
+            for e in world.entries()
+            if e.event.unit is Unit.PREDICTION and e.event.status is UsageStatus.SUCCEEDED
+        ]
+
+    assert eventually(lambda: len(predictions()) == 3)
+    assert sorted(e.model for e in predictions()) == ["acme/embedder"] * 2 + ["acme/quick"]

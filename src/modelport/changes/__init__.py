@@ -17,6 +17,7 @@ from modelport.changes.types import (
     ModerationPolicyChanged,
     TenantCacheChanged,
     TenantSuspensionChanged,
+    TenantTierChanged,
     VersionPublished,
     VersionTransitioned,
 )
@@ -32,6 +33,7 @@ __all__ = [
     "ModerationPolicyChanged",
     "TenantCacheChanged",
     "TenantSuspensionChanged",
+    "TenantTierChanged",
     "VersionPublished",
     "VersionTransitioned",
 ]

@@ -100,6 +100,14 @@ class TenantSuspensionChanged:
     tenant: str
 
 
+@dataclass(frozen=True)
+class TenantTierChanged:
+    """The operator moved tenant ``tenant`` to another tier."""
+
+    topic: ClassVar[str] = "tenancy.tier_changed"
+    tenant: str
+
+
 Change = (
     VersionPublished
     | VersionTransitioned
@@ -110,6 +118,7 @@ Change = (
     | ModerationPolicyChanged
     | TenantCacheChanged
     | TenantSuspensionChanged
+    | TenantTierChanged
 )
 
 TOPICS: dict[str, type[Change]] = {
@@ -124,6 +133,7 @@ TOPICS: dict[str, type[Change]] = {
         ModerationPolicyChanged,
         TenantCacheChanged,
         TenantSuspensionChanged,
+        TenantTierChanged,
     )
 }
 

@@ -110,6 +110,10 @@ class Call:
     """The idempotency key this call holds until it answers (or fails: freed)."""
     replayed: Replayed | None = None
     """The first answer under the call's idempotency key: the call ends there."""
+    # degrade
+    degraded: bool = False
+    """Moved to a fallback under load (``ref`` is the fallback's): an endpoint's unary
+    call keeps its ``plan`` for its answer and log, but runs the fallback directly."""
     # admit
     admission: Admission | None = None
     """Held from admit until release; None once released."""

@@ -20,7 +20,7 @@ from modelport.background.loops import BackgroundTask
 from modelport.observability.serving_metrics import ServingMetrics
 from modelport.serving.endpoints.controller import Controller
 from modelport.serving.endpoints.service import EndpointService
-from modelport.serving.endpoints.types import Deployment, DeploymentSpec, Endpoint
+from modelport.serving.endpoints.types import DegradePolicy, Deployment, DeploymentSpec, Endpoint
 from modelport.serving.idempotency import IdempotencyStore
 from modelport.serving.routing.router import Router
 from modelport.serving.routing.table import Route
@@ -88,6 +88,13 @@ class ServingPlane:
         endpoint = await anyio.to_thread.run_sync(
             lambda: self.endpoints.create_endpoint(tenant, name, **fields)
         )
+        self.router.install(await anyio.to_thread.run_sync(self.endpoints.route, name))
+        return endpoint
+
+    async def set_degradation(self, name: str, policy: DegradePolicy | None) -> Endpoint:
+        """Replace the endpoint's degradation policy (``EndpointService.set_degradation``)
+        and route by it here at once (other processes rebuild on the change)."""
+        endpoint = await anyio.to_thread.run_sync(self.endpoints.set_degradation, name, policy)
         self.router.install(await anyio.to_thread.run_sync(self.endpoints.route, name))
         return endpoint
 

@@ -240,6 +240,8 @@ class TenantRow(Base):
     suspended_at: Mapped[datetime | None]
     """Set while the operator has suspended it: its credentials are refused, its jobs held."""
     suspension_reason: Mapped[str] = mapped_column(String(256), default="", server_default="")
+    tier: Mapped[str] = mapped_column(String(16), default="standard", server_default="standard")
+    """``free``, ``standard`` or ``premium``: whose calls give way under load."""
 
 
 class MemberRow(Base):
@@ -525,6 +527,7 @@ class EndpointRow(Base):
     fallback: Mapped[dict[str, Any] | None] = mapped_column(JSON)
     log_policy: Mapped[dict[str, Any] | None] = mapped_column(JSON)
     slos: Mapped[list[dict[str, Any]] | None] = mapped_column(JSON)
+    degradation: Mapped[dict[str, Any] | None] = mapped_column(JSON)
     revision: Mapped[int] = mapped_column(Integer, default=0)
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
     created_by: Mapped[str] = mapped_column(String(128), default="")

@@ -22,7 +22,7 @@ from modelport.store.tables import (
     MemberRow,
     TenantRow,
 )
-from modelport.tenancy.types import ApiKey, Grant, GrantSet, Member, MemberKind, Tenant
+from modelport.tenancy.types import ApiKey, Grant, GrantSet, Member, MemberKind, Tenant, Tier
 
 # ---- tenants -----------------------------------------------------------------
 
@@ -42,6 +42,7 @@ def _tenant(row: TenantRow) -> Tenant:
         shared_cache=row.shared_cache,
         suspended_at=row.suspended_at,
         suspension_reason=row.suspension_reason,
+        tier=Tier(row.tier),
     )
 
 
@@ -93,6 +94,13 @@ def update_tenant(
         row.no_cache = no_cache
     if shared_cache is not None:
         row.shared_cache = shared_cache
+    session.flush()
+    return _tenant(row)
+
+
+def set_tier(session: Session, slug: str, tier: Tier) -> Tenant:
+    row = _tenant_row(session, slug, lock=True)
+    row.tier = tier.value
     session.flush()
     return _tenant(row)
 

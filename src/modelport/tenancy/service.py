@@ -24,6 +24,7 @@ from modelport.changes import (
     LocalChangeBus,
     TenantCacheChanged,
     TenantSuspensionChanged,
+    TenantTierChanged,
 )
 from modelport.errors import Conflict, Forbidden, InvalidInput
 from modelport.logs import log_event
@@ -53,6 +54,7 @@ from modelport.tenancy.types import (
     MemberKind,
     Principal,
     Tenant,
+    Tier,
 )
 
 log = logging.getLogger(__name__)
@@ -174,6 +176,14 @@ class TenancyService:
             raise InvalidInput("a suspension needs a reason", code="reason_required")
         _check_label(reason, "reason")
         return self._set_suspension(slug, at=self._clock(), reason=reason)
+
+    def set_tier(self, slug: str, tier: Tier) -> Tenant:
+        """Move a tenant to ``tier`` (the operator's to decide); every process reads it
+        afresh (``TenantTierChanged``)."""
+        with self.database.transaction() as session:
+            tenant = repo.set_tier(session, slug, tier)
+        self.changes.publish(TenantTierChanged(slug))
+        return tenant
 
     def reactivate_tenant(self, slug: str) -> Tenant:
         """Lift a tenant's suspension (nothing changes for one that is not suspended)."""

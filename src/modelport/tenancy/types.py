@@ -40,6 +40,15 @@ class Principal:
         return "admin" in self.roles and (self.scopes is None or "platform.manage" in self.scopes)
 
 
+class Tier(StrEnum):
+    """A tenant's service tier, lowest first: under load the calls of the tiers a
+    degradation policy names give way (``inference.degrade``: ``free`` by default)."""
+
+    FREE = "free"
+    STANDARD = "standard"
+    PREMIUM = "premium"
+
+
 @dataclass(frozen=True)
 class Tenant:
     slug: str
@@ -56,6 +65,8 @@ class Tenant:
     suspended_at: datetime | None = None
     """Set while the operator has suspended it (``TenancyService.suspend_tenant``)."""
     suspension_reason: str = ""
+    tier: Tier = Tier.STANDARD
+    """Set by the platform operator (``TenancyService.set_tier``)."""
 
     @property
     def suspended(self) -> bool:

@@ -173,6 +173,15 @@ OPERATIONS: dict[tuple[str, str], Operation] = {
     ("put", "/api/endpoints/{name}/slos"): Operation(
         "setEndpointSLOs", "Replace an endpoint's SLOs"
     ),
+    ("get", "/api/endpoints/{name}/degradation"): Operation(
+        "getEndpointDegradation", "Get how an endpoint's calls give way under load"
+    ),
+    ("put", "/api/endpoints/{name}/degradation"): Operation(
+        "setEndpointDegradation", "Replace how an endpoint's calls give way under load"
+    ),
+    ("delete", "/api/endpoints/{name}/degradation"): Operation(
+        "removeEndpointDegradation", "Give an endpoint the installation's degradation back"
+    ),
     ("get", "/api/tenants/{tenant}/retention"): Operation(
         "getRetention", "Get how long a tenant's prediction log and job data are kept"
     ),
@@ -244,6 +253,9 @@ OPERATIONS: dict[tuple[str, str], Operation] = {
     ("patch", "/api/tenants/{tenant}"): Operation("updateTenant", "Update a tenant"),
     ("post", "/api/tenants/{tenant}/suspend"): Operation(
         "suspendTenant", "Suspend a tenant (operator)"
+    ),
+    ("put", "/api/tenants/{tenant}/tier"): Operation(
+        "setTenantTier", "Move a tenant to another tier (operator)"
     ),
     ("post", "/api/tenants/{tenant}/reactivate"): Operation(
         "reactivateTenant", "Reactivate a suspended tenant (operator)"

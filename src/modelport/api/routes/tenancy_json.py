@@ -23,6 +23,7 @@ def tenant_json(tenant: Tenant) -> dict[str, Any]:
         "created_by": tenant.created_by,
         "suspended_at": _time(tenant.suspended_at),
         "suspension_reason": tenant.suspension_reason,
+        "tier": tenant.tier.value,
     }
 
 

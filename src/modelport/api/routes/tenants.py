@@ -13,7 +13,7 @@ from modelport.api.access import forbidden, require_platform, require_tenant
 from modelport.api.auth import CurrentPrincipal
 from modelport.api.routes.tenancy_json import member_json, tenant_json
 from modelport.tenancy.policy import Permission, assignable_roles, permissions_of
-from modelport.tenancy.types import Principal, principal_id
+from modelport.tenancy.types import Principal, Tier, principal_id
 
 router = APIRouter(tags=["tenants"])
 MEMBER_PATH = "/tenants/{tenant}/members/{member}"
@@ -53,6 +53,12 @@ class Suspend(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     reason: str = Field(description="Why: shown to the operator and kept in the audit log")
+
+
+class SetTier(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    tier: Tier = Field(description="free, standard or premium: whose calls give way under load")
 
 
 class AddMember(BaseModel):
@@ -141,6 +147,16 @@ def suspend_tenant(
     require_platform(request, principal, Permission.PLATFORM_MANAGE)
     request.state.audit_reason = body.reason
     return tenant_json(tenancy.suspend_tenant(tenant, reason=body.reason))
+
+
+@router.put("/tenants/{tenant}/tier")
+def set_tier(
+    tenancy: deps.Tenancy, tenant: str, body: SetTier, request: Request, principal: CurrentPrincipal
+) -> dict[str, Any]:
+    """Move a tenant to another tier (the platform admin only): under load, the calls of
+    the tiers a degradation policy names give way (``free`` by default)."""
+    require_platform(request, principal, Permission.PLATFORM_MANAGE)
+    return tenant_json(tenancy.set_tier(tenant, body.tier))
 
 
 @router.post("/tenants/{tenant}/reactivate")

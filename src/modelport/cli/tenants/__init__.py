@@ -9,6 +9,7 @@ from modelport.cli.tenants.list import list_tenants
 from modelport.cli.tenants.members import members
 from modelport.cli.tenants.show import show
 from modelport.cli.tenants.suspend import reactivate, suspend
+from modelport.cli.tenants.tier import tier
 from modelport.cli.tenants.update import update
 
 
@@ -24,3 +25,4 @@ tenants.add_command(update)
 tenants.add_command(members)
 tenants.add_command(suspend)
 tenants.add_command(reactivate)
+tenants.add_command(tier)

@@ -13,6 +13,7 @@ def print_tenant(app: Application, tenant: dict[str, Any]) -> None:
     t.info(f"require_separation: {str(tenant['require_separation']).lower()}")
     t.info(f"no_cache: {str(tenant.get('no_cache', False)).lower()}")
     t.info(f"shared_cache: {str(tenant.get('shared_cache', False)).lower()}")
+    t.info(f"tier: {tenant.get('tier', 'standard')}")
     t.info(f"created_at: {tenant['created_at']} by {tenant['created_by']}")
     if tenant.get("suspended_at"):
         t.info(

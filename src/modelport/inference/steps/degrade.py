@@ -1,8 +1,13 @@
-"""Step 3b, degrade: a low-priority call of a version whose predicted queue wait passes
-the threshold goes to the model's configured fallback (a call of it, as the caller may
-make: the same access rule; for a unary call, one taking the same inputs), or is shed
-with 503 ``degraded`` and ``Retry-After`` (``inference.degrade``). Interactive calls,
-and every call where no policy is wired, pass untouched.
+"""Step 3b, degrade: a call that gives way (its priority, or its tenant's tier, as the
+rule says: ``inference.degrade``) of a version whose predicted queue wait passes the
+rule's threshold goes to the configured fallback (a call of it, as the caller may make:
+the same access rule; for a unary call, one taking the same inputs), or is shed with
+503 ``degraded`` and ``Retry-After``. An endpoint's call follows the endpoint's policy
+over the installation's, measured on the version its route chose; moved to a fallback,
+it runs as a call of that version (not through the route): a unary one is still
+answered and logged as the endpoint's, its provenance a ``version`` fallback for the
+reason ``degraded``. Other calls, and every
+call where no policy is wired, pass untouched.
 """
 
 from __future__ import annotations
@@ -25,8 +30,9 @@ if TYPE_CHECKING:
 
 async def degrade(env: Env, call: Call) -> None:
     policy = env.degradation
-    if policy is None or call.route is not None or call.replayed is not None:
-        return  # an endpoint's route has fallbacks of its own
+    ref = call.ref
+    if policy is None or call.replayed is not None or ref is None:
+        return
     priority: Priority | None
     if call.mode is Mode.STREAM:
         assert call.generate is not None
@@ -34,25 +40,39 @@ async def degrade(env: Env, call: Call) -> None:
     else:
         assert call.request is not None
         priority = call.request.priority
-    ref = call.ref
-    if not policy.degrades(priority) or ref is None:
+    route = call.route
+    if priority is None:
+        priority = Priority.INTERACTIVE if route is None else route.endpoint.priority
+    rule = policy.rule(ref.model, None if route is None else route.endpoint.degradation)
+    if rule is None:
         return
-    wait = policy.over(ref)
+    by_priority = rule.by_priority(priority)
+    if not by_priority and not rule.tiers:
+        return
+    wait = policy.over(ref, rule.threshold_seconds)
     if wait is None:
         return
-    fallback = policy.fallbacks.get(ref.model)
-    if fallback is not None and await _serve_by(env, call, fallback):
+    if not by_priority:
+        assert policy.tier_source is not None  # rule() leaves no tiers without one
+        tier = await policy.tier_source.tier_of(call.caller.principal.tenant)
+        if tier not in rule.tiers:
+            return
+        why = f"calls of {tier} tenants are"
+    else:
+        why = f"{priority} calls are"
+    if rule.fallback is not None and await _serve_by(
+        env, call, rule.fallback, rule.threshold_seconds
+    ):
         return
     raise Unavailable(
-        f"{ref.model} is under load (a predicted wait of {wait:.1f} s): "
-        f"{priority} calls are shed until it drains",
+        f"{ref.model} is under load (a predicted wait of {wait:.1f} s): {why} shed until it drains",
         code=DEGRADED,
         retry_after=wait,
         model=ref.model,
     )
 
 
-async def _serve_by(env: Env, call: Call, fallback: str) -> bool:
+async def _serve_by(env: Env, call: Call, fallback: str, threshold_seconds: float) -> bool:
     """Move ``call`` to ``fallback`` if the caller may call it, it takes the call's
     inputs and is not itself over the threshold; whether it did."""
     owner, _, rest = fallback.partition("/")
@@ -69,7 +89,7 @@ async def _serve_by(env: Env, call: Call, fallback: str) -> bool:
     assert chosen is not None and resolved is not None and call.ref is not None
     policy = env.degradation
     assert policy is not None
-    if policy.over(chosen) is not None:
+    if policy.over(chosen, threshold_seconds) is not None:
         return False
     if call.mode is Mode.STREAM:
         call.task = task_of(chosen)
@@ -80,6 +100,9 @@ async def _serve_by(env: Env, call: Call, fallback: str) -> bool:
         assert call.request is not None
         call.tokens = input_token_bound(call.request.inputs) if resolved.counts_tokens else None
     call.resolved, call.ref = resolved, chosen
+    call.degraded = True
+    if call.mode is Mode.STREAM:
+        call.plan = None  # an endpoint's stream: served as a stream of the fallback
     return True
 
 

@@ -20,11 +20,19 @@ from typing import TYPE_CHECKING
 
 from modelport.errors import ModelportError
 from modelport.inference.call import Call, Mode
+from modelport.inference.degrade import DEGRADED
 from modelport.inference.steps.record import log_prediction
 from modelport.inference.streaming import CallStream
 from modelport.inference.tokens import with_tokens
 from modelport.runtime.types import Priority
-from modelport.serving.types import BackendRequest, Provenance, Served, StreamRequest
+from modelport.serving.routing.router import Plan, Prediction
+from modelport.serving.types import (
+    BackendRequest,
+    FallbackKind,
+    Provenance,
+    Served,
+    StreamRequest,
+)
 
 if TYPE_CHECKING:
     from modelport.inference.pipeline import Env
@@ -40,7 +48,7 @@ async def dispatch(env: Env, call: Call) -> None:
     reservation = metered.reservation.id if metered.reservation is not None else ""
     call.started = time.perf_counter()
     plan = call.plan
-    if plan is not None:
+    if plan is not None and not call.degraded:
         try:
             call.prediction = await env.serving.router.predict(
                 plan,
@@ -75,9 +83,31 @@ async def dispatch(env: Env, call: Call) -> None:
                 ),
                 env.replicas_for(ref),
             )
+        if plan is not None:  # an endpoint's call, degraded: answered as the endpoint's
+            call.prediction = _degraded(plan, metered.prediction_id, call.served, call.started)
+            call.served = None
     watch = call.caller.watch
     if watch is not None:
         watch.stop()  # answered: billed as such, whoever reads it
+
+
+def _degraded(plan: Plan, prediction_id: str, served: Served | None, started: float) -> Prediction:
+    """An endpoint call's answer by the fallback it was moved to under load."""
+    assert served is not None and plan.route.deployment is not None
+    ran = served.provenance
+    return Prediction(
+        id=prediction_id,
+        endpoint=plan.endpoint,
+        deployment=plan.route.deployment,
+        chosen=plan.version,
+        outputs=served.outputs,
+        provenance=Provenance(
+            ran.version, ran.backend, FallbackKind.VERSION, DEGRADED, ran.attempts
+        ),
+        seconds=time.perf_counter() - started,
+        timings=served.timings,
+        batch_size=served.batch_size,
+    )
 
 
 async def _stream(env: Env, call: Call) -> None:

@@ -23,6 +23,7 @@ from modelport.runtime.types import Priority
 from modelport.serving.endpoints.errors import endpoint_not_found
 from modelport.serving.endpoints.spec import spec_from_json, spec_to_json
 from modelport.serving.endpoints.types import (
+    DegradePolicy,
     Deployment,
     DeploymentSpec,
     DeploymentState,
@@ -136,6 +137,16 @@ def set_slos(session: Session, name: str, slos: Sequence[SLO]) -> Endpoint:
     return _endpoint(row)
 
 
+def set_degradation(session: Session, name: str, policy: DegradePolicy | None) -> Endpoint:
+    """Replace the endpoint's degradation policy (None: the installation's): a new
+    revision, since it moves traffic (routes carry it)."""
+    row = _endpoint_row(session, name, lock=True)
+    row.degradation = None if policy is None else policy.model_dump(mode="json")
+    row.revision += 1
+    session.flush()
+    return _endpoint(row)
+
+
 def _slos_json(slos: Sequence[SLO]) -> list[dict[str, Any]] | None:
     return [s.model_dump(mode="json") for s in slos] or None
 
@@ -162,6 +173,9 @@ def _endpoint(row: EndpointRow) -> Endpoint:
         created_at=row.created_at,
         created_by=row.created_by,
         slos=tuple(SLO.model_validate(s) for s in row.slos or ()),
+        degradation=None
+        if row.degradation is None
+        else DegradePolicy.model_validate(row.degradation),
     )
 
 

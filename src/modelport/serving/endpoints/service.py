@@ -55,6 +55,7 @@ from modelport.serving.endpoints.spec import (
 )
 from modelport.serving.endpoints.types import (
     LOCAL_BACKEND,
+    DegradePolicy,
     Deployment,
     DeploymentSpec,
     DeploymentState,
@@ -194,6 +195,38 @@ class EndpointService:
         checked = check_slos(slos)
         with self.database.transaction() as session:
             return repo.set_slos(session, name, checked)
+
+    def set_degradation(self, name: str, policy: DegradePolicy | None) -> Endpoint:
+        """Replace the endpoint's degradation policy (None: the installation's). Its
+        fallback must be a model the endpoint's owner may call, else
+        ``degrade_fallback_not_callable`` (what one that does not exist gives too)."""
+        endpoint = self.get_endpoint(name)
+        if policy is not None and policy.fallback is not None:
+            self._check_degrade_fallback(endpoint.tenant, policy.fallback)
+        with self.database.transaction() as session:
+            changed = repo.set_degradation(session, name, policy)
+        self._changed(name)  # routes carry the endpoint: every process rebuilds its own
+        return changed
+
+    def _check_degrade_fallback(self, tenant: str, fallback: str) -> None:
+        owner, _, rest = fallback.partition("/")
+        model, _, version = rest.partition(":")
+        refused = InvalidInput(
+            f"{fallback} is not a model the endpoint's owner may call",
+            code="degrade_fallback_not_callable",
+            fallback=fallback,
+        )
+        try:
+            found = self.registry.get_model(owner, model)
+            if owner != tenant:
+                visibility = found.visibility.value
+                grants = self.grants_to(tenant) if visibility != "public" else None
+                if not tenant_sees(tenant, owner, model, visibility, grants):
+                    raise refused
+            if version:
+                self.registry.get_version(owner, model, version)
+        except NotFound:
+            raise refused from None
 
     def _changed(self, name: str) -> None:
         self.changes.publish(EndpointChanged(name))

@@ -7,10 +7,39 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
+from pydantic import BaseModel, ConfigDict, Field
+
 from modelport.observability.slo import SLO
 from modelport.observability.types import LogPolicy
 from modelport.runtime.types import Priority
 from modelport.serving.types import FallbackChain
+from modelport.tenancy.types import Tier
+
+FALLBACK_REF = r"^[a-z0-9][a-z0-9._-]*/[a-z0-9][a-z0-9._-]*(:[A-Za-z0-9][A-Za-z0-9._-]{0,63})?$"
+"""``owner/name`` or ``owner/name:version``."""
+
+
+class DegradePolicy(BaseModel):
+    """An endpoint's degradation under load (``inference.degrade``): each part left
+    unset (None) is the installation's (``MODELPORT_DEGRADE_*``)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    enabled: bool = Field(default=True, description="False: the endpoint's calls never degrade")
+    queue_wait_seconds: float | None = Field(
+        default=None, gt=0, le=3600, description="Predicted queue wait above which calls give way"
+    )
+    fallback: str | None = Field(
+        default=None,
+        pattern=FALLBACK_REF,
+        description="owner/name[:version] that serves the calls that give way (else shed)",
+    )
+    priorities: list[Priority] | None = Field(
+        default=None, max_length=3, description="Priorities whose calls give way"
+    )
+    tiers: list[Tier] | None = Field(
+        default=None, max_length=3, description="Tenant tiers whose calls give way"
+    )
 
 
 @dataclass(frozen=True)
@@ -38,6 +67,8 @@ class Endpoint:
     created_by: str
     slos: tuple[SLO, ...] = ()
     """Its service level objectives (``observability.slo``): what its alerts watch."""
+    degradation: DegradePolicy | None = None
+    """How its calls give way under load; None: the installation's policy."""
 
 
 LOCAL_BACKEND = "local"

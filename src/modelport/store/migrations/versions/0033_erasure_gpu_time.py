@@ -2,7 +2,7 @@
 deletion; a usage event's GPU milliseconds
 
 Revision ID: 0033_erasure_gpu_time
-Revises: 0031_prompt_templates
+Revises: 0032_endpoint_evaluations
 Create Date: 2026-12-05 19:00:00
 """
 
