@@ -1131,7 +1131,9 @@ def build_gateway_pool(
         view,
         channels.backend,
         record=counter.record,
-        cold=ColdStart(view, wake, clock, pool.cold_start_retry_after_seconds),
+        cold=ColdStart(
+            view, wake, clock, pool.cold_start_retry_after_seconds, counted=counter.cold_start
+        ),
     )
     return GatewayPool(view, placement, replicas, close, scaler)
 

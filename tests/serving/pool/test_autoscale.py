@@ -126,3 +126,8 @@ def test_an_idle_version_scales_to_zero_and_its_next_call_loads_it(
     assert refused.json()["code"] == "cold_start"
     retry_after = gateway.services.settings.pool.cold_start_retry_after_seconds
     assert refused.headers["Retry-After"] == str(round(retry_after))
+    # Each call that waited on a cold start is counted by its outcome.
+    metrics = gateway.client.get("/metrics").text
+    for outcome in ("served", "refused"):
+        line = f'modelport_pool_cold_starts_total{{outcome="{outcome}",version="{REF}"}} 1.0'
+        assert line in metrics, outcome

@@ -9,7 +9,10 @@ Prometheus scaler) scales workers on. Read from the view at each scrape.
   version, the mean over its ready replicas (what the pool's autoscaler scales a
   version's replicas on, and KEDA the workers);
 - ``modelport_pool_requests_total{version}``: calls this gateway routed to the pool
-  (its ``rate()`` is the request rate).
+  (its ``rate()`` is the request rate);
+- ``modelport_pool_cold_starts_total{version,outcome}``: calls that found no ready
+  replica of a version the pool holds and waited for one to start: ``served`` (one was
+  ready within the call's deadline) or ``refused`` (503 ``cold_start``).
 """
 
 from __future__ import annotations
@@ -81,3 +84,11 @@ class PoolCollector(Collector):
             for ref, count in sorted(self.calls.counted().items()):
                 calls.add_metric((ref,), count)
             yield calls
+            cold = CounterMetricFamily(
+                "modelport_pool_cold_starts",
+                "Calls that waited for a version to start on the pool, by outcome.",
+                labels=("version", "outcome"),
+            )
+            for (ref, outcome), count in sorted(self.calls.cold_started().items()):
+                cold.add_metric((ref, outcome), count)
+            yield cold
