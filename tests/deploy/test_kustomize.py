@@ -61,6 +61,31 @@ def test_the_overlays_choose_their_worker_autoscaler(
         assert worker["topologySpreadConstraints"]
 
 
+def test_production_speaks_mutual_tls_on_the_pool_hop_and_small_does_not(
+    overlay: tuple[str, list[dict[str, Any]]],
+) -> None:
+    name, objects = overlay
+    tls = manifests.pool_tls(objects)
+    if name == "small":
+        assert tls == {Role.GATEWAY: {}, Role.WORKER: {}}
+        return
+    for role in (Role.GATEWAY, Role.WORKER):
+        assert set(manifests.POOL_TLS) <= set(tls[role]), role  # mutual: both present
+        pod = manifests.deployment_of(objects, role)["spec"]["template"]["spec"]
+        (volume,) = [v for v in pod["volumes"] if v["name"] == "pool-tls"]
+        assert volume["secret"]["secretName"] == f"modelport-pool-tls-{role.value}"
+    assert tls[Role.GATEWAY]["MODELPORT_WORKER_TLS_SERVER_NAME"] == "modelport-worker"
+
+
+def test_tls_on_one_role_only_fails_the_check() -> None:
+    objects = kustomize(KUSTOMIZE / "overlays" / "production")
+    gateway = manifests.deployment_of(objects, Role.GATEWAY)["spec"]["template"]["spec"]
+    env = gateway["containers"][0]["env"]
+    env[:] = [e for e in env if not e["name"].startswith("MODELPORT_WORKER_TLS_")]
+    with pytest.raises(AssertionError, match="gateways would not speak TLS"):
+        manifests.check_pool_tls(objects)
+
+
 def test_the_helm_chart_and_the_base_agree(apps: manifests.RoleApps) -> None:
     """The two renderings of one product: same kinds and names, probes, ports, settings
     (the chart's release named like the base's objects)."""
