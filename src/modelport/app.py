@@ -1761,7 +1761,9 @@ def build_services(
         from modelport.serving.pool.metrics import PoolCollector
 
         calls = None if pool.scaler is None else pool.scaler.counter
-        metrics.registry.register(PoolCollector(pool.view, calls))  # the autoscaler's signal
+        target = settings.pool.target_wait_seconds
+        # The autoscaler's signal, and its target for dashboards and alerts.
+        metrics.registry.register(PoolCollector(pool.view, calls, target))
     serving = build_serving(
         settings,
         database,

@@ -80,6 +80,8 @@ def test_replicas_shrink_when_calm_and_grow_on_queue_wait(
     metrics = gateway.client.get("/metrics").text
     assert f'modelport_pool_queue_wait_seconds{{version="{REF}"}} 2.0' in metrics
     assert f'modelport_pool_requests_total{{version="{REF}"}} 2.0' in metrics
+    target = gateway.services.settings.pool.target_wait_seconds
+    assert f"modelport_pool_target_wait_seconds {target}" in metrics
     scaler.step()
     assert scaler.store.targets()[REF] == 2
     drive(gateway, workers, lambda: len(pool.view.ready(REF)) == 2)
