@@ -4,6 +4,7 @@ of tests/deploy/manifests.py. Started processes: marked slow."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -115,6 +116,34 @@ def test_the_helm_chart_and_the_base_agree(apps: manifests.RoleApps) -> None:
     assert set(named(base, "Secret", "modelport-env")["stringData"]) == set(
         named(charted, "Secret", "modelport-env")["stringData"]
     )
+
+
+def test_cert_manager_can_write_productions_tls_secrets(
+    tmp_path: Path, apps: manifests.RoleApps, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An overlay of production with components/pool-tls-cert-manager: the Certificates
+    write the Secrets the pods mount, and every check passes."""
+    production = os.path.relpath(KUSTOMIZE / "overlays" / "production", tmp_path)
+    certificates = os.path.relpath(KUSTOMIZE / "components" / "pool-tls-cert-manager", tmp_path)
+    (tmp_path / "kustomization.yaml").write_text(
+        "apiVersion: kustomize.config.k8s.io/v1beta1\n"
+        "kind: Kustomization\n"
+        f"resources:\n  - {production}\n"
+        f"components:\n  - {certificates}\n"
+    )
+    objects = kustomize(tmp_path)
+    manifests.check_all(objects, apps, monkeypatch)
+    written = {c["spec"]["secretName"] for c in of_kind(objects, "Certificate")}
+    mounted = {
+        volume["secret"]["secretName"]
+        for role in (Role.GATEWAY, Role.WORKER)
+        for volume in manifests.deployment_of(objects, role)["spec"]["template"]["spec"]["volumes"]
+        if volume["name"] == "pool-tls"
+    }
+    assert written == mounted == {"modelport-pool-tls-gateway", "modelport-pool-tls-worker"}
+    worker = named(objects, "Certificate", "modelport-pool-tls-worker")["spec"]
+    server_name = manifests.pool_tls(objects)[Role.GATEWAY]["MODELPORT_WORKER_TLS_SERVER_NAME"]
+    assert worker["dnsNames"] == [server_name]
 
 
 def test_a_broken_overlay_is_reported(tmp_path: Path) -> None:
