@@ -169,6 +169,21 @@ RULES = {
                     "ticket",
                     "{{ $labels.model }}:{{ $labels.version }} preempts sequences: KV memory is short",
                 ),
+                # The pool's autoscaler adds a replica per step while a version waits past
+                # its target: a wait that stays up for 15 minutes with its ready replicas
+                # unchanged means it can grow no more (its deployment's max_replicas, or
+                # no worker with room while the workers' own autoscaler is at its max).
+                _alert(
+                    "ModelportPoolQueueWaitOverTarget",
+                    "(max by (version) (min_over_time(modelport_pool_queue_wait_seconds[15m]))"
+                    " > on() group_left() max(modelport_pool_target_wait_seconds))"
+                    " and on(version)"
+                    " (max by (version) (changes(modelport_pool_ready_replicas[15m])) == 0)",
+                    "10m",
+                    "page",
+                    "{{ $labels.version }} waits past the pool's target and gets no more replicas:"
+                    " raise its max_replicas or the workers' maximum",
+                ),
             ],
         },
     ]
@@ -265,6 +280,10 @@ SLO_VARS = (
     _variable("slo", 'label_values(modelport:slo_burn_rate:1h{endpoint=~"$endpoint"}, slo)'),
 )
 SLO = '{endpoint=~"$endpoint", slo=~"$slo"}'
+
+
+POOL = '{version=~"$version"}'
+POOL_VARS = (_variable("version", "label_values(modelport_pool_ready_replicas, version)"),)
 
 
 def _q(quantile: float, hist: str, where: str, by: str) -> str:
@@ -685,6 +704,51 @@ DASHBOARDS = {
             ),
         ],
         GEN_VARS,
+    ),
+    # Every gateway reports the same view of the pool (max over them); each counts the
+    # calls it routed (sum over them).
+    "modelport-pool": dashboard(
+        "modelport-pool",
+        "modelport: worker pool",
+        [
+            panel(
+                "Live workers by pool",
+                ("max by (pool) (modelport_pool_workers)", "{{pool}}"),
+            ),
+            panel(
+                "Ready replicas per version",
+                ("max by (version) (modelport_pool_ready_replicas" + POOL + ")", "{{version}}"),
+            ),
+            panel(
+                "Predicted queue wait per version, against the target",
+                (
+                    "max by (version) (modelport_pool_queue_wait_seconds" + POOL + ")",
+                    "{{version}}",
+                ),
+                ("max(modelport_pool_target_wait_seconds)", "target"),
+                unit="s",
+            ),
+            panel(
+                "Calls routed to the pool per version",
+                (
+                    f"sum by (version) (rate(modelport_pool_requests_total{POOL}[{RATE}]))",
+                    "{{version}}",
+                ),
+                unit="reqps",
+            ),
+            panel(
+                "Requests queued on the workers per version",
+                ("max by (version) (modelport_pool_queued_requests" + POOL + ")", "{{version}}"),
+            ),
+            panel(
+                "Cold starts: calls that waited for a version to start, by outcome",
+                (
+                    f"sum by (version, outcome) (increase(modelport_pool_cold_starts_total{POOL}[{RATE}]))",
+                    "{{version}} {{outcome}}",
+                ),
+            ),
+        ],
+        POOL_VARS,
     ),
 }
 

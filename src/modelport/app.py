@@ -1151,7 +1151,9 @@ def build_gateway_pool(
         view,
         channels.backend,
         record=counter.record,
-        cold=ColdStart(view, wake, clock, pool.cold_start_retry_after_seconds),
+        cold=ColdStart(
+            view, wake, clock, pool.cold_start_retry_after_seconds, counted=counter.cold_start
+        ),
     )
     return GatewayPool(view, placement, replicas, close, scaler)
 
@@ -1779,7 +1781,9 @@ def build_services(
         from modelport.serving.pool.metrics import PoolCollector
 
         calls = None if pool.scaler is None else pool.scaler.counter
-        metrics.registry.register(PoolCollector(pool.view, calls))  # the autoscaler's signal
+        target = settings.pool.target_wait_seconds
+        # The autoscaler's signal, and its target for dashboards and alerts.
+        metrics.registry.register(PoolCollector(pool.view, calls, target))
     serving = build_serving(
         settings,
         database,

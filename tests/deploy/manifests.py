@@ -1,7 +1,8 @@
 """Checks every rendering of ``deploy/`` must pass (the Helm chart and each Kustomize
 overlay): each object valid against the Kubernetes schemas, probes on paths the app
 serves, env names that are settings, workers reachable from gateways only, Services
-and autoscalers pointing at what exists, autoscalers on metrics the platform exports.
+and autoscalers pointing at what exists, autoscalers on metrics the platform exports,
+workers in the pool, and TLS on the pool's hop either off or whole on both roles.
 
 The renderers and the schemas are registry packages (the ``deploy`` extra); without
 them the tests skip, or fail where services are required (CI)."""
@@ -80,6 +81,60 @@ SCALED_OBJECT = {
     },
 }
 
+# cert-manager's Certificate (the chart's poolTls.certManager) is a custom resource too:
+# the fields used here, from cert-manager's CRD (cert-manager.io/v1).
+CERTIFICATE = {
+    "type": "object",
+    "required": ["apiVersion", "kind", "metadata", "spec"],
+    "properties": {
+        "apiVersion": {"const": "cert-manager.io/v1"},
+        "spec": {
+            "type": "object",
+            "required": ["secretName", "issuerRef"],
+            "additionalProperties": False,
+            "properties": {
+                "secretName": {"type": "string"},
+                "commonName": {"type": "string", "maxLength": 64},
+                "dnsNames": {"type": "array", "items": {"type": "string"}},
+                "usages": {
+                    "type": "array",
+                    "items": {
+                        "enum": [
+                            "digital signature",
+                            "key encipherment",
+                            "server auth",
+                            "client auth",
+                        ]
+                    },
+                },
+                "duration": {"type": "string"},
+                "renewBefore": {"type": "string"},
+                "privateKey": {
+                    "type": "object",
+                    "additionalProperties": False,
+                    "properties": {
+                        "algorithm": {"enum": ["RSA", "ECDSA", "Ed25519"]},
+                        "size": {"type": "integer"},
+                        "rotationPolicy": {"enum": ["Never", "Always"]},
+                        "encoding": {"enum": ["PKCS1", "PKCS8"]},
+                    },
+                },
+                "issuerRef": {
+                    "type": "object",
+                    "required": ["name"],
+                    "additionalProperties": False,
+                    "properties": {
+                        "name": {"type": "string"},
+                        "kind": {"type": "string"},
+                        "group": {"type": "string"},
+                    },
+                },
+            },
+        },
+    },
+}
+CUSTOM = {"ScaledObject": SCALED_OBJECT, "Certificate": CERTIFICATE}
+
 
 def need(module: str) -> ModuleType:
     """A module of the ``deploy`` extra; skip (fail in CI) without it."""
@@ -137,13 +192,14 @@ def deployment_of(objects: list[dict[str, Any]], role: Role) -> dict[str, Any]:
 
 def check_schemas(objects: list[dict[str, Any]]) -> None:
     """Every object validates (strict: no unknown field) against the Kubernetes schemas
-    of each version in ``KUBERNETES_VERSIONS``; ScaledObjects against KEDA's excerpt."""
+    of each version in ``KUBERNETES_VERSIONS``; ScaledObjects and Certificates against
+    the excerpts of KEDA's and cert-manager's CRDs."""
     validate = need("kubernetes_validate")
     assert objects, "nothing rendered"
     for obj in objects:
         where = f"{obj.get('kind')}/{obj.get('metadata', {}).get('name')}"
-        if obj.get("kind") == "ScaledObject":
-            jsonschema.validate(obj, SCALED_OBJECT)
+        if obj.get("kind") in CUSTOM:
+            jsonschema.validate(obj, CUSTOM[obj["kind"]])
             continue
         for version in KUBERNETES_VERSIONS:
             try:
@@ -285,8 +341,9 @@ def check_env(objects: list[dict[str, Any]], monkeypatch: pytest.MonkeyPatch) ->
 
 
 def check_network_policies(objects: list[dict[str, Any]]) -> None:
-    """Worker pods admit connections from gateway pods, and from no other pod but the
-    metrics scraper (a pod of the named monitoring namespace, on the HTTP port)."""
+    """Worker pods admit connections from gateway pods (HTTP and the pool's gRPC port),
+    and from no other pod but the metrics scraper (a pod of the named monitoring
+    namespace, on the HTTP port)."""
     gateway = pod_labels(deployment_of(objects, Role.GATEWAY))
     worker = pod_labels(deployment_of(objects, Role.WORKER))
     policies = [
@@ -299,6 +356,7 @@ def check_network_policies(objects: list[dict[str, Any]]) -> None:
         for rule in policy["spec"].get("ingress", []):
             peers = rule.get("from")
             assert peers, f"{policy['metadata']['name']}: a rule admitting every source"
+            ports = [p["port"] for p in rule.get("ports", [])]
             for peer in peers:
                 assert "ipBlock" not in peer, "workers admit no address range"
                 if "namespaceSelector" in peer:
@@ -307,17 +365,19 @@ def check_network_policies(objects: list[dict[str, Any]]) -> None:
                     assert set(spaces) == {"kubernetes.io/metadata.name"}, spaces
                     assert peer.get("podSelector", {}).get("matchLabels"), "any pod there"
                     assert not selects(peer["podSelector"], gateway)
+                    assert ports == ["http"], f"the scraper reaches {ports}"
                     continue
                 assert selects(peer["podSelector"], gateway), f"admits {peer}"
                 assert not selects(peer["podSelector"], worker), "workers reach workers"
                 from_gateways = True
-            assert [p["port"] for p in rule.get("ports", [])] == ["http"]
+                assert ports and set(ports) <= {"http", "pool"}, f"gateways reach {ports}"
     assert from_gateways, "no rule admits the gateways"
 
 
 def check_services(objects: list[dict[str, Any]]) -> None:
     """Each Service selects one Deployment's pods, on ports they name; the gateways'
-    gRPC port is the one MODELPORT_GRPC_PORT opens; workers expose no gRPC."""
+    gRPC port is the one MODELPORT_GRPC_PORT opens; workers expose no public gRPC (their
+    pool port, MODELPORT_GRPC_PORT too, is reached at the pods' own addresses)."""
     env = env_of(objects)
     for service in of_kind(objects, "Service"):
         chosen = [
@@ -334,6 +394,8 @@ def check_services(objects: list[dict[str, Any]]) -> None:
             assert ports["grpc"] == int(env["MODELPORT_GRPC_PORT"])
         else:
             assert "grpc" not in ports
+            assert ports["pool"] == int(env["MODELPORT_GRPC_PORT"])
+            assert "pool" not in {p["targetPort"] for p in service["spec"]["ports"]}
     for budget in of_kind(objects, "PodDisruptionBudget"):
         assert any(
             selects(budget["spec"]["selector"], pod_labels(d))
@@ -424,6 +486,73 @@ def check_hardening(objects: list[dict[str, Any]]) -> None:
     assert [j["spec"]["template"]["spec"]["containers"][0]["args"] for j in jobs] == [["migrate"]]
 
 
+def check_pool(objects: list[dict[str, Any]]) -> None:
+    """Workers join the pool: their gRPC server listens on every address and each
+    announces its pod's own, and the worker token is given where the Secrets render."""
+    pod = deployment_of(objects, Role.WORKER)["spec"]["template"]["spec"]
+    env = {item["name"]: item for item in pod["containers"][0].get("env", [])}
+    assert env["MODELPORT_GRPC_HOST"]["value"] == "0.0.0.0"
+    advertise = env["MODELPORT_WORKER_ADVERTISE_HOST"]["valueFrom"]["fieldRef"]
+    assert advertise["fieldPath"] == "status.podIP"
+    if of_kind(objects, "Secret"):
+        assert env_of(objects).get("MODELPORT_WORKER_TOKEN"), "the pool is off: no token"
+
+
+POOL_TLS = ("MODELPORT_WORKER_TLS_CERT", "MODELPORT_WORKER_TLS_KEY", "MODELPORT_WORKER_TLS_CA")
+
+
+def pool_tls(objects: list[dict[str, Any]]) -> dict[Role, dict[str, str]]:
+    """Each role's MODELPORT_WORKER_TLS_* variables (its container's own env), checked:
+    every file lies on a read-only mount of a Secret volume of its pod (holding that key
+    where the Secret is rendered, or its items name it); both roles have TLS or neither;
+    a worker that wants client certificates (its CA) gets them from gateways that
+    present one, and gateways with the authority talk to workers that serve TLS."""
+    secrets = {s["metadata"]["name"]: s for s in of_kind(objects, "Secret")}
+    found: dict[Role, dict[str, str]] = {}
+    for role in (Role.GATEWAY, Role.WORKER):
+        pod = deployment_of(objects, role)["spec"]["template"]["spec"]
+        volumes = {v["name"]: v for v in pod["volumes"]}
+        container = pod["containers"][0]
+        mounts = container["volumeMounts"]
+        assert all(m["name"] in volumes for m in mounts), f"{role}: a mount with no volume"
+        env = {
+            item["name"]: item.get("value", "")
+            for item in container.get("env", [])
+            if item["name"].startswith("MODELPORT_WORKER_TLS_")
+        }
+        for name in POOL_TLS:
+            if name not in env:
+                continue
+            path = Path(env[name])
+            (mount,) = [m for m in mounts if Path(m["mountPath"]) == path.parent]
+            assert mount.get("readOnly") is True, f"{role}: {mount['mountPath']} is writable"
+            volume = volumes[mount["name"]]
+            assert "secret" in volume, f"{role}: {name} is not on a Secret volume"
+            source = volume["secret"]
+            if "items" in source:
+                assert path.name in {i["path"] for i in source["items"]}, (role, name)
+            elif source["secretName"] in secrets:
+                held = secrets[source["secretName"]]
+                keys = set(held.get("stringData", {})) | set(held.get("data", {}))
+                assert path.name in keys, f"{role}: {source['secretName']} lacks {path.name}"
+        assert ("MODELPORT_WORKER_TLS_CERT" in env) == ("MODELPORT_WORKER_TLS_KEY" in env)
+        found[role] = env
+    gateway, worker = found[Role.GATEWAY], found[Role.WORKER]
+    if not gateway and not worker:
+        return found
+    assert "MODELPORT_WORKER_TLS_CA" in gateway, "gateways would not speak TLS to workers"
+    assert "MODELPORT_WORKER_TLS_CERT" in worker, "workers would not serve TLS"
+    if "MODELPORT_WORKER_TLS_CA" in worker:
+        assert "MODELPORT_WORKER_TLS_CERT" in gateway, "workers want a client certificate"
+    # Pods' addresses change: one name on every worker's certificate.
+    assert gateway.get("MODELPORT_WORKER_TLS_SERVER_NAME"), "no server name to check"
+    return found
+
+
+def check_pool_tls(objects: list[dict[str, Any]]) -> None:
+    pool_tls(objects)
+
+
 def check_all(
     objects: list[dict[str, Any]], apps: RoleApps, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -434,3 +563,5 @@ def check_all(
     check_services(objects)
     check_autoscalers(objects)
     check_hardening(objects)
+    check_pool(objects)
+    check_pool_tls(objects)

@@ -48,8 +48,10 @@ def test_the_chart_lints_clean(helm: Any) -> None:
             "gateway": {"autoscaling": {"enabled": False}},
         },
         {"secrets": {"create": False, "existingSecret": "mine", "signingKeySecret": "my-key"}},
+        {"poolTls": {"enabled": True}},
+        {"poolTls": {"enabled": True, "mutual": False, "certManager": {"enabled": True}}},
     ],
-    ids=["default", "worker-hpa", "fixed", "own-secrets"],
+    ids=["default", "worker-hpa", "fixed", "own-secrets", "pool-mtls", "pool-tls-cert-manager"],
 )
 def test_each_rendering_passes_every_check(
     chart: Any,
@@ -142,3 +144,48 @@ def test_an_invalid_field_fails_the_schema_check(chart: Any) -> None:
     manifests.named(objects, "Service", "modelport-worker")["spec"]["prots"] = []
     with pytest.raises(pytest.fail.Exception, match="Service/modelport-worker is invalid"):
         manifests.check_schemas(objects)
+
+
+def test_pool_tls_mounts_each_roles_secret_and_is_mutual_by_default(chart: Any) -> None:
+    assert manifests.pool_tls(render(chart)) == {Role.GATEWAY: {}, Role.WORKER: {}}
+    objects = render(chart, {"poolTls": {"enabled": True, "workerSecret": "workers-tls"}})
+    tls = manifests.pool_tls(objects)
+    for role in (Role.GATEWAY, Role.WORKER):
+        assert set(manifests.POOL_TLS) <= set(tls[role]), role
+    assert tls[Role.GATEWAY]["MODELPORT_WORKER_TLS_SERVER_NAME"] == "modelport-worker"
+    secrets = {
+        role: {
+            v["name"]: v
+            for v in manifests.deployment_of(objects, role)["spec"]["template"]["spec"]["volumes"]
+        }["pool-tls"]["secret"]["secretName"]
+        for role in (Role.GATEWAY, Role.WORKER)
+    }
+    assert secrets == {Role.GATEWAY: "modelport-pool-tls-gateway", Role.WORKER: "workers-tls"}
+    assert not of_kind(objects, "Certificate")
+
+
+def test_one_way_tls_leaves_the_client_certificate_out(chart: Any) -> None:
+    tls = manifests.pool_tls(render(chart, {"poolTls": {"enabled": True, "mutual": False}}))
+    assert set(tls[Role.GATEWAY]) == {"MODELPORT_WORKER_TLS_CA", "MODELPORT_WORKER_TLS_SERVER_NAME"}
+    assert set(tls[Role.WORKER]) == {"MODELPORT_WORKER_TLS_CERT", "MODELPORT_WORKER_TLS_KEY"}
+
+
+def test_cert_manager_writes_the_secrets_the_pods_mount(chart: Any) -> None:
+    values = {"poolTls": {"enabled": True, "certManager": {"enabled": True}}}
+    objects = render(chart, values)
+    certificates = {c["spec"]["secretName"]: c["spec"] for c in of_kind(objects, "Certificate")}
+    assert set(certificates) == {"modelport-pool-tls-gateway", "modelport-pool-tls-worker"}
+    # The worker's certificate names what gateways check; the gateway's is a client's.
+    assert certificates["modelport-pool-tls-worker"]["dnsNames"] == ["modelport-worker"]
+    assert "server auth" in certificates["modelport-pool-tls-worker"]["usages"]
+    assert "client auth" in certificates["modelport-pool-tls-gateway"]["usages"]
+
+
+def test_a_tls_file_on_a_writable_mount_fails_the_check(chart: Any) -> None:
+    objects = render(chart, {"poolTls": {"enabled": True}})
+    worker = manifests.deployment_of(objects, Role.WORKER)["spec"]["template"]["spec"]
+    for mount in worker["containers"][0]["volumeMounts"]:
+        if mount["name"] == "pool-tls":
+            mount["readOnly"] = False
+    with pytest.raises(AssertionError, match="pool-tls is writable"):
+        manifests.check_pool_tls(objects)

@@ -4,6 +4,7 @@ of tests/deploy/manifests.py. Started processes: marked slow."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -61,6 +62,31 @@ def test_the_overlays_choose_their_worker_autoscaler(
         assert worker["topologySpreadConstraints"]
 
 
+def test_production_speaks_mutual_tls_on_the_pool_hop_and_small_does_not(
+    overlay: tuple[str, list[dict[str, Any]]],
+) -> None:
+    name, objects = overlay
+    tls = manifests.pool_tls(objects)
+    if name == "small":
+        assert tls == {Role.GATEWAY: {}, Role.WORKER: {}}
+        return
+    for role in (Role.GATEWAY, Role.WORKER):
+        assert set(manifests.POOL_TLS) <= set(tls[role]), role  # mutual: both present
+        pod = manifests.deployment_of(objects, role)["spec"]["template"]["spec"]
+        (volume,) = [v for v in pod["volumes"] if v["name"] == "pool-tls"]
+        assert volume["secret"]["secretName"] == f"modelport-pool-tls-{role.value}"
+    assert tls[Role.GATEWAY]["MODELPORT_WORKER_TLS_SERVER_NAME"] == "modelport-worker"
+
+
+def test_tls_on_one_role_only_fails_the_check() -> None:
+    objects = kustomize(KUSTOMIZE / "overlays" / "production")
+    gateway = manifests.deployment_of(objects, Role.GATEWAY)["spec"]["template"]["spec"]
+    env = gateway["containers"][0]["env"]
+    env[:] = [e for e in env if not e["name"].startswith("MODELPORT_WORKER_TLS_")]
+    with pytest.raises(AssertionError, match="gateways would not speak TLS"):
+        manifests.check_pool_tls(objects)
+
+
 def test_the_helm_chart_and_the_base_agree(apps: manifests.RoleApps) -> None:
     """The two renderings of one product: same kinds and names, probes, ports, settings
     (the chart's release named like the base's objects)."""
@@ -90,6 +116,34 @@ def test_the_helm_chart_and_the_base_agree(apps: manifests.RoleApps) -> None:
     assert set(named(base, "Secret", "modelport-env")["stringData"]) == set(
         named(charted, "Secret", "modelport-env")["stringData"]
     )
+
+
+def test_cert_manager_can_write_productions_tls_secrets(
+    tmp_path: Path, apps: manifests.RoleApps, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An overlay of production with components/pool-tls-cert-manager: the Certificates
+    write the Secrets the pods mount, and every check passes."""
+    production = os.path.relpath(KUSTOMIZE / "overlays" / "production", tmp_path)
+    certificates = os.path.relpath(KUSTOMIZE / "components" / "pool-tls-cert-manager", tmp_path)
+    (tmp_path / "kustomization.yaml").write_text(
+        "apiVersion: kustomize.config.k8s.io/v1beta1\n"
+        "kind: Kustomization\n"
+        f"resources:\n  - {production}\n"
+        f"components:\n  - {certificates}\n"
+    )
+    objects = kustomize(tmp_path)
+    manifests.check_all(objects, apps, monkeypatch)
+    written = {c["spec"]["secretName"] for c in of_kind(objects, "Certificate")}
+    mounted = {
+        volume["secret"]["secretName"]
+        for role in (Role.GATEWAY, Role.WORKER)
+        for volume in manifests.deployment_of(objects, role)["spec"]["template"]["spec"]["volumes"]
+        if volume["name"] == "pool-tls"
+    }
+    assert written == mounted == {"modelport-pool-tls-gateway", "modelport-pool-tls-worker"}
+    worker = named(objects, "Certificate", "modelport-pool-tls-worker")["spec"]
+    server_name = manifests.pool_tls(objects)[Role.GATEWAY]["MODELPORT_WORKER_TLS_SERVER_NAME"]
+    assert worker["dnsNames"] == [server_name]
 
 
 def test_a_broken_overlay_is_reported(tmp_path: Path) -> None:

@@ -1,7 +1,9 @@
 """The shipped operations files (deploy/grafana, deploy/prometheus): current with their
 definitions (scripts/deploy_files.py), accepted and unit-tested by promtool, and every
 metric a dashboard panel or a rule queries is on the platform's ``/metrics`` after
-traffic (or recorded by a shipped or generated rule)."""
+traffic (or recorded by a shipped or generated rule). The worker pool's series are on a
+pool gateway's page only: they are listed (``POOL_SERIES``) and shown on a pool
+gateway's collector with a worker, calls and cold starts."""
 
 from __future__ import annotations
 
@@ -10,12 +12,14 @@ import json
 import re
 import shutil
 import subprocess
+import uuid
 from pathlib import Path
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.conftest import skip_or_fail
+from tests.metering import conftest as metering_fixtures
 from tests.serving.conftest import Serving, failing, make_serving, serving  # noqa: F401
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -25,6 +29,18 @@ RULES = sorted((DEPLOY / "prometheus").glob("*.yml"))
 UNIT_TESTS = sorted((DEPLOY / "prometheus" / "tests").glob("*_test.yml"))
 BUILTIN = {"ALERTS", "ALERTS_FOR_STATE"}
 """Series Prometheus makes itself."""
+redis_url = metering_fixtures.redis_url
+POOL_SERIES = {
+    "modelport_pool_workers",
+    "modelport_pool_ready_replicas",
+    "modelport_pool_queued_requests",
+    "modelport_pool_queue_wait_seconds",
+    "modelport_pool_target_wait_seconds",
+    "modelport_pool_requests_total",
+    "modelport_pool_cold_starts_total",
+}
+"""Series of a pool gateway's ``/metrics`` (``serving/pool/metrics.py``), not of the
+all-in-one process the traffic test runs."""
 
 _STRING = re.compile(r'"(?:[^"\\]|\\.)*"|\'(?:[^\'\\]|\\.)*\'')
 _MATCHERS = re.compile(r"\{[^{}]*\}")
@@ -101,6 +117,7 @@ def test_the_files_are_current_with_their_definitions() -> None:
         "modelport-slos",
         "modelport-cost",
         "modelport-generation",
+        "modelport-pool",
     }
     for path in DASHBOARDS:
         board = json.loads(path.read_text())
@@ -168,7 +185,7 @@ def test_every_queried_metric_is_on_metrics_after_traffic(serving: Serving) -> N
                 return True
         return False
 
-    recorded = set(BUILTIN)
+    recorded = BUILTIN | POOL_SERIES
     exprs: dict[str, list[str]] = dashboard_queries()
     for path in RULES:
         found, records = rule_exprs(path.read_text())
@@ -196,3 +213,50 @@ def test_every_queried_metric_is_on_metrics_after_traffic(serving: Serving) -> N
         "process_cpu_seconds_total",
     ):
         assert name in sampled, name
+
+
+def test_the_pool_series_are_on_a_pool_gateways_metrics(redis_url: str) -> None:
+    """Each of ``POOL_SERIES`` carries a sample on a pool gateway's collector once a
+    worker holds a ready version, a call was routed and one waited on a cold start; the
+    dashboards and rules read no other pool series."""
+    import redis
+    from prometheus_client import CollectorRegistry, generate_latest
+
+    from modelport.keyspace import Keyspace
+    from modelport.serving.pool.metrics import PoolCollector
+    from modelport.serving.pool.registry import RedisWorkerRegistry
+    from modelport.serving.pool.scaler import CallCounter
+    from modelport.serving.pool.types import WorkerInfo
+    from modelport.serving.pool.view import PoolView
+
+    client = redis.Redis.from_url(redis_url)
+    keys = Keyspace(uuid.uuid4().hex)
+    registry = RedisWorkerRegistry(client, keys)
+    ref = "acme/a:1"
+    registry.announce(
+        WorkerInfo(id="w1", address="a:1", versions={ref: "ready"}, queued={ref: 1}),
+        lease_seconds=30,
+    )
+    view = PoolView(registry)
+    view.refresh()
+    calls = CallCounter()
+    calls.record(ref)
+    calls.cold_start(ref, "refused")
+    scraped = CollectorRegistry()
+    scraped.register(PoolCollector(view, calls, target_wait_seconds=0.5))
+    families = list(text_string_to_metric_families(generate_latest(scraped).decode()))
+    sampled = {s.name for f in families for s in f.samples}
+    for name in client.scan_iter(f"{keys.prefix}*"):
+        client.delete(name)
+    client.close()
+    assert sampled >= POOL_SERIES, sorted(POOL_SERIES - sampled)
+    queried = {
+        name
+        for queries in dashboard_queries().values()
+        for query in queries
+        for name in metric_names(query)
+    }
+    for path in RULES:
+        queried |= {n for e in rule_exprs(path.read_text())[0] for n in metric_names(e)}
+    pool = {name for name in queried if name.startswith("modelport_pool_")}
+    assert pool == POOL_SERIES, sorted(pool ^ POOL_SERIES)

@@ -80,6 +80,8 @@ def test_replicas_shrink_when_calm_and_grow_on_queue_wait(
     metrics = gateway.client.get("/metrics").text
     assert f'modelport_pool_queue_wait_seconds{{version="{REF}"}} 2.0' in metrics
     assert f'modelport_pool_requests_total{{version="{REF}"}} 2.0' in metrics
+    target = gateway.services.settings.pool.target_wait_seconds
+    assert f"modelport_pool_target_wait_seconds {target}" in metrics
     scaler.step()
     assert scaler.store.targets()[REF] == 2
     drive(gateway, workers, lambda: len(pool.view.ready(REF)) == 2)
@@ -126,3 +128,8 @@ def test_an_idle_version_scales_to_zero_and_its_next_call_loads_it(
     assert refused.json()["code"] == "cold_start"
     retry_after = gateway.services.settings.pool.cold_start_retry_after_seconds
     assert refused.headers["Retry-After"] == str(round(retry_after))
+    # Each call that waited on a cold start is counted by its outcome.
+    metrics = gateway.client.get("/metrics").text
+    for outcome in ("served", "refused"):
+        line = f'modelport_pool_cold_starts_total{{outcome="{outcome}",version="{REF}"}} 1.0'
+        assert line in metrics, outcome

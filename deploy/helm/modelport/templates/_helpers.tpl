@@ -25,6 +25,27 @@ app.kubernetes.io/component: {{ index . 1 }}
 {{ .Values.secrets.signingKeySecret | default (printf "%s-signing-key" .Release.Name) }}
 {{- end }}
 
+{{/* The pool's TLS Secret of one role: (list $ "gateway") */}}
+{{- define "modelport.poolTlsSecret" -}}
+{{- $ := index . 0 }}{{ $role := index . 1 }}
+{{- index $.Values.poolTls (printf "%sSecret" $role) | default (printf "%s-pool-tls-%s" $.Release.Name $role) }}
+{{- end }}
+
+{{/* The pool's TLS variables of one role (docs/workers.md): (list $ "gateway") */}}
+{{- define "modelport.poolTlsEnv" -}}
+{{- $ := index . 0 }}{{ $role := index . 1 }}{{ $t := $.Values.poolTls }}
+{{- if or (eq $role "worker") $t.mutual }}
+- {name: MODELPORT_WORKER_TLS_CERT, value: /etc/modelport/pool-tls/tls.crt}
+- {name: MODELPORT_WORKER_TLS_KEY, value: /etc/modelport/pool-tls/tls.key}
+{{- end }}
+{{- if or (eq $role "gateway") $t.mutual }}
+- {name: MODELPORT_WORKER_TLS_CA, value: /etc/modelport/pool-tls/ca.crt}
+{{- end }}
+{{- if eq $role "gateway" }}
+- {name: MODELPORT_WORKER_TLS_SERVER_NAME, value: {{ $t.serverName | quote }}}
+{{- end }}
+{{- end }}
+
 {{- define "modelport.podSecurity" -}}
 runAsNonRoot: true
 runAsUser: 10001

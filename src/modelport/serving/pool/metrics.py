@@ -8,8 +8,13 @@ Prometheus scaler) scales workers on. Read from the view at each scrape.
 - ``modelport_pool_queue_wait_seconds{version}``: the predicted queue wait of each
   version, the mean over its ready replicas (what the pool's autoscaler scales a
   version's replicas on, and KEDA the workers);
+- ``modelport_pool_target_wait_seconds``: the wait past which a version gets one more
+  replica (``MODELPORT_WORKER_TARGET_WAIT_SECONDS``), for dashboards and alerts;
 - ``modelport_pool_requests_total{version}``: calls this gateway routed to the pool
-  (its ``rate()`` is the request rate).
+  (its ``rate()`` is the request rate);
+- ``modelport_pool_cold_starts_total{version,outcome}``: calls that found no ready
+  replica of a version the pool holds and waited for one to start: ``served`` (one was
+  ready within the call's deadline) or ``refused`` (503 ``cold_start``).
 """
 
 from __future__ import annotations
@@ -26,9 +31,15 @@ from modelport.serving.pool.view import PoolView
 
 
 class PoolCollector(Collector):
-    def __init__(self, view: PoolView, calls: CallCounter | None = None) -> None:
+    def __init__(
+        self,
+        view: PoolView,
+        calls: CallCounter | None = None,
+        target_wait_seconds: float | None = None,
+    ) -> None:
         self.view = view
         self.calls = calls
+        self.target_wait_seconds = target_wait_seconds
 
     def collect(self) -> Iterator[Metric]:
         workers = list(self.view.workers.values())
@@ -72,6 +83,12 @@ class PoolCollector(Collector):
         yield ready
         yield queued
         yield wait
+        if self.target_wait_seconds is not None:
+            yield GaugeMetricFamily(
+                "modelport_pool_target_wait_seconds",
+                "Predicted queue wait past which a version gets one more replica.",
+                value=self.target_wait_seconds,
+            )
         if self.calls is not None:
             calls = CounterMetricFamily(
                 "modelport_pool_requests",
@@ -81,3 +98,11 @@ class PoolCollector(Collector):
             for ref, count in sorted(self.calls.counted().items()):
                 calls.add_metric((ref,), count)
             yield calls
+            cold = CounterMetricFamily(
+                "modelport_pool_cold_starts",
+                "Calls that waited for a version to start on the pool, by outcome.",
+                labels=("version", "outcome"),
+            )
+            for (ref, outcome), count in sorted(self.calls.cold_started().items()):
+                cold.add_metric((ref, outcome), count)
+            yield cold

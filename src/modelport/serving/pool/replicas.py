@@ -10,7 +10,8 @@ time, 503 ``cold_start`` with ``Retry-After``. For a version the pool does not h
 refuses at once (503 ``no_ready_replica``). Both refusals are version-scoped: no
 breaker counts them.
 
-Each call routed to a replica is counted for the autoscaler (``CallCounter``)."""
+Each call routed to a replica is counted for the autoscaler (``CallCounter``), and each
+call that waited on a cold start by its outcome (``served``, ``refused``) for ``/metrics``."""
 
 from __future__ import annotations
 
@@ -48,6 +49,8 @@ class ColdStart:
     wake: Callable[[str], bool]
     clock: Clock
     retry_after_seconds: float = 5.0
+    counted: Callable[[str, str], object] | None = None
+    """Told ``(ref, outcome)`` of each call that waited: ``served`` or ``refused``."""
 
     async def ready(self, ref: str, deadline: float) -> WorkerInfo | None:
         """A worker holding ``ref`` ready, once one is, by ``deadline`` (the clock's
@@ -68,9 +71,11 @@ class ColdStart:
             while True:
                 found = self.view.ready(ref)
                 if found:
+                    self._count(ref, "served")
                     return found[0]
                 left = deadline - self.clock.monotonic()
                 if left <= 0:
+                    self._count(ref, "refused")
                     raise Unavailable(
                         f"{ref} is starting on the pool and was not ready within the "
                         "call's deadline",
@@ -90,6 +95,10 @@ class ColdStart:
                 changed.clear()
         finally:
             self.view.off_change(on_change)
+
+    def _count(self, ref: str, outcome: str) -> None:
+        if self.counted is not None:
+            self.counted(ref, outcome)
 
 
 class NoReadyReplica:

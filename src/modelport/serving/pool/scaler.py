@@ -152,6 +152,17 @@ class CallCounter:
         self._pending: Counter[str] = Counter()
         self._last: dict[str, float] = {}
         self.totals: Counter[str] = Counter()
+        self.cold_starts: Counter[tuple[str, str]] = Counter()
+
+    def cold_start(self, ref: str, outcome: str) -> None:
+        """A call that waited for ``ref`` to start on the pool: ``served`` or ``refused``."""
+        with self._lock:
+            self.cold_starts[ref, outcome] += 1
+
+    def cold_started(self) -> dict[tuple[str, str], int]:
+        """Every call that waited on a cold start so far, per version and outcome."""
+        with self._lock:
+            return dict(self.cold_starts)
 
     def record(self, ref: str) -> None:
         at = self.clock.now().timestamp()
