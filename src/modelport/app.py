@@ -2025,9 +2025,15 @@ def build_evaluations(
     from modelport.datasets.service import DatasetService
     from modelport.evaluations.service import EvaluationService
     from modelport.evaluations.stage import EvaluateStage
+    from modelport.jobs.tensor_batch import TensorShardStage
     from modelport.jobs.types import EVALUATE
 
     datasets = DatasetService(database, blobs, grants=tenancy.grants_to, now=clock.now)
+    # A tensor batch may read a dataset split instead of an uploaded file.
+    jobs.datasets = datasets
+    shards = jobs.stages.get("tensor_shards")
+    if isinstance(shards, TensorShardStage):
+        shards.datasets = datasets
     jobs.stages.register(
         EVALUATE,
         EvaluateStage(database, datasets, blobs, now=clock.now, timer=clock.monotonic),
