@@ -15,6 +15,7 @@ from urllib.parse import urlparse
 
 from fastapi import FastAPI
 
+from modelport.assets.search import AssetSearch
 from modelport.background.lifecycle import Lifecycle
 from modelport.background.loops import BackgroundLoop
 from modelport.background.pools import ThreadPools
@@ -185,6 +186,8 @@ class Services:
     """Evaluations run as jobs, publishers' claims, and the leaderboards."""
     templates: TemplateService
     """Prompt templates as assets: versioned chat prompts with variables."""
+    assets: AssetSearch
+    """Datasets and templates in one catalog, searched as the caller may read them."""
     monitoring: MonitoringService
     """Endpoints' drift and quality monitors over the prediction log (checked on a
     schedule: the ``monitors`` loop)."""
@@ -1940,6 +1943,7 @@ def build_services(
         datasets=datasets,
         evaluations=evaluations,
         templates=templates,
+        assets=AssetSearch([datasets, templates]),
         monitoring=monitoring,
     )
     services.grpc = build_grpc(settings, services)

@@ -54,6 +54,12 @@ class DatasetService(AssetCatalog[Dataset, DatasetVersion, DatasetManifest]):
     def license_of(self, parsed: DatasetManifest) -> str:
         return parsed.license
 
+    def task_of(self, version: DatasetVersion) -> str | None:
+        return version.task
+
+    def card_of(self, version: DatasetVersion) -> str:
+        return version.manifest.description
+
     def columns(self, parsed: DatasetManifest) -> dict[str, object]:
         return {"task": parsed.task}
 
