@@ -1319,6 +1319,7 @@ def build_jobs(
         moderated=moderated,
         release_hold=billing.release,
         cancelled=runner.cancel_requested,
+        inference=inference,
     )
     return service, runner
 

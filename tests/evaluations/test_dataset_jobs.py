@@ -2,7 +2,8 @@
 feed the model's inputs by name, the outputs equal those of the same rows uploaded as a
 Parquet file, the dataset's digest is recorded on the job, every shard is metered; an
 unknown split, a dataset the caller may not read and features that are not the model's
-inputs are refused with stable codes. On SQLite and PostgreSQL."""
+inputs are refused with stable codes (at submission, and again when the shards start).
+On SQLite and PostgreSQL."""
 
 from __future__ import annotations
 
@@ -14,7 +15,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from modelport.jobs.types import JobState
+from modelport.jobs.service import Submission
+from modelport.jobs.types import JobState, StageSpec
 from modelport.metering.types import BalanceScope
 from tests.evaluations.conftest import (
     CLASSIFICATION_COLUMNS,
@@ -143,18 +145,33 @@ def test_a_dataset_split_input_is_refused_with_stable_codes(
         headers=world.bearer(),
     )
     assert (default.status_code, default.json()["code"]) == (400, "invalid_job_input")
-    # Feature columns that are not the model's inputs fail the job, naming why.
+    # Feature columns that are not the model's inputs are refused at submission,
     world.dataset(
         "acme/diabetes-rows",
         {"test": {"X": np.zeros((4, 10), np.float32), "y": np.zeros(4)}},
         REGRESSION_COLUMNS,
         task="regression",
     )
-    mismatch = _submit(world, input_dataset={"dataset": "acme/diabetes-rows:1", "split": "test"})
-    assert mismatch.status_code == 202, mismatch.text
+    wide = {"dataset": "acme/diabetes-rows:1", "split": "test"}
+    mismatch = _submit(world, input_dataset=wide)
+    assert (mismatch.status_code, mismatch.json()["code"]) == (400, "column_mismatch")
+    # and fail the job when the shards start (a job submitted past the first check, as
+    # one over an endpoint whose version changed since would be).
+    services = world.services
+    principal = services.authenticator.authenticate(world.platform.key)
+    job, _ = services.jobs.submit(
+        principal,
+        Submission(
+            target_kind="model",
+            target="acme/iris",
+            pipeline=[StageSpec("shards", "tensor_shards"), StageSpec("publish", "tensor_publish")],
+            dataset=wide["dataset"],
+            split=wide["split"],
+        ),
+    )
     world.jobs.drain()
-    job = world.services.jobs.get(None, mismatch.json()["id"])
-    assert job.state is JobState.FAILED and job.error_code == "column_mismatch", job
+    failed = services.jobs.get(None, job.id)
+    assert failed.state is JobState.FAILED and failed.error_code == "column_mismatch", failed
     # A grant shares a private dataset for jobs as it does for evaluations.
     grant = world.client.post(
         "/api/grants", json={"grantee": "beta", "namespace": "acme", "model": "secret-rows"}

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+import anyio.to_thread
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
@@ -26,13 +27,15 @@ from modelport.blobs.service import BlobService
 from modelport.digests import check_digest
 from modelport.errors import Conflict, InvalidInput, NotFound, Overloaded
 from modelport.ids import unique_id
+from modelport.inference.service import InferenceService
 from modelport.jobs import repository as repo
 from modelport.jobs import tensors
+from modelport.jobs.dataset_input import check_features
 from modelport.jobs.principals import principal_doc
 from modelport.jobs.progress import progress as batch_progress
 from modelport.jobs.queue import JobQueue
 from modelport.jobs.runner import JobNotifier, NoNotifier
-from modelport.jobs.stages import StageRegistry, parse_target
+from modelport.jobs.stages import StageRegistry, declared, parse_target
 from modelport.jobs.types import (
     DEFAULT_PIPELINE,
     INTERNAL_STAGES,
@@ -103,6 +106,7 @@ class JobService:
         moderated: Callable[[str], bool] | None = None,
         release_hold: Callable[[str], None] | None = None,
         cancelled: Callable[[str], None] | None = None,
+        inference: InferenceService | None = None,
     ) -> None:
         self.database = database
         self.blobs = blobs
@@ -118,6 +122,9 @@ class JobService:
         self.moderated = moderated or (lambda tenant: False)
         """Whether a tenant has an active moderation policy: its default pipeline then
         moderates the inputs and the outputs (``jobs.moderate``)."""
+        self.inference = inference
+        """Where a dataset split's columns are checked against the target's inputs at
+        submission (None: only when the shards start)."""
         self.datasets: DatasetSplits | None = None
         """Where a job over a dataset split finds it (set where datasets are built)."""
         self.release_hold = release_hold
@@ -189,6 +196,26 @@ class JobService:
         if self.submitted is not None:
             self.submitted()
         return self.get(tenant, job.id), True
+
+    async def submit_checked(
+        self, principal: Principal, submission: Submission
+    ) -> tuple[Job, bool]:
+        """``submit`` on a worker thread; a dataset split's feature columns checked first
+        against the target's inputs (400 ``column_mismatch``), the stage checking them
+        again when it runs."""
+        if (
+            submission.dataset is not None
+            and self.datasets is not None
+            and self.inference is not None
+            and submission.target_kind in ("model", "endpoint")
+        ):
+            target = parse_target(submission.target_kind, submission.target)
+            found = await anyio.to_thread.run_sync(
+                self.datasets.split_input, principal, submission.dataset, submission.split or ""
+            )
+            inputs, _ = await declared(self.inference, principal, target)
+            check_features(found, inputs)
+        return await anyio.to_thread.run_sync(self.submit, principal, submission)
 
     def get(self, tenant: str | None, job_id: str, *, kind: str | None = None) -> Job:
         """The job, if ``tenant`` may see it (None: any) and it is of ``kind`` (None:

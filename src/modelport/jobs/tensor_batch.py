@@ -47,9 +47,10 @@ from modelport.errors import InvalidInput
 from modelport.inference.types import Caller, InferenceRequest, InferenceResult
 from modelport.jobs import parquet, readers, shards, tensors
 from modelport.jobs.batch import SHARD_ROWS
+from modelport.jobs.dataset_input import check_features
 from modelport.jobs.repository import get_job
 from modelport.jobs.stages import StageContext, declared, parse_target
-from modelport.jobs.types import DatasetSplits, ShardCheckpoint, SplitInput, SplitReader, StageSpec
+from modelport.jobs.types import DatasetSplits, ShardCheckpoint, SplitReader, StageSpec
 from modelport.manifest import TensorSpec
 from modelport.runtime.types import Priority
 from modelport.store.database import Database
@@ -173,30 +174,6 @@ def open_rows(
         _pick(inputs, params.get("input"), "input"),
         _pick(outputs, params.get("output"), "output"),
     )
-
-
-def check_features(split: SplitInput, inputs: Sequence[TensorSpec]) -> None:
-    """The split's feature columns must be the target's inputs, name for name and
-    datatype for datatype (400 ``column_mismatch``)."""
-    specs = {spec.name: spec for spec in inputs}
-    features = {name: (datatype, shape) for name, datatype, shape in split.features}
-    if set(specs) != set(features):
-        raise InvalidInput(
-            f"the dataset's feature columns {sorted(features)} must be the target's inputs "
-            f"{sorted(specs)}",
-            code="column_mismatch",
-        )
-    for name, (datatype, shape) in features.items():
-        spec = specs[name]
-        row = spec.shape[1:]
-        fits = len(row) == len(shape) and all(d in (-1, n) for d, n in zip(row, shape, strict=True))
-        if spec.datatype != datatype or not fits:
-            raise InvalidInput(
-                f"column {name!r} is {datatype} {list(shape)} a row; the target's input is "
-                f"{spec.datatype} {spec.shape}",
-                code="column_mismatch",
-                column=name,
-            )
 
 
 @dataclass

@@ -151,7 +151,7 @@ async def submit_job(
         split=None if body.input_dataset is None else body.input_dataset.split,
     )
     service = jobs(request)
-    job, _ = await anyio.to_thread.run_sync(service.submit, principal, submission)
+    job, _ = await service.submit_checked(principal, submission)
     response.headers["Location"] = f"/api/jobs/{job.id}"
     return job_json(job)
 
