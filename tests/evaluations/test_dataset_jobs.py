@@ -104,6 +104,7 @@ def test_a_job_over_a_dataset_split_answers_as_the_same_rows_uploaded(
     assert charged == Counter({f"batch:{job_id}:{i}": 1 for i in range(shards)})
     shown = world.client.get(f"/api/jobs/{job_id}", headers=world.bearer()).json()
     assert shown["progress"]["rows_done"] == len(classifier.x)
+    assert shown["input_dataset"] == {**split, "digest": version["digest"]}
 
 
 def test_a_dataset_split_input_is_refused_with_stable_codes(

@@ -230,6 +230,19 @@ class Job:
     def finished(self) -> bool:
         return self.state in TERMINAL
 
+    @property
+    def input_dataset(self) -> dict[str, Any] | None:
+        """The dataset split a tensor batch reads (``dataset``, ``split``, ``digest``: the
+        version's digest recorded at submission), or None."""
+        for spec in self.pipeline:
+            if spec.implementation == "tensor_shards" and "dataset" in spec.params:
+                return {
+                    "dataset": spec.params["dataset"],
+                    "split": spec.params.get("split"),
+                    "digest": spec.params.get("dataset_digest"),
+                }
+        return None
+
 
 @dataclass(frozen=True)
 class JobPage:

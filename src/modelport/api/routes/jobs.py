@@ -298,6 +298,7 @@ def job_json(
         "state": job.state.value,
         "target": {kind: job.target},
         "input_digest": job.input_digest,
+        "input_dataset": job.input_dataset,
         "webhook": job.webhook,
         "cancel_requested": job.cancel_requested,
         "created_at": job.created_at.isoformat(),
