@@ -15,6 +15,7 @@ from urllib.parse import urlparse
 
 from fastapi import FastAPI
 
+from modelport.assets.search import AssetSearch
 from modelport.background.lifecycle import Lifecycle
 from modelport.background.loops import BackgroundLoop
 from modelport.background.pools import ThreadPools
@@ -185,6 +186,8 @@ class Services:
     """Evaluations run as jobs, publishers' claims, and the leaderboards."""
     templates: TemplateService
     """Prompt templates as assets: versioned chat prompts with variables."""
+    assets: AssetSearch
+    """Datasets and templates in one catalog, searched as the caller may read them."""
     monitoring: MonitoringService
     """Endpoints' drift and quality monitors over the prediction log (checked on a
     schedule: the ``monitors`` loop)."""
@@ -1338,6 +1341,7 @@ def build_jobs(
         moderated=moderated,
         release_hold=billing.release,
         cancelled=runner.cancel_requested,
+        inference=inference,
     )
     return service, runner
 
@@ -1969,6 +1973,7 @@ def build_services(
         datasets=datasets,
         evaluations=evaluations,
         templates=templates,
+        assets=AssetSearch([datasets, templates]),
         monitoring=monitoring,
     )
     services.grpc = build_grpc(settings, services)
@@ -2054,9 +2059,15 @@ def build_evaluations(
     from modelport.datasets.service import DatasetService
     from modelport.evaluations.service import EvaluationService
     from modelport.evaluations.stage import EvaluateStage
+    from modelport.jobs.tensor_batch import TensorShardStage
     from modelport.jobs.types import EVALUATE
 
     datasets = DatasetService(database, blobs, grants=tenancy.grants_to, now=clock.now)
+    # A tensor batch may read a dataset split instead of an uploaded file.
+    jobs.datasets = datasets
+    shards = jobs.stages.get("tensor_shards")
+    if isinstance(shards, TensorShardStage):
+        shards.datasets = datasets
     jobs.stages.register(
         EVALUATE,
         EvaluateStage(database, datasets, blobs, now=clock.now, timer=clock.monotonic),

@@ -1,6 +1,6 @@
 """``modelport datasets push`` uploads split files over real HTTP with the models'
 resumable transfer and publishes the version (the uploading tenant holds its blobs);
-``datasets list`` shows it to another tenant."""
+``datasets list`` and ``datasets search`` show it to another tenant."""
 
 from __future__ import annotations
 
@@ -68,6 +68,11 @@ def test_a_dataset_pushed_with_the_cli_is_published_and_listed(
         listed = _cli(server, world.platform.key, "datasets", "list", "--json")
         assert listed.exit_code == 0, listed.output
         assert [d["name"] for d in json.loads(listed.output)["items"]] == ["iris-cli"]
+        found = _cli(server, world.platform.key, "datasets", "search", "iris", "--json")
+        assert found.exit_code == 0, found.output
+        assert [d["name"] for d in json.loads(found.output)["items"]] == ["iris-cli"]
+        none = _cli(server, world.platform.key, "datasets", "search", "iris", "--task", "chat")
+        assert none.exit_code == 0 and "iris-cli" not in none.output
     finally:
         server.stop()
     # The blob was uploaded by acme's key: its tenant holds it.

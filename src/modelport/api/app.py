@@ -26,6 +26,7 @@ from modelport.api.problems import install_error_handlers
 from modelport.api.request_metrics import RequestMetrics, RouteTemplates
 from modelport.api.routes import (
     aliases,
+    assets,
     backends,
     blobs,
     costs,
@@ -212,6 +213,7 @@ def _platform_routes() -> tuple[BaseRoute, ...]:
         moderation,
         jobs,
         datasets,
+        assets,
         evaluations,
         monitoring,
         prompt_templates,

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Annotated
 from fastapi import Depends
 from starlette.requests import Request
 
+from modelport.assets.search import AssetSearch
 from modelport.blobs.service import BlobService
 from modelport.blobs.uploads import UploadService
 from modelport.clock import Clock as _Clock
@@ -99,6 +100,10 @@ def evaluations_service(request: Request) -> EvaluationService:
 
 def templates_service(request: Request) -> TemplateService:
     return get_services(request).templates
+
+
+def assets_service(request: Request) -> AssetSearch:
+    return get_services(request).assets
 
 
 def monitoring_service(request: Request) -> MonitoringService:
@@ -203,6 +208,7 @@ Blobs = Annotated[BlobService, Depends(blobs_service)]
 Datasets = Annotated[DatasetService, Depends(datasets_service)]
 Evaluations = Annotated[EvaluationService, Depends(evaluations_service)]
 Templates = Annotated[TemplateService, Depends(templates_service)]
+Assets = Annotated[AssetSearch, Depends(assets_service)]
 Monitoring = Annotated[MonitoringService, Depends(monitoring_service)]
 Retention = Annotated[PredictionRetention, Depends(retention_service)]
 Database = Annotated[_Database, Depends(database_service)]

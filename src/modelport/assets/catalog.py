@@ -19,6 +19,7 @@ from sqlalchemy.exc import IntegrityError
 from modelport.assets.access import AssetAccess
 from modelport.assets.manifests import manifest_digest, require_same
 from modelport.assets.queries import AssetQueries
+from modelport.assets.search import AssetEntry
 from modelport.errors import Conflict, InvalidInput, NotFound
 from modelport.registry.licenses import normalize_license
 from modelport.registry.names import check_model_name, check_owner, check_version
@@ -37,11 +38,17 @@ class Asset(Protocol):
     def name(self) -> str: ...
     @property
     def visibility(self) -> str: ...
+    @property
+    def description(self) -> str: ...
 
 
 class AssetVersion(Protocol):
     @property
+    def version(self) -> str: ...
+    @property
     def digest(self) -> str: ...
+    @property
+    def license(self) -> str: ...
     @property
     def ref(self) -> str: ...
 
@@ -77,6 +84,14 @@ class AssetCatalog(Generic[A, V, M]):
 
     def check(self, asset: A, parsed: M) -> None:
         """What must hold before a version of ``asset`` is written (its files, say)."""
+
+    def task_of(self, version: V) -> str | None:
+        """The version's task, where the kind has one."""
+        return None
+
+    def card_of(self, version: V) -> str:
+        """What the version's manifest says of it, searched in the catalog."""
+        return ""
 
     def not_found(self, owner: str, name: str) -> NotFound:
         return NotFound(
@@ -166,6 +181,23 @@ class AssetCatalog(Generic[A, V, M]):
         with self.database.transaction() as session:
             found = self.queries.listing(session, owner)
         return [(a, v) for a, v in found if self.visible(principal, a)]
+
+    def entries(self, principal: Principal) -> list[AssetEntry]:
+        """The assets the caller may see as the catalog lists them (``assets.search``)."""
+        return [
+            AssetEntry(
+                kind=self.kind,
+                owner=a.owner,
+                name=a.name,
+                visibility=a.visibility,
+                description=a.description,
+                version=None if v is None else v.version,
+                task=None if v is None else self.task_of(v),
+                license=None if v is None else v.license,
+                card="" if v is None else self.card_of(v),
+            )
+            for a, v in self.visible_listing(principal)
+        ]
 
     # ---- versions
     def publish(

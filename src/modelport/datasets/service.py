@@ -28,6 +28,7 @@ from modelport.datasets.types import (
     parse_dataset_manifest,
 )
 from modelport.errors import InvalidInput
+from modelport.jobs.types import SplitInput
 from modelport.store import Database
 from modelport.tenancy.types import GrantSet, Principal
 
@@ -53,6 +54,12 @@ class DatasetService(AssetCatalog[Dataset, DatasetVersion, DatasetManifest]):
     def license_of(self, parsed: DatasetManifest) -> str:
         return parsed.license
 
+    def task_of(self, version: DatasetVersion) -> str | None:
+        return version.task
+
+    def card_of(self, version: DatasetVersion) -> str:
+        return version.manifest.description
+
     def columns(self, parsed: DatasetManifest) -> dict[str, object]:
         return {"task": parsed.task}
 
@@ -75,6 +82,36 @@ class DatasetService(AssetCatalog[Dataset, DatasetVersion, DatasetManifest]):
                     digest=file.digest,
                 )
             SplitRows(self.blobs, parsed, split)  # the declared columns and rows, checked
+
+    # ---- a split as a job's input (``jobs.tensor_batch.DatasetSplits``)
+    def _split(self, principal: Principal, dataset: str) -> DatasetVersion:
+        owner, _, rest = dataset.partition("/")
+        name, _, version = rest.partition(":")
+        if not (owner and name and version):
+            raise InvalidInput(
+                f"a dataset is named owner/name:version, not {dataset[:200]!r}",
+                code="invalid_dataset_ref",
+                field="input_dataset.dataset",
+            )
+        return self.version(principal, owner, name, version)
+
+    def split_input(self, principal: Principal, dataset: str, split: str) -> SplitInput:
+        """The split ``split`` of the version ``dataset`` the caller may read (404 where it
+        may not, 400 ``unknown_split``)."""
+        found = self._split(principal, dataset)
+        entry = found.manifest.split(split)
+        return SplitInput(
+            dataset=found.ref,
+            digest=found.digest,
+            split=entry.name,
+            file_digest=entry.file.digest,
+            features=tuple((c.name, c.datatype, tuple(c.shape)) for c in found.manifest.features),
+        )
+
+    def split_reader(self, principal: Principal, dataset: str, split: str) -> SplitRows:
+        """The split's rows, read as the caller (blocking)."""
+        found = self._split(principal, dataset)
+        return SplitRows(self.blobs, found.manifest, found.manifest.split(split))
 
     def listing(
         self, principal: Principal, *, owner: str | None = None, task: str | None = None

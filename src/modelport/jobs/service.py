@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+import anyio.to_thread
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
@@ -26,19 +27,22 @@ from modelport.blobs.service import BlobService
 from modelport.digests import check_digest
 from modelport.errors import Conflict, InvalidInput, NotFound, Overloaded
 from modelport.ids import unique_id
+from modelport.inference.service import InferenceService
 from modelport.jobs import repository as repo
 from modelport.jobs import tensors
+from modelport.jobs.dataset_input import check_features
 from modelport.jobs.principals import principal_doc
 from modelport.jobs.progress import progress as batch_progress
 from modelport.jobs.queue import JobQueue
 from modelport.jobs.runner import JobNotifier, NoNotifier
-from modelport.jobs.stages import StageRegistry, parse_target
+from modelport.jobs.stages import StageRegistry, declared, parse_target
 from modelport.jobs.types import (
     DEFAULT_PIPELINE,
     INTERNAL_STAGES,
     MODERATE_INPUT,
     MODERATE_OUTPUT,
     TERMINAL,
+    DatasetSplits,
     Job,
     JobPage,
     JobState,
@@ -82,6 +86,10 @@ class Submission:
     """The default pipeline's postprocess options."""
     webhook: str | None = None
     idempotency_key: str | None = None
+    dataset: str | None = None
+    """Or: a dataset version (``owner/name:version``) the caller may read, whose
+    ``split`` a tensor batch pipeline reads (``jobs.tensor_batch``)."""
+    split: str | None = None
 
 
 class JobService:
@@ -98,6 +106,7 @@ class JobService:
         moderated: Callable[[str], bool] | None = None,
         release_hold: Callable[[str], None] | None = None,
         cancelled: Callable[[str], None] | None = None,
+        inference: InferenceService | None = None,
     ) -> None:
         self.database = database
         self.blobs = blobs
@@ -113,6 +122,11 @@ class JobService:
         self.moderated = moderated or (lambda tenant: False)
         """Whether a tenant has an active moderation policy: its default pipeline then
         moderates the inputs and the outputs (``jobs.moderate``)."""
+        self.inference = inference
+        """Where a dataset split's columns are checked against the target's inputs at
+        submission (None: only when the shards start)."""
+        self.datasets: DatasetSplits | None = None
+        """Where a job over a dataset split finds it (set where datasets are built)."""
         self.release_hold = release_hold
         """Gives back a queued job's upfront hold when it is cancelled (``jobs.billing``:
         a runner that stopped cleanly gave the job back holding it)."""
@@ -143,7 +157,10 @@ class JobService:
         if submission.webhook is not None:
             self.notifier.check_webhook(submission.webhook)
         pipeline = self._pipeline(tenant, submission, internal=internal)
-        input_digest = self._inputs(tenant, submission)
+        if submission.dataset is not None:
+            input_digest, pipeline = self._split_input(principal, submission, pipeline)
+        else:
+            input_digest = self._inputs(tenant, submission)
         fingerprint = _fingerprint(submission, input_digest, pipeline)
         key = submission.idempotency_key
         if key is not None:
@@ -179,6 +196,26 @@ class JobService:
         if self.submitted is not None:
             self.submitted()
         return self.get(tenant, job.id), True
+
+    async def submit_checked(
+        self, principal: Principal, submission: Submission
+    ) -> tuple[Job, bool]:
+        """``submit`` on a worker thread; a dataset split's feature columns checked first
+        against the target's inputs (400 ``column_mismatch``), the stage checking them
+        again when it runs."""
+        if (
+            submission.dataset is not None
+            and self.datasets is not None
+            and self.inference is not None
+            and submission.target_kind in ("model", "endpoint")
+        ):
+            target = parse_target(submission.target_kind, submission.target)
+            found = await anyio.to_thread.run_sync(
+                self.datasets.split_input, principal, submission.dataset, submission.split or ""
+            )
+            inputs, _ = await declared(self.inference, principal, target)
+            check_features(found, inputs)
+        return await anyio.to_thread.run_sync(self.submit, principal, submission)
 
     def get(self, tenant: str | None, job_id: str, *, kind: str | None = None) -> Job:
         """The job, if ``tenant`` may see it (None: any) and it is of ``kind`` (None:
@@ -317,6 +354,42 @@ class JobService:
         if submission.outputs is not None:
             doc["outputs"] = submission.outputs
         return self.blobs.put(tensors.dumps(doc), tenant=tenant)
+
+    def _split_input(
+        self, principal: Principal, submission: Submission, pipeline: tuple[StageSpec, ...]
+    ) -> tuple[str, tuple[StageSpec, ...]]:
+        """A dataset split as the input of a tensor batch: the caller may read it (404
+        otherwise), the split exists (400 ``unknown_split``); the split's file is the job's
+        input and the version's digest is recorded in the ``tensor_shards`` stage's
+        params."""
+        if submission.inputs is not None or submission.input_digest is not None:
+            raise InvalidInput(
+                "give one of 'inputs', 'input_digest' or 'input_dataset'",
+                code="invalid_job_input",
+                field="input_dataset",
+            )
+        shards = [i for i, spec in enumerate(pipeline) if spec.implementation == "tensor_shards"]
+        if not shards:
+            raise InvalidInput(
+                "a dataset split feeds a tensor batch: name the 'tensor_shards' stage",
+                code="invalid_job_input",
+                field="input_dataset",
+            )
+        if self.datasets is None:
+            raise InvalidInput("datasets are not served here", code="invalid_job_input")
+        found = self.datasets.split_input(
+            principal, submission.dataset or "", submission.split or ""
+        )
+        params = {
+            **pipeline[shards[0]].params,
+            "dataset": found.dataset,
+            "split": found.split,
+            "dataset_digest": found.digest,
+        }
+        stages = list(pipeline)
+        for i in shards:
+            stages[i] = dataclasses.replace(stages[i], params=params)
+        return found.file_digest, tuple(stages)
 
     def _by_key(self, tenant: str, key: str, fingerprint: str) -> Job | None:
         with self.database.transaction() as session:

@@ -21,6 +21,13 @@ A job submitted with the pipeline ``TENSOR_BATCH_PIPELINE`` (``POST /api/jobs`` 
 A Parquet file (told from a ``.npy`` one by its magic) has a column per input, read a
 shard at a time (``jobs.parquet``); a ``.npy`` file is one input's array, each shard
 read by a ranged read (``jobs.readers.NpyRows``).
+
+Or the rows are a dataset split (``params``: ``dataset`` ``owner/name:version``,
+``split``, and ``dataset_digest``, the version's digest, set at submission): its feature
+columns feed the target's inputs by name, as an evaluation's do, and its outputs are
+Parquet. The split is read as the submitter again when the stage runs (a grant
+withdrawn since stops it: 404 ``dataset_not_found``); feature columns that are not the
+target's inputs fail the job with ``column_mismatch``.
 """
 
 from __future__ import annotations
@@ -40,12 +47,14 @@ from modelport.errors import InvalidInput
 from modelport.inference.types import Caller, InferenceRequest, InferenceResult
 from modelport.jobs import parquet, readers, shards, tensors
 from modelport.jobs.batch import SHARD_ROWS
+from modelport.jobs.dataset_input import check_features
 from modelport.jobs.repository import get_job
 from modelport.jobs.stages import StageContext, declared, parse_target
-from modelport.jobs.types import ShardCheckpoint, StageSpec
+from modelport.jobs.types import DatasetSplits, ShardCheckpoint, SplitReader, StageSpec
 from modelport.manifest import TensorSpec
 from modelport.runtime.types import Priority
 from modelport.store.database import Database
+from modelport.tenancy.types import Principal
 
 TENSOR_BATCH_PIPELINE = (
     StageSpec("shards", "tensor_shards", retries=2, timeout_seconds=24 * 3600.0),
@@ -167,6 +176,53 @@ def open_rows(
     )
 
 
+@dataclass
+class SplitBatch:
+    """A dataset split: its feature columns, read by shard; outputs as Parquet."""
+
+    source: SplitReader
+    features: tuple[str, ...]
+    outputs: tuple[str, ...]
+    format: str = "parquet"
+
+    @property
+    def rows(self) -> int:
+        return self.source.rows
+
+    def read(self, start: int, stop: int) -> dict[str, np.ndarray]:
+        shard = self.source.read(start, stop)
+        return {name: shard[name] for name in self.features}
+
+    def encode(self, outputs: Mapping[str, np.ndarray]) -> bytes:
+        return parquet.write({name: outputs[name] for name in self.outputs})
+
+
+def open_split(
+    datasets: DatasetSplits,
+    principal: Principal,
+    inputs: Sequence[TensorSpec],
+    outputs: Sequence[TensorSpec],
+    params: Mapping[str, Any],
+) -> Rows:
+    """The dataset split ``params`` names as rows for the target (blocking)."""
+    dataset, split = str(params["dataset"]), str(params.get("split", ""))
+    found = datasets.split_input(principal, dataset, split)
+    if found.digest != params.get("dataset_digest"):
+        raise InvalidInput(
+            f"dataset {dataset} is not the version the job was submitted with",
+            code="dataset_changed",
+        )
+    check_features(found, inputs)
+    asked = params.get("output")
+    names = (
+        (_pick(outputs, asked, "output"),)
+        if asked is not None
+        else tuple(spec.name for spec in outputs)
+    )
+    reader = datasets.split_reader(principal, dataset, split)
+    return SplitBatch(reader, tuple(name for name, _, _ in found.features), names)
+
+
 class TensorShardStage:
     """The ``tensor_shards`` implementation (see the module docstring)."""
 
@@ -176,9 +232,12 @@ class TensorShardStage:
         *,
         now: Callable[[], datetime],
         on_shard_run: Callable[[str, int], None] | None = None,
+        datasets: DatasetSplits | None = None,
     ) -> None:
         self.database = database
         self.now = now
+        self.datasets = datasets
+        """Where a job over a dataset split reads it (None: such a job fails)."""
         self.on_shard_run = on_shard_run
         """Told (job id, position) after each shard's call answered, before its
         checkpoint (tests count shard runs with it)."""
@@ -192,9 +251,17 @@ class TensorShardStage:
         target = parse_target(job.target_kind, job.target)
         inputs, outputs = await declared(inference, context.principal, target)
         blobs = context.services.blobs
-        rows = await anyio.to_thread.run_sync(
-            open_rows, blobs, job.input_digest, inputs, outputs, params
-        )
+        rows: Rows
+        if params.get("dataset") is not None:
+            if self.datasets is None:
+                raise InvalidInput("datasets are not served here", code="invalid_job_input")
+            rows = await anyio.to_thread.run_sync(
+                open_split, self.datasets, context.principal, inputs, outputs, params
+            )
+        else:
+            rows = await anyio.to_thread.run_sync(
+                open_rows, blobs, job.input_digest, inputs, outputs, params
+            )
         empty = await anyio.to_thread.run_sync(partial(blobs.put, b"", tenant=job.tenant))
         done = await anyio.to_thread.run_sync(self._done, job.id)
         for position, start in enumerate(range(0, rows.rows, size)):
@@ -237,6 +304,12 @@ class TensorShardStage:
         }
         if isinstance(rows, NpyRows):
             summary["output"] = rows.output
+        if params.get("dataset") is not None:
+            summary["dataset"] = {
+                "ref": params["dataset"],
+                "split": params.get("split"),
+                "digest": params.get("dataset_digest"),
+            }
         return tensors.dumps(summary)
 
     def _done(self, job_id: str) -> set[int]:
@@ -266,8 +339,9 @@ class TensorPublishStage:
                 {"index": c.position, "rows": c.rows, "digest": c.output_digest} for c in found
             ],
         }
-        if "output" in summary:
-            manifest["output"] = summary["output"]
+        for key in ("output", "dataset"):
+            if key in summary:
+                manifest[key] = summary[key]
         return tensors.dumps(manifest)
 
     def _checkpoints(self, job_id: str) -> list[ShardCheckpoint]:

@@ -6,7 +6,12 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from modelport.tenancy.types import Principal
 
 __all__ = [
     "BATCH_PIPELINE",
@@ -15,6 +20,7 @@ __all__ = [
     "TERMINAL",
     "BatchPage",
     "BatchRecord",
+    "DatasetSplits",
     "Job",
     "JobPage",
     "JobState",
@@ -24,6 +30,8 @@ __all__ = [
     "NewJob",
     "Progress",
     "ShardCheckpoint",
+    "SplitInput",
+    "SplitReader",
     "StageRun",
     "StageSpec",
     "StageState",
@@ -225,6 +233,19 @@ class Job:
     def finished(self) -> bool:
         return self.state in TERMINAL
 
+    @property
+    def input_dataset(self) -> dict[str, Any] | None:
+        """The dataset split a tensor batch reads (``dataset``, ``split``, ``digest``: the
+        version's digest recorded at submission), or None."""
+        for spec in self.pipeline:
+            if spec.implementation == "tensor_shards" and "dataset" in spec.params:
+                return {
+                    "dataset": spec.params["dataset"],
+                    "split": spec.params.get("split"),
+                    "digest": spec.params.get("dataset_digest"),
+                }
+        return None
+
 
 @dataclass(frozen=True)
 class JobPage:
@@ -300,3 +321,34 @@ class Progress:
     rows_failed: int
     estimated_completion: datetime | None
     """At the pace of the shards done so far; None before the first or once ended."""
+
+
+@dataclass(frozen=True)
+class SplitInput:
+    """A dataset split a job reads: the version, its digest, the split's file."""
+
+    dataset: str
+    """``owner/name:version``."""
+    digest: str
+    """The dataset version's digest."""
+    split: str
+    file_digest: str
+    features: tuple[tuple[str, str, tuple[int, ...]], ...]
+    """Each feature column: its name, datatype and one row's shape."""
+
+
+class SplitReader(Protocol):
+    @property
+    def rows(self) -> int: ...
+
+    def read(self, start: int, stop: int) -> dict[str, np.ndarray]: ...
+
+
+class DatasetSplits(Protocol):
+    """Dataset splits as a caller may read them (``DatasetService``): 404
+    ``dataset_not_found``/``dataset_version_not_found`` where it may not, 400
+    ``unknown_split`` (blocking)."""
+
+    def split_input(self, principal: Principal, dataset: str, split: str) -> SplitInput: ...
+
+    def split_reader(self, principal: Principal, dataset: str, split: str) -> SplitReader: ...

@@ -53,6 +53,9 @@ class TemplateService(AssetCatalog[Template, TemplateVersion, TemplateManifest])
     def license_of(self, parsed: TemplateManifest) -> str:
         return parsed.license
 
+    def card_of(self, version: TemplateVersion) -> str:
+        return version.manifest.description
+
     def listing(
         self, principal: Principal, *, owner: str | None = None
     ) -> list[tuple[Template, TemplateVersion | None]]:

@@ -114,6 +114,9 @@ OPERATIONS: dict[tuple[str, str], Operation] = {
     # datasets, evaluations, leaderboards
     ("post", "/api/datasets"): Operation("createDataset", "Create a dataset"),
     ("get", "/api/datasets"): Operation("listDatasets", "List the datasets you can see"),
+    ("get", "/api/assets"): Operation(
+        "searchAssets", "Search the datasets and templates you can read"
+    ),
     ("get", "/api/datasets/{owner}/{name}"): Operation(
         "getDataset", "Get a dataset and its versions"
     ),
@@ -352,6 +355,7 @@ TAGS = [
     {"name": "webhooks", "description": "Signed webhooks: the signing secret, deliveries."},
     {"name": "jobs", "description": "Durable background jobs, run stage by stage."},
     {"name": "datasets", "description": "Datasets: versioned split files, like models."},
+    {"name": "assets", "description": "Datasets and templates in one searchable catalog."},
     {"name": "evaluations", "description": "Evaluations, claims and leaderboards."},
     {"name": "templates", "description": "Prompt templates: versioned chat prompts."},
     {"name": "tenants", "description": "Tenants and their members."},

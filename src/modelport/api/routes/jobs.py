@@ -57,6 +57,11 @@ class StageBody(_Body):
     params: dict[str, Any] = Field(default_factory=dict)
 
 
+class DatasetInputBody(_Body):
+    dataset: str = Field(max_length=300, description="owner/name:version")
+    split: str = Field(max_length=64, description="The split whose rows are the input")
+
+
 class SubmitJob(_Body):
     target: TargetBody
     inputs: list[dict[str, Any]] | None = Field(
@@ -66,6 +71,10 @@ class SubmitJob(_Body):
         default=None,
         description="Or a blob your tenant uploaded, holding "
         '{"inputs": [...], "parameters"?, "outputs"?} as JSON',
+    )
+    input_dataset: DatasetInputBody | None = Field(
+        default=None,
+        description="Or a dataset split you may read, for a tensor batch (tensor_shards)",
     )
     parameters: dict[str, Any] | None = None
     outputs: list[str] | None = Field(default=None, description="Outputs to ask the model for")
@@ -138,9 +147,11 @@ async def submit_job(
         else [StageSpec(**stage.model_dump()) for stage in body.pipeline],
         webhook=body.webhook,
         idempotency_key=idempotency_key,
+        dataset=None if body.input_dataset is None else body.input_dataset.dataset,
+        split=None if body.input_dataset is None else body.input_dataset.split,
     )
     service = jobs(request)
-    job, _ = await anyio.to_thread.run_sync(service.submit, principal, submission)
+    job, _ = await service.submit_checked(principal, submission)
     response.headers["Location"] = f"/api/jobs/{job.id}"
     return job_json(job)
 
@@ -288,6 +299,7 @@ def job_json(
         "state": job.state.value,
         "target": {kind: job.target},
         "input_digest": job.input_digest,
+        "input_dataset": job.input_dataset,
         "webhook": job.webhook,
         "cancel_requested": job.cancel_requested,
         "created_at": job.created_at.isoformat(),

@@ -1,4 +1,4 @@
-"""``modelport datasets``: publish datasets and list them."""
+"""``modelport datasets``: publish datasets, list and search them."""
 
 from __future__ import annotations
 
@@ -6,6 +6,7 @@ import click
 
 from modelport.cli.datasets.list import list_datasets
 from modelport.cli.datasets.push import push
+from modelport.cli.datasets.search import search_datasets
 
 
 @click.group()
@@ -15,3 +16,4 @@ def datasets() -> None:
 
 datasets.add_command(push)
 datasets.add_command(list_datasets)
+datasets.add_command(search_datasets)
