@@ -10,8 +10,13 @@ from collections.abc import Iterator
 import pytest
 import redis
 
+from modelport.clock import ManualClock
 from modelport.keyspace import Keyspace
-from modelport.serving.pool.scaler import RedisScaleStore
+from modelport.serving.pool.placement import PlacerLock
+from modelport.serving.pool.registry import RedisWorkerRegistry
+from modelport.serving.pool.scaler import CallCounter, PoolScaler, RedisScaleStore
+from modelport.serving.pool.scaling import Bounds, ScalePolicy
+from modelport.serving.pool.view import PoolView
 from tests.metering import conftest as metering_fixtures
 
 redis_url = metering_fixtures.redis_url
@@ -46,3 +51,38 @@ def test_calls_add_up_and_the_last_call_only_moves_forward(store: RedisScaleStor
     store.forget(["a/m:1"])
     assert store.calls() == ({"a/n:1": 1}, {"a/n:1": 40.0})
     assert store.targets() == {}
+
+
+def test_a_wake_while_the_scaler_decides_is_not_undone(store: RedisScaleStore) -> None:
+    """The scaler reads the targets and last calls, decides, then writes: a call that
+    woke the version (or was counted by another gateway) in between is not lost to a
+    scale-down decided on what was read before it."""
+    clock = ManualClock()
+    view = PoolView(RedisWorkerRegistry(store.client, Keyspace(uuid.uuid4().hex)), clock=clock)
+    view.refresh()  # fresh, no worker: the version has no ready replica
+    ref = "a/m:1"
+    policy = ScalePolicy(idle_seconds=60.0)
+    store.initial(ref, 1, at=clock.now().timestamp())
+    clock.advance(policy.idle_seconds)
+    woken: list[int] = []
+
+    def bounds() -> dict[str, Bounds]:
+        # A call arrives after the scaler read the shared state: it wakes the version.
+        woken.append(store.wake(ref, clock.now().timestamp()))
+        return {ref: Bounds(0, 2)}
+
+    lock = PlacerLock(store.client, Keyspace(uuid.uuid4().hex), "gw", ttl_seconds=10.0)
+    scaler = PoolScaler(
+        view,
+        store,
+        lock,
+        CallCounter(clock),
+        wanted=lambda: [ref],
+        bounds=bounds,
+        kick=lambda: None,
+        policy=policy,
+        clock=clock,
+    )
+    scaler.step()
+    assert woken == [1]
+    assert store.targets() == {ref: 1}  # the woken call still has its replica coming

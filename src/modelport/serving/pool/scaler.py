@@ -7,7 +7,8 @@ target (``…:workers:replicas``), its calls counted over every gateway
 injected ``Clock``'s wall time). Each gateway counts the calls it routes to the pool
 (``CallCounter``) and adds them to Redis at each step; one gateway at a time, under
 a short Redis lock, then decides every wanted version's target and writes those that
-changed. The placer places and removes replicas to meet the targets.
+changed (``move_target``: not over a target changed since it was read, and no
+scale-down of a version called or woken meanwhile). The placer places and removes replicas to meet the targets.
 
 A call for a version with no ready replica wakes it (``wake``): its target becomes at
 least one and its last call now, at once, so the placer places it while the call
@@ -47,6 +48,19 @@ for i = 1, #ARGV, 2 do
 end
 return 0
 """
+# Write a decided target only if nothing moved since it was decided: the target is still
+# the one read, and a lower one is refused once the version was called (or woken) after
+# the last call read.
+_MOVE = """
+local current = redis.call('hget', KEYS[1], ARGV[1])
+if (current or '') ~= ARGV[3] then return 0 end
+if tonumber(ARGV[2]) < tonumber(current) then
+  local last = tonumber(redis.call('hget', KEYS[2], ARGV[1]) or '0')
+  if last > tonumber(ARGV[4]) then return 0 end
+end
+redis.call('hset', KEYS[1], ARGV[1], ARGV[2])
+return 1
+"""
 
 
 class ScaleStore(Protocol):
@@ -57,6 +71,11 @@ class ScaleStore(Protocol):
         ...
 
     def set_target(self, ref: str, replicas: int) -> None: ...
+
+    def move_target(self, ref: str, replicas: int, *, was: int, called: float) -> bool:
+        """Set ``ref``'s target from ``was`` (as read) to ``replicas``, unless it changed
+        since, or (a lower target) ``ref`` was called after ``called``; whether it did."""
+        ...
 
     def initial(self, ref: str, replicas: int, at: float) -> int:
         """Set ``ref``'s target unless it has one, and its last call to ``at`` unless
@@ -98,6 +117,12 @@ class RedisScaleStore:
 
     def set_target(self, ref: str, replicas: int) -> None:
         self.client.hset(self._replicas, ref, replicas)
+
+    def move_target(self, ref: str, replicas: int, *, was: int, called: float) -> bool:
+        moved = self.client.eval(
+            _MOVE, 2, self._replicas, self._called, ref, replicas, was, repr(called)
+        )
+        return bool(int(moved))
 
     def initial(self, ref: str, replicas: int, at: float) -> int:
         with self.client.pipeline(transaction=True) as pipe:
@@ -269,8 +294,10 @@ class PoolScaler:
                 calm_seconds=calm,
             )
             target = decide(demand, bounds[ref], self.policy)
-            if target != current:
-                self.store.set_target(ref, target)
+            moved = target != current and self.store.move_target(
+                ref, target, was=current, called=called.get(ref, 0.0)
+            )
+            if moved:
                 self._calm.pop(ref, None)  # a new size: calm counts again from here
                 changed = True
                 log_event(
