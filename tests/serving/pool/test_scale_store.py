@@ -16,6 +16,7 @@ from modelport.serving.pool.placement import PlacerLock
 from modelport.serving.pool.registry import RedisWorkerRegistry
 from modelport.serving.pool.scaler import CallCounter, PoolScaler, RedisScaleStore
 from modelport.serving.pool.scaling import Bounds, ScalePolicy
+from modelport.serving.pool.types import READY, WorkerInfo
 from modelport.serving.pool.view import PoolView
 from tests.metering import conftest as metering_fixtures
 
@@ -86,3 +87,54 @@ def test_a_wake_while_the_scaler_decides_is_not_undone(store: RedisScaleStore) -
     scaler.step()
     assert woken == [1]
     assert store.targets() == {ref: 1}  # the woken call still has its replica coming
+
+
+def test_the_wait_seen_while_another_gateway_held_the_lock_keeps_a_version_from_shrinking(
+    store: RedisScaleStore,
+) -> None:
+    """Each gateway takes the scaler's lock at some steps only: a busy spell it saw at a
+    step another gateway decided still restarts its calm, so the replica is not removed
+    before the wait has been calm for ``scale_down_after_seconds``."""
+    clock = ManualClock()
+    keys = Keyspace(uuid.uuid4().hex)
+    registry = RedisWorkerRegistry(store.client, keys)
+    view = PoolView(registry, clock=clock)
+    ref = "a/m:1"
+
+    def report(wait: float) -> None:
+        for worker in ("w1", "w2"):
+            info = WorkerInfo(
+                id=worker, address=f"{worker}:1", versions={ref: READY}, waits={ref: wait}
+            )
+            registry.announce(info, lease_seconds=60.0)
+        view.refresh()
+
+    policy = ScalePolicy(target_wait_seconds=0.5, scale_down_after_seconds=60.0)
+    lock = PlacerLock(store.client, keys, "this-gateway", ttl_seconds=10.0, name="scaler")
+    scaler = PoolScaler(
+        view,
+        store,
+        lock,
+        CallCounter(clock),
+        wanted=lambda: [ref],
+        bounds=lambda: {ref: Bounds(1, 2)},
+        kick=lambda: None,
+        policy=policy,
+        clock=clock,
+    )
+    store.initial(ref, 2, at=clock.now().timestamp())
+    report(0.0)
+    scaler.step()  # calm from here
+    clock.advance(50.0)
+    report(2.0)  # busy: another gateway holds the lock at this step
+    other = PlacerLock(store.client, keys, "other-gateway", ttl_seconds=10.0, name="scaler")
+    assert other.acquire()
+    scaler.step()
+    other.release()
+    clock.advance(20.0)
+    report(0.0)  # calm again, for 20 s only
+    scaler.step()
+    assert store.targets() == {ref: 2}
+    clock.advance(policy.scale_down_after_seconds)
+    scaler.step()
+    assert store.targets() == {ref: 1}  # calm long enough now

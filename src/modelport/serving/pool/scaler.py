@@ -251,7 +251,10 @@ class PoolScaler:
         counts, last = self.counter.drain()
         if counts:
             self.store.add_calls(counts, last)
-        if not self.view.fresh or not self.lock.acquire():
+        if not self.view.fresh:
+            return
+        self._observe()
+        if not self.lock.acquire():
             return
         try:
             changed = self._decide()
@@ -259,6 +262,21 @@ class PoolScaler:
             self.lock.release()
         if changed:
             self._kick()
+
+    def _wait(self, ref: str) -> tuple[int, float]:
+        """``ref``'s ready replicas and their mean predicted wait."""
+        ready = self.view.ready(ref)
+        wait = sum(w.waits.get(ref, 0.0) for w in ready) / len(ready) if ready else 0.0
+        return len(ready), wait
+
+    def _observe(self) -> None:
+        """Restart the calm of each wanted version whose wait is not calm now: at every
+        step, the lock's or not, since the gateway holding it changes from step to step
+        and a busy spell seen at another's step must still count."""
+        for ref in self._wanted():
+            _, wait = self._wait(ref)
+            if wait >= self.policy.target_wait_seconds * LOW_WAIT_FRACTION:
+                self._calm.pop(ref, None)
 
     def _decide(self) -> bool:
         now, mono = self.clock.now().timestamp(), self.clock.monotonic()
@@ -278,8 +296,7 @@ class PoolScaler:
             if seen is not None and mono > seen[1]:
                 rate = max(0, total - seen[0]) / (mono - seen[1])
             self._seen[ref] = (total, mono)
-            ready = self.view.ready(ref)
-            wait = sum(w.waits.get(ref, 0.0) for w in ready) / len(ready) if ready else 0.0
+            ready, wait = self._wait(ref)
             if wait < self.policy.target_wait_seconds * LOW_WAIT_FRACTION:
                 calm = mono - self._calm.setdefault(ref, mono)
             else:
@@ -287,7 +304,7 @@ class PoolScaler:
                 calm = 0.0
             demand = Demand(
                 replicas=current,
-                ready=len(ready),
+                ready=ready,
                 wait_seconds=wait,
                 rate=rate,
                 idle_seconds=max(0.0, now - called.get(ref, first)),
