@@ -11,6 +11,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
+import redis
 
 from modelport.runtime.types import VersionKey
 from modelport.serving.pool.placements import PlacementRepository
@@ -126,3 +127,24 @@ def test_an_idle_version_scales_to_zero_and_its_next_call_loads_it(
     assert refused.json()["code"] == "cold_start"
     retry_after = gateway.services.settings.pool.cold_start_retry_after_seconds
     assert refused.headers["Retry-After"] == str(round(retry_after))
+
+
+def test_a_release_while_redis_is_away_drops_the_placements_and_raises_nothing(
+    gateway: Serving, start_worker: Callable[[str], Worker]
+) -> None:
+    """Releasing a version (a rollout that retired it, a rollback) forgets its scaling
+    state too: Redis away then must not fail the rollout past what it already did."""
+    worker = start_worker("w1")
+    deploy(gateway, [worker], min_replicas=1, max_replicas=1)
+    assert placed_on(gateway) == [worker.id]
+    placement = gateway.services.serving.controller.placement
+    route = gateway.services.serving.router.table.find("one")
+    assert route is not None
+    store = placement.scale
+    reachable, store.client = store.client, redis.Redis(port=1, socket_connect_timeout=1)
+    try:
+        placement.release(route.versions[0])
+    finally:
+        store.client = reachable
+    assert placed_on(gateway) == []
+    assert not placement.wants(REF)

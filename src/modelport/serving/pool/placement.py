@@ -220,7 +220,12 @@ class PoolPlacement:
                     )
         self.repository.drop_refs([ref.ref])
         if self.scale is not None:
-            self.scale.forget([ref.ref])
+            try:
+                self.scale.forget([ref.ref])
+            except Exception:
+                # Redis unreachable: the stale state is only read again if the version
+                # is placed again (its start kept, its idle time long past): harmless.
+                _log.warning("the autoscaler's state of %s was not dropped", ref.ref, exc_info=True)
 
     # ---- the placer
     def reconcile(self) -> None:
