@@ -13,7 +13,7 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 import redis
 
-from modelport.runtime.types import VersionKey
+from modelport.runtime.types import LoadState, VersionKey
 from modelport.serving.pool.placements import PlacementRepository
 from modelport.serving.pool.scaler import PoolScaler
 from tests.polling import eventually
@@ -148,3 +148,29 @@ def test_a_release_while_redis_is_away_drops_the_placements_and_raises_nothing(
         store.client = reachable
     assert placed_on(gateway) == []
     assert not placement.wants(REF)
+
+
+def test_placing_a_version_scaled_to_zero_reads_no_redis_on_the_event_loop(
+    gateway: Serving, start_worker: Callable[[str], Worker]
+) -> None:
+    """``place`` runs on the serving loop (a rollout, a restart's warm-up): whether a
+    version is scaled to zero comes from the targets the placer last read, so Redis
+    slow or away then neither holds up the loop nor fails the rollout."""
+    worker = start_worker("w1")
+    pool, scaler = pool_of(gateway), scaler_of(gateway)
+    deploy(gateway, [worker], min_replicas=0, max_replicas=1)
+    gateway.clock.advance(scaler.policy.idle_seconds)
+    scaler.step()
+    drive(gateway, [worker], lambda: placed_on(gateway) == [] and not pool.view.ready(REF))
+    placement = gateway.services.serving.controller.placement
+    route = gateway.services.serving.router.table.find("one")
+    assert route is not None
+    store = placement.scale
+    reachable, store.client = store.client, redis.Redis(port=1, socket_connect_timeout=1)
+    try:
+        done = placement.place(route.versions[0])
+    finally:
+        store.client = reachable
+    assert done.done()
+    status = done.result()
+    assert status.state is LoadState.READY and "scaled to zero" in (status.warm_up or "")
