@@ -231,3 +231,55 @@ def test_an_endpoint_the_caller_may_not_call_and_bad_targets_are_refused(
     )
     assert own["state"] == "succeeded", own["error"]
     assert [s["version"] for s in own["served"]] == ["1"]
+
+
+def test_an_endpoint_evaluation_that_served_a_private_version_is_not_shown_to_others(
+    world: World, classifier: Trained
+) -> None:
+    services = world.services
+    world.model("acme/iris", classifier.graph, CLASSIFIER_IO, task="classification")
+    world.model(
+        "acme/secret", classifier.graph, CLASSIFIER_IO, task="classification", visibility="private"
+    )
+    world.dataset(
+        "acme/iris-eval",
+        {"test": {"X": classifier.x[:20], "y": classifier.y[:20]}},
+        CLASSIFICATION_COLUMNS,
+        task="classification",
+    )
+    services.tenancy.add_member("acme", "ops", roles=["owner"], actor="admin")
+    key = services.tenancy.create_key("acme", "ops", name="k", actor="admin").secret
+    services.metering.balances.credit(BalanceScope.TENANT, "acme", CREDIT, tenant="acme")
+    split = [
+        {"model": "acme/iris", "version": "1", "weight": 50},
+        {"model": "acme/secret", "version": "1", "weight": 50},
+    ]
+    _deploy(world, world.bearer(key), "acme-split", split)
+    submitted = world.evaluate(key, endpoint="acme-split", dataset="acme/iris-eval", output="label")
+    assert submitted.status_code == 202, submitted.text
+    evaluation = submitted.json()
+    public = services.registry.get_version("acme", "iris", "1").manifest_digest
+    secret = services.registry.get_version("acme", "secret", "1").manifest_digest
+    with services.database.transaction() as session:
+        assert evaluations_repo.record_result(
+            session,
+            evaluation["id"],
+            metrics={"accuracy": 0.9, "f1_macro": 0.9},
+            rows=20,
+            latency_ms=2.0,
+            at=datetime.now(UTC),
+            served=(
+                ServedVersion("acme/iris", "1", public, 12),
+                ServedVersion("acme/secret", "1", secret, 8),
+            ),
+        )
+    path = "/api/leaderboards/classification/acme/iris-eval"
+    # acme sees its own evaluation and the versions that served it.
+    [own] = world.client.get(path, headers=world.bearer(key)).json()["endpoints"]
+    assert [s["model"] for s in own["served"]] == ["acme/iris", "acme/secret"]
+    # beta may see acme/iris but not acme/secret: the evaluation is not shown to it.
+    board = world.client.get(path, headers=world.bearer()).json()
+    assert board["endpoints"] == [] and board["verified"] == []
+    assert "acme/secret" not in str(board)
+    shown = world.client.get(f"/api/evaluations/{evaluation['id']}", headers=world.bearer())
+    assert shown.status_code == 404, shown.text

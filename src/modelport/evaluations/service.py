@@ -519,14 +519,20 @@ class EvaluationService:
         return seen[model.ref]
 
     def _sees(self, principal: Principal, evaluation: Evaluation, seen: dict[str, bool]) -> bool:
-        if evaluation.model not in seen:
+        # An endpoint evaluation names every version that served it: each must be visible.
+        refs = [evaluation.model, *(s.model for s in evaluation.served if s.model)]
+        return all(self._sees_ref(principal, ref, seen) for ref in refs)
+
+    def _sees_ref(self, principal: Principal, ref: str, seen: dict[str, bool]) -> bool:
+        if ref not in seen:
+            owner, _, name = ref.partition("/")
             try:
-                model = self.registry.get_model(evaluation.model_owner, evaluation.model_name)
+                model = self.registry.get_model(owner, name)
             except NotFound:
-                seen[evaluation.model] = False
+                seen[ref] = False
             else:
                 self._sees_model(principal, model, seen)
-        return seen[evaluation.model]
+        return seen[ref]
 
     def _may_read(
         self, principal: Principal, evaluation: Evaluation, seen: dict[str, bool]

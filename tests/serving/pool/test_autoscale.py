@@ -11,8 +11,9 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
+import redis
 
-from modelport.runtime.types import VersionKey
+from modelport.runtime.types import LoadState, VersionKey
 from modelport.serving.pool.placements import PlacementRepository
 from modelport.serving.pool.scaler import PoolScaler
 from tests.polling import eventually
@@ -133,3 +134,49 @@ def test_an_idle_version_scales_to_zero_and_its_next_call_loads_it(
     for outcome in ("served", "refused"):
         line = f'modelport_pool_cold_starts_total{{outcome="{outcome}",version="{REF}"}} 1.0'
         assert line in metrics, outcome
+
+
+def test_a_release_while_redis_is_away_raises_nothing(
+    gateway: Serving, start_worker: Callable[[str], Worker]
+) -> None:
+    """Releasing a version (a rollout that retired it, a rollback) forgets its scaling
+    state too: Redis away then must not fail the rollout past what it already did (the
+    live deployment's controller may place it again at once: not asserted here)."""
+    worker = start_worker("w1")
+    deploy(gateway, [worker], min_replicas=1, max_replicas=1)
+    assert placed_on(gateway) == [worker.id]
+    placement = gateway.services.serving.controller.placement
+    route = gateway.services.serving.router.table.find("one")
+    assert route is not None
+    store = placement.scale
+    reachable, store.client = store.client, redis.Redis(port=1, socket_connect_timeout=1)
+    try:
+        placement.release(route.versions[0])  # raised ConnectionError
+    finally:
+        store.client = reachable
+
+
+def test_placing_a_version_scaled_to_zero_reads_no_redis_on_the_event_loop(
+    gateway: Serving, start_worker: Callable[[str], Worker]
+) -> None:
+    """``place`` runs on the serving loop (a rollout, a restart's warm-up): whether a
+    version is scaled to zero comes from the targets the placer last read, so Redis
+    slow or away then neither holds up the loop nor fails the rollout."""
+    worker = start_worker("w1")
+    pool, scaler = pool_of(gateway), scaler_of(gateway)
+    deploy(gateway, [worker], min_replicas=0, max_replicas=1)
+    gateway.clock.advance(scaler.policy.idle_seconds)
+    scaler.step()
+    drive(gateway, [worker], lambda: placed_on(gateway) == [] and not pool.view.ready(REF))
+    placement = gateway.services.serving.controller.placement
+    route = gateway.services.serving.router.table.find("one")
+    assert route is not None
+    store = placement.scale
+    reachable, store.client = store.client, redis.Redis(port=1, socket_connect_timeout=1)
+    try:
+        done = placement.place(route.versions[0])
+    finally:
+        store.client = reachable
+    assert done.done()
+    status = done.result()
+    assert status.state is LoadState.READY and "scaled to zero" in (status.warm_up or "")

@@ -10,8 +10,14 @@ from collections.abc import Iterator
 import pytest
 import redis
 
+from modelport.clock import ManualClock
 from modelport.keyspace import Keyspace
-from modelport.serving.pool.scaler import RedisScaleStore
+from modelport.serving.pool.placement import PlacerLock
+from modelport.serving.pool.registry import RedisWorkerRegistry
+from modelport.serving.pool.scaler import CallCounter, PoolScaler, RedisScaleStore
+from modelport.serving.pool.scaling import Bounds, ScalePolicy
+from modelport.serving.pool.types import READY, WorkerInfo
+from modelport.serving.pool.view import PoolView
 from tests.metering import conftest as metering_fixtures
 
 redis_url = metering_fixtures.redis_url
@@ -46,3 +52,89 @@ def test_calls_add_up_and_the_last_call_only_moves_forward(store: RedisScaleStor
     store.forget(["a/m:1"])
     assert store.calls() == ({"a/n:1": 1}, {"a/n:1": 40.0})
     assert store.targets() == {}
+
+
+def test_a_wake_while_the_scaler_decides_is_not_undone(store: RedisScaleStore) -> None:
+    """The scaler reads the targets and last calls, decides, then writes: a call that
+    woke the version (or was counted by another gateway) in between is not lost to a
+    scale-down decided on what was read before it."""
+    clock = ManualClock()
+    view = PoolView(RedisWorkerRegistry(store.client, Keyspace(uuid.uuid4().hex)), clock=clock)
+    view.refresh()  # fresh, no worker: the version has no ready replica
+    ref = "a/m:1"
+    policy = ScalePolicy(idle_seconds=60.0)
+    store.initial(ref, 1, at=clock.now().timestamp())
+    clock.advance(policy.idle_seconds)
+    woken: list[int] = []
+
+    def bounds() -> dict[str, Bounds]:
+        # A call arrives after the scaler read the shared state: it wakes the version.
+        woken.append(store.wake(ref, clock.now().timestamp()))
+        return {ref: Bounds(0, 2)}
+
+    lock = PlacerLock(store.client, Keyspace(uuid.uuid4().hex), "gw", ttl_seconds=10.0)
+    scaler = PoolScaler(
+        view,
+        store,
+        lock,
+        CallCounter(clock),
+        wanted=lambda: [ref],
+        bounds=bounds,
+        kick=lambda: None,
+        policy=policy,
+        clock=clock,
+    )
+    scaler.step()
+    assert woken == [1]
+    assert store.targets() == {ref: 1}  # the woken call still has its replica coming
+
+
+def test_the_wait_seen_while_another_gateway_held_the_lock_keeps_a_version_from_shrinking(
+    store: RedisScaleStore,
+) -> None:
+    """Each gateway takes the scaler's lock at some steps only: a busy spell it saw at a
+    step another gateway decided still restarts its calm, so the replica is not removed
+    before the wait has been calm for ``scale_down_after_seconds``."""
+    clock = ManualClock()
+    keys = Keyspace(uuid.uuid4().hex)
+    registry = RedisWorkerRegistry(store.client, keys)
+    view = PoolView(registry, clock=clock)
+    ref = "a/m:1"
+
+    def report(wait: float) -> None:
+        for worker in ("w1", "w2"):
+            info = WorkerInfo(
+                id=worker, address=f"{worker}:1", versions={ref: READY}, waits={ref: wait}
+            )
+            registry.announce(info, lease_seconds=60.0)
+        view.refresh()
+
+    policy = ScalePolicy(target_wait_seconds=0.5, scale_down_after_seconds=60.0)
+    lock = PlacerLock(store.client, keys, "this-gateway", ttl_seconds=10.0, name="scaler")
+    scaler = PoolScaler(
+        view,
+        store,
+        lock,
+        CallCounter(clock),
+        wanted=lambda: [ref],
+        bounds=lambda: {ref: Bounds(1, 2)},
+        kick=lambda: None,
+        policy=policy,
+        clock=clock,
+    )
+    store.initial(ref, 2, at=clock.now().timestamp())
+    report(0.0)
+    scaler.step()  # calm from here
+    clock.advance(50.0)
+    report(2.0)  # busy: another gateway holds the lock at this step
+    other = PlacerLock(store.client, keys, "other-gateway", ttl_seconds=10.0, name="scaler")
+    assert other.acquire()
+    scaler.step()
+    other.release()
+    clock.advance(20.0)
+    report(0.0)  # calm again, for 20 s only
+    scaler.step()
+    assert store.targets() == {ref: 2}
+    clock.advance(policy.scale_down_after_seconds)
+    scaler.step()
+    assert store.targets() == {ref: 1}  # calm long enough now

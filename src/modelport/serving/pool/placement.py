@@ -115,6 +115,9 @@ class PoolPlacement:
         self.place_timeout_seconds = place_timeout_seconds
         self.scale = scale
         self._bounds = bounds or dict
+        self._known_targets: dict[str, int] = {}
+        """The autoscaler's targets as the placer last read them (``place`` reads these:
+        it runs on the event loop, where a Redis round trip must not)."""
         self._wants: dict[str, _Want] = {}
         self._guard = threading.Lock()
         self._passes = threading.Lock()
@@ -169,12 +172,7 @@ class PoolPlacement:
             if self.view.ready(ref.ref):
                 done.set_result(self._status(want, LoadState.READY))
             elif self._scaled_to_zero(ref.ref):
-                done.set_result(
-                    replace(
-                        self._status(want, LoadState.READY),
-                        warm_up="scaled to zero: loads on its first call",
-                    )
-                )
+                done.set_result(self._zero_status(want))
             else:
                 want.waiting.append(done)
         self.loop.kick()
@@ -188,14 +186,12 @@ class PoolPlacement:
         return self._status(want, LoadState.READY if ready else LoadState.LOADING)
 
     def _scaled_to_zero(self, ref: str) -> bool:
-        if self.scale is None:
-            return False
-        try:
-            return self.scale.targets().get(ref) == 0
-        except Exception:
-            # Redis unreachable: wait for a ready replica as without an autoscaler.
-            _log.warning("the autoscaler's targets could not be read", exc_info=True)
-            return False
+        return self.scale is not None and self._known_targets.get(ref) == 0
+
+    def _zero_status(self, want: _Want) -> VersionStatus:
+        return replace(
+            self._status(want, LoadState.READY), warm_up="scaled to zero: loads on its first call"
+        )
 
     def wanted_refs(self) -> list[str]:
         """The versions this gateway holds on the pool."""
@@ -220,7 +216,12 @@ class PoolPlacement:
                     )
         self.repository.drop_refs([ref.ref])
         if self.scale is not None:
-            self.scale.forget([ref.ref])
+            try:
+                self.scale.forget([ref.ref])
+            except Exception:
+                # Redis unreachable: the stale state is only read again if the version
+                # is placed again (its start kept, its idle time long past): harmless.
+                _log.warning("the autoscaler's state of %s was not dropped", ref.ref, exc_info=True)
 
     # ---- the placer
     def reconcile(self) -> None:
@@ -232,6 +233,7 @@ class PoolPlacement:
 
     def _reconcile(self) -> None:
         placed: list[PlacedReplica] | None = None
+        self._read_targets()
         if self.lock.acquire():
             try:
                 placed = self._place()
@@ -308,6 +310,16 @@ class PoolPlacement:
             log_event(_log, "workers.unplaced", version=replica.ref, worker=replica.worker_id)
         return [p for p in placed if p not in gone]
 
+    def _read_targets(self) -> None:
+        """Keep the autoscaler's targets for ``place`` (the last ones read, if Redis is
+        unreachable now)."""
+        if self.scale is None:
+            return
+        try:
+            self._known_targets = self.scale.targets()
+        except Exception:
+            _log.warning("the autoscaler's targets could not be read", exc_info=True)
+
     def _settle(self, placed: list[PlacedReplica] | None) -> None:
         now = self.clock.monotonic()
         with self._guard:
@@ -317,6 +329,8 @@ class PoolPlacement:
             error: Unavailable | None = None
             if self.view.ready(ref):
                 result = self._status(want, LoadState.READY)
+            elif self._scaled_to_zero(ref):
+                result = self._zero_status(want)
             else:
                 mine = [p for p in placed or () if p.ref == ref]
                 if mine and all(p.state == FAILED for p in mine):

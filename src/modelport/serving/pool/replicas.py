@@ -58,7 +58,8 @@ class ColdStart:
         found = self.view.ready(ref)
         if found:
             return found[0]
-        if not self.wake(ref):
+        # Off the loop: the wake is a Redis round trip, which may hang until its timeout.
+        if not await asyncio.to_thread(self.wake, ref):
             return None
         loop = asyncio.get_running_loop()
         changed = asyncio.Event()

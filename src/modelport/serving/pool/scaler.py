@@ -7,7 +7,8 @@ target (``…:workers:replicas``), its calls counted over every gateway
 injected ``Clock``'s wall time). Each gateway counts the calls it routes to the pool
 (``CallCounter``) and adds them to Redis at each step; one gateway at a time, under
 a short Redis lock, then decides every wanted version's target and writes those that
-changed. The placer places and removes replicas to meet the targets.
+changed (``move_target``: not over a target changed since it was read, and no
+scale-down of a version called or woken meanwhile). The placer places and removes replicas to meet the targets.
 
 A call for a version with no ready replica wakes it (``wake``): its target becomes at
 least one and its last call now, at once, so the placer places it while the call
@@ -47,6 +48,19 @@ for i = 1, #ARGV, 2 do
 end
 return 0
 """
+# Write a decided target only if nothing moved since it was decided: the target is still
+# the one read, and a lower one is refused once the version was called (or woken) after
+# the last call read.
+_MOVE = """
+local current = redis.call('hget', KEYS[1], ARGV[1])
+if (current or '') ~= ARGV[3] then return 0 end
+if tonumber(ARGV[2]) < tonumber(current) then
+  local last = tonumber(redis.call('hget', KEYS[2], ARGV[1]) or '0')
+  if last > tonumber(ARGV[4]) then return 0 end
+end
+redis.call('hset', KEYS[1], ARGV[1], ARGV[2])
+return 1
+"""
 
 
 class ScaleStore(Protocol):
@@ -57,6 +71,11 @@ class ScaleStore(Protocol):
         ...
 
     def set_target(self, ref: str, replicas: int) -> None: ...
+
+    def move_target(self, ref: str, replicas: int, *, was: int, called: float) -> bool:
+        """Set ``ref``'s target from ``was`` (as read) to ``replicas``, unless it changed
+        since, or (a lower target) ``ref`` was called after ``called``; whether it did."""
+        ...
 
     def initial(self, ref: str, replicas: int, at: float) -> int:
         """Set ``ref``'s target unless it has one, and its last call to ``at`` unless
@@ -98,6 +117,12 @@ class RedisScaleStore:
 
     def set_target(self, ref: str, replicas: int) -> None:
         self.client.hset(self._replicas, ref, replicas)
+
+    def move_target(self, ref: str, replicas: int, *, was: int, called: float) -> bool:
+        moved = self.client.eval(
+            _MOVE, 2, self._replicas, self._called, ref, replicas, was, repr(called)
+        )
+        return bool(int(moved))
 
     def initial(self, ref: str, replicas: int, at: float) -> int:
         with self.client.pipeline(transaction=True) as pipe:
@@ -237,7 +262,10 @@ class PoolScaler:
         counts, last = self.counter.drain()
         if counts:
             self.store.add_calls(counts, last)
-        if not self.view.fresh or not self.lock.acquire():
+        if not self.view.fresh:
+            return
+        self._observe()
+        if not self.lock.acquire():
             return
         try:
             changed = self._decide()
@@ -245,6 +273,21 @@ class PoolScaler:
             self.lock.release()
         if changed:
             self._kick()
+
+    def _wait(self, ref: str) -> tuple[int, float]:
+        """``ref``'s ready replicas and their mean predicted wait."""
+        ready = self.view.ready(ref)
+        wait = sum(w.waits.get(ref, 0.0) for w in ready) / len(ready) if ready else 0.0
+        return len(ready), wait
+
+    def _observe(self) -> None:
+        """Restart the calm of each wanted version whose wait is not calm now: at every
+        step, the lock's or not, since the gateway holding it changes from step to step
+        and a busy spell seen at another's step must still count."""
+        for ref in self._wanted():
+            _, wait = self._wait(ref)
+            if wait >= self.policy.target_wait_seconds * LOW_WAIT_FRACTION:
+                self._calm.pop(ref, None)
 
     def _decide(self) -> bool:
         now, mono = self.clock.now().timestamp(), self.clock.monotonic()
@@ -264,8 +307,7 @@ class PoolScaler:
             if seen is not None and mono > seen[1]:
                 rate = max(0, total - seen[0]) / (mono - seen[1])
             self._seen[ref] = (total, mono)
-            ready = self.view.ready(ref)
-            wait = sum(w.waits.get(ref, 0.0) for w in ready) / len(ready) if ready else 0.0
+            ready, wait = self._wait(ref)
             if wait < self.policy.target_wait_seconds * LOW_WAIT_FRACTION:
                 calm = mono - self._calm.setdefault(ref, mono)
             else:
@@ -273,15 +315,17 @@ class PoolScaler:
                 calm = 0.0
             demand = Demand(
                 replicas=current,
-                ready=len(ready),
+                ready=ready,
                 wait_seconds=wait,
                 rate=rate,
                 idle_seconds=max(0.0, now - called.get(ref, first)),
                 calm_seconds=calm,
             )
             target = decide(demand, bounds[ref], self.policy)
-            if target != current:
-                self.store.set_target(ref, target)
+            moved = target != current and self.store.move_target(
+                ref, target, was=current, called=called.get(ref, 0.0)
+            )
+            if moved:
                 self._calm.pop(ref, None)  # a new size: calm counts again from here
                 changed = True
                 log_event(
