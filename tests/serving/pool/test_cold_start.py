@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import threading
 import uuid
+from collections.abc import AsyncIterator
 
 import pytest
 import redis
@@ -15,9 +16,11 @@ from modelport.clock import ManualClock
 from modelport.errors import Unavailable
 from modelport.keyspace import Keyspace
 from modelport.serving.pool.registry import RedisWorkerRegistry
-from modelport.serving.pool.replicas import COLD_START, ColdStart
+from modelport.serving.pool.replicas import COLD_START, ColdStart, NoReadyReplica
 from modelport.serving.pool.view import PoolView
+from modelport.serving.types import StreamChunk, StreamRequest
 from tests.metering import conftest as metering_fixtures
+from tests.serving.pool.test_pool_tls import UNKNOWN
 
 redis_url = metering_fixtures.redis_url
 
@@ -52,3 +55,43 @@ def test_waking_a_version_does_not_hold_up_the_event_loop(redis_url: str) -> Non
     finally:
         client.close()
     assert woke == [True]
+
+
+class _Woken:
+    """A cold start that finds a worker at once (what ``ColdStart.ready`` answers)."""
+
+    async def ready(self, ref: str, deadline: float) -> object:
+        return object()
+
+
+class _Stream:
+    """A worker's stream of two chunks that records being closed."""
+
+    closed = False
+
+    async def stream(self, request: StreamRequest) -> AsyncIterator[StreamChunk]:
+        try:
+            for i in range(2):
+                yield StreamChunk(index=i, text=str(i), output_tokens=1, backend="w")
+        finally:
+            self.closed = True
+
+
+def test_a_caller_leaving_a_cold_started_stream_closes_the_workers_stream() -> None:
+    inner = _Stream()
+    backend = NoReadyReplica(
+        "acme/m:1",
+        frozenset(),
+        frozenset(),
+        cold=_Woken(),  # type: ignore[arg-type]
+        make=lambda worker: inner,  # type: ignore[arg-type,return-value]
+    )
+    request = StreamRequest(version=UNKNOWN, prompt="hi", max_tokens=2, deadline=1e9)
+
+    async def main() -> None:
+        chunks = backend.stream(request)
+        assert (await anext(chunks)).text == "0"
+        await chunks.aclose()  # type: ignore[attr-defined]
+        assert inner.closed  # now, not when the loop shuts down its generators
+
+    asyncio.run(main())

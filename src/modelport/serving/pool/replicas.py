@@ -143,8 +143,14 @@ class NoReadyReplica:
 
     async def stream(self, request: StreamRequest) -> AsyncIterator[StreamChunk]:
         replica = await self._replica(request.deadline)
-        async for chunk in replica.stream(request):
-            yield chunk
+        chunks = replica.stream(request)
+        try:
+            async for chunk in chunks:
+                yield chunk
+        finally:  # a caller gone: the worker's stream is cancelled now, not at collection
+            close = getattr(chunks, "aclose", None)
+            if close is not None:
+                await close()
 
     async def close(self) -> None:
         return None
