@@ -336,6 +336,13 @@ def test_the_operator_sees_each_tenants_retention_and_the_audited_sweep(console:
     assert page.status_code == 200
     table = text_of(re.search(r'<table id="retention">.*?</table>', page.text, re.S)[0])  # type: ignore[index]
     assert "acme 30 days the tenant" in table
+    # The page reads every tenant's in one answer, the platform admin's alone.
+    assert admin.get("/api/retention").json() == {
+        "default_days": 90,
+        "tenants": [{"tenant": "acme", "days": 30}],
+    }
+    refused = admin.get("/api/retention", headers={"Authorization": f"Bearer {console.gamma_key}"})
+    assert refused.status_code == 403, refused.text
     assert "beta 90 days the installation's default" in table
     sweeps = text_of(re.search(r'<table id="sweeps">.*?</table>', page.text, re.S)[0])  # type: ignore[index]
     assert "system:retention acme success (200) retention of 30 days erased 3 predictions" in sweeps

@@ -451,6 +451,8 @@ def _ops() -> list[Op]:
         witness=retention_w,
     )
     add("tenant", "delete", "DELETE", "/api/tenants/{tenant}/predictions", witness=retention_w)
+    add("tenant", "delete", "DELETE", "/api/tenants/{tenant}/data", witness=retention_w)
+    add("tenant", "read", "GET", "/api/retention", ghost=False)
 
     # ---- money: usage, invoices, statements, platform billing
     add("usage", "read", "GET", "/api/usage?tenant={tenant}")

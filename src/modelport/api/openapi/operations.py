@@ -185,6 +185,9 @@ OPERATIONS: dict[tuple[str, str], Operation] = {
     ("delete", "/api/endpoints/{name}/degradation"): Operation(
         "removeEndpointDegradation", "Give an endpoint the installation's degradation back"
     ),
+    ("get", "/api/retention"): Operation(
+        "listRetention", "List the default retention and every tenant's own"
+    ),
     ("get", "/api/tenants/{tenant}/retention"): Operation(
         "getRetention", "Get how long a tenant's prediction log and job data are kept"
     ),

@@ -1,4 +1,5 @@
-"""/api/tenants/{tenant}/retention, /predictions and /data: how long a tenant's data is
+"""/api/retention (every tenant's, for the platform admin), /api/tenants/{tenant}/retention,
+/predictions and /data: how long a tenant's data is
 kept (its prediction log's records; its finished jobs' and batches' inputs and outputs),
 and erasing it now (the right to deletion): ``/predictions`` the prediction log only,
 ``/data`` everything. Reading needs ``tenant.read``, changing and deleting
@@ -14,7 +15,7 @@ from fastapi import APIRouter, Request
 from pydantic import BaseModel, ConfigDict, Field
 
 from modelport.api import deps
-from modelport.api.access import require_tenant
+from modelport.api.access import require_platform, require_tenant
 from modelport.api.auth import CurrentPrincipal
 from modelport.observability.retention import MAX_DAYS, PredictionRetention
 from modelport.tenancy.policy import Permission
@@ -40,6 +41,20 @@ async def _retention(retention: PredictionRetention, tenant: str) -> dict[str, A
 async def _tenant(request: Request, principal: Any, tenant: str, permission: Permission) -> None:
     require_tenant(request, principal, tenant, permission)
     await anyio.to_thread.run_sync(deps.tenancy_service(request).get_tenant, tenant)
+
+
+@router.get("/retention")
+async def list_retention(
+    retention: deps.Retention, request: Request, principal: CurrentPrincipal
+) -> dict[str, Any]:
+    """The installation's default and every tenant that set its own, in one answer
+    (the platform admin only)."""
+    require_platform(request, principal, Permission.PLATFORM_MANAGE)
+    policies = await anyio.to_thread.run_sync(retention.policies)
+    return {
+        "default_days": retention.default_days,
+        "tenants": [{"tenant": t, "days": d} for t, d in sorted(policies.items())],
+    }
 
 
 @router.get(PATH + "/retention")
