@@ -46,6 +46,8 @@ import httpx
 import numpy as np
 import onnxruntime as ort
 import psutil
+import psycopg
+import redis
 from cryptography.fernet import Fernet
 from grpc_bench import Point, run_http, server, wait_live
 from pool_bench import AUTH, TOKEN, command, deploy, manifest_of, publish_approved
@@ -60,6 +62,33 @@ from modelport.serving.types import BackendRequest, VersionRef
 HERE = Path(__file__).resolve().parent
 PATHS = {"local": "/v2/models/mlp/infer", "grpc": "/v2/models/mlp/infer"}
 PATHS["http"] = "/v2/models/mlp-http/infer"
+
+
+class Stores:
+    """What the installation's PostgreSQL database (commits, rows written) and Redis
+    (commands: the whole server's, so other clients count too) did, as totals."""
+
+    def __init__(self, database_url: str, redis_url: str) -> None:
+        self._conninfo = database_url.replace("postgresql+psycopg://", "postgresql://")
+        self._redis = redis.Redis.from_url(redis_url)
+
+    def totals(self) -> tuple[int, int, int]:
+        with psycopg.connect(self._conninfo, autocommit=True) as conn:
+            row = conn.execute(
+                "SELECT xact_commit, tup_inserted + tup_updated + tup_deleted"
+                " FROM pg_stat_database WHERE datname = current_database()"
+            ).fetchone()
+        assert row is not None
+        commands = int(self._redis.info("stats")["total_commands_processed"])
+        return int(row[0]), int(row[1]), commands
+
+    def tables(self) -> dict[str, int]:
+        """Rows written so far per table."""
+        with psycopg.connect(self._conninfo, autocommit=True) as conn:
+            rows = conn.execute(
+                "SELECT relname, n_tup_ins + n_tup_upd + n_tup_del FROM pg_stat_user_tables"
+            ).fetchall()
+        return {str(name): int(count) for name, count in rows}
 
 
 def cpu_of(processes: list[psutil.Process]) -> list[float]:
@@ -250,6 +279,7 @@ def main() -> None:
                 partial(wait_ready, local_url),
             )
         )
+        stores = Stores(args.database_url, args.redis_url)
         paths = {
             "local": (local_port, PATHS["local"], [local]),
             "grpc": (gateway_port, PATHS["grpc"], [gateway, worker]),
@@ -261,19 +291,31 @@ def main() -> None:
         for c in levels:
             got: dict[str, tuple[Point, list[float]]] = {}
             for name, (port, path, processes) in paths.items():
-                before = cpu_of(processes)
+                before, stored, tables = cpu_of(processes), stores.totals(), stores.tables()
                 result = asyncio.run(run_http(port, row, c, args.duration, path))
                 used = [a - b for a, b in zip(cpu_of(processes), before, strict=True)]
+                # The statistics collector reports a backend's counts at its transaction's
+                # end, within a second: read them after it has.
+                time.sleep(1.0)
+                commits, rows, commands = (
+                    (a - b) / result.calls for a, b in zip(stores.totals(), stored, strict=True)
+                )
                 result.cpu_seconds = sum(used)
                 per_call = [u / result.calls * 1000 for u in used]
                 got[name] = (result, per_call)
+                written = {
+                    k: (v - tables.get(k, 0)) / result.calls for k, v in stores.tables().items()
+                }
                 cpu = " + ".join(f"{x:.3f}" for x in per_call)
                 print(
                     f"{name:<5} c={c:<3} {result.rate:7.0f} calls/s  "
                     f"p50 {result.percentile(0.5):7.3f} ms  p99 {result.percentile(0.99):7.3f} ms"
-                    f"  CPU {cpu} ms/call",
+                    f"  CPU {cpu} ms/call  per call: PostgreSQL {commits:.2f} commits,"
+                    f" {rows:.2f} rows written; Redis {commands:.1f} commands",
                     flush=True,
                 )
+                top = sorted(written.items(), key=lambda kv: -kv[1])[:5]
+                print("      rows/call: " + ", ".join(f"{k} {v:.2f}" for k, v in top if v >= 0.01))
             base, rpc, http_ = got["local"][0], got["grpc"][0], got["http"][0]
             hop = {k: got[k][0].percentile(0.5) - base.percentile(0.5) for k in ("grpc", "http")}
             print(
