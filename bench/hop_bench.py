@@ -25,7 +25,8 @@ Then the hop alone (``--hop-seconds``, c=1, no gateway): the gateway's own clien
 (``WorkerBackend`` over ``WorkerChannels``; ``RemoteV2Backend``) called in this process
 against the worker directly, and the same gRPC client against ``minimal_grpc_server``
 (``session.run`` inline, no platform); the model's ``session.run`` in this process is
-the floor subtracted, to compare with the issue's 0.3 ms target.
+the floor subtracted, to compare with the issue's 0.3 ms target. Last, both clients at
+c=1 and 64 with this process's CPU per call: what the hop costs a gateway.
 """
 
 from __future__ import annotations
@@ -126,33 +127,51 @@ async def direct(
     version: VersionRef,
     row: np.ndarray,
     seconds: float,
+    concurrency: int = 1,
 ) -> Point:
-    """One call at a time through a backend client for ``seconds``."""
+    """``concurrency`` loops of one call at a time through a backend client for
+    ``seconds``; the point's ``client_ms`` is this process's CPU per call (the client's
+    cost, as a gateway would pay it)."""
     inputs = {"features": row}
     latencies: list[float] = []
     for _ in range(50):  # connections made, caches warm
         await infer(BackendRequest(version, inputs, deadline=time.monotonic() + 10))
+
+    async def loop(until: float) -> None:
+        while (now := time.perf_counter()) < until:
+            await infer(BackendRequest(version, inputs, deadline=time.monotonic() + 10))
+            latencies.append(time.perf_counter() - now)
+
+    me = psutil.Process()
+    used = cpu_of([me])[0]
     start = time.perf_counter()
-    until = start + seconds
-    while (now := time.perf_counter()) < until:
-        await infer(BackendRequest(version, inputs, deadline=time.monotonic() + 10))
-        latencies.append(time.perf_counter() - now)
-    return Point(len(latencies), time.perf_counter() - start, latencies)
+    await asyncio.gather(*(loop(start + seconds) for _ in range(concurrency)))
+    done = Point(len(latencies), time.perf_counter() - start, latencies)
+    CLIENT_MS[id(done)] = (cpu_of([me])[0] - used) / done.calls * 1000
+    return done
 
 
-async def through_grpc(address: str, version: VersionRef, row: np.ndarray, s: float) -> Point:
+CLIENT_MS: dict[int, float] = {}
+"""The client's CPU ms per call of each point ``direct`` made (by the point's id)."""
+
+
+async def through_grpc(
+    address: str, version: VersionRef, row: np.ndarray, s: float, c: int = 1
+) -> Point:
     channels = WorkerChannels(TOKEN, 64 << 20)
     backend = channels.backend(WorkerInfo(id="bench", address=address, formats=frozenset({"onnx"})))
     try:
-        return await direct(backend.infer, version, row, s)
+        return await direct(backend.infer, version, row, s, c)
     finally:
         await channels.close()
 
 
-async def through_http(url: str, version: VersionRef, row: np.ndarray, s: float) -> Point:
+async def through_http(
+    url: str, version: VersionRef, row: np.ndarray, s: float, c: int = 1
+) -> Point:
     backend = RemoteV2Backend("worker-http", url, api_key=ADMIN_KEY)
     try:
-        return await direct(backend.infer, version, row, s)
+        return await direct(backend.infer, version, row, s, c)
     finally:
         await backend.close()
 
@@ -214,6 +233,17 @@ def hop_alone(
         f"gRPC / HTTP (worker)  p50 x{rpc.percentile(0.5) / http.percentile(0.5):.2f}  "
         f"server CPU/call x{rpc.cpu_per_call_ms / http.cpu_per_call_ms:.2f}  (target: hop < 0.3 ms)"
     )
+    # The clients' own cost under concurrency: what a gateway pays per call for the hop.
+    for c in (1, 64):
+        many_rpc = point([process], partial(through_grpc, grpc_address, version, row, seconds, c))
+        many_http = point([process], partial(through_http, http_url, version, row, seconds, c))
+        print(
+            f"clients c={c:<3} gRPC {many_rpc.rate:6.0f} calls/s, client CPU "
+            f"{CLIENT_MS[id(many_rpc)]:.3f} ms/call;  HTTP {many_http.rate:6.0f} calls/s, "
+            f"client CPU {CLIENT_MS[id(many_http)]:.3f} ms/call;  worker CPU "
+            f"{many_rpc.cpu_per_call_ms:.3f} / {many_http.cpu_per_call_ms:.3f} ms/call",
+            flush=True,
+        )
 
 
 def main() -> None:
