@@ -147,7 +147,7 @@ def measured(
     return point
 
 
-def http_request(port: int, row: np.ndarray) -> bytes:
+def http_request(port: int, row: np.ndarray, path: str = PATH) -> bytes:
     header = orjson.dumps(
         {
             "inputs": [
@@ -163,7 +163,7 @@ def http_request(port: int, row: np.ndarray) -> bytes:
     )
     body = header + row.tobytes()
     head = (
-        f"POST {PATH} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n"
+        f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n"
         f"Authorization: Bearer {ADMIN_KEY}\r\nContent-Type: application/octet-stream\r\n"
         f"Inference-Header-Content-Length: {len(header)}\r\nContent-Length: {len(body)}\r\n\r\n"
     )
@@ -202,8 +202,11 @@ async def grpc_loop(
         latencies.append(time.perf_counter() - start)
 
 
-async def run_http(port: int, row: np.ndarray, concurrency: int, seconds: float) -> Point:
-    request = http_request(port, row)
+async def run_http(
+    port: int, row: np.ndarray, concurrency: int, seconds: float, path: str = PATH
+) -> Point:
+    """``concurrency`` keep-alive connections posting ``row`` to ``path`` for ``seconds``."""
+    request = http_request(port, row, path)
     latencies: list[float] = []
     start = time.perf_counter()
     until = start + seconds

@@ -73,48 +73,64 @@ def measured(processes: list[psutil.Process], run: partial[object]) -> tuple[Poi
     return point, [s / point.calls * 1000 for s in seconds]
 
 
+def manifest_of(data: bytes) -> dict[str, object]:
+    """The MLP's manifest (``data``: its ONNX bytes)."""
+    return {
+        "format": "onnx",
+        "files": [{"path": "model.onnx", "digest": sha256_digest(data), "size": len(data)}],
+        "inputs": [{"name": "features", "datatype": "FP32", "shape": [-1, FEATURES]}],
+        "outputs": [{"name": "probabilities", "datatype": "FP32", "shape": [-1, 4]}],
+        "license": "MIT",
+        "resources": {"max_batch_size": 64},
+        "examples": [example(data)],
+    }
+
+
+def publish_approved(http: httpx.Client, data: bytes) -> None:
+    """Upload the model, create and approve its version 1 (deployments hold approved
+    versions only)."""
+    digest = sha256_digest(data)
+    http.post("/api/uploads", params={"digest": digest}, content=data).raise_for_status()
+    owner, name = MODEL.split("/")
+    http.post("/api/tenants", json={"slug": owner})
+    http.post("/api/models", json={"owner": owner, "name": name, "license": "MIT"})
+    http.post(
+        f"/api/models/{MODEL}/versions", json={"version": "1", "manifest": manifest_of(data)}
+    ).raise_for_status()
+    for state in ("validated", "approved"):
+        moved = http.post(f"/api/models/{MODEL}/versions/1/transitions", json={"to": state})
+        if moved.status_code >= 400:
+            raise RuntimeError(f"{state}: {moved.status_code} {moved.text}")
+
+
+def deploy(http: httpx.Client, endpoint: str, **version: object) -> None:
+    """Create ``endpoint`` with version 1 (``version``: more of its entry, such as
+    ``backends``) and wait until its deployment is active (its replicas ready)."""
+    owner = MODEL.split("/")[0]
+    http.post("/api/endpoints", json={"name": endpoint, "tenant": owner}).raise_for_status()
+    made = http.post(
+        f"/api/endpoints/{endpoint}/deployments",
+        json={"versions": [{"model": MODEL, "version": "1", "weight": 100, **version}]},
+    )
+    made.raise_for_status()
+    ident = made.json()["id"]
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        state = http.get(f"/api/endpoints/{endpoint}/deployments/{ident}").json()["state"]
+        if state == "active":
+            return
+        if state == "failed":
+            raise RuntimeError(f"the deployment of {endpoint} failed")
+        time.sleep(0.2)
+    raise RuntimeError(f"the deployment of {endpoint} never became active")
+
+
 def deploy_on_pool(url: str, data: bytes) -> None:
     """Upload, create and publish the model through the gateway, then deploy it to an
     endpoint and wait until it is active (its replica ready on the worker)."""
-    digest = sha256_digest(data)
     with httpx.Client(base_url=url, headers=AUTH, timeout=120) as http:
-        http.post("/api/uploads", params={"digest": digest}, content=data).raise_for_status()
-        owner, name = MODEL.split("/")
-        http.post("/api/tenants", json={"slug": owner})
-        http.post("/api/models", json={"owner": owner, "name": name, "license": "MIT"})
-        manifest = {
-            "format": "onnx",
-            "files": [{"path": "model.onnx", "digest": digest, "size": len(data)}],
-            "inputs": [{"name": "features", "datatype": "FP32", "shape": [-1, FEATURES]}],
-            "outputs": [{"name": "probabilities", "datatype": "FP32", "shape": [-1, 4]}],
-            "license": "MIT",
-            "resources": {"max_batch_size": 64},
-            "examples": [example(data)],
-        }
-        http.post(
-            f"/api/models/{MODEL}/versions", json={"version": "1", "manifest": manifest}
-        ).raise_for_status()
-        for state in ("validated", "approved"):  # deployments hold approved versions only
-            path = f"/api/models/{MODEL}/versions/1/transitions"
-            moved = http.post(path, json={"to": state})
-            if moved.status_code >= 400:
-                raise RuntimeError(f"{state}: {moved.status_code} {moved.text}")
-        http.post("/api/endpoints", json={"name": "mlp", "tenant": owner}).raise_for_status()
-        made = http.post(
-            "/api/endpoints/mlp/deployments",
-            json={"versions": [{"model": MODEL, "version": "1", "weight": 100}]},
-        )
-        made.raise_for_status()
-        ident = made.json()["id"]
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline:
-            state = http.get(f"/api/endpoints/mlp/deployments/{ident}").json()["state"]
-            if state == "active":
-                return
-            if state == "failed":
-                raise RuntimeError("the deployment failed")
-            time.sleep(0.2)
-        raise RuntimeError("the deployment never became active")
+        publish_approved(http, data)
+        deploy(http, "mlp")
 
 
 def main() -> None:
