@@ -246,3 +246,27 @@ def test_building_the_services_does_not_import_torch(tmp_path: Path) -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False
     )
     assert done.returncode == 0, done.stderr
+
+
+@pytest.mark.slow  # a fresh interpreter, with the oidc extra's libraries made unimportable
+def test_the_platform_serves_without_the_oidc_extra(tmp_path: Path) -> None:
+    """authlib and joserfc are the ``oidc`` extra's: a process without them (the
+    container image's default extras) builds and serves; only configuring OpenID
+    Connect needs them."""
+    code = (
+        "import sys\n"
+        "sys.modules['joserfc'] = sys.modules['authlib'] = None\n"
+        "from pathlib import Path\n"
+        "from starlette.testclient import TestClient\n"
+        "from modelport.api import create_app\n"
+        "from modelport.app import build_services\n"
+        "from modelport.config import Settings\n"
+        f"services = build_services(Settings(home=Path({str(tmp_path)!r}), admin_key='k' * 30))\n"
+        "with TestClient(create_app(services)) as client:\n"
+        "    assert client.get('/healthz').status_code == 200\n"
+        "    assert client.get('/console/sign-in').status_code == 200\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False
+    )
+    assert done.returncode == 0, done.stderr

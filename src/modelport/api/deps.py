@@ -46,12 +46,12 @@ from modelport.store import Database as _Database
 from modelport.templates.service import TemplateService
 from modelport.tenancy.authn import Authenticator as _Authenticator
 from modelport.tenancy.limits import LimitService
-from modelport.tenancy.oidc import OidcClient
 from modelport.tenancy.service import TenancyService
 from modelport.webhooks.service import WebhookService
 
 if TYPE_CHECKING:
     from modelport.app import Services
+    from modelport.tenancy.oidc import OidcClient  # the oidc extra: not imported to run
 
 
 def get_services(request: Request) -> Services:
@@ -220,7 +220,10 @@ Authenticator = Annotated[_Authenticator, Depends(authenticator_service)]
 Settings = Annotated[_Settings, Depends(settings_service)]
 Metrics = Annotated[RuntimeMetrics, Depends(metrics_service)]
 Moderation = Annotated[ModerationService, Depends(moderation_service)]
-Oidc = Annotated[OidcClient | None, Depends(oidc_service)]
+if TYPE_CHECKING:
+    Oidc = Annotated[OidcClient | None, Depends(oidc_service)]
+else:  # FastAPI reads the type at run time; authlib and joserfc are the oidc extra's
+    Oidc = Annotated[object, Depends(oidc_service)]
 Inference = Annotated[InferenceService, Depends(inference_service)]
 Outcomes = Annotated[OutcomeService, Depends(outcomes_service)]
 Metering = Annotated[MeteringService, Depends(metering_service)]
