@@ -107,6 +107,7 @@ if TYPE_CHECKING:
     from modelport.serving.placement import Placement
     from modelport.serving.plane import ServingPlane
     from modelport.serving.pool.gateway import GatewayPool
+    from modelport.serving.pool.view import PoolView
     from modelport.serving.processing import ProcessingPools
     from modelport.serving.repository_sync import RepositorySync
     from modelport.serving.routing.shadow import ShadowResult
@@ -1832,7 +1833,9 @@ def build_services(
         # Routing weighs the leaderboards' scores, and evaluations run through the
         # inference service: the routes reach the evaluations once built, when first asked.
         routes=build_task_routes(settings, registry, metering, lambda: evaluations, clock),
-        degradation=build_degradation(settings, host, engines, tenancy, changes, clock),
+        degradation=build_degradation(
+            settings, host, engines, tenancy, changes, clock, None if pool is None else pool.view
+        ),
         tracer=tracer,
         slis=slis,
     )
@@ -2121,11 +2124,13 @@ def build_degradation(
     tenancy: TenancyService,
     changes: ChangeBus,
     clock: Clock,
+    pool: PoolView | None = None,
 ) -> Degradation:
     """Calls that give way under load (``inference.degrade``): the predicted waits of
-    this process's generative schedulers and tensor batchers (a gateway's, hosting
-    nothing, predict none: never degraded), the installation's defaults (an endpoint's
-    policy overrides them), tenants' tiers refreshed by ``TenantTierChanged`` events."""
+    this process's generative schedulers and tensor batchers, or, on a pool gateway
+    (hosting nothing), its workers' as their heartbeats report them (the mean over a
+    version's ready replicas); the installation's defaults (an endpoint's policy
+    overrides them), tenants' tiers refreshed by ``TenantTierChanged`` events."""
     from modelport.changes import TenantTierChanged
     from modelport.errors import NotFound
     from modelport.inference.degrade import Degradation
@@ -2139,6 +2144,8 @@ def build_degradation(
             wait = None if engines is None else engines.predicted_wait(key)
             if wait is None and host is not None:
                 wait = host.predicted_wait(key)
+            if wait is None and pool is not None:
+                wait = pool.predicted_wait(version.ref)
             return wait
 
     def load(slug: str) -> Tier | None:

@@ -80,6 +80,11 @@ def test_replicas_shrink_when_calm_and_grow_on_queue_wait(
     drive(gateway, workers, lambda: [w.waits.get(REF) for w in pool.view.ready(REF)] == [2.0])
     metrics = gateway.client.get("/metrics").text
     assert f'modelport_pool_queue_wait_seconds{{version="{REF}"}} 2.0' in metrics
+    # The gateway's degradation reads the same wait (it hosts nothing to predict from).
+    degradation = gateway.services.inference.degradation
+    assert degradation is not None
+    [placed] = gateway.services.serving.router.table.find("one").versions  # type: ignore[union-attr]
+    assert degradation.waits.predicted_wait(placed) == 2.0
     assert f'modelport_pool_requests_total{{version="{REF}"}} 2.0' in metrics
     target = gateway.services.settings.pool.target_wait_seconds
     assert f"modelport_pool_target_wait_seconds {target}" in metrics

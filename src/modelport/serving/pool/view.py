@@ -64,6 +64,14 @@ class PoolView:
         """The live workers that hold ``ref`` ready, by id."""
         return sorted((w for w in self._workers.values() if w.ready(ref)), key=lambda w: w.id)
 
+    def predicted_wait(self, ref: str) -> float | None:
+        """``ref``'s predicted queue wait, the mean over its ready replicas (as their
+        last heartbeats said); None with none ready."""
+        ready = self.ready(ref)
+        if not ready:
+            return None
+        return sum(w.waits.get(ref, 0.0) for w in ready) / len(ready)
+
     def start(self) -> None:
         try:
             self.refresh()
