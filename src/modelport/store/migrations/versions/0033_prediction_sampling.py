@@ -21,7 +21,7 @@ def upgrade() -> None:
         "prediction_sampling",
         sa.Column("scope", sa.String(16), primary_key=True),
         sa.Column("subject", sa.String(258), primary_key=True),
-        sa.Column("rate", sa.Float(), nullable=False),
+        sa.Column("rate", sa.Double(), nullable=False),
         sa.Column("payloads", sa.Boolean(), nullable=False),
         sa.Column("updated_at", sa.DateTime(timezone=True), nullable=False),
         sa.Column("updated_by", sa.String(128), nullable=False),
