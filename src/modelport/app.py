@@ -92,6 +92,7 @@ if TYPE_CHECKING:
     from modelport.observability.metrics import RuntimeMetrics
     from modelport.observability.predictions import PredictionLog
     from modelport.observability.retention import PredictionRetention
+    from modelport.observability.sampling import PredictionSampling
     from modelport.observability.serving_metrics import ServingMetrics
     from modelport.observability.slo_metrics import SLIMetrics
     from modelport.observability.slo_status import SLOStatusService
@@ -141,6 +142,7 @@ class Services:
     health: HealthProber
     prediction_log: PredictionLog
     retention: PredictionRetention
+    sampling: PredictionSampling
     """How long the prediction log keeps records, per tenant; its sweep; deletion."""
     outcomes: OutcomeService
     version_traffic: VersionTrafficService
@@ -1814,6 +1816,9 @@ def build_services(
     # The moderation's classifier models run through the inference service that the
     # moderation checks: it reaches the service once built, when it first classifies.
     moderation = build_moderation(database, changes, clock, lambda: inference)
+    from modelport.observability.sampling import PredictionSampling
+
+    sampling = PredictionSampling(database, now=clock.now)
     inference, model_repository = build_inference(
         settings,
         registry,
@@ -1838,6 +1843,7 @@ def build_services(
         ),
         tracer=tracer,
         slis=slis,
+        sampling=sampling,
     )
     blobs = BlobService(database, blob_store, verify_below_bytes=settings.store.verify_below_bytes)
     webhooks = build_webhooks(settings, database, clock, secret_box, pools)
@@ -1903,6 +1909,7 @@ def build_services(
     lifecycle.serve("prediction log", prediction_log.running)  # flushes after serving stops
     from modelport.jobs.erasure import JobErasure
     from modelport.observability.retention import PredictionRetention, audit_sweeps
+    from modelport.observability.sampling import REFRESH_SECONDS
 
     retention = PredictionRetention(
         database,
@@ -1917,6 +1924,9 @@ def build_services(
         "prediction-retention", retention.sweep, settings.prediction_log.retention_interval_seconds
     )
     lifecycle.serve_threads("prediction retention", sweep.start, sweep.stop)
+    # Direct calls' sampling policies set in other processes reach this one.
+    sampling_refresh = BackgroundLoop("prediction-sampling", sampling.refresh, REFRESH_SECONDS)
+    lifecycle.serve_threads("prediction sampling", sampling_refresh.start, sampling_refresh.stop)
     lifecycle.serve("health probes", health.running)
     if pool is not None:  # the view and placer run before the controller places
         lifecycle.serve("worker pool", pool.running)
@@ -1944,6 +1954,7 @@ def build_services(
         health=health,
         prediction_log=prediction_log,
         retention=retention,
+        sampling=sampling,
         outcomes=outcomes,
         version_traffic=VersionTrafficService(database),
         slo_status=SLOStatusService(database),
@@ -2232,6 +2243,7 @@ def build_inference(
     degradation: Degradation | None = None,
     tracer: Tracer | None = None,
     slis: SLIMetrics | None = None,
+    sampling: PredictionSampling | None = None,
 ) -> tuple[InferenceService, ModelRepository]:
     """The inference service over the serving layer, its caches (resolved versions,
     access facts) subscribed to the change events, and the model repository sharing
@@ -2272,6 +2284,7 @@ def build_inference(
             core_second_micros=settings.metering.cost_per_core_second_micros,
             gpu_second_micros=settings.metering.cost_per_gpu_second_micros,
         ),
+        sampling=sampling,
     )
     repository = ModelRepository(
         targets,

@@ -220,6 +220,7 @@ def _ops() -> list[Op]:
         V1 + "/validation",
         V1 + "/signatures",
         V1 + "/lineage",
+        V1 + "/prediction-log",
         V + "/aliases",
         V + "/aliases/{alias}",
         V + "/aliases/{alias}/history",
@@ -297,6 +298,9 @@ def _ops() -> list[Op]:
     ]  # fmt: skip
     for method, path, body in modify:
         add("model", "modify", method, path, body, witness=MODEL_W)
+    sampled = V1 + "/prediction-log"
+    sampling = {"rate": 1, "payloads": True}
+    add("model", "modify", "PUT", sampled, sampling, witness=(*MODEL_W, sampled))
     add("model", "delete", "DELETE", V + "/aliases/{alias}", witness=MODEL_W)
     add("model", "delete", "DELETE", "/api/limits/model/acme/{model}", witness=MODEL_W)
     # ---- the endpoint, its deployments, its prediction log
@@ -421,6 +425,7 @@ def _ops() -> list[Op]:
         "/api/balances/{tenant}",
         "/api/audit?tenant={tenant}",
         "/api/tenants/{tenant}/retention",
+        "/api/tenants/{tenant}/prediction-log",
         "/api/tenants/{tenant}/costs",
     ):
         add("tenant", "read", "GET", path)
@@ -453,6 +458,9 @@ def _ops() -> list[Op]:
     add("tenant", "delete", "DELETE", "/api/tenants/{tenant}/predictions", witness=retention_w)
     add("tenant", "delete", "DELETE", "/api/tenants/{tenant}/data", witness=retention_w)
     add("tenant", "read", "GET", "/api/retention", ghost=False)
+    # the share of the tenant's direct calls the prediction log keeps
+    sampling_w = ("/api/tenants/{tenant}/prediction-log",)
+    add("tenant", "modify", "PUT", sampling_w[0], {"rate": 1, "payloads": True}, witness=sampling_w)
 
     # ---- money: usage, invoices, statements, platform billing
     add("usage", "read", "GET", "/api/usage?tenant={tenant}")

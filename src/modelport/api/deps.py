@@ -35,6 +35,7 @@ from modelport.monitoring.service import MonitoringService
 from modelport.observability.metrics import RuntimeMetrics
 from modelport.observability.predictions import PredictionLog
 from modelport.observability.retention import PredictionRetention
+from modelport.observability.sampling import PredictionSampling
 from modelport.observability.slo_status import SLOStatusService
 from modelport.observability.version_traffic import VersionTrafficService
 from modelport.registry.service import RegistryService
@@ -112,6 +113,10 @@ def monitoring_service(request: Request) -> MonitoringService:
 
 def retention_service(request: Request) -> PredictionRetention:
     return get_services(request).retention
+
+
+def sampling_service(request: Request) -> PredictionSampling:
+    return get_services(request).sampling
 
 
 def database_service(request: Request) -> _Database:
@@ -211,6 +216,7 @@ Templates = Annotated[TemplateService, Depends(templates_service)]
 Assets = Annotated[AssetSearch, Depends(assets_service)]
 Monitoring = Annotated[MonitoringService, Depends(monitoring_service)]
 Retention = Annotated[PredictionRetention, Depends(retention_service)]
+Sampling = Annotated[PredictionSampling, Depends(sampling_service)]
 Database = Annotated[_Database, Depends(database_service)]
 Jobs = Annotated[JobService, Depends(jobs_service)]
 JobOutputs = Annotated[_JobOutputs, Depends(job_outputs_service)]

@@ -72,6 +72,7 @@ from modelport.metering.meter import InferenceMeter
 from modelport.metering.types import Unit
 from modelport.observability import tracing
 from modelport.observability.predictions import PredictionLog
+from modelport.observability.sampling import PredictionSampling
 from modelport.observability.slo_metrics import OK, outcome_of
 from modelport.serving.backends.base import Backend
 from modelport.serving.plane import ServingPlane
@@ -100,6 +101,8 @@ class Env(Protocol):
     def replicas_for(self) -> Callable[[VersionRef], Sequence[Backend]]: ...
     @property
     def prediction_log(self) -> PredictionLog: ...
+    @property
+    def sampling(self) -> PredictionSampling | None: ...
     @property
     def default_timeout_seconds(self) -> float: ...
     @property

@@ -50,6 +50,7 @@ from modelport.inference.types import (
 )
 from modelport.metering.meter import InferenceMeter
 from modelport.observability.predictions import PredictionLog
+from modelport.observability.sampling import PredictionSampling
 from modelport.serving.backends.base import Backend
 from modelport.serving.plane import ServingPlane
 from modelport.serving.routing.interface import Dispatcher
@@ -86,6 +87,7 @@ class InferenceService:
         clock: Clock | None = None,
         calls: CallObserver | None = None,
         costs: CostObserver | None = None,
+        sampling: PredictionSampling | None = None,
     ) -> None:
         self.clock = clock or SystemClock()
         """What calls' deadlines are on (``modelport.clock``)."""
@@ -98,6 +100,8 @@ class InferenceService:
         self.replicas_for = replicas_for
         self.prediction_log = prediction_log
         self.default_timeout_seconds = default_timeout_seconds
+        self.sampling = sampling
+        """Which direct version calls the prediction log keeps (None: none)."""
         self.moderation = moderation
         """Tenants' content policies, where content moderation is wired."""
         self.cache = cache

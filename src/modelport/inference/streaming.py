@@ -186,6 +186,7 @@ class StreamingCalls:
         self.moderation = None
         self.cache = None
         self.degradation = None
+        self.sampling = None  # a stream: never in the sampled log of direct calls
         self.pipeline = Pipeline(cast("Env", self))
 
     async def stream(

@@ -736,6 +736,22 @@ class PredictionRetentionRow(Base):
     updated_by: Mapped[str] = mapped_column(String(128))
 
 
+class PredictionSamplingRow(Base):
+    """A tenant's or a version's sampling of direct calls into the prediction log
+    (``observability.sampling``); none: off."""
+
+    __tablename__ = "prediction_sampling"
+
+    scope: Mapped[str] = mapped_column(String(16), primary_key=True)
+    """``tenant`` or ``version``."""
+    subject: Mapped[str] = mapped_column(String(258), primary_key=True)
+    """The tenant, or the version as ``owner/name/version``."""
+    rate: Mapped[float]
+    payloads: Mapped[bool]
+    updated_at: Mapped[datetime] = mapped_column(default=utcnow)
+    updated_by: Mapped[str] = mapped_column(String(128))
+
+
 class PredictionOutcomeRow(Base):
     """The delayed label or outcome of one prediction (at most one, never changed)."""
 

@@ -194,6 +194,18 @@ OPERATIONS: dict[tuple[str, str], Operation] = {
     ("put", "/api/tenants/{tenant}/retention"): Operation(
         "setRetention", "Set how long a tenant's prediction log and job data are kept"
     ),
+    ("get", "/api/tenants/{tenant}/prediction-log"): Operation(
+        "getTenantPredictionSampling", "Get the share of a tenant's direct calls logged"
+    ),
+    ("put", "/api/tenants/{tenant}/prediction-log"): Operation(
+        "setTenantPredictionSampling", "Set the share of a tenant's direct calls logged"
+    ),
+    ("get", "/api/models/{owner}/{name}/versions/{version}/prediction-log"): Operation(
+        "getVersionPredictionSampling", "Get the share of a version's direct calls logged"
+    ),
+    ("put", "/api/models/{owner}/{name}/versions/{version}/prediction-log"): Operation(
+        "setVersionPredictionSampling", "Set the share of a version's direct calls logged"
+    ),
     ("delete", "/api/tenants/{tenant}/predictions"): Operation(
         "forgetPredictions", "Delete every prediction record of a tenant's calls"
     ),

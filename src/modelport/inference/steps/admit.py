@@ -20,8 +20,10 @@ if TYPE_CHECKING:
 async def admit(env: Env, call: Call) -> None:
     ref = call.ref
     assert ref is not None
-    if call.endpoint is not None:
-        # The prediction log's clock starts here, as the endpoint's caller waits.
+    sampling = env.sampling
+    if call.endpoint is not None or (sampling is not None and sampling.active):
+        # The prediction log's clock starts here, as the caller waits (a direct call's
+        # only where some sampling policy may keep it: else the log costs it nothing).
         call.received_at = datetime.now(UTC)
         call.received = time.perf_counter()
     tokens = None

@@ -1,5 +1,5 @@
-"""Step 8, record: what the call used, on its metered call, and an endpoint call's
-prediction-log record.
+"""Step 8, record: what the call used, on its metered call, and its prediction-log
+record (an endpoint call's; a direct call's where sampled).
 
 A unary call's usage (``Usage``): its rows answered (dimension 0 of the outputs declared
 with a variable first dimension, never above the rows asked), its wall time since it was
@@ -9,8 +9,10 @@ asked for). A fallback version that answered bills the call at its prices. A str
 counted what it delivered as it went; here the engine's time is recorded (submission to
 last chunk) and, where no backend counted the prompt, its estimate.
 
-``log_prediction`` is the one place a prediction-log record is made: never waits (a
-full log counts the drop).
+``log_prediction`` is the one place an endpoint call's prediction-log record is made,
+``_log_direct`` a direct version call's where a sampling policy keeps it
+(``observability.sampling``; nothing is made or decided while no policy is set): neither
+waits (a full log counts the drop).
 """
 
 from __future__ import annotations
@@ -29,6 +31,8 @@ from modelport.inference.tokens import input_tokens
 from modelport.inference.types import Usage
 from modelport.manifest import TensorSpec
 from modelport.metering.types import Unit
+from modelport.observability.sampling import PredictionSampling
+from modelport.observability.types import LogPolicy
 from modelport.serving.routing.streams import PlannedStream, prompt_tensor, texts_tensor
 from modelport.serving.types import GPU_SECONDS
 
@@ -70,6 +74,8 @@ async def record(env: Env, call: Call) -> None:
     call.outputs = outputs
     if prediction is not None:
         log_prediction(env, call, "ok")
+    elif env.sampling is not None and env.sampling.active:
+        _log_direct(env, call, env.sampling)
 
 
 def _record_stream(env: Env, call: Call) -> None:
@@ -144,6 +150,45 @@ def log_prediction(env: Env, call: Call, status: str) -> None:
             policy=endpoint.log_policy,
         )
     )
+
+
+def _log_direct(env: Env, call: Call, sampling: PredictionSampling) -> None:
+    """Queue a direct version call's record where a sampling policy keeps it."""
+    metered, resolved, request = call.metered, call.resolved, call.request
+    assert metered is not None and resolved is not None and request is not None
+    received_at = call.received_at
+    if received_at is None:  # admitted before a policy arrived: decided from the next call
+        return
+    principal = call.caller.principal
+    ref = resolved.ref
+    payloads = sampling.decide(metered.prediction_id, principal.tenant, ref.model, ref.version)
+    if payloads is None:
+        return
+    served = call.served
+    assert served is not None
+    ran = served.provenance.version or ref
+    env.prediction_log.record(
+        prediction_record(
+            prediction_id=metered.prediction_id,
+            endpoint="",
+            owner=ran.model.split("/", 1)[0],
+            chosen=ref,
+            provenance=served.provenance,
+            inputs=request.inputs,
+            outputs=call.outputs,
+            received_at=received_at,
+            latency_seconds=time.perf_counter() - call.received,
+            stages=served.timings,
+            tenant=principal.tenant,
+            key_id=principal.key_id,
+            request_id=call.caller.request_id,
+            policy=_PAYLOADS if payloads else _METADATA,
+        )
+    )
+
+
+_PAYLOADS = LogPolicy(inputs=True, outputs=True)
+_METADATA = LogPolicy()
 
 
 def _asked(
