@@ -8,16 +8,14 @@ principal of no tenant (the platform operator) is never degraded by its tier.
 
 from __future__ import annotations
 
-import threading
 import time
 from collections.abc import Callable
 
-import anyio.to_thread
-
+from modelport.inference.tenant_cache import TenantCache
 from modelport.tenancy.types import Tier
 
 
-class TenantTiers:
+class TenantTiers(TenantCache[Tier]):
     """Tenants' tiers, read through ``load`` (blocking: the database) and cached; a
     tenant ``load`` does not know is ``standard``."""
 
@@ -28,31 +26,8 @@ class TenantTiers:
         ttl: float,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        self._load = load
-        self._ttl = ttl
-        self._clock = clock
-        self._known: dict[str, tuple[float, Tier]] = {}
-        self._lock = threading.Lock()
+        super().__init__(load, default=Tier.STANDARD, ttl=ttl, clock=clock)
 
     async def tier_of(self, tenant: str | None) -> Tier:
-        if tenant is None:
-            return Tier.PREMIUM
-        found = self._known.get(tenant)
-        if found is not None and found[0] > self._clock():
-            return found[1]
-        loaded = await anyio.to_thread.run_sync(self._load, tenant)
-        tier = Tier.STANDARD if loaded is None else loaded
-        with self._lock:
-            if len(self._known) > 65536:  # many tenants: start over rather than grow
-                self._known.clear()
-            self._known[tenant] = (self._clock() + self._ttl, tier)
-        return tier
-
-    def forget(self, tenant: str) -> None:
-        """``tenant`` changed its tier. Safe from any thread."""
-        with self._lock:
-            self._known.pop(tenant, None)
-
-    def forget_all(self) -> None:
-        with self._lock:
-            self._known.clear()
+        """The tier of ``tenant`` (None: the platform operator, never degraded by it)."""
+        return Tier.PREMIUM if tenant is None else await self.get(tenant)

@@ -7,12 +7,11 @@ lost. A principal of no tenant (the platform admin) declares nothing: the defaul
 
 from __future__ import annotations
 
-import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-import anyio.to_thread
+from modelport.inference.tenant_cache import TenantCache
 
 
 @dataclass(frozen=True, slots=True)
@@ -26,7 +25,7 @@ class CacheFlags:
 DEFAULT = CacheFlags()
 
 
-class TenantCacheFlags:
+class TenantCacheFlags(TenantCache[CacheFlags]):
     """Tenants' flags, read through ``load`` (blocking: the database) and cached."""
 
     def __init__(
@@ -36,39 +35,8 @@ class TenantCacheFlags:
         ttl: float,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        self._load = load
-        self._ttl = ttl
-        self._clock = clock
-        self._known: dict[str, tuple[float, CacheFlags]] = {}
-        self._lock = threading.Lock()
-
-    def cached(self, tenant: str) -> CacheFlags | None:
-        """The tenant's flags if known and fresh (no I/O), else None."""
-        found = self._known.get(tenant)
-        if found is None or found[0] <= self._clock():
-            return None
-        return found[1]
+        super().__init__(load, default=DEFAULT, ttl=ttl, clock=clock)
 
     async def of(self, tenant: str | None) -> CacheFlags:
         """The flags of ``tenant`` (None: no tenant, the defaults)."""
-        if tenant is None:
-            return DEFAULT
-        known = self.cached(tenant)
-        if known is not None:
-            return known
-        loaded = await anyio.to_thread.run_sync(self._load, tenant)
-        flags = DEFAULT if loaded is None else loaded
-        with self._lock:
-            if len(self._known) > 65536:  # many tenants: start over rather than grow
-                self._known.clear()
-            self._known[tenant] = (self._clock() + self._ttl, flags)
-        return flags
-
-    def forget(self, tenant: str) -> None:
-        """``tenant`` changed its flags. Safe from any thread."""
-        with self._lock:
-            self._known.pop(tenant, None)
-
-    def forget_all(self) -> None:
-        with self._lock:
-            self._known.clear()
+        return DEFAULT if tenant is None else await self.get(tenant)
