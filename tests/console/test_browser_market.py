@@ -56,9 +56,15 @@ def test_a_consumer_browses_datasets_and_templates_and_routes_a_call(
     # The model's playground, routed: the platform picks the cheapest adder it may call.
     page.goto(f"{url}/console/models/{MODEL}")
     page.get_by_role("textbox", name="x FP32").fill("10, 20, 30, 40")
+    run = page.locator("button#run")
+    assert run.inner_text() == "Run version 1"
+    page.get_by_label("Let the platform choose").check()
+    assert run.inner_text() == "Run route:tabular-regression"  # the button says what it runs
+    page.get_by_label("Let the platform choose").uncheck()
+    assert run.inner_text() == "Run version 1"
     page.get_by_label("Let the platform choose").check()
     page.get_by_label("Prefer").select_option("cheapest")
-    page.get_by_role("button", name="Run version 1").click()
+    page.get_by_role("button", name="Run route:tabular-regression").click()
     served = page.locator("#served-by")
     served.wait_for()
     assert served.inner_text() == f"{CHEAPER}:1"

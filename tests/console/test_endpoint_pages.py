@@ -10,8 +10,11 @@ from datetime import UTC, datetime
 
 import pytest
 
+from modelport.console import endpoint_pages
 from modelport.console.charts import split_bar
 from modelport.console.endpoint_pages import canary_view, duration
+from modelport.runtime.types import Priority
+from modelport.tenancy.types import Tier
 from tests.console.conftest import Console, browser_client, csrf_of, sign_in
 from tests.console.endpoint_seed import ENDPOINT, Deployed, deploy_canary, wait_for
 
@@ -184,3 +187,76 @@ def test_a_canarys_progress_reads_the_apis_rollout() -> None:
     assert view["gates"][0]["label"] == "Candidate requests this step"
     assert canary_view({"versions": [], "rollout": {"policy": "manual"}}, datetime.now(UTC)) is None
     assert duration(7260) == "2 h 1 min" and duration(-3) == "0 s"
+
+
+def _policy(deployed: Deployed) -> object:
+    response = deployed.api("GET", f"/api/endpoints/{ENDPOINT}/degradation")
+    assert response.status_code == 200, response.text
+    return response.json()["policy"]
+
+
+def test_the_owner_sets_and_clears_the_degradation_policy(deployed: Deployed) -> None:
+    client = signed_in(deployed, deployed.deployer_key)
+    page = client.get(PAGE).text
+    assert "No policy of its own: the installation's applies." in page
+    token = csrf_of(page)
+    saved = client.post(
+        f"{PAGE}/degradation",
+        data={
+            "csrf_token": token,
+            "enabled": "on",
+            "queue_wait_seconds": "2.5",
+            "fallback": "acme/summer:1",
+            "tiers": ["free", "standard"],
+        },
+        follow_redirects=False,
+    )
+    assert saved.status_code == 303, saved.text
+    assert _policy(deployed) == {
+        "enabled": True,
+        "queue_wait_seconds": 2.5,
+        "fallback": "acme/summer:1",
+        "priorities": None,  # nothing ticked: the installation's
+        "tiers": ["free", "standard"],
+    }
+    shown = text_of(client.get(PAGE).text)
+    assert "Queue wait above 2.5 s Fallback acme/summer:1" in shown
+    assert "Priorities that give way the installation's Tiers that give way free, standard" in (
+        shown
+    )
+
+    refused = client.post(
+        f"{PAGE}/degradation",
+        data={"csrf_token": token, "enabled": "on", "fallback": "beta/nothing"},
+    )
+    assert refused.status_code == 400
+    assert "(degrade_fallback_not_callable)" in refused.text
+    bad = client.post(
+        f"{PAGE}/degradation", data={"csrf_token": token, "queue_wait_seconds": "soon"}
+    )
+    assert bad.status_code == 400 and "(invalid_request)" in bad.text
+    assert _policy(deployed)["fallback"] == "acme/summer:1"  # type: ignore[index]
+
+    cleared = client.post(
+        f"{PAGE}/degradation/clear", data={"csrf_token": token}, follow_redirects=False
+    )
+    assert cleared.status_code == 303
+    assert _policy(deployed) is None
+    assert "the installation's applies" in client.get(PAGE).text
+
+
+def test_a_reader_sees_the_policy_but_may_not_change_it(deployed: Deployed) -> None:
+    client = signed_in(deployed, deployed.reader_key)
+    token = csrf_of(client.get(PAGE).text)
+    refused = client.post(f"{PAGE}/degradation", data={"csrf_token": token})
+    assert refused.status_code == 403 and "(forbidden)" in refused.text
+    forged = signed_in(deployed, deployed.deployer_key).post(
+        f"{PAGE}/degradation/clear", data={"csrf_token": "forged"}
+    )
+    assert forged.status_code == 403 and "<code>csrf_refused</code>" in forged.text
+    assert _policy(deployed) is None
+
+
+def test_the_degradation_form_offers_every_priority_and_tier() -> None:
+    assert tuple(p.value for p in Priority) == endpoint_pages.PRIORITIES
+    assert tuple(t.value for t in Tier) == endpoint_pages.TIERS

@@ -130,3 +130,19 @@ def test_the_playground_calls_a_task_alias_and_names_the_model_that_served_it(
     status, html = _run(beta, url, prefer="cheapest", max_price="0.0005")
     assert status == 200 and 'id="served-by"' not in html
     assert f"${PRICE_MICROS / 1_000_000:.6f} per call" in html
+
+
+def test_the_run_button_names_what_it_runs(console: Console) -> None:
+    beta = _signed_in(console, console.beta_key)
+    url = f"/console/models/{MODEL}"
+    page = beta.get(f"{url}?version=1").text
+    button = re.search(r'<button type="submit" id="run"([^>]*)>(.*?)</button>', page)
+    assert button, "the playground has no Run button"
+    assert button[2] == "Run version 1"  # routing unticked: the page's own version
+    assert 'data-own="Run version 1"' in button[1]
+    assert 'data-routed="Run route:tabular-regression"' in button[1]  # what the script shows
+    # Sent back ticked (a failed routed call), the page names the alias it ran.
+    status, html = _run(beta, url, route="1", max_latency_ms="soon")
+    assert status == 400
+    again = re.search(r'<button type="submit" id="run"[^>]*>(.*?)</button>', html)
+    assert again and again[1] == "Run route:tabular-regression"

@@ -13,6 +13,7 @@ from starlette.testclient import TestClient
 
 from modelport.console import operator_pages
 from modelport.tenancy.policy import ROLE_PERMISSIONS
+from modelport.tenancy.types import Tier
 from tests.conftest import ADMIN_KEY
 from tests.console.conftest import MODEL, Console, browser_client, csrf_of, sign_in
 
@@ -287,3 +288,42 @@ def test_a_forged_form_is_refused_and_changes_nothing(console: Console) -> None:
 
 def test_the_forms_offer_every_role_tenancy_knows() -> None:
     assert tuple(sorted(ROLE_PERMISSIONS)) == operator_pages.ROLES
+
+
+def test_the_admin_moves_a_tenant_to_another_tier_and_its_member_sees_it(
+    console: Console,
+) -> None:
+    admin = signed_in(console, ADMIN_KEY)
+    page = "/console/operator/tenants/gamma"
+    shown = admin.get(page).text
+    assert '<strong id="tier-now">standard</strong>' in shown  # a new tenant's
+    assert '<option value="standard" selected>standard</option>' in shown
+    moved = post(admin, page, f"{page}/tier", {"tier": "premium"})
+    assert moved.status_code == 303 and moved.headers["location"] == page
+    assert console.services.tenancy.get_tenant("gamma").tier.value == "premium"
+    assert '<option value="premium" selected>premium</option>' in admin.get(page).text
+
+    unknown = post(admin, page, f"{page}/tier", {"tier": "gold"})
+    assert unknown.status_code == 400 and "(invalid_request)" in unknown.text
+    forged = admin.post(f"{page}/tier", data={"csrf_token": "forged", "tier": "free"})
+    assert forged.status_code == 403 and "<code>csrf_refused</code>" in forged.text
+    assert console.services.tenancy.get_tenant("gamma").tier.value == "premium"
+
+    gamma = signed_in(console, console.gamma_key)  # a consumer of gamma: its own tier
+    keys = gamma.get("/console/keys")
+    assert keys.status_code == 200
+    assert 'Tenant <strong>gamma</strong>, tier <strong id="tier">premium</strong>' in keys.text
+
+
+def test_an_owner_sees_their_tier_but_cannot_change_it(console: Console) -> None:
+    owner = signed_in(console, owner_key(console, "gamma", "olga"))
+    page = "/console/operator/tenants/gamma"
+    shown = owner.get(page).text
+    assert '<strong id="tier-now">standard</strong>' in shown and f"{page}/tier" not in shown
+    refused = post(owner, page, f"{page}/tier", {"tier": "premium"})
+    assert refused.status_code == 403 and "(forbidden)" in refused.text
+    assert console.services.tenancy.get_tenant("gamma").tier.value == "standard"
+
+
+def test_the_tier_form_offers_every_tier_tenancy_knows() -> None:
+    assert tuple(t.value for t in Tier) == operator_pages.TIERS

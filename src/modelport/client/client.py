@@ -7,6 +7,7 @@ from types import TracebackType
 from typing import Self
 
 from modelport.client.aliases import Aliases, AsyncAliases
+from modelport.client.assets import Assets, AsyncAssets
 from modelport.client.billing import AsyncInvoices, AsyncUsage, Invoices, Usage
 from modelport.client.endpoints import AsyncEndpoints, Endpoints
 from modelport.client.grants import AsyncGrants, Grants
@@ -57,6 +58,7 @@ class Client:
         self.limits = LimitsFamily(self.transport)
         self.grants = Grants(self.transport)
         self.jobs = Jobs(self.transport)
+        self.assets = Assets(self.transport)
 
     def infer(self, target: str, inputs: Inputs) -> InferResult:
         """Shorthand for ``predict.infer``: a model ref or an endpoint name."""
@@ -106,6 +108,7 @@ class AsyncClient:
         self.limits = AsyncLimitsFamily(self.transport)
         self.grants = AsyncGrants(self.transport)
         self.jobs = AsyncJobs(self.transport)
+        self.assets = AsyncAssets(self.transport)
 
     async def infer(self, target: str, inputs: Inputs) -> InferResult:
         return await self.predict.infer(target, inputs)

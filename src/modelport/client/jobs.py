@@ -18,11 +18,30 @@ def target_of(target: str) -> dict[str, str]:
     return {"model": target} if "/" in target else {"endpoint": target}
 
 
+TENSOR_BATCH = (
+    {"name": "shards", "implementation": "tensor_shards"},
+    {"name": "publish", "implementation": "tensor_publish"},
+)
+"""The pipeline of a batch over a dataset split, when the caller names none (docs/batch.md)."""
+
+
+def dataset_input(dataset: str | None, split: str | None) -> dict[str, str] | None:
+    """The API's ``input_dataset``: ``dataset`` (``owner/name:version``) and ``split``
+    come together or not at all."""
+    if dataset is None and split is None:
+        return None
+    if dataset is None or split is None:
+        raise ValueError("a dataset input needs both the dataset (owner/name:version) and a split")
+    return {"dataset": dataset, "split": split}
+
+
 def submit_call(
     target: str,
     inputs: Sequence[dict[str, Any]] | None = None,
     *,
     input_digest: str | None = None,
+    input_dataset: str | None = None,
+    split: str | None = None,
     select: Sequence[str] | None = None,
     rename: dict[str, str] | None = None,
     pipeline: Sequence[dict[str, Any]] | None = None,
@@ -30,9 +49,13 @@ def submit_call(
     idempotency_key: str | None = None,
 ) -> Call[Job]:
     body: dict[str, Any] = {"target": target_of(target)}
+    from_split = dataset_input(input_dataset, split)
+    if from_split is not None and pipeline is None:
+        pipeline = [dict(stage) for stage in TENSOR_BATCH]
     for name, value in (
         ("inputs", None if inputs is None else list(inputs)),
         ("input_digest", input_digest),
+        ("input_dataset", from_split),
         ("select", None if select is None else list(select)),
         ("rename", rename),
         ("pipeline", None if pipeline is None else list(pipeline)),
@@ -74,8 +97,10 @@ class Jobs(Family):
         self, target: str, inputs: Sequence[dict[str, Any]] | None = None, **options: Any
     ) -> Job:
         """Queue a job on ``target`` (a model ref, or an endpoint name) with OIP JSON
-        tensors ``inputs`` (or ``input_digest=``); options: ``select``, ``rename``,
-        ``pipeline``, ``webhook``, ``idempotency_key``."""
+        tensors ``inputs`` (or ``input_digest=``, or a dataset split:
+        ``input_dataset="owner/name:version", split="test"``, a tensor batch unless
+        ``pipeline`` names another); options: ``select``, ``rename``, ``pipeline``,
+        ``webhook``, ``idempotency_key``."""
         return self._t.run(submit_call(target, inputs, **options))
 
     def get(self, job_id: str) -> Job:

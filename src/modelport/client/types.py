@@ -322,6 +322,37 @@ class Grant:
 
 
 @dataclass(frozen=True)
+class Asset:
+    """A dataset or prompt template found in the catalog (``GET /api/assets``); a page's
+    ``raw`` also holds the ``total`` and the ``facets``."""
+
+    kind: str
+    owner: str
+    name: str
+    visibility: str
+    description: str
+    latest: Json | None
+    """The newest version's ``version``, ``task`` and ``license`` (None: no version yet)."""
+    raw: Json = field(repr=False)
+
+    @property
+    def ref(self) -> str:
+        return f"{self.owner}/{self.name}"
+
+    @classmethod
+    def from_json(cls, body: Json) -> Asset:
+        return cls(
+            body["kind"],
+            body["owner"],
+            body["name"],
+            body["visibility"],
+            body["description"],
+            body.get("latest"),
+            body,
+        )
+
+
+@dataclass(frozen=True)
 class Invoice:
     id: int
     tenant: str

@@ -1,5 +1,5 @@
-"""A consumer's own pages: API keys (create, shown once; revoke), usage and spend by
-model and by day, the tenant's share of the month's compute, and the prepaid balance."""
+"""A consumer's own pages: API keys (create, shown once; revoke) with the tenant's tier,
+usage and spend by model and by day, the tenant's share of the month's compute, and the prepaid balance."""
 
 from __future__ import annotations
 
@@ -38,13 +38,21 @@ async def _keys_page(
     error: str | None = None,
     status_code: int = 200,
 ) -> Response:
-    answer = await platform(request, session).get("/api/keys")
+    api = platform(request, session)
+    if session.tenant:  # the member's tenant, for its tier (every member may read it)
+        answer, found = await asyncio.gather(
+            api.get("/api/keys"), api.get(f"/api/tenants/{quote(session.tenant, safe='')}")
+        )
+        tenant = found.body if found.ok else None
+    else:
+        answer, tenant = await api.get("/api/keys"), None
     items = answer.body.get("items", []) if answer.ok else []
     return render(
         request,
         "keys.html",
         status_code=status_code if answer.ok else answer.status,
         session=session,
+        tenant=tenant,
         keys=items,
         created=created,
         error=error if answer.ok else answer.error,

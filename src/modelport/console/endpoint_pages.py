@@ -1,7 +1,8 @@
 """A publisher's endpoints: each one's traffic split, its deployments, a canary's
 progress and gates, a shadow's comparison, traffic per version from the prediction
 log, its monitor's drift and quality per version, its SLOs with the error budget left
-and the burn rates, and the rollback button."""
+and the burn rates, its degradation policy under load (set or cleared by a form), and
+the rollback button."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from fastapi import APIRouter
 from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 
-from modelport.console.calls import PlatformAPI
+from modelport.console.calls import Answer, PlatformAPI
 from modelport.console.charts import split_bar
 from modelport.console.sessions import ConsoleSession
 from modelport.console.web import checked_form, current_session, platform, refusal, render
@@ -23,6 +24,11 @@ router = APIRouter()
 
 LISTED_STATES = 50
 """Endpoints whose active deployment the list page asks for (the rest show no state)."""
+
+PRIORITIES = ("interactive", "batch", "offline")
+"""The priorities the degradation form offers (the runtime's ``Priority``, kept in step by a test)."""
+TIERS = ("free", "standard", "premium")
+"""The tenant tiers the degradation form offers (tenancy's ``Tier``, kept in step by a test)."""
 
 GATE_NAMES = {
     "requests": "Candidate requests this step",
@@ -133,8 +139,8 @@ async def _endpoint_page(
     listed = await api.get(f"{_path(name)}/deployments")
     deployments = listed.body.get("items", []) if listed.ok else []
     active = next((d for d in deployments if d["id"] == body.get("active_deployment")), None)
-    (traffic, outcomes), drift, slos = await asyncio.gather(
-        _monitoring(api, name), _drift(api, name), _slos(api, name)
+    (traffic, outcomes), drift, slos, degradation = await asyncio.gather(
+        _monitoring(api, name), _drift(api, name), _slos(api, name), _degradation(api, name)
     )
     rollback_open = _rollback_open(body)
     return render(
@@ -153,6 +159,9 @@ async def _endpoint_page(
         drift=drift,
         slos=slos,
         rollback_open=rollback_open,
+        degradation=degradation,
+        priorities=PRIORITIES,
+        tiers=TIERS,
         rolled=request.query_params.get("rolled"),
         error=error or (None if listed.ok else listed.error),
     )
@@ -190,6 +199,30 @@ async def _slos(api: PlatformAPI, name: str) -> dict[str, Any]:
     return {**found.body, "windows": windows}
 
 
+async def _degradation(api: PlatformAPI, name: str) -> dict[str, Any]:
+    """The endpoint's degradation policy (``policy`` None: the installation's applies);
+    an unavailable one shows as its error."""
+    found = await api.get(f"{_path(name)}/degradation")
+    if not found.ok:
+        return {"error": found.error, "policy": None}
+    return {"policy": found.body.get("policy")}
+
+
+def degradation_body(form: dict[str, str], ticked: list[tuple[str, str]]) -> dict[str, Any]:
+    """The API's policy from the form: a blank field, or a group with nothing ticked,
+    is left out (the installation's part applies); the API judges the values."""
+    body: dict[str, Any] = {"enabled": form.get("enabled") == "on"}
+    if wait := form.get("queue_wait_seconds", "").strip():
+        body["queue_wait_seconds"] = wait
+    if fallback := form.get("fallback", "").strip():
+        body["fallback"] = fallback
+    for group in ("priorities", "tiers"):
+        chosen = [value for key, value in ticked if key == group]
+        if chosen:
+            body[group] = chosen
+    return body
+
+
 def moment(text: str) -> datetime:
     """An API time (ISO 8601); one without a zone is UTC."""
     found = datetime.fromisoformat(text)
@@ -217,4 +250,39 @@ async def rollback(name: str, deployment: int, request: Request) -> Response:
         )
     return RedirectResponse(
         f"/console/endpoints/{quote(name, safe='')}?rolled={deployment}", status_code=303
+    )
+
+
+@router.post("/endpoints/{name}/degradation")
+async def set_degradation(name: str, request: Request) -> Response:
+    """Replace the endpoint's degradation policy (the API decides who may, and which
+    values it takes)."""
+    session = await current_session(request)
+    form = await checked_form(request, session)
+    raw = await request.form()
+    ticked = [(k, v) for k, v in raw.multi_items() if isinstance(v, str)]
+    answer = await platform(request, session).call(
+        "PUT", f"{_path(name)}/degradation", json=degradation_body(form, ticked)
+    )
+    return await _then_endpoint(request, session, name, answer)
+
+
+@router.post("/endpoints/{name}/degradation/clear")
+async def clear_degradation(name: str, request: Request) -> Response:
+    """Back to the installation's policy."""
+    session = await current_session(request)
+    await checked_form(request, session)
+    answer = await platform(request, session).call("DELETE", f"{_path(name)}/degradation")
+    return await _then_endpoint(request, session, name, answer)
+
+
+async def _then_endpoint(
+    request: Request, session: ConsoleSession, name: str, answer: Answer
+) -> Response:
+    if not answer.ok:
+        return await _endpoint_page(
+            request, session, name, error=answer.error, status_code=answer.status
+        )
+    return RedirectResponse(
+        f"/console/endpoints/{quote(name, safe='')}#degradation", status_code=303
     )

@@ -1,4 +1,4 @@
-"""The operator's pages: tenants (list, create, settings, suspension), a tenant's
+"""The operator's pages: tenants (list, create, settings, tier, suspension), a tenant's
 members and their roles, the audit log with filters, and worker and model health. The
 platform admin sees every tenant; a tenant's owner, their own; anyone else gets the
 API's refusal."""
@@ -25,6 +25,8 @@ AUDIT_FILTERS = ("tenant", "actor", "action", "outcome", "since", "until")
 """The audit log's filters, as ``GET /api/audit`` names them."""
 OUTCOMES = ("success", "denied", "failed", "error")
 AUDIT_PAGE = "50"
+TIERS = ("free", "standard", "premium")
+"""The tiers a form offers (tenancy's ``Tier``, which a test keeps in step), lowest first."""
 SETTINGS = ("require_separation", "no_cache", "shared_cache")
 """A tenant's switches, as ``PATCH /api/tenants/{tenant}`` names them."""
 
@@ -125,6 +127,7 @@ async def _tenant_page(
         tenant=found.body,
         members=members.body.get("items", []),
         roles=ROLES,
+        tiers=TIERS,
         error=error,
     )
 
@@ -149,6 +152,18 @@ async def update_tenant(tenant: str, request: Request) -> Response:
     body: dict[str, Any] = {name: form.get(name) == "on" for name in SETTINGS}
     body["name"] = form.get("name", "").strip()
     answer = await platform(request, session).call("PATCH", f"/api/tenants/{_q(tenant)}", json=body)
+    return await _then_tenant(request, session, tenant, answer)
+
+
+@router.post("/tenants/{tenant}/tier")
+async def set_tier(tenant: str, request: Request) -> Response:
+    """Move the tenant to the tier chosen (the API allows the platform admin only, and
+    refuses a tier it does not know)."""
+    session = await current_session(request)
+    form = await checked_form(request, session)
+    answer = await platform(request, session).call(
+        "PUT", f"/api/tenants/{_q(tenant)}/tier", json={"tier": form.get("tier", "")}
+    )
     return await _then_tenant(request, session, tenant, answer)
 
 

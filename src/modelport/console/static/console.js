@@ -14,6 +14,16 @@ document.addEventListener("submit", (event) => {
   if (form && !window.confirm(form.dataset.confirm)) event.preventDefault();
 });
 
+// The playground's Run button names what it runs: the page's version, or the task alias
+// when the routing box is ticked.
+const runButton = document.querySelector("button[data-routed]");
+const routeBox = document.getElementById("route-on");
+if (runButton && routeBox) {
+  routeBox.addEventListener("change", () => {
+    runButton.textContent = routeBox.checked ? runButton.dataset.routed : runButton.dataset.own;
+  });
+}
+
 // The chat box: the conversation kept in the page, each answer streamed as JSON lines.
 function money(micros) {
   if (micros === null || micros === undefined) return "free";
