@@ -19,6 +19,7 @@ from sqlalchemy.exc import IntegrityError
 from modelport.assets.access import AssetAccess
 from modelport.assets.manifests import manifest_digest, require_same
 from modelport.assets.queries import AssetQueries
+from modelport.assets.records import Asset
 from modelport.assets.search import AssetEntry
 from modelport.errors import Conflict, InvalidInput, NotFound
 from modelport.registry.licenses import normalize_license
@@ -29,17 +30,6 @@ from modelport.tenancy.policy import Namespace, Permission
 from modelport.tenancy.types import GrantSet, Principal
 
 VISIBILITIES = ("private", "public")
-
-
-class Asset(Protocol):
-    @property
-    def owner(self) -> str: ...
-    @property
-    def name(self) -> str: ...
-    @property
-    def visibility(self) -> str: ...
-    @property
-    def description(self) -> str: ...
 
 
 class AssetVersion(Protocol):

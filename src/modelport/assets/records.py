@@ -32,8 +32,8 @@ class AssetRecord:
         return f"{self.owner}/{self.name}"
 
 
-class AssetRow(Protocol):
-    """The columns of an asset's table that ``record_of`` reads."""
+class Asset(Protocol):
+    """What a kind's catalog reads of an asset (its access rule, its search)."""
 
     @property
     def owner(self) -> str: ...
@@ -43,6 +43,11 @@ class AssetRow(Protocol):
     def visibility(self) -> str: ...
     @property
     def description(self) -> str: ...
+
+
+class AssetRow(Asset, Protocol):
+    """The columns of an asset's table that ``record_of`` reads."""
+
     @property
     def created_at(self) -> datetime: ...
     @property
