@@ -27,7 +27,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from modelport.api.grpc.worker_backend import WORKER_LOST, WorkerChannels
 from modelport.api.worker import create_worker_app
-from modelport.app import WorkerServices, build_worker_services
+from modelport.app import build_worker_services
 from modelport.clock import ManualClock, SystemClock
 from modelport.config import Role
 from modelport.errors import DeadlineExceeded
@@ -42,6 +42,7 @@ from tests.databases import truncate_tables
 from tests.polling import eventually
 from tests.serving.conftest import Serving, ServingFactory
 from tests.serving.pool.conftest import TOKEN, drive, pool_of, reset_pool_keys
+from tests.serving.pool.conftest import Worker as PoolWorker
 
 # The SDK's platform headers ask for the processor (``uname -p``, once per process):
 # asked at collection, so no test is taken for one starting processes.
@@ -97,20 +98,8 @@ class HeldEngine(ToyEngine):
 
 
 @dataclass
-class Worker:
-    client: TestClient
-    services: WorkerServices
+class Worker(PoolWorker):
     engine: HeldEngine
-
-    @property
-    def id(self) -> str:
-        assert self.services.pool is not None
-        return self.services.pool.agent.identity.id
-
-    def step(self) -> None:
-        assert self.services.pool is not None
-        self.services.pool.agent.sync()
-        self.services.pool.agent.announce()
 
     def halt(self) -> None:
         """Stop its gRPC server at once: its calls are cut, as a killed worker's are."""
