@@ -1,22 +1,27 @@
 """The remote OIP backend's connections (``aio_transport``): calls in flight share a
 few kept-alive connections instead of one each time, requests arrive whole, and the
-transport's failures are the backend's usual errors. The server is a bare asyncio one
+transport's failures are the backend's usual errors; TLS to a pinned address names the URL's host. The server is a bare asyncio one
 that counts the connections it accepts."""
 
 from __future__ import annotations
 
 import asyncio
+import ssl
 import time
+from pathlib import Path
 
+import httpx
 import numpy as np
 import orjson
 import pytest
 
 from modelport.errors import DeadlineExceeded, Unavailable
 from modelport.serving.backends import v2_wire
+from modelport.serving.backends.aio_transport import AiohttpTransport
 from modelport.serving.backends.remote_v2 import RemoteV2Backend
 from modelport.serving.types import BackendRequest
 from tests.serving.backend_support import version_ref
+from tests.serving.pool.tls import Authority
 
 X = np.arange(8, dtype=np.float32).reshape(2, 4)
 
@@ -56,8 +61,8 @@ class CountingServer:
                 if self.stall:
                     await asyncio.Event().wait()
                 writer.write(answer(head, body))
-        except (asyncio.IncompleteReadError, ConnectionError):
-            pass
+        except (asyncio.IncompleteReadError, ConnectionError, asyncio.CancelledError):
+            pass  # the client went, or the test's loop ended with the connection open
         finally:
             writer.close()
 
@@ -159,3 +164,46 @@ def test_a_connection_closed_without_an_answer_is_unreachable() -> None:
     with pytest.raises(Unavailable) as raised:
         asyncio.run(scenario())
     assert raised.value.code == "backend_unreachable"
+
+
+def test_tls_to_a_pinned_address_verifies_the_url_host(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The guard sends a request to the checked address with the URL's host as
+    ``sni_hostname``: the transport names and verifies that host, not the address."""
+    authority = Authority.create("test-ca")
+    cert, key = authority.issue("remote", dns="models.example.com")
+    (tmp_path / "ca.pem").write_bytes(authority.pem)
+    (tmp_path / "cert.pem").write_bytes(cert)
+    (tmp_path / "key.pem").write_bytes(key)
+    monkeypatch.setenv("SSL_CERT_FILE", str(tmp_path / "ca.pem"))  # trusted as httpx does
+    server = CountingServer()
+    body, headers = v2_wire.encode_request({"x": X})
+
+    async def scenario() -> list[int | str]:
+        tls = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+        tls.load_cert_chain(tmp_path / "cert.pem", tmp_path / "key.pem")
+        server.server = await asyncio.start_server(server._serve, "127.0.0.1", 0, ssl=tls)
+        port = server.server.sockets[0].getsockname()[1]
+        transport = AiohttpTransport()
+        outcomes: list[int | str] = []
+        try:
+            for name in ("models.example.com", "other.example.com"):
+                sent = httpx.Request(
+                    "POST",
+                    f"https://127.0.0.1:{port}/v2/models/m/infer",
+                    content=body,
+                    headers={**headers, "Host": "models.example.com"},
+                    extensions={"sni_hostname": name},
+                )
+                try:
+                    outcomes.append((await transport.handle_async_request(sent)).status_code)
+                except httpx.ConnectError as exc:
+                    outcomes.append(type(exc).__name__)
+        finally:
+            await transport.aclose()
+            await server.stop()
+        return outcomes
+
+    assert asyncio.run(scenario()) == [200, "ConnectError"]
+    assert b"\r\nHost: models.example.com\r\n" in server.requests[0][0]

@@ -37,6 +37,8 @@ class AiohttpTransport(httpx.AsyncBaseTransport):
                 limit_per_host=0,
                 keepalive_timeout=self._keepalive_expiry,
                 use_dns_cache=False,  # names are resolved where the policy checks them
+                # The certificates httpx's own transport trusts, made once, not per call.
+                ssl=httpx.create_ssl_context(),
             )
             self._session = aiohttp.ClientSession(
                 connector=connector,
