@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import ssl
+import threading
 import time
 from pathlib import Path
 
@@ -35,6 +36,7 @@ class CountingServer:
         self.accepted = 0
         self.requests: list[tuple[bytes, bytes]] = []
         self.server: asyncio.Server | None = None
+        self.handlers: list[asyncio.Task[None]] = []
 
     async def start(self) -> str:
         self.server = await asyncio.start_server(self._serve, "127.0.0.1", 0)
@@ -42,11 +44,16 @@ class CountingServer:
         return f"http://127.0.0.1:{port}"
 
     async def stop(self) -> None:
+        """Stops listening and ends the connections still open."""
         assert self.server is not None
         self.server.close()
+        for task in self.handlers:
+            task.cancel()
+        await asyncio.gather(*self.handlers, return_exceptions=True)
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self.accepted += 1
+        self.handlers.append(asyncio.current_task())  # type: ignore[arg-type]
         try:
             while head := await reader.readuntil(b"\r\n\r\n"):
                 length = next(
@@ -207,3 +214,33 @@ def test_tls_to_a_pinned_address_verifies_the_url_host(
 
     assert asyncio.run(scenario()) == [200, "ConnectError"]
     assert b"\r\nHost: models.example.com\r\n" in server.requests[0][0]
+
+
+def test_a_backend_serves_again_from_another_event_loop() -> None:
+    """Its connections belong to the loop that made them; a later loop gets its own."""
+    server = CountingServer()
+    serving = asyncio.new_event_loop()  # the server's, on a thread of its own
+    thread = threading.Thread(target=serving.run_forever, daemon=True)
+    thread.start()
+
+    async def once(backend: RemoteV2Backend) -> np.ndarray:
+        return (await backend.infer(call(X))).outputs["y"]
+
+    async def twice_then_close(backend: RemoteV2Backend) -> np.ndarray:
+        await once(backend)
+        try:
+            return await once(backend)
+        finally:
+            await backend.close()
+
+    try:
+        url = asyncio.run_coroutine_threadsafe(server.start(), serving).result()
+        backend = RemoteV2Backend("remote", url)
+        np.testing.assert_array_equal(asyncio.run(once(backend)), X)
+        np.testing.assert_array_equal(asyncio.run(twice_then_close(backend)), X)
+    finally:
+        asyncio.run_coroutine_threadsafe(server.stop(), serving).result()
+        serving.call_soon_threadsafe(serving.stop)
+        thread.join()
+        serving.close()
+    assert len(server.requests) == 3

@@ -16,6 +16,8 @@ Bodies are read whole (the remote OIP backend's answers are one body, not a stre
 
 from __future__ import annotations
 
+import asyncio
+
 import aiohttp
 import httpx
 
@@ -29,9 +31,14 @@ class AiohttpTransport(httpx.AsyncBaseTransport):
         self._max_connections = max_connections
         self._keepalive_expiry = keepalive_expiry
         self._session: aiohttp.ClientSession | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
 
     def _open(self) -> aiohttp.ClientSession:
-        if self._session is None or self._session.closed:
+        loop = asyncio.get_running_loop()
+        # A session is bound to its loop: one used from another (a test's second
+        # ``asyncio.run``) is left, as httpx's pool would leave its connections.
+        if self._session is None or self._session.closed or self._loop is not loop:
+            self._loop = loop
             connector = aiohttp.TCPConnector(
                 limit=self._max_connections,
                 limit_per_host=0,
