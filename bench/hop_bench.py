@@ -26,7 +26,9 @@ Then the hop alone (``--hop-seconds``, c=1, no gateway): the gateway's own clien
 against the worker directly, and the same gRPC client against ``minimal_grpc_server``
 (``session.run`` inline, no platform); the model's ``session.run`` in this process is
 the floor subtracted, to compare with the issue's 0.3 ms target. Last, both clients at
-c=1 and 64 with this process's CPU per call: what the hop costs a gateway.
+c=1 and 64 with this process's CPU per call: what the hop costs a gateway; the HTTP
+client also on httpx's own pool (``RemoteV2Backend`` before ``aio_transport``), the
+baseline of the same run.
 """
 
 from __future__ import annotations
@@ -167,9 +169,13 @@ async def through_grpc(
 
 
 async def through_http(
-    url: str, version: VersionRef, row: np.ndarray, s: float, c: int = 1
+    url: str, version: VersionRef, row: np.ndarray, s: float, c: int = 1, httpx_pool: bool = False
 ) -> Point:
-    backend = RemoteV2Backend("worker-http", url, api_key=ADMIN_KEY)
+    """``httpx_pool``: on httpx's own transport (httpcore's pool), the backend's before
+    its ``aio_transport``: the baseline of the same run."""
+    limits = httpx.Limits(max_connections=100)
+    transport = httpx.AsyncHTTPTransport(limits=limits) if httpx_pool else None
+    backend = RemoteV2Backend("worker-http", url, api_key=ADMIN_KEY, transport=transport)
     try:
         return await direct(backend.infer, version, row, s, c)
     finally:
@@ -242,6 +248,14 @@ def hop_alone(
             f"{CLIENT_MS[id(many_rpc)]:.3f} ms/call;  HTTP {many_http.rate:6.0f} calls/s, "
             f"client CPU {CLIENT_MS[id(many_http)]:.3f} ms/call;  worker CPU "
             f"{many_rpc.cpu_per_call_ms:.3f} / {many_http.cpu_per_call_ms:.3f} ms/call",
+            flush=True,
+        )
+        old = point([process], partial(through_http, http_url, version, row, seconds, c, True))
+        print(
+            f"  HTTP on httpx's pool (before) {old.rate:6.0f} calls/s, client CPU "
+            f"{CLIENT_MS[id(old)]:.3f} ms/call, worker CPU {old.cpu_per_call_ms:.3f} ms/call;"
+            f"  now x{many_http.rate / old.rate:.2f} calls/s, "
+            f"x{CLIENT_MS[id(many_http)] / CLIENT_MS[id(old)]:.2f} client CPU",
             flush=True,
         )
 
