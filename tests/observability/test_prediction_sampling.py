@@ -79,19 +79,24 @@ def test_keeps_is_decided_by_the_call_id() -> None:
     assert not any(keeps(i, 0.0) for i in ids) and all(keeps(i, 1.0) for i in ids)
 
 
-def test_the_higher_rate_applies_and_the_callers_payload_switch_wins(
+def test_the_higher_rate_applies_and_the_callers_payload_switch_decides(
     services: Services,
 ) -> None:
     sampling = PredictionSampling(services.database)
     assert not sampling.active and sampling.decide("c", "beta", "acme/adder", "1") is None
     sampling.set_version("acme/adder", "1", SamplingPolicy(1.0, payloads=True), actor="t")
     assert sampling.active
-    assert sampling.decide("c", "beta", "acme/adder", "1") is True
+    assert sampling.decide("c", "acme", "acme/adder", "1") is True  # the owner's own calls
+    # Another tenant's calls are sampled by the version's rate, their payloads kept only
+    # where that tenant opts in.
+    assert sampling.decide("c", "beta", "acme/adder", "1") is False
     assert sampling.decide("c", "beta", "acme/adder", "2") is None  # another version
+    sampling.set_tenant("beta", SamplingPolicy(0.0, payloads=True), actor="t")
+    assert sampling.decide("c", "beta", "acme/adder", "1") is True
     # The caller's tenant opts out of payloads: its calls stay sampled by the version's rate.
     sampling.set_tenant("beta", SamplingPolicy(0.0, payloads=False), actor="t")
     assert sampling.decide("c", "beta", "acme/adder", "1") is False
-    assert sampling.decide("c", "gamma", "acme/adder", "1") is True
+    assert sampling.decide("c", "gamma", "acme/adder", "1") is False
     # A tenant's own rate covers its calls of any version.
     sampling.set_tenant("gamma", SamplingPolicy(1.0, payloads=False), actor="t")
     assert sampling.decide("c", "gamma", "globex/other", "3") is False
@@ -209,11 +214,16 @@ def test_a_consumers_payload_opt_out_wins_over_the_versions(
     client.post("/api/tenants", json={"slug": "beta"})
     beta = key(services, "beta", "bob", ["owner", "consumer"])
     client.put(VERSION_LOG, json={"rate": 1.0, "payloads": True})
+    # With no policy of its own, beta's inputs do not reach the publisher's log.
+    called = client.post(CALL, json=infer_body("x", X), headers=beta)
+    assert called.status_code == 200, called.text
+    (first,) = logged(services, 1)
+    assert (first.tenant, first.owner, first.detail) == ("beta", "acme", "none")
     opted = client.put(
         "/api/tenants/beta/prediction-log", json={"rate": 0, "payloads": False}, headers=beta
     )
     assert opted.status_code == 200, opted.text
     called = client.post(CALL, json=infer_body("x", X), headers=beta)
     assert called.status_code == 200, called.text
-    (record,) = logged(services, 1)
+    (record,) = [r for r in logged(services, 2) if r.id != first.id]
     assert (record.tenant, record.owner, record.detail) == ("beta", "acme", "none")

@@ -18,7 +18,8 @@ is decided the same way, and a rate of 0.5 keeps the same half whichever process
 A kept call's record always has its metadata (ids, tenant, version, status, latency,
 stages); its inputs and outputs only where payload logging is on: the caller's tenant's
 switch where it set a policy (its opt-out wins, as does its opt-in: a consumer's own
-choice about its data), else the version's. The record's ``owner`` is the version's owner
+choice about its data), else the version's, for its owner's own calls only (another
+tenant's inputs never reach a publisher's log unless that tenant opted in). The record's ``owner`` is the version's owner
 tenant (whose log it is: its retention applies, it reads it), ``tenant`` the caller's.
 
 The policies are read from the database into this process (``refresh``: at start, every
@@ -98,7 +99,13 @@ class PredictionSampling:
         rate = max(mine.rate if mine else 0.0, theirs.rate if theirs else 0.0)
         if not keeps(call_id, rate):
             return None
-        return mine.payloads if mine is not None else bool(theirs and theirs.payloads)
+        if mine is not None:
+            return mine.payloads
+        # The version's switch covers its owner's own calls (and the platform admin's)
+        # only: another tenant's inputs reach the publisher's log only where that tenant
+        # opted in (its data).
+        own = tenant is None or tenant == model.partition("/")[0]
+        return bool(theirs and theirs.payloads and own)
 
     # ---- reading and setting
     def refresh(self) -> None:
