@@ -100,6 +100,7 @@ def test_the_application_runs_the_composition_roots_order(services: Services) ->
         "webhook deliveries",
         "prediction log",
         "prediction retention",
+        "prediction sampling",
         "health probes",
         "serving plane",
         "model repository sync",
