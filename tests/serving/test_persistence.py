@@ -93,6 +93,8 @@ def test_another_process_loads_pins_and_unloads_as_deployments_change(
     assert eventually(lambda: writer.clock.sleepers == 1), "the writer waits for the window's end"
     # Far past the window, whichever process's clock (started a moment apart) set it.
     writer.clock.advance(3600)  # the writer closes the rollback window: version 1 retires
+    # The other process keeps the standby warm by its own clock's window: past it too.
+    other.clock.advance(3600)
     writer.wait("fraud", replacement["id"] - 1, lambda d: d["state"] == "retired")
     assert eventually(lambda: host.find("acme/fraud", "1") is None), "the other process unloads 1"
     assert other.predict("fraud").json()["model_version"] == "2"

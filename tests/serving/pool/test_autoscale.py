@@ -16,6 +16,7 @@ import redis
 from modelport.runtime.types import LoadState, VersionKey
 from modelport.serving.pool.placements import PlacementRepository
 from modelport.serving.pool.scaler import PoolScaler
+from modelport.serving.types import VersionRef
 from tests.polling import eventually
 from tests.serving.conftest import ROW, Serving, add_constant
 from tests.serving.pool.conftest import Worker, drive, pool_of
@@ -43,6 +44,21 @@ def deploy(gateway: Serving, workers: list[Worker], **resources: int) -> None:
     gateway.endpoint("one")
     made = gateway.deploy("one", [(REF, 100)], wait=False, resources=resources)
     drive(gateway, workers, lambda: gateway.deployment("one", made["id"])["state"] == "active")
+
+
+def routed(gateway: Serving) -> VersionRef:
+    """The version the endpoint's route holds, once the route has it (the route table
+    is rebuilt after the deployment turns active, not with it)."""
+    table = gateway.services.serving.router.table
+
+    def held() -> bool:
+        route = table.find("one")
+        return route is not None and len(route.versions) > 0
+
+    assert eventually(held, 30), "the endpoint's route never held its version"
+    route = table.find("one")
+    assert route is not None
+    return route.versions[0]
 
 
 def answers(gateway: Serving) -> bool:
@@ -83,7 +99,7 @@ def test_replicas_shrink_when_calm_and_grow_on_queue_wait(
     # The gateway's degradation reads the same wait (it hosts nothing to predict from).
     degradation = gateway.services.inference.degradation
     assert degradation is not None
-    [placed] = gateway.services.serving.router.table.find("one").versions  # type: ignore[union-attr]
+    placed = routed(gateway)
     assert degradation.waits.predicted_wait(placed) == 2.0
     assert f'modelport_pool_requests_total{{version="{REF}"}} 2.0' in metrics
     target = gateway.services.settings.pool.target_wait_seconds
@@ -151,12 +167,11 @@ def test_a_release_while_redis_is_away_raises_nothing(
     deploy(gateway, [worker], min_replicas=1, max_replicas=1)
     assert placed_on(gateway) == [worker.id]
     placement = gateway.services.serving.controller.placement
-    route = gateway.services.serving.router.table.find("one")
-    assert route is not None
+    version = routed(gateway)
     store = placement.scale
     reachable, store.client = store.client, redis.Redis(port=1, socket_connect_timeout=1)
     try:
-        placement.release(route.versions[0])  # raised ConnectionError
+        placement.release(version)  # raised ConnectionError
     finally:
         store.client = reachable
 
@@ -174,12 +189,11 @@ def test_placing_a_version_scaled_to_zero_reads_no_redis_on_the_event_loop(
     scaler.step()
     drive(gateway, [worker], lambda: placed_on(gateway) == [] and not pool.view.ready(REF))
     placement = gateway.services.serving.controller.placement
-    route = gateway.services.serving.router.table.find("one")
-    assert route is not None
+    version = routed(gateway)
     store = placement.scale
     reachable, store.client = store.client, redis.Redis(port=1, socket_connect_timeout=1)
     try:
-        done = placement.place(route.versions[0])
+        done = placement.place(version)
     finally:
         store.client = reachable
     assert done.done()
