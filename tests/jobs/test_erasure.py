@@ -204,3 +204,25 @@ def test_bytes_a_dataset_of_the_tenant_lists_as_a_split_stay(jobs: Jobs) -> None
     assert jobs.get(done["id"]).json()["erased_at"] is not None
     assert _stored(jobs, shared)  # the dataset's split
     assert not _stored(jobs, done["output_digest"])  # nothing else lists the output
+
+
+def test_a_digest_written_in_a_datasets_description_keeps_nothing(jobs: Jobs) -> None:
+    """Only a split's file lists bytes: a tenant cannot keep another's bytes from erasure
+    by writing their digest into text of its own."""
+    done = _done(jobs)
+    with jobs.services.database.transaction() as session:
+        dataset = DatasetRow(owner="gamma", name="mention", visibility="private")
+        session.add(dataset)
+        session.flush()
+        session.add(
+            DatasetVersionRow(
+                dataset_id=dataset.id,
+                version="1",
+                digest="sha256:" + "e" * 64,
+                task="regression",
+                license="MIT",
+                manifest={"description": f"see {done['output_digest']}", "splits": []},
+            )
+        )
+    assert jobs.platform.client.delete("/api/tenants/beta/data").json()["jobs"] == 1
+    assert not _stored(jobs, done["output_digest"])

@@ -215,14 +215,21 @@ def _listed(session: Session, digest: str, tenant: str) -> bool:
         select(VersionFileRow.digest).where(VersionFileRow.digest == digest),
         select(ModelVersionRow.manifest_digest).where(ModelVersionRow.manifest_digest == digest),
         select(DatasetVersionRow.digest).where(DatasetVersionRow.digest == digest),
-        # A dataset's split files are listed only in its manifest: a job over the same
-        # bytes must not take them from the dataset.
-        select(DatasetVersionRow.id).where(
-            cast(DatasetVersionRow.manifest, Text).contains(digest, autoescape=True)
-        ),
         select(PromptTemplateVersionRow.digest).where(PromptTemplateVersionRow.digest == digest),
         select(BlobOwnerRow.digest).where(
             BlobOwnerRow.digest == digest, BlobOwnerRow.tenant != tenant
         ),
     )
-    return any(session.scalar(select(exists(query))) for query in uses)
+    if any(session.scalar(select(exists(query))) for query in uses):
+        return True
+    # A dataset's split files are listed only in its manifest: a job over the same bytes
+    # must not take them from the dataset. Only the splits' file digests count (not a
+    # text match: a manifest's description is the tenant's to write).
+    candidates = select(DatasetVersionRow.manifest).where(
+        cast(DatasetVersionRow.manifest, Text).contains(digest, autoescape=True)
+    )
+    return any(
+        isinstance(split, dict) and (split.get("file") or {}).get("digest") == digest
+        for manifest in session.scalars(candidates)
+        for split in (manifest or {}).get("splits", [])
+    )
